@@ -1,0 +1,1 @@
+//! weir-lang (in progress)

@@ -1,0 +1,1 @@
+//! packet builder (in progress)

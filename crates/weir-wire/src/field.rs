@@ -1,0 +1,378 @@
+//! The fields a rule can read: packet header fields, packet metadata and connection state.
+//!
+//! Every field's value is an unsigned integer of at most 128 bits, in host order, so that a
+//! match on any field is "value (after an optional mask) lies in a set of ranges". Addresses are
+//! their numeric value (`198.18.0.1` is `0xc612_0001`), interface names are their 16 bytes
+//! (IFNAMSIZ) read as a big-endian `u128` with zero padding, so that `"eth*"` is a range.
+//!
+//! Header fields are read from a parsed packet by [`crate::PacketMeta::get`]; metadata (`meta
+//! mark`, interfaces) and connection-tracking fields (`ct ...`) come from the engine's context.
+
+/// The value type of a field: decides how constants are parsed and printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DataType {
+    /// A plain unsigned integer of this many bits.
+    Integer(u8),
+    Ipv4Addr,
+    Ipv6Addr,
+    EtherAddr,
+    /// 16-bit EtherType (`ip`, `ip6`, `arp`, `vlan`, or a number).
+    EtherType,
+    /// 8-bit IP protocol number (`tcp`, `udp`, `icmp`, ...).
+    InetProto,
+    /// 16-bit transport port (`ssh`, `http`, ... or a number).
+    InetService,
+    /// 32-bit packet mark.
+    Mark,
+    /// Interface name (IFNAMSIZ bytes, big-endian packed).
+    IfName,
+    /// Interface index (32 bits).
+    IfIndex,
+    /// 8-bit TCP flags bitmask (`fin`, `syn`, `rst`, `psh`, `ack`, `urg`, `ecn`, `cwr`).
+    TcpFlags,
+    /// 8-bit ICMP type (`echo-request`, ...).
+    IcmpType,
+    /// 8-bit ICMPv6 type (`echo-request`, `nd-neighbor-solicit`, ...).
+    Icmp6Type,
+    /// Connection state bitmask (`invalid`, `established`, `related`, `new`, `untracked`).
+    CtState,
+    /// Connection status bitmask (`expected`, `seen-reply`, `assured`, `confirmed`, `snat`, `dnat`, `dying`).
+    CtStatus,
+    /// Connection direction (`original`, `reply`).
+    CtDir,
+    /// Netfilter protocol family (`ipv4`, `ipv6`).
+    NfProto,
+    /// Packet type (`host`, `broadcast`, `multicast`, `other`).
+    PktType,
+    /// DSCP code point (6 bits: `cs0`..`cs7`, `af11`.., `ef`).
+    Dscp,
+    /// A time duration in milliseconds (`ct expiration`).
+    Time,
+}
+
+impl DataType {
+    /// Width of the type's values in bits.
+    pub fn bits(self) -> u32 {
+        match self {
+            DataType::Integer(b) => b as u32,
+            DataType::Ipv4Addr => 32,
+            DataType::Ipv6Addr => 128,
+            DataType::EtherAddr => 48,
+            DataType::EtherType => 16,
+            DataType::InetProto => 8,
+            DataType::InetService => 16,
+            DataType::Mark => 32,
+            DataType::IfName => 128,
+            DataType::IfIndex => 32,
+            DataType::TcpFlags => 8,
+            DataType::IcmpType | DataType::Icmp6Type => 8,
+            DataType::CtState | DataType::CtStatus => 32,
+            DataType::CtDir => 8,
+            DataType::NfProto => 8,
+            DataType::PktType => 8,
+            DataType::Dscp => 6,
+            DataType::Time => 64,
+        }
+    }
+
+    /// Bitmask types: a list of flags on the right-hand side means "any of these bits set".
+    pub fn is_bitmask(self) -> bool {
+        matches!(
+            self,
+            DataType::TcpFlags | DataType::CtState | DataType::CtStatus
+        )
+    }
+
+    /// The nftables name of the type, as written in `set { type ... }`.
+    pub fn nft_name(self) -> &'static str {
+        match self {
+            DataType::Integer(_) => "integer",
+            DataType::Ipv4Addr => "ipv4_addr",
+            DataType::Ipv6Addr => "ipv6_addr",
+            DataType::EtherAddr => "ether_addr",
+            DataType::EtherType => "ether_type",
+            DataType::InetProto => "inet_proto",
+            DataType::InetService => "inet_service",
+            DataType::Mark => "mark",
+            DataType::IfName => "ifname",
+            DataType::IfIndex => "iface_index",
+            DataType::TcpFlags => "tcp_flag",
+            DataType::IcmpType => "icmp_type",
+            DataType::Icmp6Type => "icmpv6_type",
+            DataType::CtState => "ct_state",
+            DataType::CtStatus => "ct_status",
+            DataType::CtDir => "ct_dir",
+            DataType::NfProto => "nf_proto",
+            DataType::PktType => "pkt_type",
+            DataType::Dscp => "dscp",
+            DataType::Time => "time",
+        }
+    }
+
+    /// Parse an nftables type name (`ipv4_addr`, `inet_service`, ...).
+    pub fn from_nft_name(name: &str) -> Option<DataType> {
+        Some(match name {
+            "ipv4_addr" => DataType::Ipv4Addr,
+            "ipv6_addr" => DataType::Ipv6Addr,
+            "ether_addr" => DataType::EtherAddr,
+            "ether_type" => DataType::EtherType,
+            "inet_proto" => DataType::InetProto,
+            "inet_service" => DataType::InetService,
+            "mark" => DataType::Mark,
+            "ifname" => DataType::IfName,
+            "iface_index" => DataType::IfIndex,
+            "tcp_flag" => DataType::TcpFlags,
+            "icmp_type" => DataType::IcmpType,
+            "icmpv6_type" => DataType::Icmp6Type,
+            "ct_state" => DataType::CtState,
+            "ct_status" => DataType::CtStatus,
+            "ct_dir" => DataType::CtDir,
+            "nf_proto" => DataType::NfProto,
+            "pkt_type" => DataType::PktType,
+            "dscp" => DataType::Dscp,
+            "integer" => DataType::Integer(32),
+            "time" => DataType::Time,
+            _ => return None,
+        })
+    }
+}
+
+/// Which packets a field exists in. A rule that reads an IPv4 field cannot match an IPv6 packet
+/// (nftables adds the same implicit dependency).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Layer {
+    /// Any packet (metadata, connection state).
+    Meta,
+    /// Ethernet header (needs a link layer).
+    Link,
+    /// IPv4 only.
+    Ip4,
+    /// IPv6 only.
+    Ip6,
+    /// A transport header of the given IP protocol number (either IP version).
+    Transport(u8),
+    /// The transport header of TCP, UDP, UDP-Lite, SCTP or DCCP (`th`).
+    AnyPorts,
+    /// ICMP (IPv4 only).
+    Icmp,
+    /// ICMPv6 (IPv6 only).
+    Icmp6,
+}
+
+macro_rules! fields {
+    ($($var:ident => $name:literal, $ty:expr, $layer:expr;)*) => {
+        /// A readable field. See the module documentation for the value encoding.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Field { $($var,)* }
+
+        impl Field {
+            /// Every field, in declaration order.
+            pub const ALL: &'static [Field] = &[$(Field::$var,)*];
+
+            /// The nftables selector text (`ip saddr`, `meta mark`, `ct state`).
+            pub fn name(self) -> &'static str {
+                match self { $(Field::$var => $name,)* }
+            }
+
+            /// The value type.
+            pub fn datatype(self) -> DataType {
+                match self { $(Field::$var => $ty,)* }
+            }
+
+            /// Which packets carry the field.
+            pub fn layer(self) -> Layer {
+                match self { $(Field::$var => $layer,)* }
+            }
+        }
+    };
+}
+
+use DataType as T;
+use Layer as L;
+
+fields! {
+    // metadata (from the engine's context)
+    MetaNfproto => "meta nfproto", T::NfProto, L::Meta;
+    MetaL4proto => "meta l4proto", T::InetProto, L::Meta;
+    MetaProtocol => "meta protocol", T::EtherType, L::Meta;
+    MetaLength => "meta length", T::Integer(32), L::Meta;
+    MetaMark => "meta mark", T::Mark, L::Meta;
+    MetaIif => "meta iif", T::IfIndex, L::Meta;
+    MetaOif => "meta oif", T::IfIndex, L::Meta;
+    MetaIifname => "meta iifname", T::IfName, L::Meta;
+    MetaOifname => "meta oifname", T::IfName, L::Meta;
+    MetaPkttype => "meta pkttype", T::PktType, L::Meta;
+    MetaPriority => "meta priority", T::Integer(32), L::Meta;
+    // link layer
+    EtherSaddr => "ether saddr", T::EtherAddr, L::Link;
+    EtherDaddr => "ether daddr", T::EtherAddr, L::Link;
+    EtherType => "ether type", T::EtherType, L::Link;
+    VlanId => "vlan id", T::Integer(12), L::Link;
+    // IPv4
+    IpVersion => "ip version", T::Integer(4), L::Ip4;
+    IpHdrlength => "ip hdrlength", T::Integer(4), L::Ip4;
+    IpDscp => "ip dscp", T::Dscp, L::Ip4;
+    IpEcn => "ip ecn", T::Integer(2), L::Ip4;
+    IpLength => "ip length", T::Integer(16), L::Ip4;
+    IpId => "ip id", T::Integer(16), L::Ip4;
+    IpFragOff => "ip frag-off", T::Integer(16), L::Ip4;
+    IpTtl => "ip ttl", T::Integer(8), L::Ip4;
+    IpProtocol => "ip protocol", T::InetProto, L::Ip4;
+    IpChecksum => "ip checksum", T::Integer(16), L::Ip4;
+    IpSaddr => "ip saddr", T::Ipv4Addr, L::Ip4;
+    IpDaddr => "ip daddr", T::Ipv4Addr, L::Ip4;
+    // IPv6
+    Ip6Version => "ip6 version", T::Integer(4), L::Ip6;
+    Ip6Dscp => "ip6 dscp", T::Dscp, L::Ip6;
+    Ip6Ecn => "ip6 ecn", T::Integer(2), L::Ip6;
+    Ip6Flowlabel => "ip6 flowlabel", T::Integer(20), L::Ip6;
+    Ip6Length => "ip6 length", T::Integer(16), L::Ip6;
+    Ip6Nexthdr => "ip6 nexthdr", T::InetProto, L::Ip6;
+    Ip6Hoplimit => "ip6 hoplimit", T::Integer(8), L::Ip6;
+    Ip6Saddr => "ip6 saddr", T::Ipv6Addr, L::Ip6;
+    Ip6Daddr => "ip6 daddr", T::Ipv6Addr, L::Ip6;
+    // TCP
+    TcpSport => "tcp sport", T::InetService, L::Transport(6);
+    TcpDport => "tcp dport", T::InetService, L::Transport(6);
+    TcpSequence => "tcp sequence", T::Integer(32), L::Transport(6);
+    TcpAckseq => "tcp ackseq", T::Integer(32), L::Transport(6);
+    TcpDoff => "tcp doff", T::Integer(4), L::Transport(6);
+    TcpFlags => "tcp flags", T::TcpFlags, L::Transport(6);
+    TcpWindow => "tcp window", T::Integer(16), L::Transport(6);
+    TcpChecksum => "tcp checksum", T::Integer(16), L::Transport(6);
+    TcpUrgptr => "tcp urgptr", T::Integer(16), L::Transport(6);
+    // UDP
+    UdpSport => "udp sport", T::InetService, L::Transport(17);
+    UdpDport => "udp dport", T::InetService, L::Transport(17);
+    UdpLength => "udp length", T::Integer(16), L::Transport(17);
+    UdpChecksum => "udp checksum", T::Integer(16), L::Transport(17);
+    // SCTP ports
+    SctpSport => "sctp sport", T::InetService, L::Transport(132);
+    SctpDport => "sctp dport", T::InetService, L::Transport(132);
+    // any transport header with ports
+    ThSport => "th sport", T::InetService, L::AnyPorts;
+    ThDport => "th dport", T::InetService, L::AnyPorts;
+    // ICMP
+    IcmpType => "icmp type", T::IcmpType, L::Icmp;
+    IcmpCode => "icmp code", T::Integer(8), L::Icmp;
+    IcmpId => "icmp id", T::Integer(16), L::Icmp;
+    IcmpSequence => "icmp sequence", T::Integer(16), L::Icmp;
+    Icmp6Type => "icmpv6 type", T::Icmp6Type, L::Icmp6;
+    Icmp6Code => "icmpv6 code", T::Integer(8), L::Icmp6;
+    Icmp6Id => "icmpv6 id", T::Integer(16), L::Icmp6;
+    Icmp6Sequence => "icmpv6 sequence", T::Integer(16), L::Icmp6;
+    // connection tracking (from the engine's context)
+    CtState => "ct state", T::CtState, L::Meta;
+    CtStatus => "ct status", T::CtStatus, L::Meta;
+    CtDirection => "ct direction", T::CtDir, L::Meta;
+    CtMark => "ct mark", T::Mark, L::Meta;
+    CtExpiration => "ct expiration", T::Time, L::Meta;
+    CtL3proto => "ct l3proto", T::NfProto, L::Meta;
+    CtProtocol => "ct protocol", T::InetProto, L::Meta;
+    CtOriginalPackets => "ct original packets", T::Integer(64), L::Meta;
+    CtOriginalBytes => "ct original bytes", T::Integer(64), L::Meta;
+    CtReplyPackets => "ct reply packets", T::Integer(64), L::Meta;
+    CtReplyBytes => "ct reply bytes", T::Integer(64), L::Meta;
+    CtOriginalSaddr => "ct original saddr", T::Ipv4Addr, L::Ip4;
+    CtOriginalDaddr => "ct original daddr", T::Ipv4Addr, L::Ip4;
+    CtReplySaddr => "ct reply saddr", T::Ipv4Addr, L::Ip4;
+    CtReplyDaddr => "ct reply daddr", T::Ipv4Addr, L::Ip4;
+    CtOriginalProtoSrc => "ct original proto-src", T::InetService, L::Meta;
+    CtOriginalProtoDst => "ct original proto-dst", T::InetService, L::Meta;
+}
+
+impl Field {
+    /// Width in bits of the field's values.
+    pub fn bits(self) -> u32 {
+        self.datatype().bits()
+    }
+
+    /// True for fields whose value comes from connection tracking (`ct ...`).
+    pub fn is_conntrack(self) -> bool {
+        self.name().starts_with("ct ")
+    }
+
+    /// True for fields the packet headers carry (read by [`crate::PacketMeta::get`]).
+    pub fn is_header(self) -> bool {
+        !self.is_conntrack() && self.layer() != Layer::Meta
+    }
+
+    /// The IP protocol number the field requires, if any (`tcp dport` needs 6).
+    pub fn required_l4proto(self) -> Option<u8> {
+        match self.layer() {
+            Layer::Transport(p) => Some(p),
+            Layer::Icmp => Some(1),
+            Layer::Icmp6 => Some(58),
+            _ => None,
+        }
+    }
+
+    /// Look a field up by its selector text (`ip saddr`, `meta mark`, `ct original packets`).
+    /// Bare metadata keys that nftables accepts without `meta` (`iifname`, `mark`, `l4proto`)
+    /// are accepted too.
+    pub fn from_name(name: &str) -> Option<Field> {
+        if let Some(f) = Field::ALL.iter().find(|f| f.name() == name) {
+            return Some(*f);
+        }
+        let meta = format!("meta {name}");
+        Field::ALL.iter().find(|f| f.name() == meta).copied()
+    }
+}
+
+/// Pack an interface name into its field value (IFNAMSIZ = 16 bytes, big-endian, zero padded).
+/// Names longer than 15 bytes are truncated as the kernel would refuse them; the checker reports
+/// them before this is called.
+pub fn ifname_value(name: &str) -> u128 {
+    let mut buf = [0u8; 16];
+    for (i, b) in name.bytes().take(15).enumerate() {
+        buf[i] = b;
+    }
+    u128::from_be_bytes(buf)
+}
+
+/// The range of interface-name values matched by a wildcard prefix (`"eth*"` -> prefix `eth`).
+pub fn ifname_prefix_range(prefix: &str) -> (u128, u128) {
+    let lo = ifname_value(prefix);
+    let n = prefix.len().min(15);
+    let free_bits = (16 - n) * 8;
+    let hi = if free_bits >= 128 {
+        u128::MAX
+    } else {
+        lo | ((1u128 << free_bits) - 1)
+    };
+    (lo, hi)
+}
+
+/// Turn an interface-name value back into text.
+pub fn ifname_text(v: u128) -> String {
+    let b = v.to_be_bytes();
+    let end = b.iter().position(|&c| c == 0).unwrap_or(16);
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for f in Field::ALL {
+            assert_eq!(Field::from_name(f.name()), Some(*f), "{}", f.name());
+        }
+        assert_eq!(Field::from_name("iifname"), Some(Field::MetaIifname));
+        assert_eq!(Field::from_name("mark"), Some(Field::MetaMark));
+        assert_eq!(Field::from_name("ip nosuch"), None);
+    }
+
+    #[test]
+    fn ifname_ranges() {
+        let (lo, hi) = ifname_prefix_range("eth");
+        let eth0 = ifname_value("eth0");
+        let wlan0 = ifname_value("wlan0");
+        assert!(lo <= eth0 && eth0 <= hi);
+        assert!(!(lo <= wlan0 && wlan0 <= hi));
+        assert_eq!(ifname_text(eth0), "eth0");
+        let (lo, hi) = ifname_prefix_range("");
+        assert_eq!((lo, hi), (0, u128::MAX));
+    }
+}

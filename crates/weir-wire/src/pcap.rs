@@ -1,0 +1,1 @@
+//! pcap I/O (in progress)
