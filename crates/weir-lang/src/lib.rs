@@ -1,1 +1,50 @@
-//! weir-lang (in progress)
+//! `weir-lang`: the weir rule language.
+//!
+//! The pipeline is text → [`lexer`] → [`parser`] ([`ast`], with spans) → [`check`] (types,
+//! names, hooks, families, loops) → [`ir`], the checked ruleset the engine compiles. Every error
+//! is a [`diag::Diagnostic`] that renders as `file:line:column`, the line, and a caret.
+//!
+//! The syntax is nftables' (see the project README for what is covered); `iptables-save` and
+//! ClassBench files are imported into the same [`ir`].
+
+pub mod ast;
+pub mod check;
+pub mod diag;
+pub mod ir;
+pub mod lexer;
+pub mod parser;
+pub mod source;
+pub mod values;
+
+pub use diag::Diagnostic;
+pub use source::{SourceMap, Span};
+
+/// Parse and check a ruleset file. On success the warnings (if any) come with the ruleset.
+pub fn load_file(path: &std::path::Path) -> Result<(ir::Ruleset, Vec<Diagnostic>), (SourceMap, Vec<Diagnostic>)> {
+    let mut sources = SourceMap::new();
+    let (file, mut diags) = parser::parse_file(&mut sources, path);
+    finish(sources, file, &mut diags)
+}
+
+/// Parse and check ruleset text (named `name` in messages).
+pub fn load_str(name: &str, text: &str) -> Result<(ir::Ruleset, Vec<Diagnostic>), (SourceMap, Vec<Diagnostic>)> {
+    let mut sources = SourceMap::new();
+    let (file, mut diags) = parser::parse_str(&mut sources, name, text);
+    finish(sources, file, &mut diags)
+}
+
+fn finish(
+    sources: SourceMap,
+    file: ast::File,
+    diags: &mut Vec<Diagnostic>,
+) -> Result<(ir::Ruleset, Vec<Diagnostic>), (SourceMap, Vec<Diagnostic>)> {
+    if diags.iter().any(|d| d.severity == diag::Severity::Error) {
+        return Err((sources, std::mem::take(diags)));
+    }
+    let (tables, cd) = check::check(&file);
+    diags.extend(cd);
+    if diags.iter().any(|d| d.severity == diag::Severity::Error) {
+        return Err((sources, std::mem::take(diags)));
+    }
+    Ok((ir::Ruleset { tables, sources }, std::mem::take(diags)))
+}

@@ -3,13 +3,19 @@
 //! What a layer above may assume: a frame is parsed once into a [`PacketMeta`] (offsets, the
 //! 5-tuple, fragment and protocol facts, and the reason if the packet is malformed), and any
 //! header [`Field`] can then be read from the frame through it without parsing again. Nothing
-//! here allocates per packet. Captures are read and written by [`pcap`]; test and example packets
-//! are made by [`build`].
+//! here allocates per packet.
+//!
+//! - [`field`]: the readable fields, their types and the layer that carries them.
+//! - [`meta`]: [`PacketMeta::parse`] and [`PacketMeta::get`], the malformed-packet reasons.
+//! - [`checksum`]: RFC 1071 checksums and RFC 1624 incremental updates (for NAT rewrites).
+//! - [`pcap`]: reading pcap / pcapng captures and writing pcap.
+//! - [`build`]: making test and example packets, well-formed and hostile.
 
+pub mod build;
+pub mod checksum;
 pub mod field;
 pub mod meta;
 pub mod pcap;
-pub mod build;
 
 pub use field::{DataType, Field, Layer};
-pub use meta::{L3, LinkType, Malformed, PacketMeta};
+pub use meta::{Frag, LinkType, Malformed, PacketMeta, L3};

@@ -1,0 +1,418 @@
+//! The syntax tree, as written: names and values are still raw words with spans. The checker
+//! ([`crate::check`]) gives them types and meaning and lowers the tree into [`crate::ir`].
+
+use crate::source::Span;
+
+/// A name or keyword as written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ident {
+    pub name: String,
+    pub span: Span,
+}
+
+/// A raw value: a word, a string, or a shape built from them with spaced operators.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Val {
+    Word(String, Span),
+    Str(String, Span),
+    /// `a - b` written with spaces (unspaced ranges stay in one word).
+    Range(Box<Val>, Box<Val>),
+    /// `a / n` written with spaces.
+    Prefix(Box<Val>, Box<Val>),
+    /// A comma-separated list of flags: `syn,ack` or `established,related`.
+    List(Vec<Val>, Span),
+    /// A concatenation of components: `1.2.3.4 . 22`.
+    Concat(Vec<Val>, Span),
+    /// An anonymous set or map given as a value: `{ 22, 80 }` (as a `define` may hold).
+    Set(Vec<Elem>, Span),
+}
+
+impl Val {
+    pub fn span(&self) -> Span {
+        match self {
+            Val::Word(_, s) | Val::Str(_, s) | Val::List(_, s) | Val::Concat(_, s) | Val::Set(_, s) => *s,
+            Val::Range(a, b) | Val::Prefix(a, b) => a.span().to(b.span()),
+        }
+    }
+}
+
+/// One element of a set or map literal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Elem {
+    /// The key (a concatenation has several components in a [`Val::Concat`]).
+    pub key: Val,
+    /// For maps: the data (a value or a verdict).
+    pub data: Option<MapData>,
+    /// `timeout 30s`, `expires 10s`, `comment "..."`, `counter`.
+    pub options: Vec<(Ident, Option<Val>)>,
+    pub span: Span,
+}
+
+/// The data side of a map element.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MapData {
+    Value(Val),
+    Verdict(VerdictAst),
+}
+
+/// A reference to a set: named (`@name`) or written inline (`{ ... }`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SetRef {
+    Named(Ident),
+    Anon(Vec<Elem>, Span),
+}
+
+impl SetRef {
+    pub fn span(&self) -> Span {
+        match self {
+            SetRef::Named(i) => i.span,
+            SetRef::Anon(_, s) => *s,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Gt,
+    Le,
+    Ge,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    And,
+    Or,
+    Xor,
+    Shl,
+    Shr,
+}
+
+/// An expression that produces a value from the packet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Expr {
+    /// `ip saddr`, `meta mark`, `ct original packets`: the words as written.
+    Selector(Vec<Ident>, Span),
+    /// `a . b`
+    Concat(Vec<Expr>, Span),
+    /// `expr & value`, `expr | value`, `expr >> 3`...
+    Binop(BinOp, Box<Expr>, Val, Span),
+    /// `jhash <expr> mod N [seed S] [offset O]`, `symhash mod N [offset O]`.
+    Hash {
+        kind: Ident,
+        key: Option<Box<Expr>>,
+        modulus: Val,
+        seed: Option<Val>,
+        offset: Option<Val>,
+        span: Span,
+    },
+    /// `numgen inc|random mod N [offset O]`
+    Numgen {
+        mode: Ident,
+        modulus: Val,
+        offset: Option<Val>,
+        span: Span,
+    },
+    /// `<expr> map <set>`: a data-map lookup.
+    Map(Box<Expr>, SetRef, Span),
+    /// A constant (only on the right of `set` or `to`).
+    Const(Val),
+}
+
+impl Expr {
+    pub fn span(&self) -> Span {
+        match self {
+            Expr::Selector(_, s)
+            | Expr::Concat(_, s)
+            | Expr::Binop(_, _, _, s)
+            | Expr::Hash { span: s, .. }
+            | Expr::Numgen { span: s, .. }
+            | Expr::Map(_, _, s) => *s,
+            Expr::Const(v) => v.span(),
+        }
+    }
+}
+
+/// The right-hand side of a match.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rhs {
+    Val(Val),
+    Set(SetRef),
+}
+
+impl Rhs {
+    pub fn span(&self) -> Span {
+        match self {
+            Rhs::Val(v) => v.span(),
+            Rhs::Set(s) => s.span(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VerdictAst {
+    Accept(Span),
+    Drop(Span),
+    Continue(Span),
+    Return(Span),
+    Jump(Ident, Span),
+    Goto(Ident, Span),
+}
+
+impl VerdictAst {
+    pub fn span(&self) -> Span {
+        match self {
+            VerdictAst::Accept(s)
+            | VerdictAst::Drop(s)
+            | VerdictAst::Continue(s)
+            | VerdictAst::Return(s)
+            | VerdictAst::Jump(_, s)
+            | VerdictAst::Goto(_, s) => *s,
+        }
+    }
+}
+
+/// One item of a rule: a match or a statement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Item {
+    /// `lhs [op] rhs`
+    Match {
+        lhs: Expr,
+        op: Option<(CmpOp, Span)>,
+        rhs: Rhs,
+        span: Span,
+    },
+    /// `lhs vmap <set>`
+    Vmap { key: Expr, map: SetRef, span: Span },
+    Verdict(VerdictAst),
+    /// `counter [packets N bytes M]` or `counter name NAME`
+    Counter {
+        name: Option<Val>,
+        packets: Option<Val>,
+        bytes: Option<Val>,
+        span: Span,
+    },
+    /// `log [prefix S] [level L] [group N] [snaplen N] [queue-threshold N] [flags ...]`
+    Log { options: Vec<(Ident, Option<Val>)>, span: Span },
+    /// `limit rate [over] N/unit [burst N packets|bytes]` or `limit rate [over] N bytes/unit`
+    Limit {
+        over: bool,
+        rate: Vec<Val>,
+        burst: Option<Vec<Val>>,
+        span: Span,
+    },
+    /// `quota [over|until] N unit [used N unit]` or `quota name NAME`
+    Quota {
+        over: bool,
+        amount: Vec<Val>,
+        used: Option<Vec<Val>>,
+        name: Option<Val>,
+        span: Span,
+    },
+    /// `reject [with icmp|icmpv6|icmpx [type] T | with tcp reset]`
+    Reject {
+        with: Option<(Ident, Option<Val>)>,
+        span: Span,
+    },
+    /// `<selector> set <expr>`
+    Assign { target: Expr, value: Expr, span: Span },
+    /// `snat|dnat [ip|ip6] [to] <addr expr>[:port] [flags]`, `masquerade [to :ports] [flags]`,
+    /// `redirect [to :port] [flags]`
+    Nat {
+        kind: Ident,
+        family: Option<Ident>,
+        addr: Option<Expr>,
+        port: Option<Expr>,
+        flags: Vec<Ident>,
+        span: Span,
+    },
+    Notrack(Span),
+    /// `flow add @ft` / `flow offload @ft`
+    FlowAdd(Ident, Span),
+    /// `add|update|delete @set { key [timeout T] [stmt] }`
+    SetOp {
+        op: Ident,
+        set: Ident,
+        key: Expr,
+        timeout: Option<Val>,
+        stmts: Vec<Item>,
+        span: Span,
+    },
+    /// `comment "..."`
+    Comment(String, Span),
+}
+
+impl Item {
+    pub fn span(&self) -> Span {
+        match self {
+            Item::Match { span, .. }
+            | Item::Vmap { span, .. }
+            | Item::Counter { span, .. }
+            | Item::Log { span, .. }
+            | Item::Limit { span, .. }
+            | Item::Quota { span, .. }
+            | Item::Reject { span, .. }
+            | Item::Assign { span, .. }
+            | Item::Nat { span, .. }
+            | Item::SetOp { span, .. } => *span,
+            Item::Verdict(v) => v.span(),
+            Item::Notrack(s) | Item::FlowAdd(_, s) | Item::Comment(_, s) => *s,
+        }
+    }
+}
+
+/// A rule: its items in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    pub items: Vec<Item>,
+    pub span: Span,
+    /// The rule's tokens joined by single spaces (what counters and traces print).
+    pub text: String,
+}
+
+/// `type T hook H [device D] priority P;`
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HookSpec {
+    pub ty: Ident,
+    pub hook: Ident,
+    pub device: Option<Val>,
+    /// The priority words: a number, a name, or `name + N` / `name - N`.
+    pub priority: Vec<Val>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChainDecl {
+    pub name: Ident,
+    pub hook: Option<HookSpec>,
+    pub policy: Option<Ident>,
+    pub rules: Vec<Rule>,
+    pub span: Span,
+}
+
+/// `set NAME { ... }` or `map NAME { ... }`
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetDecl {
+    pub name: Ident,
+    pub is_map: bool,
+    /// `type a . b` (names of types), or empty when `typeof` is used.
+    pub key_types: Vec<Ident>,
+    /// `typeof ip saddr . tcp dport`
+    pub key_typeof: Vec<Expr>,
+    /// For maps: `: type` (a type name, `verdict`, or a concatenation).
+    pub data_types: Vec<Ident>,
+    pub data_typeof: Vec<Expr>,
+    pub flags: Vec<Ident>,
+    pub elements: Vec<Elem>,
+    pub timeout: Option<Val>,
+    pub size: Option<Val>,
+    pub policy: Option<Ident>,
+    pub counter: bool,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowtableDecl {
+    pub name: Ident,
+    pub hook: Option<Ident>,
+    pub priority: Vec<Val>,
+    pub devices: Vec<Val>,
+    pub span: Span,
+}
+
+/// A named stateful object: `counter NAME { packets 0 bytes 0 }`, `quota NAME { over 1 gbytes }`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjDecl {
+    pub kind: Ident,
+    pub name: Ident,
+    pub body: Vec<Val>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TableItem {
+    Chain(ChainDecl),
+    Set(SetDecl),
+    Flowtable(FlowtableDecl),
+    Obj(ObjDecl),
+}
+
+/// Where an `add rule` / `insert rule` goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Position {
+    End,
+    /// `insert rule` without a position: at the start.
+    Start,
+    /// `position H` / `handle H`: after (add) or before (insert) the rule with that handle.
+    Handle(Val, bool),
+    /// `index N`: after (add) or before (insert) the N-th rule.
+    Index(Val, bool),
+}
+
+/// A top-level command of a ruleset file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// `table [family] NAME { ... }` (also `add table`, `create table`)
+    Table {
+        family: Option<Ident>,
+        name: Ident,
+        items: Vec<TableItem>,
+        span: Span,
+    },
+    /// `add chain [family] TABLE NAME [{ ... }]`
+    AddChain {
+        family: Option<Ident>,
+        table: Ident,
+        chain: ChainDecl,
+    },
+    /// `add|create set|map [family] TABLE NAME { ... }`
+    AddSet {
+        family: Option<Ident>,
+        table: Ident,
+        set: SetDecl,
+    },
+    /// `add|insert rule [family] TABLE CHAIN [position|handle|index N] rule`
+    AddRule {
+        family: Option<Ident>,
+        table: Ident,
+        chain: Ident,
+        position: Position,
+        rule: Rule,
+    },
+    /// `add element [family] TABLE SET { ... }`
+    AddElement {
+        family: Option<Ident>,
+        table: Ident,
+        set: Ident,
+        elements: Vec<Elem>,
+        span: Span,
+    },
+    /// `flush ruleset`
+    FlushRuleset(Span),
+    /// `flush chain|table|set [family] TABLE [NAME]`
+    Flush {
+        what: Ident,
+        family: Option<Ident>,
+        table: Ident,
+        name: Option<Ident>,
+        span: Span,
+    },
+    /// `delete table|chain|set|rule|element ...`
+    Delete {
+        what: Ident,
+        family: Option<Ident>,
+        table: Ident,
+        name: Option<Ident>,
+        handle: Option<Val>,
+        elements: Vec<Elem>,
+        span: Span,
+    },
+}
+
+/// A parsed ruleset (after `include` and `define` are expanded).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct File {
+    pub commands: Vec<Command>,
+}

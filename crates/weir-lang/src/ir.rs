@@ -1,0 +1,463 @@
+//! The checked ruleset: what the engine compiles. Names are resolved to indices, constants are
+//! numbers of the right width, and every match has one shape: "key (after an optional mask) is
+//! (or is not) in a set of ranges". Nothing here refers to the source text except spans and the
+//! rule text kept for counters and traces.
+
+use crate::source::{SourceMap, Span};
+use std::sync::Arc;
+use weir_wire::{DataType, Field};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Family {
+    Ip,
+    Ip6,
+    Inet,
+    Arp,
+    Bridge,
+    Netdev,
+}
+
+impl Family {
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Ip => "ip",
+            Family::Ip6 => "ip6",
+            Family::Inet => "inet",
+            Family::Arp => "arp",
+            Family::Bridge => "bridge",
+            Family::Netdev => "netdev",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Hook {
+    Ingress,
+    Prerouting,
+    Input,
+    Forward,
+    Output,
+    Postrouting,
+    Egress,
+}
+
+impl Hook {
+    pub fn name(self) -> &'static str {
+        match self {
+            Hook::Ingress => "ingress",
+            Hook::Prerouting => "prerouting",
+            Hook::Input => "input",
+            Hook::Forward => "forward",
+            Hook::Output => "output",
+            Hook::Postrouting => "postrouting",
+            Hook::Egress => "egress",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Hook> {
+        Some(match s {
+            "ingress" => Hook::Ingress,
+            "prerouting" => Hook::Prerouting,
+            "input" => Hook::Input,
+            "forward" => Hook::Forward,
+            "output" => Hook::Output,
+            "postrouting" => Hook::Postrouting,
+            "egress" => Hook::Egress,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ChainType {
+    Filter,
+    Nat,
+    Route,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Policy {
+    Accept,
+    Drop,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BaseChain {
+    pub ty: ChainType,
+    pub hook: Hook,
+    pub priority: i32,
+    pub policy: Policy,
+    pub device: Option<String>,
+}
+
+/// A verdict. Jump and goto name a chain of the same table by index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    Accept,
+    Drop,
+    Continue,
+    Return,
+    Jump(usize),
+    Goto(usize),
+}
+
+/// One component of a key: a field, or a hash/number generator, with an optional mask and shift
+/// applied (`tcp flags & (syn|ack)`, `meta mark & 0xff00 >> 8`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyPart {
+    pub src: Source,
+    /// Applied first: `value & and ^ xor`. `and` is all ones when absent.
+    pub and: u128,
+    pub xor: u128,
+    /// Then shifted: positive = right shift, negative = left shift.
+    pub shift: i8,
+    pub dtype: DataType,
+}
+
+impl KeyPart {
+    pub fn field(f: Field) -> KeyPart {
+        KeyPart {
+            src: Source::Field(f),
+            and: u128::MAX,
+            xor: 0,
+            shift: 0,
+            dtype: f.datatype(),
+        }
+    }
+
+    pub fn is_plain(&self) -> bool {
+        self.and == u128::MAX && self.xor == 0 && self.shift == 0
+    }
+}
+
+/// Where a key component's value comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    Field(Field),
+    /// `jhash key mod N seed S offset O`
+    Jhash {
+        key: Vec<KeyPart>,
+        modulus: u32,
+        seed: u32,
+        offset: u32,
+    },
+    /// `symhash mod N offset O`
+    Symhash { modulus: u32, offset: u32 },
+    /// `numgen inc|random mod N offset O`
+    Numgen {
+        random: bool,
+        modulus: u32,
+        offset: u32,
+    },
+}
+
+/// A key: one or more components (a concatenation).
+pub type Key = Vec<KeyPart>;
+
+/// One element: an inclusive range per key component.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Element {
+    pub key: Vec<(u128, u128)>,
+    pub data: Option<MapValue>,
+    /// Milliseconds, when the element has its own timeout.
+    pub timeout_ms: Option<u64>,
+}
+
+/// The data side of a map.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MapValue {
+    Verdict(Verdict),
+    /// A value (or a concatenation of values, e.g. address . port for dnat).
+    Value(Vec<u128>),
+}
+
+/// A set or map (named or anonymous).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Set {
+    pub name: String,
+    pub key_types: Vec<DataType>,
+    /// For maps: the data types; `None` data type list with `verdict_map` for vmaps.
+    pub data_types: Vec<DataType>,
+    pub is_map: bool,
+    pub verdict_map: bool,
+    pub interval: bool,
+    pub dynamic: bool,
+    pub constant: bool,
+    pub timeout_ms: Option<u64>,
+    pub size: Option<u64>,
+    pub elements: Vec<Element>,
+    pub span: Span,
+}
+
+/// A reference from a rule to a set: an index into the table's sets, or an inline set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SetRef {
+    Named(usize),
+    Anon(Arc<Set>),
+}
+
+/// A match: `key [& mask] in set` (or not in it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Match {
+    pub key: Key,
+    pub negate: bool,
+    pub set: SetRef,
+}
+
+/// An expression that yields a value for a statement (`set`, nat `to`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ValueExpr {
+    Const(Vec<u128>),
+    /// An address or port range (NAT `to 198.18.0.1-198.18.0.9`).
+    Range(u128, u128),
+    Key(Key),
+    Map { key: Key, map: SetRef },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RateUnit {
+    Second,
+    Minute,
+    Hour,
+    Day,
+    Week,
+}
+
+impl RateUnit {
+    pub fn seconds(self) -> u64 {
+        match self {
+            RateUnit::Second => 1,
+            RateUnit::Minute => 60,
+            RateUnit::Hour => 3600,
+            RateUnit::Day => 86400,
+            RateUnit::Week => 604800,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limit {
+    /// Packets (or bytes when `bytes`) per `unit`.
+    pub rate: u64,
+    pub unit: RateUnit,
+    pub bytes: bool,
+    pub burst: u64,
+    /// `over`: the statement matches while the rate is exceeded.
+    pub over: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Quota {
+    pub bytes: u64,
+    pub used: u64,
+    pub over: bool,
+    /// A named quota of the table.
+    pub named: Option<usize>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reject {
+    /// Default: ICMP port unreachable (ICMPv6 for IPv6), TCP reset for TCP in inet tables.
+    Default,
+    TcpReset,
+    Icmp(u8),
+    Icmp6(u8),
+    /// icmpx: family-independent code.
+    Icmpx(u8),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NatKind {
+    Snat,
+    Dnat,
+    Masquerade,
+    Redirect,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Nat {
+    pub kind: NatKind,
+    /// 4 or 6 when the family was given or implied.
+    pub family: Option<u8>,
+    pub addr: Option<ValueExpr>,
+    /// A port, a port range (lo, hi), or from an expression.
+    pub port: Option<ValueExpr>,
+    pub port_range: Option<(u16, u16)>,
+    pub random: bool,
+    pub fully_random: bool,
+    pub persistent: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetOpKind {
+    Add,
+    Update,
+    Delete,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetOp {
+    pub op: SetOpKind,
+    pub set: usize,
+    pub key: Key,
+    pub timeout_ms: Option<u64>,
+    /// Per-element statements (`limit`, `counter`): the element's own state.
+    pub limit: Option<Limit>,
+    pub counter: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Log {
+    pub prefix: Option<String>,
+    pub level: Option<String>,
+    pub group: Option<u16>,
+}
+
+/// One item of a rule, evaluated in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Expr {
+    Match(Match),
+    /// `ct count [over] N`: a stateful match.
+    CtCount { count: u32, over: bool },
+    Verdict(Verdict),
+    Vmap { key: Key, map: SetRef },
+    /// An anonymous counter (`counter`) or a named one (`counter name x`).
+    Counter { named: Option<usize> },
+    Log(Log),
+    Limit(Limit),
+    Quota(Quota),
+    Reject(Reject),
+    /// `meta mark set ...`, `ct mark set ...`, `ip saddr set ...`
+    Assign { field: Field, value: ValueExpr },
+    Nat(Nat),
+    Notrack,
+    FlowAdd(usize),
+    SetOp(SetOp),
+}
+
+impl Expr {
+    /// True for items that change state or the packet (anything that is not a pure match).
+    pub fn is_statement(&self) -> bool {
+        !matches!(self, Expr::Match(_))
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    /// Unique in the ruleset, stable across incremental edits.
+    pub handle: u64,
+    /// The rule as written (tokens joined by single spaces).
+    pub text: String,
+    pub comment: Option<String>,
+    pub span: Span,
+    pub exprs: Vec<Expr>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Chain {
+    pub name: String,
+    pub base: Option<BaseChain>,
+    pub rules: Vec<Rule>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Flowtable {
+    pub name: String,
+    pub hook: Hook,
+    pub priority: i32,
+    pub devices: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamedCounter {
+    pub name: String,
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Table {
+    pub family: Family,
+    pub name: String,
+    pub chains: Vec<Chain>,
+    pub sets: Vec<Set>,
+    pub flowtables: Vec<Flowtable>,
+    pub counters: Vec<NamedCounter>,
+    pub quotas: Vec<(String, Quota)>,
+    pub span: Span,
+}
+
+impl Table {
+    pub fn chain(&self, name: &str) -> Option<usize> {
+        self.chains.iter().position(|c| c.name == name)
+    }
+    pub fn set(&self, name: &str) -> Option<usize> {
+        self.sets.iter().position(|s| s.name == name)
+    }
+}
+
+/// A checked ruleset with the sources it came from.
+#[derive(Clone, Debug, Default)]
+pub struct Ruleset {
+    pub tables: Vec<Table>,
+    pub sources: SourceMap,
+}
+
+impl Ruleset {
+    /// Totals for `weir check`.
+    pub fn summary(&self) -> Summary {
+        let mut s = Summary::default();
+        for t in &self.tables {
+            s.tables += 1;
+            s.chains += t.chains.len();
+            s.base_chains += t.chains.iter().filter(|c| c.base.is_some()).count();
+            s.rules += t.chains.iter().map(|c| c.rules.len()).sum::<usize>();
+            s.sets += t.sets.len();
+            s.elements += t.sets.iter().map(|x| x.elements.len()).sum::<usize>();
+            s.flowtables += t.flowtables.len();
+            for c in &t.chains {
+                for r in &c.rules {
+                    for e in &r.exprs {
+                        if let Expr::Match(Match {
+                            set: SetRef::Anon(a),
+                            ..
+                        }) = e
+                        {
+                            s.anon_elements += a.elements.len();
+                        }
+                    }
+                }
+            }
+        }
+        s
+    }
+
+    /// True when some rule reads connection state or does NAT / flow offload (the stateful
+    /// engine evaluates those).
+    pub fn uses_state(&self) -> bool {
+        self.tables.iter().any(|t| {
+            t.chains.iter().any(|c| {
+                c.rules.iter().any(|r| {
+                    r.exprs.iter().any(|e| match e {
+                        Expr::Match(m) => m.key.iter().any(|k| matches!(k.src, Source::Field(f) if f.is_conntrack())),
+                        Expr::Nat(_) | Expr::FlowAdd(_) | Expr::Notrack | Expr::CtCount { .. } => true,
+                        _ => false,
+                    })
+                })
+            })
+        })
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    pub tables: usize,
+    pub chains: usize,
+    pub base_chains: usize,
+    pub rules: usize,
+    pub sets: usize,
+    pub elements: usize,
+    pub anon_elements: usize,
+    pub flowtables: usize,
+}

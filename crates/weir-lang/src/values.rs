@@ -1,0 +1,479 @@
+//! Constants by type: how `ssh`, `10.0.0.0/8`, `echo-request`, `established`, `1h30m` or
+//! `"eth*"` become numbers (see [`weir_wire::field`] for the encodings).
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+use weir_wire::field::{ifname_prefix_range, ifname_value};
+use weir_wire::DataType;
+
+const PROTOS: &[(&str, u8)] = &[
+    ("hopopt", 0),
+    ("icmp", 1),
+    ("igmp", 2),
+    ("ipip", 4),
+    ("ipencap", 4),
+    ("tcp", 6),
+    ("egp", 8),
+    ("udp", 17),
+    ("ipv6", 41),
+    ("gre", 47),
+    ("esp", 50),
+    ("ah", 51),
+    ("icmpv6", 58),
+    ("ipv6-icmp", 58),
+    ("ospf", 89),
+    ("pim", 103),
+    ("vrrp", 112),
+    ("l2tp", 115),
+    ("sctp", 132),
+    ("udplite", 136),
+    ("dccp", 33),
+    ("comp", 108),
+    ("mptcp", 137),
+];
+
+const SERVICES: &[(&str, u16)] = &[
+    ("ftp-data", 20),
+    ("ftp", 21),
+    ("ssh", 22),
+    ("telnet", 23),
+    ("smtp", 25),
+    ("domain", 53),
+    ("dns", 53),
+    ("bootps", 67),
+    ("bootpc", 68),
+    ("tftp", 69),
+    ("http", 80),
+    ("www", 80),
+    ("kerberos", 88),
+    ("pop3", 110),
+    ("sunrpc", 111),
+    ("ntp", 123),
+    ("netbios-ns", 137),
+    ("netbios-dgm", 138),
+    ("netbios-ssn", 139),
+    ("imap", 143),
+    ("imap2", 143),
+    ("snmp", 161),
+    ("snmp-trap", 162),
+    ("bgp", 179),
+    ("ldap", 389),
+    ("https", 443),
+    ("microsoft-ds", 445),
+    ("isakmp", 500),
+    ("syslog", 514),
+    ("submission", 587),
+    ("ldaps", 636),
+    ("rsync", 873),
+    ("imaps", 993),
+    ("pop3s", 995),
+    ("openvpn", 1194),
+    ("mysql", 3306),
+    ("ms-wbt-server", 3389),
+    ("ipsec-nat-t", 4500),
+    ("sip", 5060),
+    ("postgresql", 5432),
+    ("http-alt", 8080),
+];
+
+const ICMP_TYPES: &[(&str, u8)] = &[
+    ("echo-reply", 0),
+    ("destination-unreachable", 3),
+    ("source-quench", 4),
+    ("redirect", 5),
+    ("echo-request", 8),
+    ("router-advertisement", 9),
+    ("router-solicitation", 10),
+    ("time-exceeded", 11),
+    ("parameter-problem", 12),
+    ("timestamp-request", 13),
+    ("timestamp-reply", 14),
+    ("info-request", 15),
+    ("info-reply", 16),
+    ("address-mask-request", 17),
+    ("address-mask-reply", 18),
+];
+
+const ICMP6_TYPES: &[(&str, u8)] = &[
+    ("destination-unreachable", 1),
+    ("packet-too-big", 2),
+    ("time-exceeded", 3),
+    ("parameter-problem", 4),
+    ("echo-request", 128),
+    ("echo-reply", 129),
+    ("mld-listener-query", 130),
+    ("mld-listener-report", 131),
+    ("mld-listener-done", 132),
+    ("mld-listener-reduction", 132),
+    ("nd-router-solicit", 133),
+    ("nd-router-advert", 134),
+    ("nd-neighbor-solicit", 135),
+    ("nd-neighbor-advert", 136),
+    ("nd-redirect", 137),
+    ("router-renumbering", 138),
+    ("ind-neighbor-solicit", 141),
+    ("ind-neighbor-advert", 142),
+    ("mld2-listener-report", 143),
+];
+
+pub const TCP_FLAGS: &[(&str, u8)] = &[
+    ("fin", 0x01),
+    ("syn", 0x02),
+    ("rst", 0x04),
+    ("psh", 0x08),
+    ("ack", 0x10),
+    ("urg", 0x20),
+    ("ecn", 0x40),
+    ("cwr", 0x80),
+];
+
+/// Connection states as the kernel encodes them (NF_CT_STATE_*_BIT).
+pub const CT_STATES: &[(&str, u32)] = &[
+    ("invalid", 1),
+    ("established", 2),
+    ("related", 4),
+    ("new", 8),
+    ("untracked", 64),
+];
+
+pub const CT_STATUS: &[(&str, u32)] = &[
+    ("expected", 1),
+    ("seen-reply", 2),
+    ("assured", 4),
+    ("confirmed", 8),
+    ("snat", 16),
+    ("dnat", 32),
+    ("dying", 512),
+];
+
+const DSCP: &[(&str, u8)] = &[
+    ("cs0", 0),
+    ("cs1", 8),
+    ("cs2", 16),
+    ("cs3", 24),
+    ("cs4", 32),
+    ("cs5", 40),
+    ("cs6", 48),
+    ("cs7", 56),
+    ("af11", 10),
+    ("af12", 12),
+    ("af13", 14),
+    ("af21", 18),
+    ("af22", 20),
+    ("af23", 22),
+    ("af31", 26),
+    ("af32", 28),
+    ("af33", 30),
+    ("af41", 34),
+    ("af42", 36),
+    ("af43", 38),
+    ("ef", 46),
+    ("va", 44),
+    ("le", 1),
+];
+
+fn lookup<T: Copy>(table: &[(&str, T)], w: &str) -> Option<T> {
+    table.iter().find(|(n, _)| *n == w).map(|(_, v)| *v)
+}
+
+fn names<T>(table: &[(&str, T)]) -> String {
+    table.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+}
+
+/// Parse an unsigned number: decimal or 0x hexadecimal.
+pub fn parse_number(w: &str) -> Option<u128> {
+    if let Some(h) = w.strip_prefix("0x").or_else(|| w.strip_prefix("0X")) {
+        u128::from_str_radix(h, 16).ok()
+    } else if !w.is_empty() && w.bytes().all(|c| c.is_ascii_digit()) {
+        w.parse().ok()
+    } else {
+        None
+    }
+}
+
+fn max_of(bits: u32) -> u128 {
+    if bits >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << bits) - 1
+    }
+}
+
+/// Parse one value of a type (no ranges, prefixes or wildcards).
+pub fn parse_scalar(dt: DataType, w: &str) -> Result<u128, String> {
+    let num = || -> Result<u128, String> {
+        let v = parse_number(w).ok_or_else(|| format!("'{w}' is not a valid {}", describe(dt)))?;
+        if v > max_of(dt.bits()) {
+            return Err(format!(
+                "{w} is too large for {} ({} bits)",
+                describe(dt),
+                dt.bits()
+            ));
+        }
+        Ok(v)
+    };
+    match dt {
+        DataType::Ipv4Addr => w
+            .parse::<Ipv4Addr>()
+            .map(|a| u32::from(a) as u128)
+            .map_err(|_| format!("'{w}' is not an IPv4 address")),
+        DataType::Ipv6Addr => w
+            .parse::<Ipv6Addr>()
+            .map(u128::from)
+            .map_err(|_| format!("'{w}' is not an IPv6 address")),
+        DataType::EtherAddr => {
+            let parts: Vec<&str> = w.split(':').collect();
+            if parts.len() != 6 {
+                return Err(format!("'{w}' is not an Ethernet address (aa:bb:cc:dd:ee:ff)"));
+            }
+            let mut v = 0u128;
+            for p in parts {
+                let b = u8::from_str_radix(p, 16)
+                    .map_err(|_| format!("'{w}' is not an Ethernet address"))?;
+                v = (v << 8) | b as u128;
+            }
+            Ok(v)
+        }
+        _ if parse_number(w).is_some() && !matches!(dt, DataType::Ipv4Addr | DataType::Ipv6Addr | DataType::IfName | DataType::Time) => num(),
+        DataType::InetProto => {
+            if let Some(p) = lookup(PROTOS, w) {
+                return Ok(p as u128);
+            }
+            num().map_err(|_| format!("unknown protocol '{w}' (a number 0-255 or one of: {})", names(PROTOS)))
+        }
+        DataType::InetService => {
+            if let Some(p) = lookup(SERVICES, w) {
+                return Ok(p as u128);
+            }
+            num().map_err(|_| format!("'{w}' is not a port (0-65535 or a service name such as ssh, http, https, domain)"))
+        }
+        DataType::IcmpType => lookup(ICMP_TYPES, w)
+            .map(|v| v as u128)
+            .map_or_else(|| num().map_err(|_| format!("unknown ICMP type '{w}' (one of: {})", names(ICMP_TYPES))), Ok),
+        DataType::Icmp6Type => lookup(ICMP6_TYPES, w)
+            .map(|v| v as u128)
+            .map_or_else(|| num().map_err(|_| format!("unknown ICMPv6 type '{w}' (one of: {})", names(ICMP6_TYPES))), Ok),
+        DataType::TcpFlags => lookup(TCP_FLAGS, w)
+            .map(|v| v as u128)
+            .map_or_else(|| num().map_err(|_| format!("unknown TCP flag '{w}' (one of: {})", names(TCP_FLAGS))), Ok),
+        DataType::CtState => lookup(CT_STATES, w)
+            .map(|v| v as u128)
+            .map_or_else(|| num().map_err(|_| format!("unknown ct state '{w}' (one of: {})", names(CT_STATES))), Ok),
+        DataType::CtStatus => lookup(CT_STATUS, w)
+            .map(|v| v as u128)
+            .map_or_else(|| num().map_err(|_| format!("unknown ct status '{w}' (one of: {})", names(CT_STATUS))), Ok),
+        DataType::CtDir => match w {
+            "original" => Ok(0),
+            "reply" => Ok(1),
+            _ => num().map_err(|_| format!("'{w}' is not a ct direction (original or reply)")),
+        },
+        DataType::NfProto => match w {
+            "ipv4" => Ok(2),
+            "ipv6" => Ok(10),
+            _ => num().map_err(|_| format!("'{w}' is not a family (ipv4 or ipv6)")),
+        },
+        DataType::EtherType => match w {
+            "ip" => Ok(0x0800),
+            "ip6" => Ok(0x86dd),
+            "arp" => Ok(0x0806),
+            "vlan" => Ok(0x8100),
+            "8021ad" => Ok(0x88a8),
+            _ => num().map_err(|_| format!("'{w}' is not an EtherType (ip, ip6, arp, vlan or a number)")),
+        },
+        DataType::PktType => match w {
+            "host" | "unicast" => Ok(0),
+            "broadcast" => Ok(1),
+            "multicast" => Ok(2),
+            "other" => Ok(3),
+            _ => num().map_err(|_| format!("'{w}' is not a packet type (host, broadcast, multicast, other)")),
+        },
+        DataType::Dscp => lookup(DSCP, w)
+            .map(|v| v as u128)
+            .map_or_else(|| num().map_err(|_| format!("unknown DSCP '{w}' (cs0-cs7, af11-af43, ef, or 0-63)")), Ok),
+        DataType::IfName => {
+            if w.len() > 15 {
+                return Err(format!("interface name '{w}' is longer than 15 characters"));
+            }
+            Ok(ifname_value(w))
+        }
+        DataType::Time => parse_time_ms(w).map(|v| v as u128),
+        DataType::Integer(_) | DataType::Mark | DataType::IfIndex => num(),
+    }
+}
+
+/// Parse one word as a range of values: a scalar, `a-b`, an address prefix `a/n`, an
+/// interface wildcard `eth*`.
+pub fn parse_range(dt: DataType, w: &str) -> Result<(u128, u128), String> {
+    if dt == DataType::IfName {
+        if let Some(lit) = w.strip_suffix("\\*") {
+            let v = parse_scalar(dt, &format!("{lit}*"))?;
+            return Ok((v, v));
+        }
+        if let Some(p) = w.strip_suffix('*') {
+            if p.len() > 15 {
+                return Err(format!("interface name '{w}' is longer than 15 characters"));
+            }
+            return Ok(ifname_prefix_range(p));
+        }
+    }
+    if let Ok(v) = parse_scalar(dt, w) {
+        return Ok((v, v));
+    }
+    if let Some((a, n)) = w.split_once('/') {
+        if matches!(dt, DataType::Ipv4Addr | DataType::Ipv6Addr) {
+            let base = parse_scalar(dt, a)?;
+            return prefix_range(dt, base, n);
+        }
+    }
+    // a-b: split at each '-' until both sides parse (names such as echo-request contain '-')
+    for (i, _) in w.match_indices('-') {
+        let (a, b) = (&w[..i], &w[i + 1..]);
+        if let (Ok(lo), Ok(hi)) = (parse_scalar(dt, a), parse_scalar(dt, b)) {
+            if lo > hi {
+                return Err(format!("range {w} is empty: {a} is greater than {b}"));
+            }
+            return Ok((lo, hi));
+        }
+    }
+    // report the scalar error (most useful)
+    parse_scalar(dt, w).map(|v| (v, v))
+}
+
+/// The range of a prefix `base/len`.
+pub fn prefix_range(dt: DataType, base: u128, len: &str) -> Result<(u128, u128), String> {
+    let bits = dt.bits();
+    let n: u32 = len
+        .parse()
+        .ok()
+        .filter(|&n| n <= bits)
+        .ok_or_else(|| format!("'{len}' is not a prefix length (0-{bits})"))?;
+    let host = if n == 0 { max_of(bits) } else { max_of(bits - n) };
+    let lo = base & !host & max_of(bits);
+    if lo != base {
+        return Err(format!(
+            "the prefix has host bits set (the network is {}/{n})",
+            format_value(dt, lo)
+        ));
+    }
+    Ok((lo, lo | host))
+}
+
+/// Parse a time such as `30s`, `1h30m`, `2d`, `500ms`, or a bare number of seconds; returns ms.
+pub fn parse_time_ms(w: &str) -> Result<u64, String> {
+    if let Some(v) = parse_number(w) {
+        return u64::try_from(v)
+            .ok()
+            .and_then(|s| s.checked_mul(1000))
+            .ok_or_else(|| format!("time {w} is too large"));
+    }
+    let mut total: u64 = 0;
+    let mut num = String::new();
+    let b: Vec<char> = w.chars().collect();
+    let mut i = 0;
+    let err = || format!("'{w}' is not a time (for example 30s, 5m, 1h30m, 2d, 500ms)");
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_digit() {
+            num.push(c);
+            i += 1;
+            continue;
+        }
+        let (mult, adv) = if c == 'm' && b.get(i + 1) == Some(&'s') {
+            (1u64, 2)
+        } else {
+            match c {
+                'd' => (86_400_000, 1),
+                'h' => (3_600_000, 1),
+                'm' => (60_000, 1),
+                's' => (1000, 1),
+                _ => return Err(err()),
+            }
+        };
+        let n: u64 = num.parse().map_err(|_| err())?;
+        total = n
+            .checked_mul(mult)
+            .and_then(|x| total.checked_add(x))
+            .ok_or_else(err)?;
+        num.clear();
+        i += adv;
+    }
+    if !num.is_empty() {
+        return Err(err());
+    }
+    Ok(total)
+}
+
+/// Print a value of a type the way nftables would write it.
+pub fn format_value(dt: DataType, v: u128) -> String {
+    match dt {
+        DataType::Ipv4Addr => Ipv4Addr::from(v as u32).to_string(),
+        DataType::Ipv6Addr => Ipv6Addr::from(v).to_string(),
+        DataType::IfName => format!("\"{}\"", weir_wire::field::ifname_text(v)),
+        DataType::InetProto => PROTOS
+            .iter()
+            .find(|(_, p)| *p as u128 == v)
+            .map(|(n, _)| n.to_string())
+            .unwrap_or_else(|| v.to_string()),
+        DataType::Mark | DataType::CtState | DataType::CtStatus | DataType::TcpFlags => {
+            format!("0x{v:x}")
+        }
+        _ => v.to_string(),
+    }
+}
+
+/// A short name of a type for messages.
+pub fn describe(dt: DataType) -> &'static str {
+    match dt {
+        DataType::Integer(_) => "integer",
+        DataType::Ipv4Addr => "IPv4 address",
+        DataType::Ipv6Addr => "IPv6 address",
+        DataType::EtherAddr => "Ethernet address",
+        DataType::EtherType => "EtherType",
+        DataType::InetProto => "IP protocol",
+        DataType::InetService => "port",
+        DataType::Mark => "mark",
+        DataType::IfName => "interface name",
+        DataType::IfIndex => "interface index",
+        DataType::TcpFlags => "TCP flag",
+        DataType::IcmpType => "ICMP type",
+        DataType::Icmp6Type => "ICMPv6 type",
+        DataType::CtState => "ct state",
+        DataType::CtStatus => "ct status",
+        DataType::CtDir => "ct direction",
+        DataType::NfProto => "family",
+        DataType::PktType => "packet type",
+        DataType::Dscp => "DSCP value",
+        DataType::Time => "time",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scalars_and_ranges() {
+        assert_eq!(parse_scalar(DataType::Ipv4Addr, "198.18.0.1"), Ok(0xc612_0001));
+        assert_eq!(
+            parse_range(DataType::Ipv4Addr, "198.18.0.0/15"),
+            Ok((0xc612_0000, 0xc613_ffff))
+        );
+        assert!(parse_range(DataType::Ipv4Addr, "198.18.0.1/15").is_err());
+        assert_eq!(parse_range(DataType::InetService, "1024-65535"), Ok((1024, 65535)));
+        assert_eq!(parse_range(DataType::InetService, "ssh"), Ok((22, 22)));
+        assert!(parse_range(DataType::InetService, "65536").is_err());
+        assert!(parse_range(DataType::InetService, "90-80").is_err());
+        assert_eq!(parse_range(DataType::IcmpType, "echo-request"), Ok((8, 8)));
+        assert_eq!(parse_range(DataType::Ipv6Addr, "::/0"), Ok((0, u128::MAX)));
+        assert_eq!(
+            parse_range(DataType::Ipv4Addr, "198.18.0.1-198.18.0.9"),
+            Ok((0xc612_0001, 0xc612_0009))
+        );
+        assert_eq!(parse_scalar(DataType::EtherAddr, "00:11:22:33:44:ff"), Ok(0x0011_2233_44ff));
+        assert_eq!(parse_time_ms("1h30m"), Ok(5_400_000));
+        assert_eq!(parse_time_ms("500ms"), Ok(500));
+        assert_eq!(parse_time_ms("30"), Ok(30_000));
+        assert!(parse_time_ms("3x").is_err());
+        let (lo, hi) = parse_range(DataType::IfName, "eth*").unwrap();
+        assert!(lo < hi);
+    }
+}

@@ -1,0 +1,358 @@
+//! Every header field read back from built packets, and absent where it does not apply.
+
+use std::collections::BTreeSet;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use weir_wire::build::{self, tcp_flags as tf, Builder, Tcp};
+use weir_wire::{Field, Frag, LinkType, PacketMeta, L3};
+
+const A4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+const B4: Ipv4Addr = Ipv4Addr::new(198, 19, 255, 254);
+
+fn a6() -> Ipv6Addr {
+    "2001:db8::1".parse().unwrap()
+}
+fn b6() -> Ipv6Addr {
+    "2001:db8:ffff::fffe".parse().unwrap()
+}
+
+fn mac(m: [u8; 6]) -> u128 {
+    m.iter().fold(0u128, |a, b| (a << 8) | *b as u128)
+}
+
+fn be16(f: &[u8], i: usize) -> u128 {
+    u16::from_be_bytes([f[i], f[i + 1]]) as u128
+}
+
+/// Assert that `get` answers exactly `expected` for the listed fields and `None` for every other
+/// field; record which fields were seen with a value.
+fn check(
+    seen: &mut BTreeSet<Field>,
+    what: &str,
+    frame: &[u8],
+    link: LinkType,
+    expected: &[(Field, u128)],
+) -> PacketMeta {
+    let m = PacketMeta::parse(frame, link);
+    assert_eq!(m.malformed, None, "{what}: unexpected malformed");
+    for f in Field::ALL {
+        let want = expected.iter().find(|(g, _)| g == f).map(|(_, v)| *v);
+        let got = m.get(frame, *f);
+        assert_eq!(got, want, "{what}: field {}", f.name());
+        if let Some(v) = got {
+            assert!(f.is_header(), "{what}: non-header field {} answered", f.name());
+            if f.bits() < 128 {
+                assert_eq!(v >> f.bits(), 0, "{what}: {} wider than its type", f.name());
+            }
+            seen.insert(*f);
+        }
+    }
+    m
+}
+
+fn ether(tagged_type: u16) -> Vec<(Field, u128)> {
+    vec![
+        (Field::EtherDaddr, mac(build::DST_MAC)),
+        (Field::EtherSaddr, mac(build::SRC_MAC)),
+        (Field::EtherType, tagged_type as u128),
+    ]
+}
+
+fn ip4(f: &[u8], l3: usize, tos: (u8, u8), len: u16, id: u16, fo: u16, ttl: u8, p: u8) -> Vec<(Field, u128)> {
+    vec![
+        (Field::IpVersion, 4),
+        (Field::IpHdrlength, ((f[l3] & 0xf) as u128)),
+        (Field::IpDscp, tos.0 as u128),
+        (Field::IpEcn, tos.1 as u128),
+        (Field::IpLength, len as u128),
+        (Field::IpId, id as u128),
+        (Field::IpFragOff, fo as u128),
+        (Field::IpTtl, ttl as u128),
+        (Field::IpProtocol, p as u128),
+        (Field::IpChecksum, be16(f, l3 + 10)),
+        (Field::IpSaddr, u32::from(A4) as u128),
+        (Field::IpDaddr, u32::from(B4) as u128),
+    ]
+}
+
+#[allow(clippy::too_many_arguments)]
+fn ip6(tos: (u8, u8), flow: u32, plen: u16, nh: u8, hl: u8) -> Vec<(Field, u128)> {
+    vec![
+        (Field::Ip6Version, 6),
+        (Field::Ip6Dscp, tos.0 as u128),
+        (Field::Ip6Ecn, tos.1 as u128),
+        (Field::Ip6Flowlabel, flow as u128),
+        (Field::Ip6Length, plen as u128),
+        (Field::Ip6Nexthdr, nh as u128),
+        (Field::Ip6Hoplimit, hl as u128),
+        (Field::Ip6Saddr, u128::from(a6())),
+        (Field::Ip6Daddr, u128::from(b6())),
+    ]
+}
+
+#[test]
+fn every_header_field_read_back() {
+    let mut seen = BTreeSet::new();
+
+    // IPv4 TCP over 802.1Q with options and a payload.
+    let t = Tcp::new(40000, 443, tf::SYN | tf::ACK | tf::ECE)
+        .seq(0x1122_3344)
+        .ack(0x5566_7788)
+        .window(1000)
+        .urgptr(7)
+        .options(&[2, 4, 5, 0xb4]);
+    let f = Builder::new().vlan(100).ttl(33).tos(46, 2).ip_id(0x4242).dont_fragment().tcp(A4, B4, &t, b"abc");
+    let l3 = 18;
+    let l4 = l3 + 20;
+    let mut e = ether(0x8100);
+    e.push((Field::VlanId, 100));
+    e.extend(ip4(&f, l3, (46, 2), 20 + 24 + 3, 0x4242, 0x4000, 33, 6));
+    e.extend([
+        (Field::TcpSport, 40000),
+        (Field::TcpDport, 443),
+        (Field::TcpSequence, 0x1122_3344),
+        (Field::TcpAckseq, 0x5566_7788),
+        (Field::TcpDoff, 6),
+        (Field::TcpFlags, (tf::SYN | tf::ACK | tf::ECE) as u128),
+        (Field::TcpWindow, 1000),
+        (Field::TcpChecksum, be16(&f, l4 + 16)),
+        (Field::TcpUrgptr, 7),
+        (Field::ThSport, 40000),
+        (Field::ThDport, 443),
+    ]);
+    let m = check(&mut seen, "v4 tcp vlan", &f, LinkType::Ethernet, &e);
+    assert_eq!((m.l3, m.vlan, m.l3_off, m.l4_off, m.l4proto), (L3::Ipv4, Some(100), 18, 38, 6));
+    assert!(m.has_l4 && m.has_ports);
+    assert_eq!((m.sport, m.dport, m.tcp_flags), (40000, 443, tf::SYN | tf::ACK | tf::ECE));
+    assert_eq!(m.saddr, u32::from(A4) as u128);
+    assert_eq!(m.daddr, u32::from(B4) as u128);
+    assert_eq!(m.len as usize, f.len());
+    assert_eq!(m.l3_len as usize, f.len() - 18);
+    assert_eq!(m.frag, Frag::None);
+    assert_eq!(m.payload(&f), Some((f.len() - 3, 3)));
+    assert!(m.ipv4_checksum_ok(&f));
+
+    // IPv4 UDP, raw link: no link fields.
+    let f = Builder::raw().ttl(1).udp(A4, B4, 53, 5353, b"hello");
+    let mut e = ip4(&f, 0, (0, 0), 20 + 8 + 5, 1, 0, 1, 17);
+    e.extend([
+        (Field::UdpSport, 53),
+        (Field::UdpDport, 5353),
+        (Field::UdpLength, 13),
+        (Field::UdpChecksum, be16(&f, 26)),
+        (Field::ThSport, 53),
+        (Field::ThDport, 5353),
+    ]);
+    let m = check(&mut seen, "v4 udp raw", &f, LinkType::RawIp, &e);
+    assert_eq!((m.l3_off, m.l4_off, m.vlan), (0, 20, None));
+
+    // ICMP echo request.
+    let f = build::icmp4_echo(A4, B4, 0xabcd, 9, b"ping");
+    let mut e = ether(0x0800);
+    e.extend(ip4(&f, 14, (0, 0), 20 + 8 + 4, 1, 0, 64, 1));
+    e.extend([
+        (Field::IcmpType, 8),
+        (Field::IcmpCode, 0),
+        (Field::IcmpId, 0xabcd),
+        (Field::IcmpSequence, 9),
+    ]);
+    let m = check(&mut seen, "icmp echo", &f, LinkType::Ethernet, &e);
+    assert!(m.has_l4 && !m.has_ports);
+
+    // ICMP port unreachable: no id / sequence.
+    let inner = Builder::raw().udp(B4, A4, 5353, 53, b"q");
+    let f = Builder::new().icmp_error(A4, B4, 3, 3, &inner, inner.len());
+    let mut e = ether(0x0800);
+    e.extend(ip4(&f, 14, (0, 0), (20 + 8 + inner.len()) as u16, 1, 0, 64, 1));
+    e.extend([(Field::IcmpType, 3), (Field::IcmpCode, 3)]);
+    check(&mut seen, "icmp unreachable", &f, LinkType::Ethernet, &e);
+
+    // SCTP: sctp and th ports.
+    let sctp = [0x0b, 0xb8, 0x0b, 0xb9, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 4];
+    let f = Builder::new().ip(A4, B4, 132, &sctp);
+    let mut e = ether(0x0800);
+    e.extend(ip4(&f, 14, (0, 0), 36, 1, 0, 64, 132));
+    e.extend([
+        (Field::SctpSport, 3000),
+        (Field::SctpDport, 3001),
+        (Field::ThSport, 3000),
+        (Field::ThDport, 3001),
+    ]);
+    check(&mut seen, "sctp", &f, LinkType::Ethernet, &e);
+
+    // DCCP and UDP-Lite: th ports only.
+    for p in [33u8, 136] {
+        let hdr = [0x1f, 0x90, 0x00, 0x50, 2, 0, 0, 0, 0, 0, 0, 0];
+        let f = Builder::new().ip(A4, B4, p, &hdr);
+        let mut e = ether(0x0800);
+        e.extend(ip4(&f, 14, (0, 0), 32, 1, 0, 64, p));
+        e.extend([(Field::ThSport, 8080), (Field::ThDport, 80)]);
+        check(&mut seen, "dccp/udplite", &f, LinkType::Ethernet, &e);
+    }
+
+    // IPv6 TCP behind a hop-by-hop header, QinQ: ip6 nexthdr is the header's own byte.
+    let t = Tcp::new(1, 65535, tf::FIN | tf::PSH | tf::URG | tf::CWR | tf::RST).seq(u32::MAX).ack(1).window(0).urgptr(0xffff);
+    let f = Builder::new().qinq(7, 8).tos(10, 1).flow_label(0xabcde).ttl(255).hop_by_hop().tcp(a6(), b6(), &t, b"");
+    let l3 = 22;
+    let l4 = l3 + 40 + 8;
+    let mut e = ether(0x88a8);
+    e.push((Field::VlanId, 7));
+    e.extend(ip6((10, 1), 0xabcde, 28, 0, 255));
+    e.extend([
+        (Field::TcpSport, 1),
+        (Field::TcpDport, 65535),
+        (Field::TcpSequence, u32::MAX as u128),
+        (Field::TcpAckseq, 1),
+        (Field::TcpDoff, 5),
+        (Field::TcpFlags, (tf::FIN | tf::PSH | tf::URG | tf::CWR | tf::RST) as u128),
+        (Field::TcpWindow, 0),
+        (Field::TcpChecksum, be16(&f, l4 + 16)),
+        (Field::TcpUrgptr, 0xffff),
+        (Field::ThSport, 1),
+        (Field::ThDport, 65535),
+    ]);
+    let m = check(&mut seen, "v6 tcp qinq hbh", &f, LinkType::Ethernet, &e);
+    assert_eq!((m.l3, m.l4proto, m.l4_off as usize, m.vlan), (L3::Ipv6, 6, l4, Some(7)));
+    assert_eq!((m.saddr, m.daddr), (u128::from(a6()), u128::from(b6())));
+
+    // IPv6 UDP, raw link.
+    let f = Builder::raw().ttl(2).udp(a6(), b6(), 546, 547, &[0; 10]);
+    let mut e = ip6((0, 0), 0, 18, 17, 2);
+    e.extend([
+        (Field::UdpSport, 546),
+        (Field::UdpDport, 547),
+        (Field::UdpLength, 18),
+        (Field::UdpChecksum, be16(&f, 46)),
+        (Field::ThSport, 546),
+        (Field::ThDport, 547),
+    ]);
+    check(&mut seen, "v6 udp raw", &f, LinkType::RawIp, &e);
+
+    // ICMPv6 echo reply and a non-echo message.
+    let f = Builder::new().icmp_echo(a6(), b6(), false, 77, 78, b"x");
+    let mut e = ether(0x86dd);
+    e.extend(ip6((0, 0), 0, 9, 58, 64));
+    e.extend([
+        (Field::Icmp6Type, 129),
+        (Field::Icmp6Code, 0),
+        (Field::Icmp6Id, 77),
+        (Field::Icmp6Sequence, 78),
+    ]);
+    check(&mut seen, "icmpv6 echo reply", &f, LinkType::Ethernet, &e);
+    let f = Builder::new().icmp(a6(), b6(), 135, 0, 0, &[0; 16]);
+    let mut e = ether(0x86dd);
+    e.extend(ip6((0, 0), 0, 24, 58, 64));
+    e.extend([(Field::Icmp6Type, 135), (Field::Icmp6Code, 0)]);
+    check(&mut seen, "icmpv6 ns", &f, LinkType::Ethernet, &e);
+
+    let missing: Vec<&str> = Field::ALL
+        .iter()
+        .filter(|f| f.is_header() && !seen.contains(f))
+        .map(|f| f.name())
+        .collect();
+    assert!(missing.is_empty(), "header fields never read back: {missing:?}");
+}
+
+#[test]
+fn meta_and_ct_fields_are_never_read_from_packets() {
+    let f = build::tcp4(A4, B4, 1, 2, tf::SYN, b"");
+    let m = PacketMeta::parse(&f, LinkType::Ethernet);
+    for fl in Field::ALL.iter().filter(|f| !f.is_header()) {
+        assert_eq!(m.get(&f, *fl), None, "{}", fl.name());
+    }
+}
+
+#[test]
+fn one_liners_match_their_description() {
+    for (f, p) in [
+        (build::tcp4(A4, B4, 1, 2, tf::SYN, b"x"), 6u8),
+        (build::udp4(A4, B4, 1, 2, b"x"), 17),
+        (build::icmp4_echo(A4, B4, 1, 2, b"x"), 1),
+        (build::tcp6(a6(), b6(), 1, 2, tf::SYN, b"x"), 6),
+        (build::udp6(a6(), b6(), 1, 2, b"x"), 17),
+        (build::icmp6_echo(a6(), b6(), 1, 2, b"x"), 58),
+    ] {
+        let m = PacketMeta::parse(&f, LinkType::Ethernet);
+        assert_eq!(m.malformed, None);
+        assert_eq!(m.l4proto, p);
+        assert!(m.has_l4);
+        assert_eq!(m.has_ports, p == 6 || p == 17);
+        assert_eq!(m.payload(&f).map(|(_, n)| n), Some(1));
+    }
+}
+
+/// Our builder's bytes equal etherparse's for the same packet (an independent check of the
+/// header layout and the checksums).
+#[test]
+fn builder_agrees_with_etherparse() {
+    use etherparse::PacketBuilder;
+    let payload = b"GET / HTTP/1.1\r\n\r\n";
+
+    let mut theirs = Vec::new();
+    PacketBuilder::ethernet2(build::SRC_MAC, build::DST_MAC)
+        .ipv4(A4.octets(), B4.octets(), 64)
+        .tcp(1234, 80, 1000, 64240)
+        .syn()
+        .ack(2000)
+        .write(&mut theirs, payload)
+        .unwrap();
+    let ours = Builder::new().ip_id(0).dont_fragment().tcp(A4, B4, &Tcp::new(1234, 80, tf::SYN | tf::ACK), payload);
+    assert_eq!(ours, theirs, "v4 tcp");
+
+    let mut theirs = Vec::new();
+    PacketBuilder::ethernet2(build::SRC_MAC, build::DST_MAC)
+        .ipv4(A4.octets(), B4.octets(), 64)
+        .udp(53, 4000)
+        .write(&mut theirs, payload)
+        .unwrap();
+    let ours = Builder::new().ip_id(0).dont_fragment().udp(A4, B4, 53, 4000, payload);
+    assert_eq!(ours, theirs, "v4 udp");
+
+    let mut theirs = Vec::new();
+    PacketBuilder::ethernet2(build::SRC_MAC, build::DST_MAC)
+        .ipv6(a6().octets(), b6().octets(), 64)
+        .udp(53, 4000)
+        .write(&mut theirs, payload)
+        .unwrap();
+    assert_eq!(build::udp6(a6(), b6(), 53, 4000, payload), theirs, "v6 udp");
+
+    let mut theirs = Vec::new();
+    PacketBuilder::ethernet2(build::SRC_MAC, build::DST_MAC)
+        .ipv6(a6().octets(), b6().octets(), 64)
+        .tcp(1234, 80, 1000, 64240)
+        .syn()
+        .write(&mut theirs, payload)
+        .unwrap();
+    assert_eq!(build::tcp6(a6(), b6(), 1234, 80, tf::SYN, payload), theirs, "v6 tcp");
+
+    let mut theirs = Vec::new();
+    PacketBuilder::ethernet2(build::SRC_MAC, build::DST_MAC)
+        .ipv4(A4.octets(), B4.octets(), 64)
+        .icmpv4_echo_request(7, 8)
+        .write(&mut theirs, payload)
+        .unwrap();
+    let ours = Builder::new().ip_id(0).dont_fragment().icmp_echo(A4, B4, true, 7, 8, payload);
+    assert_eq!(ours, theirs, "icmp echo");
+
+    let mut theirs = Vec::new();
+    PacketBuilder::ethernet2(build::SRC_MAC, build::DST_MAC)
+        .ipv6(a6().octets(), b6().octets(), 64)
+        .icmpv6_echo_request(7, 8)
+        .write(&mut theirs, payload)
+        .unwrap();
+    assert_eq!(build::icmp6_echo(a6(), b6(), 7, 8, payload), theirs, "icmpv6 echo");
+
+    // And etherparse reads our fields the same way.
+    let ours = Builder::new().vlan(42).ttl(9).tcp(A4, B4, &Tcp::new(5, 6, tf::PSH | tf::ACK).seq(77), b"zz");
+    let s = etherparse::SlicedPacket::from_ethernet(&ours).unwrap();
+    let m = PacketMeta::parse(&ours, LinkType::Ethernet);
+    match (s.net, s.transport) {
+        (Some(etherparse::NetSlice::Ipv4(ip)), Some(etherparse::TransportSlice::Tcp(t))) => {
+            assert_eq!(m.get(&ours, Field::IpTtl), Some(ip.header().ttl() as u128));
+            assert_eq!(m.get(&ours, Field::TcpSequence), Some(t.sequence_number() as u128));
+            assert_eq!(m.get(&ours, Field::TcpAckseq), Some(t.acknowledgment_number() as u128));
+            assert_eq!(m.get(&ours, Field::TcpWindow), Some(t.window_size() as u128));
+        }
+        other => panic!("etherparse saw {other:?}"),
+    }
+}
