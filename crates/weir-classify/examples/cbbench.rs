@@ -30,7 +30,10 @@ fn main() {
     let keys: Vec<[u64; 5]> = trace.iter().map(|h| h.key()).collect();
 
     let t0 = Instant::now();
-    let mut cls = Classifier::build(CB_WIDTHS, entries.clone());
+    let mut cls = match std::env::var("LIMIT") {
+        Ok(l) => Classifier::build_with_limit(CB_WIDTHS, entries.clone(), l.parse().unwrap()),
+        Err(_) => Classifier::build(CB_WIDTHS, entries.clone()),
+    };
     let build = t0.elapsed();
     let lin = Linear::build(CB_WIDTHS, entries.clone());
     let stats = cls.stats();
@@ -139,8 +142,18 @@ fn main() {
         keys.len(),
     );
     if verbose {
-        for (lens, n, b) in &stats.per_table {
-            println!("  table {lens:?} entries {n} buckets {b}");
+        println!("  memory: {}", cls.memory_breakdown());
+        let mut ps: Vec<u32> = keys.iter().map(|k| cls.first_match(k, 0, |_| true).map_or(u32::MAX, |m| m.0)).collect();
+        ps.sort_unstable();
+        let q: Vec<String> = [0.1, 0.25, 0.5, 0.75, 0.9, 0.99].iter().map(|f| format!("{}:{}", f, ps[(ps.len() as f64 * f) as usize])).collect();
+        println!("  match prio quantiles {}", q.join(" "));
+        let mut probes = vec![0usize; stats.tables];
+        let mut hits = vec![0usize; stats.tables];
+        for k in &keys {
+            cls.lookup_profile(k, &mut probes, &mut hits);
+        }
+        for (i, (lens, n, b)) in stats.per_table.iter().enumerate() {
+            println!("  table {lens:?} entries {n} buckets {b} probed {:.3} hits {:.3}", probes[i] as f64 / keys.len() as f64, hits[i] as f64 / keys.len() as f64);
         }
     }
 }

@@ -402,8 +402,14 @@ impl<const D: usize> Classifier<D> {
     }
 
     /// Builds a classifier from a list of entries (any order).
-    pub fn build(widths: [u8; D], mut entries: Vec<Entry<D>>) -> Self {
+    pub fn build(widths: [u8; D], entries: Vec<Entry<D>>) -> Self {
+        Self::build_with_limit(widths, entries, DEFAULT_BUCKET_LIMIT)
+    }
+
+    #[doc(hidden)]
+    pub fn build_with_limit(widths: [u8; D], mut entries: Vec<Entry<D>>, limit: usize) -> Self {
         let mut c = Self::new(widths);
+        c.bucket_limit = limit.max(1);
         entries.sort_by_key(|e| e.prio);
         let mut remaining: Vec<(CEntry<D>, [u8; D])> = Vec::with_capacity(entries.len());
         for e in &entries {
@@ -749,6 +755,16 @@ impl<const D: usize> Classifier<D> {
         tables + index
     }
 
+    #[doc(hidden)]
+    pub fn memory_breakdown(&self) -> String {
+        let slots: usize = self.tables.iter().map(|t| t.slots.capacity() * 16).sum();
+        let arena: usize = self.tables.iter().map(|t| t.arena.capacity() * std::mem::size_of::<CEntry<D>>()).sum();
+        let arena_len: usize = self.tables.iter().map(|t| t.arena.len()).sum();
+        let garbage: usize = self.tables.iter().map(|t| t.garbage).sum();
+        let prios: usize = self.tables.iter().map(|t| t.prios.len() * 16).sum();
+        format!("slots {slots} arena {arena} (len {arena_len} garbage {garbage}) prios {prios} total {}", self.memory_bytes())
+    }
+
     /// Shape of the structure.
     pub fn stats(&self) -> Stats {
         Stats {
@@ -770,11 +786,20 @@ impl<const D: usize> Classifier<D> {
 
     /// Lookup cost counters for `key` (from 0, no residuals): (tables probed, entries compared).
     pub fn lookup_cost(&self, key: &[u64; D]) -> (usize, usize) {
+        self.lookup_profile(key, &mut [], &mut [])
+    }
+
+    #[doc(hidden)]
+    pub fn lookup_profile(&self, key: &[u64; D], probes: &mut [usize], hits: &mut [usize]) -> (usize, usize) {
         let mut bound: u64 = 1 << 32;
         let (mut probed, mut compared) = (0, 0);
-        for t in &self.tables {
+        let mut hit = None;
+        for (ti, t) in self.tables.iter().enumerate() {
             if u64::from(t.best) >= bound {
                 break;
+            }
+            if let Some(p) = probes.get_mut(ti) {
+                *p += 1;
             }
             probed += 1;
             let Some(si) = t.find(t.hash(key)) else { continue };
@@ -789,9 +814,13 @@ impl<const D: usize> Classifier<D> {
                 compared += 1;
                 if e.matches(key) {
                     bound = u64::from(e.prio);
+                    hit = Some(ti);
                     break;
                 }
             }
+        }
+        if let Some(h) = hit.and_then(|ti| hits.get_mut(ti)) {
+            *h += 1;
         }
         (probed, compared)
     }

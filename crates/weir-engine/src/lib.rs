@@ -1,1 +1,15 @@
-//! weir-engine (in progress)
+//! `weir-engine`: the sans-IO engine.
+//!
+//! A [`compile::Compiled`] ruleset (built from [`weir_lang::ir`]) and a per-worker
+//! [`eval::State`] make an [`eval::Engine`]; [`eval::Engine::process`] takes one parsed packet,
+//! its metadata and the time, and returns the decision for a hook. No I/O, no clock reads, no
+//! allocation per packet: the same engine runs under `weir replay` (pcap files), the benchmarks
+//! and, later, the live backends.
+
+pub mod compile;
+pub mod eval;
+pub mod hash;
+pub mod sets;
+
+pub use compile::{Compiled, Mode};
+pub use eval::{Decision, DropReason, Engine, Meta, Pkt};

@@ -87,9 +87,7 @@ impl Tcp {
     /// The header bytes with a zero checksum.
     fn header(&self) -> Vec<u8> {
         let mut opts = self.options.clone();
-        while opts.len() % 4 != 0 {
-            opts.push(0);
-        }
+        opts.resize(opts.len().div_ceil(4) * 4, 0);
         let doff = self.doff.unwrap_or((5 + opts.len() / 4) as u8);
         let mut h = Vec::with_capacity(20 + opts.len());
         h.extend_from_slice(&self.sport.to_be_bytes());
@@ -140,7 +138,14 @@ pub fn udp_datagram(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, payload: &
 
 /// A complete ICMP (IPv4 source) or ICMPv6 (IPv6 source) message with its checksum.
 /// `rest` is the second 32-bit word (id + sequence for echo, unused / MTU for errors).
-pub fn icmp_message(src: IpAddr, dst: IpAddr, typ: u8, code: u8, rest: u32, body: &[u8]) -> Vec<u8> {
+pub fn icmp_message(
+    src: IpAddr,
+    dst: IpAddr,
+    typ: u8,
+    code: u8,
+    rest: u32,
+    body: &[u8],
+) -> Vec<u8> {
     let mut m = Vec::with_capacity(8 + body.len());
     m.push(typ);
     m.push(code);
@@ -275,9 +280,8 @@ impl Builder {
     /// IPv4 options (padded with zeros, i.e. end-of-options, to a multiple of 4; at most 40).
     pub fn ipv4_options(mut self, o: &[u8]) -> Builder {
         self.ipv4_options = o.to_vec();
-        while self.ipv4_options.len() % 4 != 0 {
-            self.ipv4_options.push(0);
-        }
+        let n = self.ipv4_options.len().div_ceil(4) * 4;
+        self.ipv4_options.resize(n, 0);
         self
     }
     /// Append an IPv6 extension header of type `kind` (0, 43, 60, 135, ...) whose body (after
@@ -327,7 +331,13 @@ impl Builder {
 
     /// A frame carrying `l4` (transport bytes, taken as they are) in IP protocol `proto`.
     /// IPv4 or IPv6 from the addresses.
-    pub fn ip(&self, src: impl Into<IpAddr>, dst: impl Into<IpAddr>, proto: u8, l4: &[u8]) -> Vec<u8> {
+    pub fn ip(
+        &self,
+        src: impl Into<IpAddr>,
+        dst: impl Into<IpAddr>,
+        proto: u8,
+        l4: &[u8],
+    ) -> Vec<u8> {
         match (src.into(), dst.into()) {
             (IpAddr::V4(s), IpAddr::V4(d)) => self.ipv4(s, d, proto, l4),
             (IpAddr::V6(s), IpAddr::V6(d)) => self.ipv6(s, d, proto, l4),
@@ -421,7 +431,13 @@ impl Builder {
     }
 
     /// A TCP frame.
-    pub fn tcp(&self, src: impl Into<IpAddr>, dst: impl Into<IpAddr>, t: &Tcp, payload: &[u8]) -> Vec<u8> {
+    pub fn tcp(
+        &self,
+        src: impl Into<IpAddr>,
+        dst: impl Into<IpAddr>,
+        t: &Tcp,
+        payload: &[u8],
+    ) -> Vec<u8> {
         let (s, d) = (src.into(), dst.into());
         self.ip(s, d, proto::TCP, &tcp_segment(s, d, t, payload))
     }
@@ -450,7 +466,11 @@ impl Builder {
         body: &[u8],
     ) -> Vec<u8> {
         let (s, d) = (src.into(), dst.into());
-        let p = if s.is_ipv4() { proto::ICMP } else { proto::ICMPV6 };
+        let p = if s.is_ipv4() {
+            proto::ICMP
+        } else {
+            proto::ICMPV6
+        };
         self.ip(s, d, p, &icmp_message(s, d, typ, code, rest, body))
     }
 
@@ -485,12 +505,26 @@ impl Builder {
         original: &[u8],
         keep: usize,
     ) -> Vec<u8> {
-        self.icmp(src, dst, typ, code, 0, &original[..keep.min(original.len())])
+        self.icmp(
+            src,
+            dst,
+            typ,
+            code,
+            0,
+            &original[..keep.min(original.len())],
+        )
     }
 }
 
 /// Ethernet + IPv4 + TCP with the given flags (seq 1000, ack 2000 when ACK is set).
-pub fn tcp4(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, flags: u8, payload: &[u8]) -> Vec<u8> {
+pub fn tcp4(
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    sport: u16,
+    dport: u16,
+    flags: u8,
+    payload: &[u8],
+) -> Vec<u8> {
     Builder::new().tcp(src, dst, &Tcp::new(sport, dport, flags), payload)
 }
 
@@ -505,7 +539,14 @@ pub fn icmp4_echo(src: Ipv4Addr, dst: Ipv4Addr, id: u16, seq: u16, payload: &[u8
 }
 
 /// Ethernet + IPv6 + TCP with the given flags.
-pub fn tcp6(src: Ipv6Addr, dst: Ipv6Addr, sport: u16, dport: u16, flags: u8, payload: &[u8]) -> Vec<u8> {
+pub fn tcp6(
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    sport: u16,
+    dport: u16,
+    flags: u8,
+    payload: &[u8],
+) -> Vec<u8> {
     Builder::new().tcp(src, dst, &Tcp::new(sport, dport, flags), payload)
 }
 
@@ -528,13 +569,21 @@ pub mod hostile {
 
     fn l3(frame: &[u8], link: LinkType) -> usize {
         let m = PacketMeta::parse(frame, link);
-        assert!(m.l3_ok(), "hostile: start from a well-formed IP frame ({:?})", m.malformed);
+        assert!(
+            m.l3_ok(),
+            "hostile: start from a well-formed IP frame ({:?})",
+            m.malformed
+        );
         m.l3_off as usize
     }
 
     fn l4(frame: &[u8], link: LinkType) -> usize {
         let m = PacketMeta::parse(frame, link);
-        assert!(m.has_l4, "hostile: start from a frame with a transport header ({:?})", m.malformed);
+        assert!(
+            m.has_l4,
+            "hostile: start from a frame with a transport header ({:?})",
+            m.malformed
+        );
         m.l4_off as usize
     }
 

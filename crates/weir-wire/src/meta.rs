@@ -64,6 +64,15 @@ impl L3 {
             L3::Other(t) => t,
         }
     }
+
+    /// The netfilter protocol family (`meta nfproto`): 2 for IPv4, 10 for IPv6.
+    pub fn nfproto(self) -> Option<u8> {
+        match self {
+            L3::Ipv4 => Some(2),
+            L3::Ipv6 => Some(10),
+            L3::Other(_) => None,
+        }
+    }
 }
 
 /// Fragment status of an IP packet.
@@ -748,9 +757,7 @@ impl PacketMeta {
             F::IcmpType if icmp => b8(frame, l4)? as u128,
             F::IcmpCode if icmp => b8(frame, l4 + 1)? as u128,
             F::IcmpId if icmp && icmp4_has_id(b8(frame, l4)?) => self.icmp_word(frame, 4)?,
-            F::IcmpSequence if icmp && icmp4_has_id(b8(frame, l4)?) => {
-                self.icmp_word(frame, 6)?
-            }
+            F::IcmpSequence if icmp && icmp4_has_id(b8(frame, l4)?) => self.icmp_word(frame, 6)?,
             F::Icmp6Type if icmp6 => b8(frame, l4)? as u128,
             F::Icmp6Code if icmp6 => b8(frame, l4 + 1)? as u128,
             F::Icmp6Id if icmp6 && icmp6_has_id(b8(frame, l4)?) => self.icmp_word(frame, 4)?,

@@ -110,15 +110,28 @@ pub struct Capture {
 pub enum Error {
     Io(io::Error),
     /// The file does not start with a pcap or pcapng magic number.
-    NotACapture { magic: u32 },
+    NotACapture {
+        magic: u32,
+    },
     /// The link type is not one weir parses.
-    UnsupportedLinkType { dlt: u32, name: &'static str },
+    UnsupportedLinkType {
+        dlt: u32,
+        name: &'static str,
+    },
     /// The file ends inside a record (after `packets` complete packets).
-    Truncated { packets: usize },
+    Truncated {
+        packets: usize,
+    },
     /// A record is invalid (after `packets` complete packets).
-    Corrupt { packets: usize, what: String },
+    Corrupt {
+        packets: usize,
+        what: String,
+    },
     /// A packet's interface id names no interface description (pcapng).
-    UnknownInterface { packets: usize, id: u32 },
+    UnknownInterface {
+        packets: usize,
+        id: u32,
+    },
 }
 
 impl fmt::Display for Error {
@@ -363,7 +376,7 @@ impl<R: Read> Reader<R> {
     }
 
     /// Packets yielded so far.
-    pub fn count(&self) -> usize {
+    pub fn packets_read(&self) -> usize {
         self.count
     }
 
@@ -574,7 +587,12 @@ impl<W: Write> PcapWriter<W> {
     }
 
     /// Append one packet with its wire length.
-    pub fn write_with_orig_len(&mut self, ts_nanos: u64, data: &[u8], orig_len: u32) -> Result<(), Error> {
+    pub fn write_with_orig_len(
+        &mut self,
+        ts_nanos: u64,
+        data: &[u8],
+        orig_len: u32,
+    ) -> Result<(), Error> {
         let incl = u32::try_from(data.len())
             .ok()
             .filter(|&l| l <= MAX_RECORD)

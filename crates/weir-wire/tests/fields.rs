@@ -40,7 +40,11 @@ fn check(
         let got = m.get(frame, *f);
         assert_eq!(got, want, "{what}: field {}", f.name());
         if let Some(v) = got {
-            assert!(f.is_header(), "{what}: non-header field {} answered", f.name());
+            assert!(
+                f.is_header(),
+                "{what}: non-header field {} answered",
+                f.name()
+            );
             if f.bits() < 128 {
                 assert_eq!(v >> f.bits(), 0, "{what}: {} wider than its type", f.name());
             }
@@ -58,7 +62,17 @@ fn ether(tagged_type: u16) -> Vec<(Field, u128)> {
     ]
 }
 
-fn ip4(f: &[u8], l3: usize, tos: (u8, u8), len: u16, id: u16, fo: u16, ttl: u8, p: u8) -> Vec<(Field, u128)> {
+#[allow(clippy::too_many_arguments)]
+fn ip4(
+    f: &[u8],
+    l3: usize,
+    tos: (u8, u8),
+    len: u16,
+    id: u16,
+    fo: u16,
+    ttl: u8,
+    p: u8,
+) -> Vec<(Field, u128)> {
     vec![
         (Field::IpVersion, 4),
         (Field::IpHdrlength, ((f[l3] & 0xf) as u128)),
@@ -75,7 +89,6 @@ fn ip4(f: &[u8], l3: usize, tos: (u8, u8), len: u16, id: u16, fo: u16, ttl: u8, 
     ]
 }
 
-#[allow(clippy::too_many_arguments)]
 fn ip6(tos: (u8, u8), flow: u32, plen: u16, nh: u8, hl: u8) -> Vec<(Field, u128)> {
     vec![
         (Field::Ip6Version, 6),
@@ -101,7 +114,13 @@ fn every_header_field_read_back() {
         .window(1000)
         .urgptr(7)
         .options(&[2, 4, 5, 0xb4]);
-    let f = Builder::new().vlan(100).ttl(33).tos(46, 2).ip_id(0x4242).dont_fragment().tcp(A4, B4, &t, b"abc");
+    let f = Builder::new()
+        .vlan(100)
+        .ttl(33)
+        .tos(46, 2)
+        .ip_id(0x4242)
+        .dont_fragment()
+        .tcp(A4, B4, &t, b"abc");
     let l3 = 18;
     let l4 = l3 + 20;
     let mut e = ether(0x8100);
@@ -121,9 +140,15 @@ fn every_header_field_read_back() {
         (Field::ThDport, 443),
     ]);
     let m = check(&mut seen, "v4 tcp vlan", &f, LinkType::Ethernet, &e);
-    assert_eq!((m.l3, m.vlan, m.l3_off, m.l4_off, m.l4proto), (L3::Ipv4, Some(100), 18, 38, 6));
+    assert_eq!(
+        (m.l3, m.vlan, m.l3_off, m.l4_off, m.l4proto),
+        (L3::Ipv4, Some(100), 18, 38, 6)
+    );
     assert!(m.has_l4 && m.has_ports);
-    assert_eq!((m.sport, m.dport, m.tcp_flags), (40000, 443, tf::SYN | tf::ACK | tf::ECE));
+    assert_eq!(
+        (m.sport, m.dport, m.tcp_flags),
+        (40000, 443, tf::SYN | tf::ACK | tf::ECE)
+    );
     assert_eq!(m.saddr, u32::from(A4) as u128);
     assert_eq!(m.daddr, u32::from(B4) as u128);
     assert_eq!(m.len as usize, f.len());
@@ -163,7 +188,16 @@ fn every_header_field_read_back() {
     let inner = Builder::raw().udp(B4, A4, 5353, 53, b"q");
     let f = Builder::new().icmp_error(A4, B4, 3, 3, &inner, inner.len());
     let mut e = ether(0x0800);
-    e.extend(ip4(&f, 14, (0, 0), (20 + 8 + inner.len()) as u16, 1, 0, 64, 1));
+    e.extend(ip4(
+        &f,
+        14,
+        (0, 0),
+        (20 + 8 + inner.len()) as u16,
+        1,
+        0,
+        64,
+        1,
+    ));
     e.extend([(Field::IcmpType, 3), (Field::IcmpCode, 3)]);
     check(&mut seen, "icmp unreachable", &f, LinkType::Ethernet, &e);
 
@@ -191,8 +225,18 @@ fn every_header_field_read_back() {
     }
 
     // IPv6 TCP behind a hop-by-hop header, QinQ: ip6 nexthdr is the header's own byte.
-    let t = Tcp::new(1, 65535, tf::FIN | tf::PSH | tf::URG | tf::CWR | tf::RST).seq(u32::MAX).ack(1).window(0).urgptr(0xffff);
-    let f = Builder::new().qinq(7, 8).tos(10, 1).flow_label(0xabcde).ttl(255).hop_by_hop().tcp(a6(), b6(), &t, b"");
+    let t = Tcp::new(1, 65535, tf::FIN | tf::PSH | tf::URG | tf::CWR | tf::RST)
+        .seq(u32::MAX)
+        .ack(1)
+        .window(0)
+        .urgptr(0xffff);
+    let f = Builder::new()
+        .qinq(7, 8)
+        .tos(10, 1)
+        .flow_label(0xabcde)
+        .ttl(255)
+        .hop_by_hop()
+        .tcp(a6(), b6(), &t, b"");
     let l3 = 22;
     let l4 = l3 + 40 + 8;
     let mut e = ether(0x88a8);
@@ -204,7 +248,10 @@ fn every_header_field_read_back() {
         (Field::TcpSequence, u32::MAX as u128),
         (Field::TcpAckseq, 1),
         (Field::TcpDoff, 5),
-        (Field::TcpFlags, (tf::FIN | tf::PSH | tf::URG | tf::CWR | tf::RST) as u128),
+        (
+            Field::TcpFlags,
+            (tf::FIN | tf::PSH | tf::URG | tf::CWR | tf::RST) as u128,
+        ),
         (Field::TcpWindow, 0),
         (Field::TcpChecksum, be16(&f, l4 + 16)),
         (Field::TcpUrgptr, 0xffff),
@@ -212,7 +259,10 @@ fn every_header_field_read_back() {
         (Field::ThDport, 65535),
     ]);
     let m = check(&mut seen, "v6 tcp qinq hbh", &f, LinkType::Ethernet, &e);
-    assert_eq!((m.l3, m.l4proto, m.l4_off as usize, m.vlan), (L3::Ipv6, 6, l4, Some(7)));
+    assert_eq!(
+        (m.l3, m.l4proto, m.l4_off as usize, m.vlan),
+        (L3::Ipv6, 6, l4, Some(7))
+    );
     assert_eq!((m.saddr, m.daddr), (u128::from(a6()), u128::from(b6())));
 
     // IPv6 UDP, raw link.
@@ -250,7 +300,10 @@ fn every_header_field_read_back() {
         .filter(|f| f.is_header() && !seen.contains(f))
         .map(|f| f.name())
         .collect();
-    assert!(missing.is_empty(), "header fields never read back: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "header fields never read back: {missing:?}"
+    );
 }
 
 #[test]
@@ -296,7 +349,12 @@ fn builder_agrees_with_etherparse() {
         .ack(2000)
         .write(&mut theirs, payload)
         .unwrap();
-    let ours = Builder::new().ip_id(0).dont_fragment().tcp(A4, B4, &Tcp::new(1234, 80, tf::SYN | tf::ACK), payload);
+    let ours = Builder::new().ip_id(0).dont_fragment().tcp(
+        A4,
+        B4,
+        &Tcp::new(1234, 80, tf::SYN | tf::ACK),
+        payload,
+    );
     assert_eq!(ours, theirs, "v4 tcp");
 
     let mut theirs = Vec::new();
@@ -305,7 +363,10 @@ fn builder_agrees_with_etherparse() {
         .udp(53, 4000)
         .write(&mut theirs, payload)
         .unwrap();
-    let ours = Builder::new().ip_id(0).dont_fragment().udp(A4, B4, 53, 4000, payload);
+    let ours = Builder::new()
+        .ip_id(0)
+        .dont_fragment()
+        .udp(A4, B4, 53, 4000, payload);
     assert_eq!(ours, theirs, "v4 udp");
 
     let mut theirs = Vec::new();
@@ -323,7 +384,11 @@ fn builder_agrees_with_etherparse() {
         .syn()
         .write(&mut theirs, payload)
         .unwrap();
-    assert_eq!(build::tcp6(a6(), b6(), 1234, 80, tf::SYN, payload), theirs, "v6 tcp");
+    assert_eq!(
+        build::tcp6(a6(), b6(), 1234, 80, tf::SYN, payload),
+        theirs,
+        "v6 tcp"
+    );
 
     let mut theirs = Vec::new();
     PacketBuilder::ethernet2(build::SRC_MAC, build::DST_MAC)
@@ -331,7 +396,10 @@ fn builder_agrees_with_etherparse() {
         .icmpv4_echo_request(7, 8)
         .write(&mut theirs, payload)
         .unwrap();
-    let ours = Builder::new().ip_id(0).dont_fragment().icmp_echo(A4, B4, true, 7, 8, payload);
+    let ours = Builder::new()
+        .ip_id(0)
+        .dont_fragment()
+        .icmp_echo(A4, B4, true, 7, 8, payload);
     assert_eq!(ours, theirs, "icmp echo");
 
     let mut theirs = Vec::new();
@@ -340,18 +408,36 @@ fn builder_agrees_with_etherparse() {
         .icmpv6_echo_request(7, 8)
         .write(&mut theirs, payload)
         .unwrap();
-    assert_eq!(build::icmp6_echo(a6(), b6(), 7, 8, payload), theirs, "icmpv6 echo");
+    assert_eq!(
+        build::icmp6_echo(a6(), b6(), 7, 8, payload),
+        theirs,
+        "icmpv6 echo"
+    );
 
     // And etherparse reads our fields the same way.
-    let ours = Builder::new().vlan(42).ttl(9).tcp(A4, B4, &Tcp::new(5, 6, tf::PSH | tf::ACK).seq(77), b"zz");
+    let ours = Builder::new().vlan(42).ttl(9).tcp(
+        A4,
+        B4,
+        &Tcp::new(5, 6, tf::PSH | tf::ACK).seq(77),
+        b"zz",
+    );
     let s = etherparse::SlicedPacket::from_ethernet(&ours).unwrap();
     let m = PacketMeta::parse(&ours, LinkType::Ethernet);
     match (s.net, s.transport) {
         (Some(etherparse::NetSlice::Ipv4(ip)), Some(etherparse::TransportSlice::Tcp(t))) => {
             assert_eq!(m.get(&ours, Field::IpTtl), Some(ip.header().ttl() as u128));
-            assert_eq!(m.get(&ours, Field::TcpSequence), Some(t.sequence_number() as u128));
-            assert_eq!(m.get(&ours, Field::TcpAckseq), Some(t.acknowledgment_number() as u128));
-            assert_eq!(m.get(&ours, Field::TcpWindow), Some(t.window_size() as u128));
+            assert_eq!(
+                m.get(&ours, Field::TcpSequence),
+                Some(t.sequence_number() as u128)
+            );
+            assert_eq!(
+                m.get(&ours, Field::TcpAckseq),
+                Some(t.acknowledgment_number() as u128)
+            );
+            assert_eq!(
+                m.get(&ours, Field::TcpWindow),
+                Some(t.window_size() as u128)
+            );
         }
         other => panic!("etherparse saw {other:?}"),
     }

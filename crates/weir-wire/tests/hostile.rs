@@ -28,7 +28,10 @@ fn parse(f: &[u8], link: LinkType) -> PacketMeta {
     }
     let _ = m.icmp_quoted(f);
     if m.malformed.is_some_and(|r| r.is_l3()) {
-        assert!(!m.has_l4 && !m.has_ports, "l3-malformed with transport facts: {m:?}");
+        assert!(
+            !m.has_l4 && !m.has_ports,
+            "l3-malformed with transport facts: {m:?}"
+        );
     }
     if m.has_ports {
         assert!(m.has_l4);
@@ -40,7 +43,12 @@ fn parse(f: &[u8], link: LinkType) -> PacketMeta {
 }
 
 fn tcp_v4(b: Builder, payload: &[u8]) -> Vec<u8> {
-    b.tcp(A4, B4, &Tcp::new(1000, 80, tf::SYN).options(&[2, 4, 5, 0xb4]), payload)
+    b.tcp(
+        A4,
+        B4,
+        &Tcp::new(1000, 80, tf::SYN).options(&[2, 4, 5, 0xb4]),
+        payload,
+    )
 }
 
 /// What the IP layer should say about a frame cut to `n` bytes, the IP header starting at
@@ -72,7 +80,11 @@ fn cut_everywhere(name: &str, full: &[u8], link: LinkType, tags: usize) {
     assert!(m0.has_l4, "{name}");
     let l3 = m0.l3_off as usize;
     let v6 = m0.l3 == L3::Ipv6;
-    let hlen = if v6 { 40 } else { (full[l3] & 0xf) as usize * 4 };
+    let hlen = if v6 {
+        40
+    } else {
+        (full[l3] & 0xf) as usize * 4
+    };
     let tot = m0.l3_len as usize;
     for n in 0..full.len() {
         let m = parse(&full[..n], link);
@@ -101,14 +113,47 @@ fn truncated_at_every_length() {
     let frames: Vec<(&str, Vec<u8>, LinkType, usize)> = vec![
         ("v4 tcp", tcp_v4(Builder::new(), b"payload"), ETH, 0),
         ("v4 tcp raw", tcp_v4(Builder::raw(), b"payload"), RAW, 0),
-        ("v4 tcp options", tcp_v4(Builder::new().ipv4_options(&[1, 1, 1, 0]), b"p"), ETH, 0),
+        (
+            "v4 tcp options",
+            tcp_v4(Builder::new().ipv4_options(&[1, 1, 1, 0]), b"p"),
+            ETH,
+            0,
+        ),
         ("v4 tcp vlan", tcp_v4(Builder::new().vlan(5), b""), ETH, 1),
-        ("v4 tcp qinq", tcp_v4(Builder::new().qinq(5, 6), b""), ETH, 2),
+        (
+            "v4 tcp qinq",
+            tcp_v4(Builder::new().qinq(5, 6), b""),
+            ETH,
+            2,
+        ),
         ("v4 udp", Builder::new().udp(A4, B4, 1, 2, b"xyz"), ETH, 0),
-        ("v4 icmp echo", Builder::new().icmp_echo(A4, B4, true, 1, 2, b"abcd"), ETH, 0),
-        ("v6 tcp", Builder::new().tcp(a6(), b6(), &Tcp::new(1, 2, tf::ACK), b"p"), ETH, 0),
-        ("v6 udp ext", Builder::new().hop_by_hop().dest_opts().udp(a6(), b6(), 1, 2, b"p"), ETH, 0),
-        ("v6 icmp raw", Builder::raw().icmp_echo(a6(), b6(), true, 1, 2, b""), RAW, 0),
+        (
+            "v4 icmp echo",
+            Builder::new().icmp_echo(A4, B4, true, 1, 2, b"abcd"),
+            ETH,
+            0,
+        ),
+        (
+            "v6 tcp",
+            Builder::new().tcp(a6(), b6(), &Tcp::new(1, 2, tf::ACK), b"p"),
+            ETH,
+            0,
+        ),
+        (
+            "v6 udp ext",
+            Builder::new()
+                .hop_by_hop()
+                .dest_opts()
+                .udp(a6(), b6(), 1, 2, b"p"),
+            ETH,
+            0,
+        ),
+        (
+            "v6 icmp raw",
+            Builder::raw().icmp_echo(a6(), b6(), true, 1, 2, b""),
+            RAW,
+            0,
+        ),
     ];
     for (name, f, link, tags) in &frames {
         cut_everywhere(name, f, *link, *tags);
@@ -135,15 +180,46 @@ fn transport_truncated_at_every_length() {
     // (name, frame, link, transport kind)
     let tcp_opts = Tcp::new(1000, 80, tf::SYN).options(&[2, 4, 5, 0xb4, 1, 1, 1, 0]); // doff 7
     let frames: Vec<(&str, Vec<u8>, LinkType)> = vec![
-        ("v4 tcp", Builder::new().tcp(A4, B4, &tcp_opts, b"data"), ETH),
-        ("v6 tcp", Builder::raw().tcp(a6(), b6(), &tcp_opts, b"data"), RAW),
+        (
+            "v4 tcp",
+            Builder::new().tcp(A4, B4, &tcp_opts, b"data"),
+            ETH,
+        ),
+        (
+            "v6 tcp",
+            Builder::raw().tcp(a6(), b6(), &tcp_opts, b"data"),
+            RAW,
+        ),
         ("v4 udp", Builder::new().udp(A4, B4, 1, 2, b"data"), ETH),
         ("v6 udp", Builder::new().udp(a6(), b6(), 1, 2, b"data"), ETH),
-        ("v4 icmp echo", Builder::new().icmp_echo(A4, B4, true, 1, 2, b"data"), ETH),
-        ("v4 icmp unreach", Builder::new().icmp(A4, B4, 3, 1, 0, b"data"), ETH),
-        ("v6 icmp echo", Builder::new().icmp_echo(a6(), b6(), false, 1, 2, b"data"), ETH),
-        ("v6 icmp unreach", Builder::new().icmp(a6(), b6(), 1, 0, 0, b"data"), ETH),
-        ("v6 tcp ext", Builder::new().hop_by_hop().routing().tcp(a6(), b6(), &tcp_opts, b"d"), ETH),
+        (
+            "v4 icmp echo",
+            Builder::new().icmp_echo(A4, B4, true, 1, 2, b"data"),
+            ETH,
+        ),
+        (
+            "v4 icmp unreach",
+            Builder::new().icmp(A4, B4, 3, 1, 0, b"data"),
+            ETH,
+        ),
+        (
+            "v6 icmp echo",
+            Builder::new().icmp_echo(a6(), b6(), false, 1, 2, b"data"),
+            ETH,
+        ),
+        (
+            "v6 icmp unreach",
+            Builder::new().icmp(a6(), b6(), 1, 0, 0, b"data"),
+            ETH,
+        ),
+        (
+            "v6 tcp ext",
+            Builder::new()
+                .hop_by_hop()
+                .routing()
+                .tcp(a6(), b6(), &tcp_opts, b"d"),
+            ETH,
+        ),
     ];
     for (name, f, link) in &frames {
         let m0 = parse(f, *link);
@@ -175,7 +251,11 @@ fn transport_truncated_at_every_length() {
             };
             assert_eq!(m.malformed, want, "{name}: ip length {ip_len}");
             assert_eq!(m.has_l4, want.is_none(), "{name}: ip length {ip_len}");
-            assert_eq!(m.has_ports, want.is_none() && matches!(m0.l4proto, 6 | 17), "{name}: {ip_len}");
+            assert_eq!(
+                m.has_ports,
+                want.is_none() && matches!(m0.l4proto, 6 | 17),
+                "{name}: {ip_len}"
+            );
             if let Some(r) = want {
                 assert!(!r.is_l3(), "{name}: transport problems are not l3");
                 // The network fields stay readable.
@@ -218,7 +298,10 @@ fn ipv4_ihl() {
     let mut g = f.clone();
     hostile::set_ipv4_ihl(&mut g, ETH, 6);
     let m = parse(&g, ETH);
-    assert_eq!(m.malformed, None, "a 4-byte shift still leaves a plausible header here");
+    assert_eq!(
+        m.malformed, None,
+        "a 4-byte shift still leaves a plausible header here"
+    );
     assert_eq!(m.l4_off, 14 + 24);
     // IHL 13 over a 20 + 24 + 0 packet of 44 bytes: header fits (52 > 44? no) -> truncated.
     let mut g = short.clone();
@@ -248,7 +331,11 @@ fn ipv4_total_length() {
     for tl in [0, 1, 19] {
         let mut g = f.clone();
         hostile::set_ipv4_total_length(&mut g, ETH, tl);
-        assert_eq!(parse(&g, ETH).malformed, Some(M::BadIpv4TotalLength), "tl {tl}");
+        assert_eq!(
+            parse(&g, ETH).malformed,
+            Some(M::BadIpv4TotalLength),
+            "tl {tl}"
+        );
     }
     // Exactly the header: an empty TCP segment.
     let mut g = f.clone();
@@ -275,10 +362,10 @@ fn ipv4_total_length() {
 #[test]
 fn ipv4_options() {
     let opts: [&[u8]; 4] = [
-        &[1, 1, 1, 0],                                    // NOPs, EOL
-        &[7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0],           // record route
-        &[0x94, 4, 0, 0],                                 // router alert
-        &[1; 40],                                         // the maximum: IHL 15
+        &[1, 1, 1, 0],                          // NOPs, EOL
+        &[7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0], // record route
+        &[0x94, 4, 0, 0],                       // router alert
+        &[1; 40],                               // the maximum: IHL 15
     ];
     for o in opts {
         let f = tcp_v4(Builder::new().ipv4_options(o), b"x");
@@ -301,25 +388,41 @@ fn ipv4_options() {
 
 #[test]
 fn ipv4_fragments() {
-    let seg = weir_wire::build::tcp_segment(A4.into(), B4.into(), &Tcp::new(1, 22, tf::SYN), &[7; 64]);
+    let seg =
+        weir_wire::build::tcp_segment(A4.into(), B4.into(), &Tcp::new(1, 22, tf::SYN), &[7; 64]);
     let udp = weir_wire::build::udp_datagram(A4.into(), B4.into(), 53, 53, &[7; 64]);
     // First fragment with the whole TCP header.
-    let f = Builder::new().ip_id(9).fragment(0, true).ip(A4, B4, 6, &seg[..40]);
+    let f = Builder::new()
+        .ip_id(9)
+        .fragment(0, true)
+        .ip(A4, B4, 6, &seg[..40]);
     let m = parse(&f, ETH);
-    assert_eq!((m.frag, m.malformed, m.has_l4, m.has_ports), (Frag::First, None, true, true));
+    assert_eq!(
+        (m.frag, m.malformed, m.has_l4, m.has_ports),
+        (Frag::First, None, true, true)
+    );
     assert_eq!(m.get(&f, Field::TcpDport), Some(22));
     assert_eq!(m.get(&f, Field::IpFragOff), Some(0x2000));
     // Middle and last fragments: no transport header, not malformed.
-    for (off, more) in [(5u16, true), (8, false), (0x1fff, false)] {
-        let f = Builder::new().ip_id(9).fragment(off, more).ip(A4, B4, 6, &seg[40..]);
+    for (off, more) in [(5u16, true), (8, false), (0x1000, true), (0x1fff, false)] {
+        let f = Builder::new()
+            .ip_id(9)
+            .fragment(off, more)
+            .ip(A4, B4, 6, &seg[40..]);
         let m = parse(&f, ETH);
-        assert_eq!((m.frag, m.malformed, m.has_l4, m.has_ports), (Frag::Later, None, false, false));
+        assert_eq!(
+            (m.frag, m.malformed, m.has_l4, m.has_ports),
+            (Frag::Later, None, false, false)
+        );
         assert_eq!(m.l4proto, 6);
         assert_eq!(m.l4_off, 34);
         assert_eq!(m.get(&f, Field::TcpDport), None);
         assert_eq!(m.get(&f, Field::ThDport), None);
         assert_eq!(m.get(&f, Field::IpSaddr), Some(u32::from(A4) as u128));
-        assert_eq!(m.get(&f, Field::IpFragOff), Some(off as u128 | if more { 0x2000 } else { 0 }));
+        assert_eq!(
+            m.get(&f, Field::IpFragOff),
+            Some(off as u128 | if more { 0x2000 } else { 0 })
+        );
     }
     // Tiny first fragments: 0, 8 and 16 bytes of TCP, and a header cut inside its options.
     for n in [0usize, 8, 16] {
@@ -330,7 +433,12 @@ fn ipv4_fragments() {
         assert!(!m.has_l4 && !m.has_ports);
         assert_eq!(m.get(&f, Field::IpDaddr), Some(u32::from(B4) as u128));
     }
-    let opt = weir_wire::build::tcp_segment(A4.into(), B4.into(), &Tcp::new(1, 22, tf::SYN).options(&[1; 12]), b"");
+    let opt = weir_wire::build::tcp_segment(
+        A4.into(),
+        B4.into(),
+        &Tcp::new(1, 22, tf::SYN).options(&[1; 12]),
+        b"",
+    );
     let f = Builder::new().fragment(0, true).ip(A4, B4, 6, &opt[..24]);
     assert_eq!(parse(&f, ETH).malformed, Some(M::TinyFragment));
     // Tiny UDP / ICMP first fragments.
@@ -343,23 +451,47 @@ fn ipv4_fragments() {
     // DF alone is not a fragment.
     let f = tcp_v4(Builder::new().dont_fragment(), b"");
     assert_eq!(parse(&f, ETH).frag, Frag::None);
+    // Nor the reserved ("evil") bit.
+    let mut f = tcp_v4(Builder::new(), b"");
+    f[14 + 6] |= 0x80;
+    hostile::fix_ipv4_checksum_at(&mut f, 14);
+    let m = parse(&f, ETH);
+    assert_eq!((m.frag, m.has_l4), (Frag::None, true));
 }
 
 #[test]
 fn ipv6_fragments() {
-    let seg = weir_wire::build::tcp_segment(a6().into(), b6().into(), &Tcp::new(1, 22, tf::SYN), &[7; 64]);
-    let f = Builder::new().fragment(0, true).ip(a6(), b6(), 6, &seg[..48]);
+    let seg = weir_wire::build::tcp_segment(
+        a6().into(),
+        b6().into(),
+        &Tcp::new(1, 22, tf::SYN),
+        &[7; 64],
+    );
+    let f = Builder::new()
+        .fragment(0, true)
+        .ip(a6(), b6(), 6, &seg[..48]);
     let m = parse(&f, ETH);
-    assert_eq!((m.frag, m.malformed, m.has_l4, m.l4proto), (Frag::First, None, true, 6));
+    assert_eq!(
+        (m.frag, m.malformed, m.has_l4, m.l4proto),
+        (Frag::First, None, true, 6)
+    );
     assert_eq!(m.l4_off, 14 + 48);
     assert_eq!(m.get(&f, Field::Ip6Nexthdr), Some(44));
     assert_eq!(m.get(&f, Field::TcpDport), Some(22));
-    let f = Builder::new().fragment(6, false).ip(a6(), b6(), 6, &seg[48..]);
+    let f = Builder::new()
+        .fragment(6, false)
+        .ip(a6(), b6(), 6, &seg[48..]);
     let m = parse(&f, ETH);
-    assert_eq!((m.frag, m.malformed, m.has_l4, m.l4proto), (Frag::Later, None, false, 6));
+    assert_eq!(
+        (m.frag, m.malformed, m.has_l4, m.l4proto),
+        (Frag::Later, None, false, 6)
+    );
     assert_eq!(m.get(&f, Field::TcpDport), None);
     assert_eq!(m.get(&f, Field::Ip6Saddr), Some(u128::from(a6())));
-    let f = Builder::new().hop_by_hop().fragment(0, true).ip(a6(), b6(), 6, &seg[..10]);
+    let f = Builder::new()
+        .hop_by_hop()
+        .fragment(0, true)
+        .ip(a6(), b6(), 6, &seg[..10]);
     let m = parse(&f, ETH);
     assert_eq!((m.frag, m.malformed), (Frag::First, Some(M::TinyFragment)));
     // Atomic fragment (offset 0, no more fragments): a whole packet.
@@ -378,7 +510,11 @@ fn ipv6_extension_chains() {
     let t = Tcp::new(1, 443, tf::SYN);
     let cases: Vec<(&str, Builder, usize)> = vec![
         ("hbh", Builder::new().hop_by_hop(), 8),
-        ("hbh routing dst", Builder::new().hop_by_hop().routing().dest_opts(), 24),
+        (
+            "hbh routing dst",
+            Builder::new().hop_by_hop().routing().dest_opts(),
+            24,
+        ),
         ("ah", Builder::new().ext(51, &[0; 10]), 12 + 4),
         ("big dstopts", Builder::new().ext(60, &[0; 2046]), 2048),
         ("mobility", Builder::new().ext(135, &[0; 6]), 8),
@@ -387,9 +523,17 @@ fn ipv6_extension_chains() {
         let f = b.tcp(a6(), b6(), &t, b"x");
         let m = parse(&f, ETH);
         assert_eq!(m.malformed, None, "{name}");
-        assert_eq!((m.l4proto, m.l4_off as usize), (6, 14 + 40 + ext_len), "{name}");
+        assert_eq!(
+            (m.l4proto, m.l4_off as usize),
+            (6, 14 + 40 + ext_len),
+            "{name}"
+        );
         assert_eq!(m.get(&f, Field::TcpDport), Some(443), "{name}");
-        assert_eq!(m.get(&f, Field::Ip6Nexthdr), Some(f[14 + 6] as u128), "{name}");
+        assert_eq!(
+            m.get(&f, Field::Ip6Nexthdr),
+            Some(f[14 + 6] as u128),
+            "{name}"
+        );
     }
     // The longest chain accepted, and one more.
     let mut b = Builder::new();
@@ -404,7 +548,11 @@ fn ipv6_extension_chains() {
     assert_eq!(m.malformed, Some(M::ExtHeaderChainTooLong));
     assert!(!M::ExtHeaderChainTooLong.is_l3());
     assert_eq!((m.l4proto, m.has_l4, m.has_ports), (0, false, false));
-    assert_eq!(m.get(&f, Field::Ip6Saddr), Some(u128::from(a6())), "addresses stay readable");
+    assert_eq!(
+        m.get(&f, Field::Ip6Saddr),
+        Some(u128::from(a6())),
+        "addresses stay readable"
+    );
     assert_eq!(m.get(&f, Field::UdpDport), None);
     // An extension header whose length runs past the packet.
     let mut f = Builder::new().hop_by_hop().udp(a6(), b6(), 1, 53, b"");
@@ -418,7 +566,10 @@ fn ipv6_extension_chains() {
     // ESP is a final header whose payload is opaque.
     let f = Builder::new().ip(a6(), b6(), 50, &[0; 16]);
     let m = parse(&f, ETH);
-    assert_eq!((m.malformed, m.l4proto, m.has_l4, m.has_ports), (None, 50, true, false));
+    assert_eq!(
+        (m.malformed, m.l4proto, m.has_l4, m.has_ports),
+        (None, 50, true, false)
+    );
 }
 
 #[test]
@@ -454,7 +605,11 @@ fn ipv6_lengths_and_versions() {
         let mut g = tcp_v4(Builder::raw(), b"");
         g[0] = (v << 4) | 5;
         let m = parse(&g, RAW);
-        assert_eq!((m.l3, m.malformed), (L3::Other(0), Some(M::BadIpVersion)), "v {v}");
+        assert_eq!(
+            (m.l3, m.malformed),
+            (L3::Other(0), Some(M::BadIpVersion)),
+            "v {v}"
+        );
         assert!(M::BadIpVersion.is_l3());
     }
     assert_eq!(parse(&[], RAW).malformed, Some(M::TruncatedIp));
@@ -477,7 +632,11 @@ fn tcp_data_offset() {
         let mut g = f.clone();
         hostile::set_tcp_doff(&mut g, ETH, doff);
         let m = parse(&g, ETH);
-        let want = if doff <= 11 { None } else { Some(M::BadTcpDoff) };
+        let want = if doff <= 11 {
+            None
+        } else {
+            Some(M::BadTcpDoff)
+        };
         assert_eq!(m.malformed, want, "doff {doff}");
         assert_eq!(m.has_l4, want.is_none());
         if want.is_none() {
@@ -536,7 +695,10 @@ fn icmp_errors_quoting_truncated_headers() {
             assert!(!q.has_ports);
             continue;
         }
-        assert_eq!((q.saddr, q.daddr), (u32::from(A4) as u128, u32::from(B4) as u128));
+        assert_eq!(
+            (q.saddr, q.daddr),
+            (u32::from(A4) as u128, u32::from(B4) as u128)
+        );
         let have = keep - 20;
         assert_eq!(q.has_ports, have >= 4, "keep {keep}");
         if have >= 4 {
@@ -553,7 +715,10 @@ fn icmp_errors_quoting_truncated_headers() {
     let m = parse(&f, ETH);
     assert!(m.is_icmp_error(&f));
     let q = m.icmp_quoted(&f).unwrap();
-    assert_eq!((q.l3, q.l4proto, q.has_l4, q.sport, q.dport), (L3::Ipv6, 17, true, 4000, 443));
+    assert_eq!(
+        (q.l3, q.l4proto, q.has_l4, q.sport, q.dport),
+        (L3::Ipv6, 17, true, 4000, 443)
+    );
     assert_eq!(q.get(&f, Field::UdpDport), Some(443));
     // An error truncated to type and code: fine, with nothing quoted.
     let f = Builder::new().icmp(B4, A4, 11, 0, 0, b"");
@@ -573,7 +738,10 @@ fn vlan_and_qinq() {
     // 802.1Q with priority bits: the id is the low 12 bits.
     let f = Builder::new().vlan_tag(0x8100, 0xe064).tcp(A4, B4, &t, b"");
     let m = parse(&f, ETH);
-    assert_eq!((m.vlan, m.l3_off, m.l3, m.malformed), (Some(100), 18, L3::Ipv4, None));
+    assert_eq!(
+        (m.vlan, m.l3_off, m.l3, m.malformed),
+        (Some(100), 18, L3::Ipv4, None)
+    );
     assert_eq!(m.get(&f, Field::VlanId), Some(100));
     assert_eq!(m.get(&f, Field::EtherType), Some(0x8100));
     // 802.1ad alone, QinQ 88a8/8100, old QinQ 9100/8100: the outermost id.
@@ -584,17 +752,29 @@ fn vlan_and_qinq() {
     ] {
         let f = b.tcp(a6(), b6(), &t, b"");
         let m = parse(&f, ETH);
-        assert_eq!((m.vlan, m.l3, m.malformed, m.dport), (Some(300), L3::Ipv6, None, 2));
+        assert_eq!(
+            (m.vlan, m.l3, m.malformed, m.dport),
+            (Some(300), L3::Ipv6, None, 2)
+        );
     }
     // A third tag is not followed: the frame is not IP as far as the parser goes.
     let f = Builder::new().vlan(1).vlan(2).vlan(3).tcp(A4, B4, &t, b"");
     let m = parse(&f, ETH);
-    assert_eq!((m.l3, m.malformed, m.vlan), (L3::Other(0x8100), None, Some(1)));
+    assert_eq!(
+        (m.l3, m.malformed, m.vlan),
+        (L3::Other(0x8100), None, Some(1))
+    );
     assert_eq!(m.get(&f, Field::IpSaddr), None);
     // Tagged ARP; untagged unknown EtherType.
-    let f = Builder::new().vlan(9).ethertype(0x0806).ip(A4, B4, 0, &[0; 28]);
+    let f = Builder::new()
+        .vlan(9)
+        .ethertype(0x0806)
+        .ip(A4, B4, 0, &[0; 28]);
     let m = parse(&f, ETH);
-    assert_eq!((m.l3, m.malformed, m.vlan, m.l4proto), (L3::Other(0x0806), None, Some(9), 0));
+    assert_eq!(
+        (m.l3, m.malformed, m.vlan, m.l4proto),
+        (L3::Other(0x0806), None, Some(9), 0)
+    );
     assert_eq!(m.get(&f, Field::EtherSaddr), Some(0x0200_0000_0001));
     let f = Builder::new().ethertype(0x88cc).ip(A4, B4, 0, &[]);
     let m = parse(&f, ETH);
@@ -608,7 +788,11 @@ fn vlan_and_qinq() {
 
 #[test]
 fn get_on_another_frame_never_panics() {
-    let big = Builder::new().qinq(1, 2).hop_by_hop().tcp(a6(), b6(), &Tcp::new(1, 2, tf::SYN), &[0; 100]);
+    let big =
+        Builder::new()
+            .qinq(1, 2)
+            .hop_by_hop()
+            .tcp(a6(), b6(), &Tcp::new(1, 2, tf::SYN), &[0; 100]);
     let m = PacketMeta::parse(&big, ETH);
     for n in 0..big.len() {
         for f in Field::ALL {
@@ -677,7 +861,9 @@ fn incremental_nat_rewrite_matches_rebuild() {
     let mut f = Builder::new().udp(a6(), b6(), 5, 6, b"x");
     let rebuilt = Builder::new().udp(n6, b6(), 5, 6, b"x");
     let uc = u16::from_be_bytes([f[14 + 46], f[14 + 47]]);
-    let uc = checksum::udp_update(uc, |c| checksum::update128(c, u128::from(a6()), u128::from(n6)));
+    let uc = checksum::udp_update(uc, |c| {
+        checksum::update128(c, u128::from(a6()), u128::from(n6))
+    });
     f[14 + 8..14 + 24].copy_from_slice(&n6.octets());
     f[14 + 46..14 + 48].copy_from_slice(&uc.to_be_bytes());
     assert_eq!(f, rebuilt);

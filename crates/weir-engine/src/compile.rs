@@ -1,0 +1,700 @@
+//! Compiling a checked ruleset ([`weir_lang::ir`]) into the form the engine evaluates.
+//!
+//! Each chain keeps its rules in priority order and two classifiers (IPv4 and IPv6) that answer
+//! "the first rule at or after this position whose leading matches accept this packet". The
+//! leading matches of a rule are its match items before its first statement; those on source
+//! and destination address, ports and protocol (with single values, prefixes, ranges and inline
+//! sets) become classifier dimensions, and the rest (named sets, marks, interfaces, flags, ...)
+//! are checked by a callback only for candidates that pass the indexed dimensions. The executor
+//! then runs the rule's remaining items in order, exactly as a linear scan would.
+//!
+//! Rules are stored in slots with sparse priorities, so that inserting or removing one rule
+//! touches only that rule's classifier entries; named sets are [`SetIndex`]es that take element
+//! additions and removals directly.
+
+use crate::sets::SetIndex;
+use std::collections::HashMap;
+use weir_classify::{Classifier, Entry};
+use weir_lang::ir::{self, Element, Expr, Family, Hook, Key, Policy, SetRef, Source, Verdict};
+use weir_wire::{Field, Layer};
+
+/// Distance between the priorities of consecutive rules at build time (room for insertions).
+pub const PRIO_GAP: u32 = 1 << 10;
+/// A rule expands into at most this many classifier entries; beyond it, the widest dimension is
+/// left to the residual check.
+pub const MAX_ENTRIES_PER_RULE: usize = 256;
+
+pub const V4_WIDTHS: [u8; 5] = [32, 32, 17, 17, 8];
+pub const V6_WIDTHS: [u8; 7] = [64, 64, 64, 64, 17, 17, 8];
+/// Port value meaning "this packet has no ports".
+pub const NO_PORT: u64 = 0x1_0000;
+
+/// How a chain finds candidate rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Through the classifiers.
+    Compiled,
+    /// Every rule in order: the reference.
+    Linear,
+}
+
+/// A set reference resolved for evaluation.
+#[derive(Clone, Debug)]
+pub enum SetSlot {
+    Named(usize),
+    Anon(Box<SetIndex>),
+}
+
+/// A compiled rule item.
+#[derive(Clone, Debug)]
+pub enum CExpr {
+    Match { key: Key, negate: bool, set: SetSlot },
+    Vmap { key: Key, map: SetSlot },
+    Verdict(Verdict),
+    Counter { named: Option<usize> },
+    Log(ir::Log),
+    Limit { limit: ir::Limit, slot: usize },
+    Quota { quota: ir::Quota, slot: usize },
+    Reject(ir::Reject),
+    Assign { field: Field, value: CValue },
+    Numgen,
+    /// Evaluated by the stateful engine (ct count, NAT, notrack, flow add, dynamic sets); the
+    /// stateless engine passes over them and counts them.
+    Stateful(ir::Expr),
+}
+
+#[derive(Clone, Debug)]
+pub enum CValue {
+    Const(Vec<u128>),
+    Range(u128, u128),
+    Key(Key),
+    Map { key: Key, map: SetSlot },
+}
+
+#[derive(Clone, Debug)]
+pub struct CRule {
+    pub handle: u64,
+    pub text: String,
+    pub prio: u32,
+    /// Index into the engine's per-rule counters.
+    pub gid: usize,
+    pub exprs: Vec<CExpr>,
+    /// Items before this index are pure matches (checked by classifier + residual callback).
+    pub first_stmt: usize,
+    /// Which packets the rule can match at all.
+    pub v4: bool,
+    pub v6: bool,
+    pub other: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct CChain {
+    pub name: String,
+    pub base: Option<ir::BaseChain>,
+    /// Rule slots (None: removed).
+    pub slots: Vec<Option<CRule>>,
+    /// Live slots in priority order.
+    pub order: Vec<u32>,
+    pub v4: Classifier<5>,
+    pub v6: Classifier<7>,
+}
+
+#[derive(Clone, Debug)]
+pub struct CTable {
+    pub family: Family,
+    pub name: String,
+    pub chains: Vec<CChain>,
+    pub sets: Vec<SetIndex>,
+    pub set_names: Vec<String>,
+    pub ir: ir::Table,
+}
+
+/// One base chain attached to a hook.
+#[derive(Clone, Copy, Debug)]
+pub struct HookEntry {
+    pub table: usize,
+    pub chain: usize,
+    pub priority: i32,
+    pub family: Family,
+    pub policy: Policy,
+}
+
+/// A compiled ruleset.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    pub tables: Vec<CTable>,
+    pub hooks: HashMap<Hook, Vec<HookEntry>>,
+    /// gid -> (table, chain, slot)
+    pub rule_loc: Vec<(u32, u32, u32)>,
+    pub limit_slots: usize,
+    pub quota_slots: usize,
+    pub mode: Mode,
+    pub build_ns: u64,
+}
+
+fn full(bits: u32) -> u128 {
+    if bits >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << bits) - 1
+    }
+}
+
+fn key_layers(k: &Key, out: &mut Vec<Layer>) {
+    for p in k {
+        match &p.src {
+            Source::Field(f) => out.push(f.layer()),
+            Source::Jhash { key, .. } => key_layers(key, out),
+            _ => {}
+        }
+    }
+}
+
+/// What one leading match contributes to a family's classifier.
+enum Dim {
+    /// (dimension, ranges) for the v4 or v6 key layout (v6 addresses are split by the caller).
+    Index(usize, Vec<(u128, u128)>),
+    Residual,
+}
+
+const PORT_PROTOS: [u64; 5] = [6, 17, 33, 132, 136];
+
+fn sport_field(f: Field) -> bool {
+    matches!(f, Field::TcpSport | Field::UdpSport | Field::SctpSport | Field::ThSport)
+}
+fn dport_field(f: Field) -> bool {
+    matches!(f, Field::TcpDport | Field::UdpDport | Field::SctpDport | Field::ThDport)
+}
+
+/// Union of ranges, sorted and merged.
+fn merge(mut r: Vec<(u128, u128)>) -> Vec<(u128, u128)> {
+    r.sort();
+    let mut out: Vec<(u128, u128)> = Vec::new();
+    for (a, b) in r {
+        if let Some(last) = out.last_mut() {
+            if a <= last.1.saturating_add(1) {
+                last.1 = last.1.max(b);
+                continue;
+            }
+        }
+        out.push((a, b));
+    }
+    out
+}
+
+fn complement(r: &[(u128, u128)], max: u128) -> Vec<(u128, u128)> {
+    let mut out = Vec::new();
+    let mut cur = 0u128;
+    let mut done = false;
+    for &(a, b) in r {
+        if a > cur {
+            out.push((cur, a - 1));
+        }
+        if b >= max {
+            done = true;
+            break;
+        }
+        cur = b + 1;
+    }
+    if !done {
+        out.push((cur, max));
+    }
+    out
+}
+
+fn intersect(a: &[(u128, u128)], b: &[(u128, u128)]) -> Vec<(u128, u128)> {
+    let mut out = Vec::new();
+    for &(a0, a1) in a {
+        for &(b0, b1) in b {
+            let lo = a0.max(b0);
+            let hi = a1.min(b1);
+            if lo <= hi {
+                out.push((lo, hi));
+            }
+        }
+    }
+    merge(out)
+}
+
+fn index_dim(m: &CExpr, v6: bool) -> Dim {
+    let CExpr::Match { key, negate, set } = m else {
+        return Dim::Residual;
+    };
+    if key.len() != 1 || !key[0].is_plain() {
+        return Dim::Residual;
+    }
+    let Source::Field(f) = key[0].src else {
+        return Dim::Residual;
+    };
+    let SetSlot::Anon(s) = set else {
+        return Dim::Residual;
+    };
+    let dim = match f {
+        Field::IpSaddr if !v6 => 0,
+        Field::IpDaddr if !v6 => 1,
+        Field::Ip6Saddr if v6 => 0,
+        Field::Ip6Daddr if v6 => 2,
+        f if sport_field(f) => if v6 { 4 } else { 2 },
+        f if dport_field(f) => if v6 { 5 } else { 3 },
+        Field::MetaL4proto => if v6 { 6 } else { 4 },
+        Field::IpProtocol if !v6 => 4,
+        _ => return Dim::Residual,
+    };
+    let ranges: Vec<(u128, u128)> = merge(s.elements().map(|e| e.key[0]).collect());
+    let max = full(f.bits());
+    let ranges = if *negate { complement(&ranges, max) } else { ranges };
+    Dim::Index(dim, ranges)
+}
+
+/// The classifier entries of a rule for one family, or None when it cannot match that family.
+fn rule_entries<const D: usize>(r: &CRule, slot: u32, v6: bool) -> Option<Vec<Entry<D>>> {
+    if (v6 && !r.v6) || (!v6 && !r.v4) {
+        return None;
+    }
+    let proto_dim = if v6 { 6 } else { 4 };
+    // per logical dimension (v6 addresses as one 128-bit dimension first)
+    let ndims_logical = if v6 { 5 } else { 5 };
+    let logical_max: [u128; 5] = if v6 {
+        [u128::MAX, u128::MAX, 0x1_FFFF, 0x1_FFFF, 255]
+    } else {
+        [u32::MAX as u128, u32::MAX as u128, 0x1_FFFF, 0x1_FFFF, 255]
+    };
+    let mut dims: Vec<Vec<(u128, u128)>> = (0..ndims_logical).map(|i| vec![(0, logical_max[i])]).collect();
+    let mut residual = false;
+    let to_logical = |d: usize| -> usize {
+        if v6 {
+            match d {
+                0 => 0,
+                2 => 1,
+                4 => 2,
+                5 => 3,
+                _ => 4,
+            }
+        } else {
+            d
+        }
+    };
+    let _ = proto_dim;
+    for e in &r.exprs[..r.first_stmt] {
+        // implicit protocol requirements of every field read
+        if let CExpr::Match { key, .. } = e {
+            let mut layers = Vec::new();
+            key_layers(key, &mut layers);
+            for l in layers {
+                let req: Option<Vec<(u128, u128)>> = match l {
+                    Layer::Transport(p) => Some(vec![(p as u128, p as u128)]),
+                    Layer::AnyPorts => Some(PORT_PROTOS.iter().map(|&p| (p as u128, p as u128)).collect()),
+                    Layer::Icmp => Some(vec![(1, 1)]),
+                    Layer::Icmp6 => Some(vec![(58, 58)]),
+                    _ => None,
+                };
+                if let Some(req) = req {
+                    dims[4] = intersect(&dims[4], &merge(req));
+                }
+                // port fields need ports present: the indexed port dimension excludes NO_PORT
+                // by construction; a residual port match still reads the field and fails.
+            }
+        }
+        match index_dim(e, v6) {
+            Dim::Index(d, ranges) => {
+                let ld = to_logical(d);
+                dims[ld] = intersect(&dims[ld], &ranges);
+            }
+            Dim::Residual => residual = true,
+        }
+    }
+    if dims.iter().any(|d| d.is_empty()) {
+        // the indexed matches can never all hold (e.g. tcp dport with meta l4proto udp): the
+        // rule never matches this family
+        return Some(Vec::new());
+    }
+    // keep the expansion bounded: give up indexing the widest dimensions first
+    loop {
+        let product: usize = dims.iter().map(|d| d.len()).fold(1usize, |a, b| a.saturating_mul(b));
+        if product <= MAX_ENTRIES_PER_RULE {
+            break;
+        }
+        let (wi, _) = dims.iter().enumerate().max_by_key(|(_, d)| d.len()).unwrap();
+        dims[wi] = vec![(0, logical_max[wi])];
+        residual = true;
+    }
+    // expand to physical dimensions
+    let mut phys: Vec<Vec<Vec<(u64, u64)>>> = Vec::new(); // per logical dim: list of alternatives, each a list of physical ranges
+    for (ld, ranges) in dims.iter().enumerate() {
+        let mut alts = Vec::new();
+        for &(lo, hi) in ranges {
+            if v6 && ld < 2 {
+                for (h, l) in split128(lo, hi) {
+                    alts.push(vec![h, l]);
+                }
+            } else {
+                alts.push(vec![(lo as u64, hi as u64)]);
+            }
+        }
+        phys.push(alts);
+    }
+    let mut out = Vec::new();
+    let mut idx = vec![0usize; phys.len()];
+    loop {
+        let mut ranges = [(0u64, 0u64); D];
+        let mut p = 0;
+        for (ld, alts) in phys.iter().enumerate() {
+            for &r in &alts[idx[ld]] {
+                ranges[p] = r;
+                p += 1;
+            }
+        }
+        debug_assert_eq!(p, D);
+        out.push(Entry { prio: r.prio, rule: slot, ranges, residual });
+        // next combination
+        let mut k = 0;
+        loop {
+            if k == idx.len() {
+                return Some(out);
+            }
+            idx[k] += 1;
+            if idx[k] < phys[k].len() {
+                break;
+            }
+            idx[k] = 0;
+            k += 1;
+        }
+    }
+}
+
+/// Split a 128-bit range into at most three (hi-range, lo-range) boxes.
+fn split128(lo: u128, hi: u128) -> Vec<((u64, u64), (u64, u64))> {
+    let (lh, ll) = ((lo >> 64) as u64, lo as u64);
+    let (hh, hl) = ((hi >> 64) as u64, hi as u64);
+    if lh == hh {
+        return vec![((lh, lh), (ll, hl))];
+    }
+    let mut v = Vec::new();
+    if ll == 0 && hl == u64::MAX {
+        return vec![((lh, hh), (0, u64::MAX))];
+    }
+    let mut mid_lo = lh;
+    if ll != 0 {
+        v.push(((lh, lh), (ll, u64::MAX)));
+        mid_lo = lh + 1;
+    }
+    let mut mid_hi = hh;
+    let tail = if hl != u64::MAX {
+        mid_hi = hh - 1;
+        Some(((hh, hh), (0, hl)))
+    } else {
+        None
+    };
+    if mid_lo <= mid_hi && !(mid_lo == hh && tail.is_some()) {
+        v.push(((mid_lo, mid_hi), (0, u64::MAX)));
+    }
+    if let Some(t) = tail {
+        v.push(t);
+    }
+    v
+}
+
+struct Slots {
+    limits: usize,
+    quotas: usize,
+}
+
+fn compile_set_ref(s: &SetRef) -> SetSlot {
+    match s {
+        SetRef::Named(i) => SetSlot::Named(*i),
+        SetRef::Anon(a) => SetSlot::Anon(Box::new(SetIndex::build(a))),
+    }
+}
+
+fn compile_expr(e: &Expr, slots: &mut Slots) -> CExpr {
+    match e {
+        Expr::Match(m) => CExpr::Match { key: m.key.clone(), negate: m.negate, set: compile_set_ref(&m.set) },
+        Expr::Vmap { key, map } => CExpr::Vmap { key: key.clone(), map: compile_set_ref(map) },
+        Expr::Verdict(v) => CExpr::Verdict(*v),
+        Expr::Counter { named } => CExpr::Counter { named: *named },
+        Expr::Log(l) => CExpr::Log(l.clone()),
+        Expr::Limit(l) => {
+            slots.limits += 1;
+            CExpr::Limit { limit: l.clone(), slot: slots.limits - 1 }
+        }
+        Expr::Quota(q) => {
+            slots.quotas += 1;
+            CExpr::Quota { quota: q.clone(), slot: slots.quotas - 1 }
+        }
+        Expr::Reject(r) => CExpr::Reject(r.clone()),
+        Expr::Assign { field, value } => CExpr::Assign {
+            field: *field,
+            value: match value {
+                ir::ValueExpr::Const(c) => CValue::Const(c.clone()),
+                ir::ValueExpr::Range(a, b) => CValue::Range(*a, *b),
+                ir::ValueExpr::Key(k) => CValue::Key(k.clone()),
+                ir::ValueExpr::Map { key, map } => CValue::Map { key: key.clone(), map: compile_set_ref(map) },
+            },
+        },
+        other => CExpr::Stateful(other.clone()),
+    }
+}
+
+fn compile_rule(r: &ir::Rule, family: Family, gid: usize, prio: u32, slots: &mut Slots) -> CRule {
+    let exprs: Vec<CExpr> = r.exprs.iter().map(|e| compile_expr(e, slots)).collect();
+    let first_stmt = exprs.iter().position(|e| !matches!(e, CExpr::Match { .. })).unwrap_or(exprs.len());
+    // which packet kinds can the leading matches accept at all
+    let mut layers = Vec::new();
+    for e in &exprs[..first_stmt] {
+        if let CExpr::Match { key, .. } = e {
+            key_layers(key, &mut layers);
+        }
+    }
+    let needs_v4 = layers.iter().any(|l| matches!(l, Layer::Ip4 | Layer::Icmp));
+    let needs_v6 = layers.iter().any(|l| matches!(l, Layer::Ip6 | Layer::Icmp6));
+    let needs_ip = layers.iter().any(|l| matches!(l, Layer::Transport(_) | Layer::AnyPorts)) || needs_v4 || needs_v6;
+    let fam_v4 = matches!(family, Family::Ip | Family::Inet | Family::Netdev | Family::Bridge);
+    let fam_v6 = matches!(family, Family::Ip6 | Family::Inet | Family::Netdev | Family::Bridge);
+    CRule {
+        handle: r.handle,
+        text: r.text.clone(),
+        prio,
+        gid,
+        exprs,
+        first_stmt,
+        v4: fam_v4 && !needs_v6,
+        v6: fam_v6 && !needs_v4,
+        other: !needs_ip && matches!(family, Family::Netdev | Family::Bridge | Family::Arp),
+    }
+}
+
+impl CChain {
+    fn insert_entries(&mut self, slot: u32) {
+        let r = self.slots[slot as usize].as_ref().unwrap();
+        if let Some(es) = rule_entries::<5>(r, slot, false) {
+            for e in es {
+                self.v4.insert(e);
+            }
+        }
+        let r = self.slots[slot as usize].as_ref().unwrap();
+        if let Some(es) = rule_entries::<7>(r, slot, true) {
+            for e in es {
+                self.v6.insert(e);
+            }
+        }
+    }
+
+    /// Live rules in order.
+    pub fn rules(&self) -> impl Iterator<Item = &CRule> {
+        self.order.iter().filter_map(|&s| self.slots[s as usize].as_ref())
+    }
+}
+
+impl Compiled {
+    /// Compile a checked ruleset.
+    pub fn build(rs: &ir::Ruleset, mode: Mode) -> Compiled {
+        let t0 = std::time::Instant::now();
+        let mut slots = Slots { limits: 0, quotas: 0 };
+        let mut tables = Vec::new();
+        let mut hooks: HashMap<Hook, Vec<HookEntry>> = HashMap::new();
+        let mut rule_loc = Vec::new();
+        for (ti, t) in rs.tables.iter().enumerate() {
+            let sets: Vec<SetIndex> = t.sets.iter().map(SetIndex::build).collect();
+            let mut chains = Vec::new();
+            for (ci, c) in t.chains.iter().enumerate() {
+                let mut crules = Vec::with_capacity(c.rules.len());
+                let mut v4e = Vec::new();
+                let mut v6e = Vec::new();
+                for (i, r) in c.rules.iter().enumerate() {
+                    let gid = rule_loc.len();
+                    rule_loc.push((ti as u32, ci as u32, i as u32));
+                    let cr = compile_rule(r, t.family, gid, (i as u32 + 1) * PRIO_GAP, &mut slots);
+                    if mode == Mode::Compiled {
+                        if let Some(es) = rule_entries::<5>(&cr, i as u32, false) {
+                            v4e.extend(es);
+                        }
+                        if let Some(es) = rule_entries::<7>(&cr, i as u32, true) {
+                            v6e.extend(es);
+                        }
+                    }
+                    crules.push(Some(cr));
+                }
+                let n = crules.len() as u32;
+                chains.push(CChain {
+                    name: c.name.clone(),
+                    base: c.base.clone(),
+                    slots: crules,
+                    order: (0..n).collect(),
+                    v4: Classifier::build(V4_WIDTHS, v4e),
+                    v6: Classifier::build(V6_WIDTHS, v6e),
+                });
+                if let Some(b) = &c.base {
+                    hooks.entry(b.hook).or_default().push(HookEntry {
+                        table: ti,
+                        chain: ci,
+                        priority: b.priority,
+                        family: t.family,
+                        policy: b.policy,
+                    });
+                }
+            }
+            tables.push(CTable {
+                family: t.family,
+                name: t.name.clone(),
+                chains,
+                sets,
+                set_names: t.sets.iter().map(|s| s.name.clone()).collect(),
+                ir: t.clone(),
+            });
+        }
+        for v in hooks.values_mut() {
+            v.sort_by_key(|h| h.priority);
+        }
+        Compiled {
+            tables,
+            hooks,
+            rule_loc,
+            limit_slots: slots.limits,
+            quota_slots: slots.quotas,
+            mode,
+            build_ns: t0.elapsed().as_nanos() as u64,
+        }
+    }
+
+    /// Number of rules.
+    pub fn rule_count(&self) -> usize {
+        self.tables.iter().flat_map(|t| &t.chains).map(|c| c.order.len()).sum()
+    }
+
+    /// Heap bytes of the compiled classifiers and sets (not the kept source text).
+    pub fn memory_bytes(&self) -> usize {
+        let mut m = 0;
+        for t in &self.tables {
+            m += t.sets.iter().map(|s| s.memory_bytes()).sum::<usize>();
+            for c in &t.chains {
+                m += c.v4.memory_bytes() + c.v6.memory_bytes();
+                m += c.slots.capacity() * std::mem::size_of::<Option<CRule>>() + c.order.capacity() * 4;
+                for r in c.slots.iter().flatten() {
+                    m += r.exprs.capacity() * std::mem::size_of::<CExpr>();
+                    for e in &r.exprs {
+                        if let CExpr::Match { set: SetSlot::Anon(s), .. } = e {
+                            m += s.memory_bytes();
+                        }
+                    }
+                }
+            }
+        }
+        m
+    }
+
+    /// Insert a rule into a chain at a position (0 = first), without rebuilding the chain: the
+    /// rule takes a priority between its neighbours and only its own classifier entries are
+    /// added. Returns the rule's counter id.
+    pub fn insert_rule(&mut self, table: usize, chain: usize, pos: usize, rule: &ir::Rule) -> usize {
+        let family = self.tables[table].family;
+        let c = &mut self.tables[table].chains[chain];
+        let pos = pos.min(c.order.len());
+        let prev = if pos == 0 { 0 } else { c.slots[c.order[pos - 1] as usize].as_ref().unwrap().prio };
+        let next = c.order.get(pos).map(|&s| c.slots[s as usize].as_ref().unwrap().prio).unwrap_or(prev.saturating_add(2 * PRIO_GAP));
+        if next - prev < 2 {
+            // no room between the neighbours: renumber this chain's priorities
+            self.renumber(table, chain);
+            return self.insert_rule(table, chain, pos, rule);
+        }
+        let prio = prev + (next - prev) / 2;
+        let gid = self.rule_loc.len();
+        let mut slots = Slots { limits: self.limit_slots, quotas: self.quota_slots };
+        let cr = compile_rule(rule, family, gid, prio, &mut slots);
+        self.limit_slots = slots.limits;
+        self.quota_slots = slots.quotas;
+        let c = &mut self.tables[table].chains[chain];
+        let slot = c.slots.len() as u32;
+        c.slots.push(Some(cr));
+        c.order.insert(pos, slot);
+        if self.mode == Mode::Compiled {
+            c.insert_entries(slot);
+        }
+        self.rule_loc.push((table as u32, chain as u32, slot));
+        gid
+    }
+
+    /// Remove the rule with a handle from a chain. Returns whether it existed.
+    pub fn remove_rule(&mut self, table: usize, chain: usize, handle: u64) -> bool {
+        let c = &mut self.tables[table].chains[chain];
+        let Some(pos) = c.order.iter().position(|&s| c.slots[s as usize].as_ref().is_some_and(|r| r.handle == handle)) else {
+            return false;
+        };
+        let slot = c.order.remove(pos);
+        c.slots[slot as usize] = None;
+        c.v4.remove_rule(slot);
+        c.v6.remove_rule(slot);
+        true
+    }
+
+    fn renumber(&mut self, table: usize, chain: usize) {
+        let c = &mut self.tables[table].chains[chain];
+        for (i, &s) in c.order.iter().enumerate() {
+            c.slots[s as usize].as_mut().unwrap().prio = (i as u32 + 1) * PRIO_GAP;
+        }
+        let mut v4e = Vec::new();
+        let mut v6e = Vec::new();
+        for &s in &c.order {
+            let r = c.slots[s as usize].as_ref().unwrap();
+            if let Some(es) = rule_entries::<5>(r, s, false) {
+                v4e.extend(es);
+            }
+            if let Some(es) = rule_entries::<7>(r, s, true) {
+                v6e.extend(es);
+            }
+        }
+        c.v4 = Classifier::build(V4_WIDTHS, v4e);
+        c.v6 = Classifier::build(V6_WIDTHS, v6e);
+    }
+
+    /// Add an element to a named set or map.
+    pub fn add_element(&mut self, table: usize, set: usize, e: Element) -> bool {
+        self.tables[table].sets[set].insert(e)
+    }
+
+    /// Remove an element (by its exact key) from a named set or map.
+    pub fn remove_element(&mut self, table: usize, set: usize, key: &[(u128, u128)]) -> bool {
+        self.tables[table].sets[set].remove(key)
+    }
+
+    /// Find a table and chain by name.
+    pub fn find_chain(&self, table: &str, chain: &str) -> Option<(usize, usize)> {
+        self.tables.iter().enumerate().find_map(|(ti, t)| {
+            (t.name == table).then(|| t.chains.iter().position(|c| c.name == chain).map(|ci| (ti, ci))).flatten()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split128_covers_exactly() {
+        let cases = [
+            (0u128, u128::MAX),
+            (5, 10),
+            ((1u128 << 64) - 3, (1u128 << 64) + 7),
+            ((3u128 << 64) + 9, (7u128 << 64) + 2),
+            (3u128 << 64, (4u128 << 64) - 1),
+        ];
+        for (lo, hi) in cases {
+            let boxes = split128(lo, hi);
+            let inside = |v: u128| boxes.iter().any(|((a, b), (c, d))| {
+                let (h, l) = ((v >> 64) as u64, v as u64);
+                *a <= h && h <= *b && *c <= l && l <= *d
+            });
+            for v in [lo, hi, lo.wrapping_sub(1), hi.wrapping_add(1), lo / 2 + hi / 2] {
+                let want = lo <= v && v <= hi;
+                assert_eq!(inside(v), want, "{lo:x}-{hi:x} at {v:x}");
+            }
+        }
+    }
+
+    #[test]
+    fn complement_and_intersect() {
+        assert_eq!(complement(&[(10, 20)], 100), vec![(0, 9), (21, 100)]);
+        assert_eq!(complement(&[(0, 100)], 100), vec![]);
+        assert_eq!(intersect(&[(0, 10), (20, 30)], &[(5, 25)]), vec![(5, 10), (20, 25)]);
+        assert_eq!(merge(vec![(5, 6), (1, 4), (8, 9)]), vec![(1, 6), (8, 9)]);
+    }
+}

@@ -1,0 +1,587 @@
+//! Evaluation: a packet through the base chains of a hook, with nftables semantics.
+//!
+//! Base chains at a hook run in priority order; `accept` ends the current base chain (the next
+//! one still runs), `drop` and `reject` end everything; the end of a base chain applies its
+//! policy; `jump` pushes a return point, `goto` does not, `return` (or the end of a regular
+//! chain) pops it. In each chain the next candidate rule comes from the classifier (or, in the
+//! reference mode, from the next rule in order); the executor runs its remaining items in
+//! order, so statements without a verdict, counters and `meta mark set` behave exactly as in a
+//! linear scan. A match whose field the packet does not carry fails, negated or not (the
+//! implicit protocol dependency of nftables).
+
+use crate::compile::*;
+use crate::hash::{jhash_key, symhash};
+use crate::sets::{KeyVals, SetIndex, MAX_KEY};
+use weir_lang::ir::{self, Key, KeyPart, MapValue, Policy, Source, Verdict};
+use weir_wire::{field::ifname_value, Field, LinkType, PacketMeta, L3};
+
+/// Why a packet was dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// A rule's `drop` (the rule's counter id).
+    Rule(usize),
+    /// A rule's `reject` (the rule's counter id).
+    Reject(usize),
+    /// A base chain's policy (table, chain).
+    Policy(usize, usize),
+    /// A packet whose network header cannot be trusted, dropped by a policy.
+    Malformed(weir_wire::Malformed),
+}
+
+/// The final decision for one packet at one hook.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    Accept,
+    Drop(DropReason),
+}
+
+impl Decision {
+    pub fn is_accept(self) -> bool {
+        matches!(self, Decision::Accept)
+    }
+}
+
+/// Per-packet metadata the packet itself does not carry.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Meta {
+    pub mark: u32,
+    pub priority: u32,
+    pub iif: u32,
+    pub oif: u32,
+    /// Interface names packed as field values (0: unknown).
+    pub iifname: u128,
+    pub oifname: u128,
+    /// Connection state bits (the stateless engine sees every packet as untracked).
+    pub ct_state: u32,
+    pub ct_mark: u32,
+}
+
+impl Meta {
+    pub fn with_ifnames(iif: &str, oif: &str) -> Meta {
+        Meta {
+            iifname: if iif.is_empty() { 0 } else { ifname_value(iif) },
+            oifname: if oif.is_empty() { 0 } else { ifname_value(oif) },
+            ct_state: 64,
+            ..Meta::default()
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Bucket {
+    tokens: u64,
+    last_ns: u64,
+    init: bool,
+}
+
+/// Mutable per-worker state: counters, rate limiters, quotas.
+#[derive(Clone, Debug, Default)]
+pub struct State {
+    /// (packets, bytes) per rule counter id.
+    pub rule_hits: Vec<(u64, u64)>,
+    /// Named counters per table.
+    pub named_counters: Vec<Vec<(u64, u64)>>,
+    limits: Vec<Bucket>,
+    quotas: Vec<u64>,
+    named_quotas: Vec<Vec<u64>>,
+    numgen: Vec<u32>,
+    rng: u64,
+    /// Log lines (the first ones; `log_count` counts them all).
+    pub logs: Vec<String>,
+    pub log_count: u64,
+    /// Items of the stateful engine met and passed over (ct count, NAT, notrack, flow add, set updates).
+    pub stateful_skipped: u64,
+    /// Header rewrites not yet performed by this engine (`ip saddr set ...`).
+    pub rewrites_skipped: u64,
+}
+
+pub const MAX_LOG_LINES: usize = 1000;
+const MAX_STACK: usize = 16;
+
+/// The stateless engine: a compiled ruleset plus its state.
+pub struct Engine {
+    pub rs: Compiled,
+    pub st: State,
+}
+
+/// A packet being evaluated.
+pub struct Pkt<'a> {
+    pub frame: &'a [u8],
+    pub pm: &'a PacketMeta,
+    pub meta: Meta,
+    pub now_ns: u64,
+}
+
+impl<'a> Pkt<'a> {
+    pub fn bytes(&self) -> u64 {
+        if matches!(self.pm.l3, L3::Ipv4 | L3::Ipv6) && self.pm.malformed.is_none_or(|m| !m.is_l3()) {
+            self.pm.l3_len as u64
+        } else {
+            self.pm.len as u64
+        }
+    }
+
+    #[inline]
+    fn is_ip(&self) -> bool {
+        matches!(self.pm.l3, L3::Ipv4 | L3::Ipv6)
+    }
+
+    /// Read a field (None: the packet does not carry it).
+    #[inline]
+    pub fn field(&self, f: Field) -> Option<u128> {
+        let pm = self.pm;
+        match f {
+            Field::IpSaddr if pm.l3 == L3::Ipv4 => Some(pm.saddr),
+            Field::IpDaddr if pm.l3 == L3::Ipv4 => Some(pm.daddr),
+            Field::Ip6Saddr if pm.l3 == L3::Ipv6 => Some(pm.saddr),
+            Field::Ip6Daddr if pm.l3 == L3::Ipv6 => Some(pm.daddr),
+            Field::ThSport if pm.has_ports => Some(pm.sport as u128),
+            Field::ThDport if pm.has_ports => Some(pm.dport as u128),
+            Field::TcpSport if pm.has_ports && pm.l4proto == 6 => Some(pm.sport as u128),
+            Field::TcpDport if pm.has_ports && pm.l4proto == 6 => Some(pm.dport as u128),
+            Field::UdpSport if pm.has_ports && pm.l4proto == 17 => Some(pm.sport as u128),
+            Field::UdpDport if pm.has_ports && pm.l4proto == 17 => Some(pm.dport as u128),
+            Field::MetaL4proto => self.is_ip().then_some(pm.l4proto as u128),
+            Field::MetaNfproto => match pm.l3 {
+                L3::Ipv4 => Some(2),
+                L3::Ipv6 => Some(10),
+                _ => None,
+            },
+            Field::MetaProtocol => Some(pm.l3.ethertype() as u128),
+            Field::MetaLength => Some(self.bytes() as u128),
+            Field::MetaMark => Some(self.meta.mark as u128),
+            Field::MetaPriority => Some(self.meta.priority as u128),
+            Field::MetaIif => (self.meta.iif != 0).then_some(self.meta.iif as u128),
+            Field::MetaOif => (self.meta.oif != 0).then_some(self.meta.oif as u128),
+            Field::MetaIifname => (self.meta.iifname != 0).then_some(self.meta.iifname),
+            Field::MetaOifname => (self.meta.oifname != 0).then_some(self.meta.oifname),
+            Field::MetaPkttype => {
+                if pm.link != LinkType::Ethernet {
+                    return Some(0);
+                }
+                let d = self.frame.first().copied()?;
+                if self.frame.get(..6) == Some(&[0xff; 6]) {
+                    Some(1)
+                } else if d & 1 == 1 {
+                    Some(2)
+                } else {
+                    Some(0)
+                }
+            }
+            Field::CtState => Some(self.meta.ct_state as u128),
+            Field::CtMark => (self.meta.ct_state != 64).then_some(self.meta.ct_mark as u128),
+            f if f.is_conntrack() => None,
+            f => pm.get(self.frame, f),
+        }
+    }
+
+    #[inline]
+    fn part(&self, p: &KeyPart, st: &mut State) -> Option<u128> {
+        let v = match &p.src {
+            Source::Field(f) => self.field(*f)?,
+            Source::Jhash { key, modulus, seed, offset } => {
+                let mut vals = [0u128; MAX_KEY];
+                let n = key.len().min(MAX_KEY);
+                for (i, kp) in key.iter().take(n).enumerate() {
+                    vals[i] = self.part(kp, st)?;
+                }
+                let h = jhash_key(&vals[..n], key, *seed);
+                (((h as u64 * *modulus as u64) >> 32) as u32 + offset) as u128
+            }
+            Source::Symhash { modulus, offset } => {
+                let h = symhash(self.pm);
+                (((h as u64 * *modulus as u64) >> 32) as u32 + offset) as u128
+            }
+            Source::Numgen { random, modulus, offset } => {
+                if *random {
+                    st.rng = st.rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let r = (st.rng >> 32) as u32;
+                    (((r as u64 * *modulus as u64) >> 32) as u32 + offset) as u128
+                } else {
+                    // one shared counter per engine (nftables keeps one per expression)
+                    if st.numgen.is_empty() {
+                        st.numgen.push(0);
+                    }
+                    let c = st.numgen[0];
+                    st.numgen[0] = c.wrapping_add(1);
+                    ((c % modulus) + offset) as u128
+                }
+            }
+        };
+        let v = (v & p.and) ^ p.xor;
+        Some(match p.shift {
+            0 => v,
+            s if s > 0 => v >> s,
+            s => v << (-s),
+        })
+    }
+
+    #[inline]
+    fn key(&self, k: &Key, st: &mut State, out: &mut KeyVals) -> Option<usize> {
+        let n = k.len().min(MAX_KEY);
+        for (i, p) in k.iter().take(n).enumerate() {
+            out[i] = self.part(p, st)?;
+        }
+        Some(n)
+    }
+
+    /// The IPv4 classifier key.
+    #[inline]
+    fn key4(&self) -> [u64; 5] {
+        let pm = self.pm;
+        let (sp, dp) = if pm.has_ports { (pm.sport as u64, pm.dport as u64) } else { (NO_PORT, NO_PORT) };
+        [pm.saddr as u64, pm.daddr as u64, sp, dp, pm.l4proto as u64]
+    }
+
+    #[inline]
+    fn key6(&self) -> [u64; 7] {
+        let pm = self.pm;
+        let (sp, dp) = if pm.has_ports { (pm.sport as u64, pm.dport as u64) } else { (NO_PORT, NO_PORT) };
+        [(pm.saddr >> 64) as u64, pm.saddr as u64, (pm.daddr >> 64) as u64, pm.daddr as u64, sp, dp, pm.l4proto as u64]
+    }
+}
+
+fn set_of<'a>(t: &'a CTable, s: &'a SetSlot) -> &'a SetIndex {
+    match s {
+        SetSlot::Named(i) => &t.sets[*i],
+        SetSlot::Anon(b) => b,
+    }
+}
+
+/// Evaluate a pure match.
+#[inline]
+fn eval_match(t: &CTable, key: &Key, negate: bool, set: &SetSlot, p: &Pkt, st: &mut State) -> bool {
+    let mut kv = [0u128; MAX_KEY];
+    let Some(n) = p.key(key, st, &mut kv) else {
+        return false;
+    };
+    set_of(t, set).contains(&kv[..n]) != negate
+}
+
+/// The leading matches of a rule (before its first statement).
+#[inline]
+fn leading_ok(t: &CTable, r: &CRule, p: &Pkt, st: &mut State) -> bool {
+    r.exprs[..r.first_stmt].iter().all(|e| match e {
+        CExpr::Match { key, negate, set } => eval_match(t, key, *negate, set, p, st),
+        _ => true,
+    })
+}
+
+enum Outcome {
+    Next,
+    Verdict(Verdict),
+    Reject,
+}
+
+impl Engine {
+    pub fn new(rs: Compiled) -> Engine {
+        let mut e = Engine { rs, st: State::default() };
+        e.sync_state();
+        e
+    }
+
+    /// Grow the state to the compiled ruleset's counters (after incremental inserts).
+    pub fn sync_state(&mut self) {
+        let st = &mut self.st;
+        st.rule_hits.resize(self.rs.rule_loc.len(), (0, 0));
+        st.limits.resize(self.rs.limit_slots, Bucket::default());
+        st.quotas.resize(self.rs.quota_slots, 0);
+        st.named_counters.resize(self.rs.tables.len(), Vec::new());
+        st.named_quotas.resize(self.rs.tables.len(), Vec::new());
+        for (i, t) in self.rs.tables.iter().enumerate() {
+            if st.named_counters[i].len() < t.ir.counters.len() {
+                st.named_counters[i] = t.ir.counters.iter().map(|c| (c.packets, c.bytes)).collect();
+            }
+            st.named_quotas[i].resize(t.ir.quotas.len(), 0);
+            for (qi, (_, q)) in t.ir.quotas.iter().enumerate() {
+                if st.named_quotas[i][qi] == 0 {
+                    st.named_quotas[i][qi] = q.used;
+                }
+            }
+        }
+        if st.rng == 0 {
+            st.rng = 0x853c_49e6_748f_ea9b;
+        }
+    }
+
+    /// Run a packet through the base chains of a hook. Only chains of families that see this
+    /// packet run (ip: IPv4, ip6: IPv6, inet: both, netdev and bridge: all).
+    pub fn process(&mut self, hook: ir::Hook, p: &mut Pkt) -> Decision {
+        let Some(entries) = self.rs.hooks.get(&hook) else {
+            return Decision::Accept;
+        };
+        let l3_bad = p.pm.malformed.filter(|m| m.is_l3());
+        for h in entries.clone().iter() {
+            let sees = match h.family {
+                ir::Family::Ip => p.pm.l3 == L3::Ipv4,
+                ir::Family::Ip6 => p.pm.l3 == L3::Ipv6,
+                ir::Family::Inet => matches!(p.pm.l3, L3::Ipv4 | L3::Ipv6),
+                ir::Family::Arp => p.pm.l3 == L3::Other(0x0806),
+                _ => true,
+            };
+            if !sees && l3_bad.is_none() {
+                continue;
+            }
+            if let Some(m) = l3_bad {
+                // the network header cannot be trusted: the chain's policy decides
+                if h.policy == Policy::Drop {
+                    return Decision::Drop(DropReason::Malformed(m));
+                }
+                continue;
+            }
+            match self.run_chain(h.table, h.chain, p) {
+                Decision::Accept => continue,
+                d => return d,
+            }
+        }
+        Decision::Accept
+    }
+
+    /// The next candidate rule at or after priority `from` in a chain.
+    #[inline]
+    fn next_rule(&mut self, ti: usize, ci: usize, from: u32, p: &Pkt) -> Option<(u32, u32)> {
+        let t = &self.rs.tables[ti];
+        let c = &t.chains[ci];
+        let st = &mut self.st;
+        match self.rs.mode {
+            Mode::Compiled => match p.pm.l3 {
+                L3::Ipv4 => c.v4.first_match(&p.key4(), from, |slot| leading_ok(t, c.slots[slot as usize].as_ref().unwrap(), p, st)),
+                L3::Ipv6 => c.v6.first_match(&p.key6(), from, |slot| leading_ok(t, c.slots[slot as usize].as_ref().unwrap(), p, st)),
+                _ => linear_next(t, c, from, p, st),
+            },
+            Mode::Linear => linear_next(t, c, from, p, st),
+        }
+    }
+
+    fn run_chain(&mut self, ti: usize, base: usize, p: &mut Pkt) -> Decision {
+        let mut stack: [(usize, u32); MAX_STACK + 1] = [(0, 0); MAX_STACK + 1];
+        let mut depth = 0usize;
+        let mut cur = base;
+        let mut from = 0u32;
+        let policy = || match self_policy(&self.rs, ti, base) {
+            Policy::Accept => Decision::Accept,
+            Policy::Drop => Decision::Drop(DropReason::Policy(ti, base)),
+        };
+        let policy = policy();
+        loop {
+            let next = self.next_rule(ti, cur, from, p);
+            let Some((prio, slot)) = next else {
+                if depth == 0 {
+                    return policy;
+                }
+                depth -= 1;
+                (cur, from) = stack[depth];
+                continue;
+            };
+            from = prio.saturating_add(1);
+            match self.exec_rule(ti, cur, slot, p) {
+                Outcome::Next => {}
+                Outcome::Reject => {
+                    let gid = self.rs.tables[ti].chains[cur].slots[slot as usize].as_ref().unwrap().gid;
+                    return Decision::Drop(DropReason::Reject(gid));
+                }
+                Outcome::Verdict(v) => match v {
+                    Verdict::Accept => return Decision::Accept,
+                    Verdict::Drop => {
+                        let gid = self.rs.tables[ti].chains[cur].slots[slot as usize].as_ref().unwrap().gid;
+                        return Decision::Drop(DropReason::Rule(gid));
+                    }
+                    Verdict::Continue => {}
+                    Verdict::Return => {
+                        if depth == 0 {
+                            return policy;
+                        }
+                        depth -= 1;
+                        (cur, from) = stack[depth];
+                    }
+                    Verdict::Jump(c) => {
+                        if depth >= MAX_STACK {
+                            // the checker refuses deeper rulesets; a defensive stop
+                            return Decision::Drop(DropReason::Policy(ti, base));
+                        }
+                        stack[depth] = (cur, from);
+                        depth += 1;
+                        cur = c;
+                        from = 0;
+                    }
+                    Verdict::Goto(c) => {
+                        cur = c;
+                        from = 0;
+                    }
+                },
+            }
+        }
+    }
+
+    /// Run a candidate rule's items after its leading matches.
+    fn exec_rule(&mut self, ti: usize, ci: usize, slot: u32, p: &mut Pkt) -> Outcome {
+        let rs = &self.rs;
+        let st = &mut self.st;
+        let t = &rs.tables[ti];
+        let r = t.chains[ci].slots[slot as usize].as_ref().unwrap();
+        let bytes = p.bytes();
+        for e in &r.exprs[r.first_stmt..] {
+            match e {
+                CExpr::Match { key, negate, set } => {
+                    if !eval_match(t, key, *negate, set, p, st) {
+                        return Outcome::Next;
+                    }
+                }
+                CExpr::Vmap { key, map } => {
+                    let mut kv = [0u128; MAX_KEY];
+                    let Some(n) = p.key(key, st, &mut kv) else {
+                        return Outcome::Next;
+                    };
+                    match set_of(t, map).get(&kv[..n]) {
+                        Some(MapValue::Verdict(v)) => {
+                            let h = &mut st.rule_hits[r.gid];
+                            h.0 += 1;
+                            h.1 += bytes;
+                            return Outcome::Verdict(*v);
+                        }
+                        _ => return Outcome::Next,
+                    }
+                }
+                CExpr::Verdict(v) => {
+                    let h = &mut st.rule_hits[r.gid];
+                    h.0 += 1;
+                    h.1 += bytes;
+                    return Outcome::Verdict(*v);
+                }
+                CExpr::Counter { named } => {
+                    if let Some(i) = named {
+                        let c = &mut st.named_counters[ti][*i];
+                        c.0 += 1;
+                        c.1 += bytes;
+                    }
+                }
+                CExpr::Log(l) => {
+                    st.log_count += 1;
+                    if st.logs.len() < MAX_LOG_LINES {
+                        st.logs.push(format!(
+                            "{}{} rule \"{}\" len={}",
+                            l.prefix.as_deref().unwrap_or(""),
+                            if l.prefix.is_some() { "" } else { "weir:" },
+                            r.text,
+                            bytes
+                        ));
+                    }
+                }
+                CExpr::Limit { limit, slot } => {
+                    if !limit_pass(&mut st.limits[*slot], limit, p.now_ns, bytes) {
+                        return Outcome::Next;
+                    }
+                }
+                CExpr::Quota { quota, slot } => {
+                    let used = match quota.named {
+                        Some(q) => &mut st.named_quotas[ti][q],
+                        None => &mut st.quotas[*slot],
+                    };
+                    let limit = match quota.named {
+                        Some(q) => t.ir.quotas[q].1.bytes,
+                        None => quota.bytes,
+                    };
+                    let over_flag = match quota.named {
+                        Some(q) => t.ir.quotas[q].1.over,
+                        None => quota.over,
+                    };
+                    *used += bytes;
+                    let exceeded = *used > limit;
+                    // `quota until N` matches while under; `quota over N` once over
+                    if exceeded != over_flag {
+                        return Outcome::Next;
+                    }
+                }
+                CExpr::Reject(_) => {
+                    let h = &mut st.rule_hits[r.gid];
+                    h.0 += 1;
+                    h.1 += bytes;
+                    return Outcome::Reject;
+                }
+                CExpr::Assign { field, value } => {
+                    let v = match value {
+                        CValue::Const(c) => c.first().copied(),
+                        CValue::Range(a, _) => Some(*a),
+                        CValue::Key(k) => {
+                            let mut kv = [0u128; MAX_KEY];
+                            p.key(k, st, &mut kv).map(|_| kv[0])
+                        }
+                        CValue::Map { key, map } => {
+                            let mut kv = [0u128; MAX_KEY];
+                            match p.key(key, st, &mut kv) {
+                                Some(n) => match set_of(t, map).get(&kv[..n]) {
+                                    Some(MapValue::Value(v)) => v.first().copied(),
+                                    _ => None,
+                                },
+                                None => None,
+                            }
+                        }
+                    };
+                    // nftables: a failed lookup stops the rule
+                    let Some(v) = v else {
+                        return Outcome::Next;
+                    };
+                    match field {
+                        Field::MetaMark => p.meta.mark = v as u32,
+                        Field::MetaPriority => p.meta.priority = v as u32,
+                        Field::CtMark => p.meta.ct_mark = v as u32,
+                        _ => st.rewrites_skipped += 1,
+                    }
+                }
+                CExpr::Numgen => {}
+                CExpr::Stateful(_) => st.stateful_skipped += 1,
+            }
+        }
+        let h = &mut st.rule_hits[r.gid];
+        h.0 += 1;
+        h.1 += bytes;
+        Outcome::Next
+    }
+}
+
+fn self_policy(rs: &Compiled, ti: usize, ci: usize) -> Policy {
+    rs.tables[ti].chains[ci].base.as_ref().map(|b| b.policy).unwrap_or(Policy::Accept)
+}
+
+fn linear_next(t: &CTable, c: &CChain, from: u32, p: &Pkt, st: &mut State) -> Option<(u32, u32)> {
+    // the order is sorted by prio: start at the first rule with prio >= from
+    let start = c.order.partition_point(|&s| c.slots[s as usize].as_ref().unwrap().prio < from);
+    for &s in &c.order[start..] {
+        let r = c.slots[s as usize].as_ref().unwrap();
+        let fam_ok = match p.pm.l3 {
+            L3::Ipv4 => r.v4,
+            L3::Ipv6 => r.v6,
+            _ => true,
+        };
+        if fam_ok && leading_ok(t, r, p, st) {
+            return Some((r.prio, s));
+        }
+    }
+    None
+}
+
+/// Token bucket: `rate` per `unit`, `burst` extra. Returns whether the packet is within the
+/// rate (for `over`, whether it is over it).
+fn limit_pass(b: &mut Bucket, l: &ir::Limit, now_ns: u64, bytes: u64) -> bool {
+    let cost_unit: u64 = if l.bytes { bytes } else { 1 };
+    // tokens are kept in units of 1/1e9 of a packet (or byte) per unit time
+    let period_ns = l.unit.seconds() * 1_000_000_000;
+    let cap = (l.rate + l.burst).saturating_mul(period_ns / l.rate.max(1));
+    let per_token_ns = period_ns / l.rate.max(1);
+    if !b.init {
+        b.init = true;
+        b.tokens = cap;
+        b.last_ns = now_ns;
+    }
+    let elapsed = now_ns.saturating_sub(b.last_ns);
+    b.last_ns = now_ns.max(b.last_ns);
+    b.tokens = b.tokens.saturating_add(elapsed).min(cap);
+    let cost = cost_unit.saturating_mul(per_token_ns.max(1));
+    let within = if b.tokens >= cost {
+        b.tokens -= cost;
+        true
+    } else {
+        false
+    };
+    within != l.over
+}
