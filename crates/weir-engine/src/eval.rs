@@ -353,6 +353,14 @@ impl Engine {
         }
     }
 
+    /// The first rule of a chain whose leading matches accept the packet (its counter id):
+    /// what a classifier answers, without running any statement. Used by benchmarks and
+    /// differential tests.
+    pub fn first_candidate(&mut self, ti: usize, ci: usize, p: &Pkt) -> Option<usize> {
+        let (_, slot) = self.next_rule(ti, ci, 0, p)?;
+        Some(self.rs.tables[ti].chains[ci].slots[slot as usize].as_ref().unwrap().gid)
+    }
+
     fn run_chain(&mut self, ti: usize, base: usize, p: &mut Pkt) -> Decision {
         let mut stack: [(usize, u32); MAX_STACK + 1] = [(0, 0); MAX_STACK + 1];
         let mut depth = 0usize;

@@ -1,0 +1,194 @@
+//! nftables semantics of the engine, on built packets, in both modes (compiled and linear).
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+use weir_engine::{Compiled, Decision, DropReason, Engine, Meta, Mode, Pkt};
+use weir_lang::ir::Hook;
+use weir_wire::build;
+use weir_wire::{LinkType, PacketMeta};
+
+fn engines(rules: &str) -> Vec<Engine> {
+    let (rs, _) = weir_lang::load_str("t.nft", rules).map_err(|(sm, d)| weir_lang::diag::render_all(&d, &sm)).unwrap();
+    vec![Engine::new(Compiled::build(&rs, Mode::Compiled)), Engine::new(Compiled::build(&rs, Mode::Linear))]
+}
+
+fn run(e: &mut Engine, frame: &[u8], meta: Meta) -> (Decision, u32) {
+    let pm = PacketMeta::parse(frame, LinkType::Ethernet);
+    let mut p = Pkt { frame, pm: &pm, meta, now_ns: 0 };
+    let d = e.process(Hook::Forward, &mut p);
+    (d, p.meta.mark)
+}
+
+fn a4(s: &str) -> Ipv4Addr {
+    s.parse().unwrap()
+}
+
+fn tcp(src: &str, dst: &str, dport: u16) -> Vec<u8> {
+    build::tcp4(a4(src), a4(dst), 40000, dport, build::tcp_flags::SYN, &[])
+}
+
+/// The verdict of every engine must agree; returns it.
+fn decide(es: &mut [Engine], frame: &[u8]) -> (Decision, u32) {
+    let r: Vec<_> = es.iter_mut().map(|e| run(e, frame, Meta::with_ifnames("lan0", "wan0"))).collect();
+    assert_eq!(r[0], r[1], "compiled and linear disagree");
+    r[0]
+}
+
+fn accepted(es: &mut [Engine], frame: &[u8]) -> bool {
+    decide(es, frame).0.is_accept()
+}
+
+#[test]
+fn first_match_and_policy() {
+    let mut es = engines(
+        "table ip f { chain fwd { type filter hook forward priority 0; policy drop;\n\
+         ip saddr 198.18.0.0/24 tcp dport 22 drop\n\
+         ip saddr 198.18.0.0/16 tcp dport { 22, 80, 443 } accept\n\
+         udp dport 53 accept\n } }",
+    );
+    assert!(!accepted(&mut es, &tcp("198.18.0.5", "198.19.0.1", 22)));
+    assert!(accepted(&mut es, &tcp("198.18.1.5", "198.19.0.1", 22)));
+    assert!(accepted(&mut es, &tcp("198.18.1.5", "198.19.0.1", 443)));
+    assert!(!accepted(&mut es, &tcp("198.18.1.5", "198.19.0.1", 8080)));
+    assert!(!accepted(&mut es, &tcp("198.20.1.5", "198.19.0.1", 80)));
+    let udp = build::udp4(a4("198.18.0.1"), a4("198.19.0.1"), 5353, 53, b"q");
+    assert!(accepted(&mut es, &udp));
+    // a TCP packet to port 53 is not matched by `udp dport 53`
+    assert!(!accepted(&mut es, &tcp("198.20.0.1", "198.19.0.1", 53)));
+    match decide(&mut es, &tcp("198.20.1.5", "198.19.0.1", 80)).0 {
+        Decision::Drop(DropReason::Policy(..)) => {}
+        d => panic!("{d:?}"),
+    }
+}
+
+#[test]
+fn statements_without_verdict_continue_and_marks_are_rechecked() {
+    let mut es = engines(
+        "table ip f { chain fwd { type filter hook forward priority 0;\n\
+         meta mark 7 drop\n\
+         ip daddr 198.19.0.1 meta mark set 7\n\
+         meta mark 7 counter drop\n\
+         accept\n } }",
+    );
+    let (d, mark) = decide(&mut es, &tcp("198.18.0.1", "198.19.0.1", 80));
+    assert!(!d.is_accept());
+    assert_eq!(mark, 7);
+    let (d, mark) = decide(&mut es, &tcp("198.18.0.1", "198.19.0.2", 80));
+    assert!(d.is_accept());
+    assert_eq!(mark, 0);
+    for e in &es {
+        // rule 2 ran once, rule 3 dropped once, rule 4 accepted once, rule 1 never
+        let hits: Vec<u64> = e.st.rule_hits.iter().map(|h| h.0).collect();
+        assert_eq!(hits, vec![0, 1, 1, 1]);
+    }
+}
+
+#[test]
+fn jump_goto_return() {
+    let mut es = engines(
+        "table ip f {\n\
+         chain fwd { type filter hook forward priority 0; policy accept;\n\
+           tcp dport 22 jump ssh\n\
+           tcp dport 23 goto telnet\n\
+           tcp dport { 22, 23 } drop\n\
+         }\n\
+         chain ssh { ip saddr 198.18.0.0/24 accept\n return }\n\
+         chain telnet { ip saddr 198.18.0.0/24 accept }\n\
+         }",
+    );
+    assert!(accepted(&mut es, &tcp("198.18.0.1", "198.19.0.1", 22)));
+    // returned from ssh, then dropped by the third rule
+    assert!(!accepted(&mut es, &tcp("198.18.9.1", "198.19.0.1", 22)));
+    // goto does not come back: the end of telnet ends the base chain with its policy (accept)
+    assert!(accepted(&mut es, &tcp("198.18.9.1", "198.19.0.1", 23)));
+}
+
+#[test]
+fn accept_ends_only_its_base_chain() {
+    let mut es = engines(
+        "table ip a { chain c { type filter hook forward priority 0; accept } }\n\
+         table ip b { chain c { type filter hook forward priority 10; tcp dport 80 drop } }\n\
+         table ip6 c { chain c { type filter hook forward priority -10; drop } }",
+    );
+    assert!(!accepted(&mut es, &tcp("198.18.0.1", "198.19.0.1", 80)));
+    assert!(accepted(&mut es, &tcp("198.18.0.1", "198.19.0.1", 81)));
+}
+
+#[test]
+fn vmap_sets_concat_and_families() {
+    let mut es = engines(
+        "table inet f {\n\
+         set blocked { type ipv4_addr; flags interval; elements = { 198.18.5.0/24, 198.18.6.7 } }\n\
+         set pairs { type ipv4_addr . inet_service; elements = { 198.18.0.1 . 80, 198.18.0.2 . 443 } }\n\
+         set v6ok { type ipv6_addr; flags interval; elements = { 2001:db8::/48 } }\n\
+         chain fwd { type filter hook forward priority 0; policy drop;\n\
+           ip saddr @blocked drop\n\
+           ip saddr . tcp dport @pairs accept\n\
+           ip6 saddr @v6ok accept\n\
+           tcp dport vmap { 8080 : accept, 8081 : drop, 8082 : jump x }\n\
+         }\n\
+         chain x { iifname \"lan*\" accept }\n\
+         }",
+    );
+    assert!(!accepted(&mut es, &tcp("198.18.5.9", "198.19.0.1", 8080)));
+    assert!(accepted(&mut es, &tcp("198.18.0.1", "198.19.0.1", 80)));
+    assert!(!accepted(&mut es, &tcp("198.18.0.1", "198.19.0.1", 443)));
+    assert!(accepted(&mut es, &tcp("198.18.0.2", "198.19.0.1", 443)));
+    assert!(accepted(&mut es, &tcp("198.18.9.9", "198.19.0.1", 8080)));
+    assert!(!accepted(&mut es, &tcp("198.18.9.9", "198.19.0.1", 8081)));
+    assert!(accepted(&mut es, &tcp("198.18.9.9", "198.19.0.1", 8082)));
+    let v6 = |s: &str| s.parse::<Ipv6Addr>().unwrap();
+    assert!(accepted(&mut es, &build::tcp6(v6("2001:db8:0:1::1"), v6("2001:db8:1::1"), 1, 2, 2, &[])));
+    assert!(!accepted(&mut es, &build::tcp6(v6("2001:db8:1::1"), v6("2001:db8::1"), 1, 2, 2, &[])));
+}
+
+#[test]
+fn incremental_rule_and_element_updates() {
+    let text = "table ip f {\n set s { type ipv4_addr; }\n chain fwd { type filter hook forward priority 0; policy accept;\n ip saddr @s drop\n tcp dport 80 drop\n } }";
+    let (rs, _) = weir_lang::load_str("t.nft", text).unwrap();
+    for mode in [Mode::Compiled, Mode::Linear] {
+        let mut e = Engine::new(Compiled::build(&rs, mode));
+        let p = tcp("198.18.0.1", "198.19.0.1", 22);
+        assert!(run(&mut e, &p, Meta::default()).0.is_accept());
+        e.rs.add_element(0, 0, weir_lang::ir::Element { key: vec![(0xc612_0001, 0xc612_0001)], data: None, timeout_ms: None });
+        assert!(!run(&mut e, &p, Meta::default()).0.is_accept());
+        assert!(e.rs.remove_element(0, 0, &[(0xc612_0001, 0xc612_0001)]));
+        assert!(run(&mut e, &p, Meta::default()).0.is_accept());
+        // insert a rule at the top: drop port 22
+        let (extra, _) = weir_lang::load_str("x.nft", "table ip f { chain fwd { tcp dport 22 drop } }").unwrap();
+        let rule = extra.tables[0].chains[0].rules[0].clone();
+        e.rs.insert_rule(0, 0, 0, &rule);
+        e.sync_state();
+        assert!(!run(&mut e, &p, Meta::default()).0.is_accept());
+        // remove the port 80 rule (handle 2)
+        assert!(e.rs.remove_rule(0, 0, 2));
+        assert!(run(&mut e, &tcp("198.18.0.1", "198.19.0.1", 80), Meta::default()).0.is_accept());
+        assert_eq!(e.rs.rule_count(), 2);
+    }
+}
+
+#[test]
+fn malformed_packets_take_the_policy() {
+    let mut es = engines("table ip f { chain fwd { type filter hook forward priority 0; policy drop; accept } }");
+    let mut bad = tcp("198.18.0.1", "198.19.0.1", 80);
+    bad[14] = 0x43; // IHL 3
+    let (d, _) = decide(&mut es, &bad);
+    assert!(matches!(d, Decision::Drop(DropReason::Malformed(_))), "{d:?}");
+    // a truncated TCP header: rules run, tcp fields are absent
+    let mut es = engines("table ip f { chain fwd { type filter hook forward priority 0; policy accept; tcp dport 80 drop; meta l4proto tcp counter drop } }");
+    let full = tcp("198.18.0.1", "198.19.0.1", 80);
+    let mut cut = full.clone();
+    build::hostile::set_ipv4_total_length(&mut cut, LinkType::Ethernet, 30);
+    cut.truncate(14 + 30);
+    assert_eq!(PacketMeta::parse(&cut, LinkType::Ethernet).malformed.map(|m| m.reason()), Some("truncated-tcp"));
+    let (d, _) = decide(&mut es, &cut);
+    assert!(matches!(d, Decision::Drop(DropReason::Rule(1))), "{d:?}");
+}
+
+#[test]
+fn limit_and_quota() {
+    let mut es = engines("table ip f { chain fwd { type filter hook forward priority 0; policy drop; limit rate 2/second burst 1 packets accept } }");
+    let p = tcp("198.18.0.1", "198.19.0.1", 80);
+    // at time 0: burst 1 + rate 2 tokens = 3 packets, then drops
+    let r: Vec<bool> = (0..5).map(|_| accepted(&mut es, &p)).collect();
+    assert_eq!(r, vec![true, true, true, false, false]);
+}

@@ -1,0 +1,70 @@
+//! `weir check`.
+
+use std::path::Path;
+use std::process::ExitCode;
+use weir_engine::{Compiled, Mode};
+
+pub fn run(file: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let Some(rs) = crate::load_rules(file) else {
+        return Ok(ExitCode::from(1));
+    };
+    let s = rs.summary();
+    let c = Compiled::build(&rs, Mode::Compiled);
+    let mem = c.memory_bytes();
+    let ms = c.build_ns as f64 / 1e6;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "file": file.display().to_string(),
+                "tables": s.tables, "chains": s.chains, "base_chains": s.base_chains,
+                "rules": s.rules, "sets": s.sets, "elements": s.elements,
+                "anonymous_elements": s.anon_elements, "flowtables": s.flowtables,
+                "compile_ms": ms, "memory_bytes": mem, "stateful": rs.uses_state(),
+            })
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{}: ok", file.display());
+    println!("  tables      {}", s.tables);
+    println!("  chains      {} ({} base)", s.chains, s.base_chains);
+    println!("  rules       {}", s.rules);
+    println!("  sets/maps   {} ({} elements; {} more in inline sets)", s.sets, s.elements, s.anon_elements);
+    if s.flowtables > 0 {
+        println!("  flowtables  {}", s.flowtables);
+    }
+    println!("  compiled in {ms:.1} ms, {} of memory", human_bytes(mem));
+    for t in &rs.tables {
+        for ch in &t.chains {
+            if let Some(b) = &ch.base {
+                println!(
+                    "  {} {} {}: hook {} priority {} policy {}, {} rules",
+                    t.family.name(),
+                    t.name,
+                    ch.name,
+                    b.hook.name(),
+                    b.priority,
+                    match b.policy {
+                        weir_lang::ir::Policy::Accept => "accept",
+                        weir_lang::ir::Policy::Drop => "drop",
+                    },
+                    ch.rules.len()
+                );
+            }
+        }
+    }
+    if rs.uses_state() {
+        println!("  note: uses connection tracking or NAT (ct, nat, flow, dynamic sets): checked, evaluated by the stateful engine");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn human_bytes(b: usize) -> String {
+    if b >= 10 << 20 {
+        format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
+    } else if b >= 10 << 10 {
+        format!("{:.1} KiB", b as f64 / 1024.0)
+    } else {
+        format!("{b} bytes")
+    }
+}
