@@ -13,7 +13,6 @@
 //! additions and removals directly.
 
 use crate::sets::SetIndex;
-use std::collections::HashMap;
 use weir_classify::{Classifier, Entry};
 use weir_lang::ir::{self, Element, Expr, Family, Hook, Key, Policy, SetRef, Source, Verdict};
 use weir_wire::{Field, Layer};
@@ -123,7 +122,8 @@ pub struct HookEntry {
 #[derive(Clone, Debug)]
 pub struct Compiled {
     pub tables: Vec<CTable>,
-    pub hooks: HashMap<Hook, Vec<HookEntry>>,
+    /// Base chains per hook (indexed by `Hook as usize`), in priority order.
+    pub hooks: [Vec<HookEntry>; 7],
     /// gid -> (table, chain, slot)
     pub rule_loc: Vec<(u32, u32, u32)>,
     pub limit_slots: usize,
@@ -491,7 +491,7 @@ impl Compiled {
         let t0 = std::time::Instant::now();
         let mut slots = Slots { limits: 0, quotas: 0 };
         let mut tables = Vec::new();
-        let mut hooks: HashMap<Hook, Vec<HookEntry>> = HashMap::new();
+        let mut hooks: [Vec<HookEntry>; 7] = Default::default();
         let mut rule_loc = Vec::new();
         for (ti, t) in rs.tables.iter().enumerate() {
             let sets: Vec<SetIndex> = t.sets.iter().map(SetIndex::build).collect();
@@ -524,7 +524,7 @@ impl Compiled {
                     v6: Classifier::build(V6_WIDTHS, v6e),
                 });
                 if let Some(b) = &c.base {
-                    hooks.entry(b.hook).or_default().push(HookEntry {
+                    hooks[b.hook as usize].push(HookEntry {
                         table: ti,
                         chain: ci,
                         priority: b.priority,
@@ -542,7 +542,7 @@ impl Compiled {
                 ir: t.clone(),
             });
         }
-        for v in hooks.values_mut() {
+        for v in hooks.iter_mut() {
             v.sort_by_key(|h| h.priority);
         }
         Compiled {
@@ -554,6 +554,11 @@ impl Compiled {
             mode,
             build_ns: t0.elapsed().as_nanos() as u64,
         }
+    }
+
+    /// The base chains at a hook, in priority order.
+    pub fn hook_entries(&self, hook: Hook) -> &[HookEntry] {
+        &self.hooks[hook as usize]
     }
 
     /// Number of rules.

@@ -307,11 +307,10 @@ impl Engine {
     /// Run a packet through the base chains of a hook. Only chains of families that see this
     /// packet run (ip: IPv4, ip6: IPv6, inet: both, netdev and bridge: all).
     pub fn process(&mut self, hook: ir::Hook, p: &mut Pkt) -> Decision {
-        let Some(entries) = self.rs.hooks.get(&hook) else {
-            return Decision::Accept;
-        };
+        let n = self.rs.hooks[hook as usize].len();
         let l3_bad = p.pm.malformed.filter(|m| m.is_l3());
-        for h in entries.clone().iter() {
+        for i in 0..n {
+            let h = self.rs.hooks[hook as usize][i];
             let sees = match h.family {
                 ir::Family::Ip => p.pm.l3 == L3::Ipv4,
                 ir::Family::Ip6 => p.pm.l3 == L3::Ipv6,

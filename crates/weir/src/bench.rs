@@ -205,11 +205,9 @@ fn bench_nft(a: &ClassifyArgs, trace: &[CbHeader]) -> anyhow::Result<Option<Repo
     let linear = Compiled::build(&rs, Mode::Linear);
     // the chain measured: the first base chain at forward, else the first base chain
     let pick = |c: &Compiled| -> Option<(usize, usize)> {
-        let hooks = &c.hooks;
-        hooks
-            .get(&weir_lang::ir::Hook::Forward)
-            .and_then(|v| v.first())
-            .or_else(|| hooks.values().flat_map(|v| v.first()).next())
+        c.hook_entries(weir_lang::ir::Hook::Forward)
+            .first()
+            .or_else(|| c.hooks.iter().flat_map(|v| v.first()).next())
             .map(|h| (h.table, h.chain))
     };
     let (ti, ci) = pick(&compiled).context("the ruleset has no base chain")?;
