@@ -12,10 +12,21 @@ use weir_wire::pcap::{self, PcapWriter};
 use weir_wire::{PacketMeta, L3};
 
 /// The built-in example: a gateway ruleset and a capture of traffic crossing it.
-pub const EXAMPLE_RULES: &str = include_str!("/tmp/ex/gateway.nft");
-pub const EXAMPLE_PCAP: &[u8] = include_bytes!("/tmp/ex/gateway.pcap");
-/// Interfaces of the example's addresses (LAN, DMZ, WAN).
-const EXAMPLE_IFACES: &[&str] = &["198.18.0.0/24=lan0", "198.18.1.0/24=dmz0", "198.19.0.0/16=wan0", "2001:db8:1::/48=lan0", "2001:db8::/32=wan0"];
+pub const EXAMPLE_RULES: &str = include_str!("../../../examples/gateway.nft");
+pub const EXAMPLE_PCAP: &[u8] = include_bytes!("../../../examples/gateway.pcap");
+/// The example gateway's interfaces: its MAC address on each (the input interface of a frame)
+/// and the routes (the output interface of a destination). See examples/README.md.
+const EXAMPLE_IFACES: &[&str] = &[
+    "02:77:65:00:00:01=lan0",
+    "02:77:65:00:01:01=dmz0",
+    "02:77:65:00:02:01=wan0",
+    "198.18.0.0/24=lan0",
+    "198.18.1.0/24=dmz0",
+    "0.0.0.0/0=wan0",
+    "2001:db8:0:1::/64=lan0",
+    "2001:db8:0:2::/64=dmz0",
+    "::/0=wan0",
+];
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -40,9 +51,10 @@ pub struct Args {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
-    /// Interface by address: PREFIX=NAME (repeatable). A packet's input interface is the one
-    /// of the longest prefix holding its source address, its output interface the one holding
-    /// its destination.
+    /// Interfaces (repeatable): MAC=NAME says a frame sent to that MAC address came in on NAME;
+    /// PREFIX=NAME routes that prefix out of NAME. A packet's output interface is the one of the
+    /// longest prefix holding its destination; its input interface is the one of its destination
+    /// MAC, or else the one of the longest prefix holding its source.
     #[arg(long = "iface", value_name = "PREFIX=NAME")]
     ifaces: Vec<String>,
     /// Input interface name for every packet (overrides --iface).
@@ -61,13 +73,32 @@ pub struct Args {
 
 struct IfMap {
     v: Vec<(u8, u128, u32, String)>, // (version, network, prefix length, name)
+    macs: Vec<([u8; 6], String)>,
+}
+
+fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 6 || parts.iter().any(|p| p.len() != 2) {
+        return None;
+    }
+    let mut m = [0u8; 6];
+    for (i, p) in parts.iter().enumerate() {
+        m[i] = u8::from_str_radix(p, 16).ok()?;
+    }
+    Some(m)
 }
 
 impl IfMap {
     fn parse(specs: &[String]) -> anyhow::Result<IfMap> {
         let mut v = Vec::new();
+        let mut macs = Vec::new();
         for s in specs {
-            let (p, name) = s.split_once('=').with_context(|| format!("--iface {s}: expected PREFIX=NAME"))?;
+            let (p, name) = s.split_once('=').with_context(|| format!("--iface {s}: expected PREFIX=NAME or MAC=NAME"))?;
+            anyhow::ensure!(name.len() <= 15 && !name.is_empty(), "--iface {s}: interface names are 1-15 characters");
+            if let Some(m) = parse_mac(p) {
+                macs.push((m, name.to_string()));
+                continue;
+            }
             let (addr, len) = p.split_once('/').unwrap_or((p, ""));
             let ip: std::net::IpAddr = addr.parse().with_context(|| format!("--iface {s}: '{addr}' is not an address"))?;
             let (ver, val, bits) = match ip {
@@ -79,7 +110,21 @@ impl IfMap {
             anyhow::ensure!(name.len() <= 15 && !name.is_empty(), "--iface {s}: interface names are 1-15 characters");
             v.push((ver, val, len, name.to_string()));
         }
-        Ok(IfMap { v })
+        Ok(IfMap { v, macs })
+    }
+
+    fn input(&self, frame: &[u8], link: weir_wire::LinkType, ver: u8, saddr: u128) -> &str {
+        if link == weir_wire::LinkType::Ethernet {
+            if let Some(d) = frame.get(..6) {
+                if let Some((_, n)) = self.macs.iter().find(|(m, _)| m[..] == *d) {
+                    return n;
+                }
+            }
+        }
+        if ver == 0 {
+            return "";
+        }
+        self.lookup(ver, saddr)
     }
 
     fn lookup(&self, ver: u8, addr: u128) -> &str {
@@ -163,7 +208,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         if !is_ip && pm.malformed.is_none() {
             not_ip += 1;
         }
-        let iif = a.iif.clone().unwrap_or_else(|| if is_ip { ifmap.lookup(ver, pm.saddr).to_string() } else { String::new() });
+        let iif = a.iif.clone().unwrap_or_else(|| ifmap.input(&pk.data, pk.link, ver, pm.saddr).to_string());
         let oif = a.oif.clone().unwrap_or_else(|| if is_ip { ifmap.lookup(ver, pm.daddr).to_string() } else { String::new() });
         let mut p = Pkt { frame: &pk.data, pm: &pm, meta: Meta::with_ifnames(&iif, &oif), now_ns: pk.ts_nanos };
         bytes += p.bytes();
