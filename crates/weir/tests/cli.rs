@@ -1,0 +1,148 @@
+//! The command-line tool end to end: exit codes, JSON output, written captures, the ClassBench
+//! importer against the ClassBench reference.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn weir() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_weir"))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("weir-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn replay_example_json_is_consistent() {
+    let out = weir().args(["replay", "--example", "--json"]).output().unwrap();
+    let v = json(&out);
+    let packets = v["packets"].as_u64().unwrap();
+    assert_eq!(packets, 322);
+    assert_eq!(v["accepted"].as_u64().unwrap() + v["dropped"].as_u64().unwrap(), packets);
+    let malformed: u64 = v["malformed"].as_object().unwrap().values().map(|x| x.as_u64().unwrap()).sum();
+    assert_eq!(malformed, 8, "{}", v["malformed"]);
+    let rules = v["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), 47);
+    for r in rules {
+        for k in ["table", "chain", "handle", "text", "packets", "bytes"] {
+            assert!(r.get(k).is_some(), "rule without {k}: {r}");
+        }
+    }
+    // the block list drops exactly the frames the capture has from blocked sources
+    let blk = rules.iter().find(|r| r["text"].as_str().unwrap().starts_with("ip saddr @blocklist4")).unwrap();
+    assert!(blk["packets"].as_u64().unwrap() > 0);
+    // the compiled engine and the linear reference give the same output
+    let lin = json(&weir().args(["replay", "--example", "--json", "--linear"]).output().unwrap());
+    assert_eq!(v["rules"], lin["rules"]);
+    assert_eq!(v["accepted"], lin["accepted"]);
+}
+
+#[test]
+fn replay_writes_accepted_and_dropped_captures() {
+    let rules = tmp("r.nft");
+    std::fs::write(&rules, include_str!("../../../examples/gateway.nft")).unwrap();
+    let pcap = tmp("in.pcap");
+    std::fs::write(&pcap, include_bytes!("../../../examples/gateway.pcap")).unwrap();
+    let (acc, drp) = (tmp("acc.pcap"), tmp("drp.pcap"));
+    let out = weir()
+        .args(["replay", "--rules"])
+        .arg(&rules)
+        .arg(&pcap)
+        .arg("--out")
+        .arg(&acc)
+        .arg("--drops")
+        .arg(&drp)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let v = json(&out);
+    let count = |p: &Path| weir_wire::pcap::read_file(p).unwrap().packets.len() as u64;
+    assert_eq!(count(&acc), v["accepted"].as_u64().unwrap());
+    assert_eq!(count(&drp), v["dropped"].as_u64().unwrap());
+}
+
+#[test]
+fn check_exit_codes_and_errors() {
+    let good = tmp("good.nft");
+    std::fs::write(&good, "table ip t { chain c { type filter hook input priority 0; policy drop; tcp dport 22 accept } }\n").unwrap();
+    let out = weir().arg("check").arg(&good).output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("rules       1"));
+    let v = json(&weir().arg("check").arg(&good).arg("--json").output().unwrap());
+    assert_eq!(v["rules"], 1);
+    assert_eq!(v["base_chains"], 1);
+
+    let bad = tmp("bad.nft");
+    std::fs::write(&bad, "table ip t {\n  chain c {\n    tcp dport 99999 accept\n  }\n}\n").unwrap();
+    let out = weir().arg("check").arg(&bad).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.nft:3:15: error:"), "{err}");
+    assert!(err.contains("^^^^^"), "{err}");
+
+    let out = weir().arg("check").arg(tmp("missing.nft")).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"));
+}
+
+#[test]
+fn replay_rejects_garbage_capture_cleanly() {
+    let rules = tmp("g.nft");
+    std::fs::write(&rules, "table ip t { chain c { type filter hook forward priority 0; accept } }\n").unwrap();
+    let junk = tmp("junk.pcap");
+    std::fs::write(&junk, b"this is not a capture at all").unwrap();
+    let out = weir().args(["replay", "--rules"]).arg(&rules).arg(&junk).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+}
+
+/// `weir import classbench` prints a ruleset whose first matching rule, for every header of
+/// the trace whose protocol carries ports, is the first matching line of the ClassBench file.
+#[test]
+fn classbench_import_matches_classbench_semantics() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/classbench");
+    let (rules, trace) = (dir.join("rules/acl1_1k"), dir.join("traces/acl1_1k_trace"));
+    if !rules.exists() {
+        eprintln!("skipped: {} not found", rules.display());
+        return;
+    }
+    let out = weir().args(["import", "classbench"]).arg(&rules).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (rs, _) = weir_lang::load_str("imported.nft", &text).unwrap();
+    let cb = weir_classify::classbench::parse_rules(&std::fs::read_to_string(&rules).unwrap()).unwrap();
+    assert_eq!(rs.tables[0].chains[0].rules.len(), cb.len());
+    let hdrs = weir_classify::classbench::parse_trace(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let lin = weir_classify::Linear::build(weir_classify::classbench::CB_WIDTHS, weir_classify::classbench::to_entries(&cb));
+    let mut e = weir_engine::Engine::new(weir_engine::Compiled::build(&rs, weir_engine::Mode::Compiled));
+    let mut checked = 0;
+    for h in &hdrs {
+        let ports = matches!(h.proto, 6 | 17 | 33 | 132 | 136);
+        let pm = weir_wire::PacketMeta {
+            l3: weir_wire::L3::Ipv4,
+            l4proto: h.proto,
+            has_l4: true,
+            saddr: h.src as u128,
+            daddr: h.dst as u128,
+            sport: h.sport,
+            dport: h.dport,
+            has_ports: ports,
+            ..Default::default()
+        };
+        let p = weir_engine::Pkt { frame: &[], pm: &pm, meta: weir_engine::Meta::default(), now_ns: 0 };
+        let got = e.first_candidate(0, 0, &p);
+        let want = lin.first_match(&h.key(), 0, |_| true).map(|x| x.1 as usize);
+        if ports {
+            assert_eq!(got, want, "header {h:?}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 1000);
+}
