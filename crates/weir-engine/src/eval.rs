@@ -493,7 +493,8 @@ impl Engine {
                         None => quota.over,
                     };
                     *used += bytes;
-                    let exceeded = *used > limit;
+                    // as nft_quota: over once the bytes consumed reach the quota
+                    let exceeded = *used >= limit;
                     // `quota until N` matches while under; `quota over N` once over
                     if exceeded != over_flag {
                         return Outcome::Next;
@@ -567,27 +568,33 @@ fn linear_next(t: &CTable, c: &CChain, from: u32, p: &Pkt, st: &mut State) -> Op
     None
 }
 
-/// Token bucket: `rate` per `unit`, `burst` extra. Returns whether the packet is within the
-/// rate (for `over`, whether it is over it).
+/// The kernel's nft_limit token bucket, in nanoseconds: a packet costs `unit / rate` (bytes:
+/// `unit * len / rate`); the bucket holds `burst` packets' worth (bytes: `unit * (rate + burst)
+/// / rate`) and starts full. Returns whether the rule goes on: within the rate, or for `over`,
+/// beyond it.
 fn limit_pass(b: &mut Bucket, l: &ir::Limit, now_ns: u64, bytes: u64) -> bool {
-    let cost_unit: u64 = if l.bytes { bytes } else { 1 };
-    // tokens are kept in units of 1/1e9 of a packet (or byte) per unit time
-    let period_ns = l.unit.seconds() * 1_000_000_000;
-    let cap = (l.rate + l.burst).saturating_mul(period_ns / l.rate.max(1));
-    let per_token_ns = period_ns / l.rate.max(1);
+    let nsecs = l.unit.seconds().saturating_mul(1_000_000_000);
+    let rate = l.rate.max(1);
+    let (max, cost) = if l.bytes {
+        let max = (nsecs as u128 * (rate + l.burst) as u128 / rate as u128).min(u64::MAX as u128) as u64;
+        let cost = (nsecs as u128 * bytes as u128 / rate as u128).min(u64::MAX as u128) as u64;
+        (max, cost)
+    } else {
+        let burst = if l.burst == 0 { 5 } else { l.burst };
+        ((nsecs / rate).saturating_mul(burst), nsecs / rate)
+    };
     if !b.init {
         b.init = true;
-        b.tokens = cap;
+        b.tokens = max;
         b.last_ns = now_ns;
     }
-    let elapsed = now_ns.saturating_sub(b.last_ns);
+    let tokens = b.tokens.saturating_add(now_ns.saturating_sub(b.last_ns)).min(max);
     b.last_ns = now_ns.max(b.last_ns);
-    b.tokens = b.tokens.saturating_add(elapsed).min(cap);
-    let cost = cost_unit.saturating_mul(per_token_ns.max(1));
-    let within = if b.tokens >= cost {
-        b.tokens -= cost;
+    let within = if tokens >= cost {
+        b.tokens = tokens - cost;
         true
     } else {
+        b.tokens = tokens;
         false
     };
     within != l.over

@@ -188,7 +188,31 @@ fn malformed_packets_take_the_policy() {
 fn limit_and_quota() {
     let mut es = engines("table ip f { chain fwd { type filter hook forward priority 0; policy drop; limit rate 2/second burst 1 packets accept } }");
     let p = tcp("198.18.0.1", "198.19.0.1", 80);
-    // at time 0: burst 1 + rate 2 tokens = 3 packets, then drops
-    let r: Vec<bool> = (0..5).map(|_| accepted(&mut es, &p)).collect();
-    assert_eq!(r, vec![true, true, true, false, false]);
+    // as the kernel: the bucket holds `burst` packets and starts full; one packet a 500 ms
+    let r: Vec<bool> = (0..3).map(|_| accepted(&mut es, &p)).collect();
+    assert_eq!(r, vec![true, false, false]);
+    let mut es = engines("table ip f { chain fwd { type filter hook forward priority 0; policy drop; limit rate 2/second accept } }");
+    let at = |es: &mut [Engine], t: u64| {
+        let r: Vec<bool> = es
+            .iter_mut()
+            .map(|e| {
+                let pm = PacketMeta::parse(&p, LinkType::Ethernet);
+                let mut k = Pkt { frame: &p, pm: &pm, meta: Meta::default(), now_ns: t };
+                e.process(Hook::Forward, &mut k).is_accept()
+            })
+            .collect();
+        assert_eq!(r[0], r[1]);
+        r[0]
+    };
+    // default burst 5
+    let r: Vec<bool> = (0..6).map(|_| at(&mut es, 0)).collect();
+    assert_eq!(r, vec![true, true, true, true, true, false]);
+    assert!(!at(&mut es, 400_000_000));
+    assert!(at(&mut es, 500_000_000));
+    assert!(!at(&mut es, 500_000_001));
+
+    let mut es = engines("table ip f { chain fwd { type filter hook forward priority 0; policy accept; quota over 100 bytes drop } }");
+    // 40-byte IP packets: 40, 80 under; 120 over
+    let r: Vec<bool> = (0..4).map(|_| accepted(&mut es, &p)).collect();
+    assert_eq!(r, vec![true, true, false, false]);
 }
