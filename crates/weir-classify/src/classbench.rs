@@ -55,7 +55,11 @@ pub struct CbHeader {
 }
 
 fn prefix_range(addr: u32, len: u8) -> (u64, u64) {
-    let mask: u32 = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len)) };
+    let mask: u32 = if len == 0 {
+        0
+    } else {
+        u32::MAX << (32 - u32::from(len))
+    };
     (u64::from(addr & mask), u64::from(addr | !mask))
 }
 
@@ -176,7 +180,9 @@ fn parse_rule_line(line: &str, lineno: usize) -> Result<CbRule, String> {
     let dport = parse_port_range(fields[3]).map_err(|e| format!("destination port: {e}"))?;
     let (pv, pm) = parse_value_mask(fields[4], 0xFF).map_err(|e| format!("protocol: {e}"))?;
     if pm != 0 && pm != 0xFF {
-        return Err(format!("protocol: mask must be 0xFF or 0x00, found {pm:#04x}"));
+        return Err(format!(
+            "protocol: mask must be 0xFF or 0x00, found {pm:#04x}"
+        ));
     }
     if let Some(flags) = fields.get(5) {
         parse_value_mask(flags, 0xFFFF).map_err(|e| format!("flags: {e}"))?;
@@ -232,7 +238,14 @@ fn parse_header_line(line: &str) -> Result<CbHeader, String> {
     } else {
         u32::MAX
     };
-    Ok(CbHeader { src, dst, sport, dport, proto, filter })
+    Ok(CbHeader {
+        src,
+        dst,
+        sport,
+        dport,
+        proto,
+        filter,
+    })
 }
 
 /// Parses a ClassBench header trace. Blank lines are skipped. The error names the 1-based line.
@@ -314,15 +327,29 @@ mod tests {
 
     #[test]
     fn parses_trace() {
-        let t = parse_trace("1483495555\t2954424111\t65535\t1649\t6\t0\t481\n\n1 2 3 4 17\n").unwrap();
+        let t =
+            parse_trace("1483495555\t2954424111\t65535\t1649\t6\t0\t481\n\n1 2 3 4 17\n").unwrap();
         assert_eq!(t.len(), 2);
         assert_eq!(
             t[0],
-            CbHeader { src: 1483495555, dst: 2954424111, sport: 65535, dport: 1649, proto: 6, filter: 481 }
+            CbHeader {
+                src: 1483495555,
+                dst: 2954424111,
+                sport: 65535,
+                dport: 1649,
+                proto: 6,
+                filter: 481
+            }
         );
         assert_eq!(t[0].key(), [1483495555, 2954424111, 65535, 1649, 6]);
         assert_eq!(t[1].filter, u32::MAX);
-        for bad in ["1 2 3 4", "1 2 3 70000 6 0 1", "1 2 3 4 256", "x 2 3 4 6", "1 2 3 4 5 6 7 8"] {
+        for bad in [
+            "1 2 3 4",
+            "1 2 3 70000 6 0 1",
+            "1 2 3 4 256",
+            "x 2 3 4 6",
+            "1 2 3 4 5 6 7 8",
+        ] {
             let err = parse_trace(&format!("1 2 3 4 6\n{bad}")).unwrap_err();
             assert!(err.starts_with("line 2: "), "{err}");
         }

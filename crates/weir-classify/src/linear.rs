@@ -25,7 +25,10 @@ impl<const D: usize> Linear<D> {
     /// If a width is outside `1..=64`.
     pub fn new(widths: [u8; D]) -> Self {
         check_widths(&widths);
-        Linear { widths, entries: Vec::new() }
+        Linear {
+            widths,
+            entries: Vec::new(),
+        }
     }
 
     /// Builds from a list of entries (any order).
