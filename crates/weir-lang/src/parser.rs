@@ -1043,13 +1043,22 @@ impl Parser {
     }
 
     /// A value: atoms joined by `.` (concatenation), spaced `-` (range) and `/` (prefix or
-    /// mask), `,` (flag list, only outside sets: the caller decides), or a set literal.
+    /// mask), or a set literal. Inside sets a `,` separates elements; on the right of a match
+    /// (`flags` true) a comma list is a list of flags (`syn,ack`).
     fn val(&mut self) -> PResult<Val> {
+        self.val_concat(false)
+    }
+
+    fn rhs_val(&mut self) -> PResult<Val> {
+        self.val_concat(true)
+    }
+
+    fn val_concat(&mut self, flags: bool) -> PResult<Val> {
         let start = self.span();
-        let mut parts = vec![self.val_range()?];
+        let mut parts = vec![self.val_range(flags)?];
         while self.is_word(".") {
             self.bump();
-            parts.push(self.val_range()?);
+            parts.push(self.val_range(flags)?);
         }
         Ok(if parts.len() == 1 {
             parts.pop().unwrap()
@@ -1058,8 +1067,8 @@ impl Parser {
         })
     }
 
-    fn val_range(&mut self) -> PResult<Val> {
-        let a = self.val_atom()?;
+    fn val_range(&mut self, flags: bool) -> PResult<Val> {
+        let a = if flags { self.val_flags()? } else { self.val_atom()? };
         if self.is_word("-") {
             self.bump();
             let b = self.val_atom()?;
@@ -1250,36 +1259,6 @@ impl Parser {
             rhs,
             span: start.to(self.prev_span()),
         })
-    }
-
-    /// A right-hand value: like [`Self::val`] but a top-level comma list is a flag list.
-    fn rhs_val(&mut self) -> PResult<Val> {
-        let start = self.span();
-        let mut parts = vec![self.rhs_range()?];
-        while self.is_word(".") {
-            self.bump();
-            parts.push(self.rhs_range()?);
-        }
-        Ok(if parts.len() == 1 {
-            parts.pop().unwrap()
-        } else {
-            Val::Concat(parts, start.to(self.prev_span()))
-        })
-    }
-
-    fn rhs_range(&mut self) -> PResult<Val> {
-        let a = self.val_flags()?;
-        if self.is_word("-") {
-            self.bump();
-            let b = self.val_atom()?;
-            return Ok(Val::Range(Box::new(a), Box::new(b)));
-        }
-        if self.is_word("/") {
-            self.bump();
-            let b = self.val_flags()?;
-            return Ok(Val::Prefix(Box::new(a), Box::new(b)));
-        }
-        Ok(a)
     }
 
     fn set_ref(&mut self) -> PResult<SetRef> {
@@ -1598,7 +1577,7 @@ impl Parser {
                 if has_to || matches!(kind.name.as_str(), "snat" | "dnat") {
                     if matches!(self.peek(), Tok::Colon) {
                         self.bump();
-                        port = Some(Expr::Const(self.val_range()?));
+                        port = Some(Expr::Const(self.val_range(false)?));
                     } else if !self.at_rule_end() {
                         let a = self.value_expr()?;
                         addr = Some(a);

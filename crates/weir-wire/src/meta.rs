@@ -292,6 +292,25 @@ fn icmp6_is_error(t: u8) -> bool {
 }
 
 impl PacketMeta {
+    /// Metadata of an IPv4 packet given by its 5-tuple alone, with no frame behind it (for
+    /// benchmarks and tests that classify header traces). Ports are present for TCP, UDP,
+    /// UDP-Lite, SCTP and DCCP; fields other than the tuple read as absent.
+    pub fn ipv4_tuple(src: u32, dst: u32, proto: u8, sport: u16, dport: u16) -> PacketMeta {
+        PacketMeta {
+            len: 64,
+            l3: L3::Ipv4,
+            l3_len: 64,
+            l4proto: proto,
+            has_l4: true,
+            saddr: src as u128,
+            daddr: dst as u128,
+            sport,
+            dport,
+            has_ports: matches!(proto, 6 | 17 | 33 | 132 | 136),
+            ..PacketMeta::default()
+        }
+    }
+
     /// Parse once. Never panics, never allocates, whatever the bytes.
     pub fn parse(frame: &[u8], link: LinkType) -> PacketMeta {
         let mut m = PacketMeta {

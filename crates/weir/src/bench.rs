@@ -9,7 +9,7 @@ use std::time::Instant;
 use weir_classify::classbench::{parse_rules, parse_trace, to_entries, CbHeader, CB_WIDTHS};
 use weir_classify::{Classifier, Linear};
 use weir_engine::{Compiled, Engine, Meta, Mode, Pkt};
-use weir_wire::{PacketMeta, L3};
+use weir_wire::PacketMeta;
 
 #[derive(clap::Args)]
 pub struct ClassifyArgs {
@@ -179,20 +179,7 @@ fn bench_classbench(a: &ClassifyArgs, text: &str, trace: &[CbHeader]) -> anyhow:
 
 /// A trace header as a parsed packet (no frame: the classifier reads the parsed fields).
 fn header_meta(h: &CbHeader) -> PacketMeta {
-    let ports = matches!(h.proto, 6 | 17 | 33 | 132 | 136);
-    PacketMeta {
-        len: 64,
-        l3: L3::Ipv4,
-        l3_len: 64,
-        l4proto: h.proto,
-        has_l4: true,
-        saddr: h.src as u128,
-        daddr: h.dst as u128,
-        sport: h.sport,
-        dport: h.dport,
-        has_ports: ports,
-        ..PacketMeta::default()
-    }
+    PacketMeta::ipv4_tuple(h.src, h.dst, h.proto, h.sport, h.dport)
 }
 
 fn bench_nft(a: &ClassifyArgs, trace: &[CbHeader]) -> anyhow::Result<Option<Report>> {

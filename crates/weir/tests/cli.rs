@@ -124,18 +124,8 @@ fn classbench_import_matches_classbench_semantics() {
     let mut e = weir_engine::Engine::new(weir_engine::Compiled::build(&rs, weir_engine::Mode::Compiled));
     let mut checked = 0;
     for h in &hdrs {
-        let ports = matches!(h.proto, 6 | 17 | 33 | 132 | 136);
-        let pm = weir_wire::PacketMeta {
-            l3: weir_wire::L3::Ipv4,
-            l4proto: h.proto,
-            has_l4: true,
-            saddr: h.src as u128,
-            daddr: h.dst as u128,
-            sport: h.sport,
-            dport: h.dport,
-            has_ports: ports,
-            ..Default::default()
-        };
+        let pm = weir_wire::PacketMeta::ipv4_tuple(h.src, h.dst, h.proto, h.sport, h.dport);
+        let ports = pm.has_ports;
         let p = weir_engine::Pkt { frame: &[], pm: &pm, meta: weir_engine::Meta::default(), now_ns: 0 };
         let got = e.first_candidate(0, 0, &p);
         let want = lin.first_match(&h.key(), 0, |_| true).map(|x| x.1 as usize);
