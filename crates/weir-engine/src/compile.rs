@@ -13,6 +13,7 @@
 //! additions and removals directly.
 
 use crate::sets::SetIndex;
+use std::collections::{BTreeMap, HashMap};
 use weir_classify::{Classifier, Entry};
 use weir_lang::ir::{self, Element, Expr, Family, Hook, Key, Policy, SetRef, Source, Verdict};
 use weir_wire::{Field, Layer};
@@ -28,6 +29,15 @@ pub const V6_WIDTHS: [u8; 7] = [64, 64, 64, 64, 17, 17, 8];
 /// Port value meaning "this packet has no ports".
 pub const NO_PORT: u64 = 0x1_0000;
 
+/// Where a rule goes in its chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum At {
+    First,
+    Last,
+    After(u64),
+    Before(u64),
+}
+
 /// How a chain finds candidate rules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -41,7 +51,25 @@ pub enum Mode {
 #[derive(Clone, Debug)]
 pub enum SetSlot {
     Named(usize),
+    /// A large inline set or an inline map.
     Anon(Box<SetIndex>),
+    /// A small inline set (the common `tcp dport { 22, 80 }`, or a single value): its elements'
+    /// ranges, `comps` per element, scanned in order.
+    Small { comps: usize, ranges: Box<[(u128, u128)]> },
+}
+
+/// Inline sets up to this many elements are scanned instead of indexed.
+pub const SMALL_SET: usize = 16;
+
+impl SetSlot {
+    /// The elements' key ranges, for inline sets (the classifier indexes those).
+    pub fn inline_ranges(&self) -> Option<Vec<&[(u128, u128)]>> {
+        match self {
+            SetSlot::Named(_) => None,
+            SetSlot::Anon(s) => Some(s.elements().map(|e| &e.key[..]).collect()),
+            SetSlot::Small { comps, ranges } => Some(ranges.chunks(*comps).collect()),
+        }
+    }
 }
 
 /// A compiled rule item.
@@ -90,10 +118,15 @@ pub struct CRule {
 pub struct CChain {
     pub name: String,
     pub base: Option<ir::BaseChain>,
-    /// Rule slots (None: removed).
+    /// Rule slots (None: removed, reusable).
     pub slots: Vec<Option<CRule>>,
-    /// Live slots in priority order.
-    pub order: Vec<u32>,
+    free: Vec<u32>,
+    /// Live rules: priority -> slot.
+    pub order: BTreeMap<u32, u32>,
+    /// Live rules: handle -> slot.
+    pub by_handle: HashMap<u64, u32>,
+    /// Slot -> rule counter id, compact (what a classification answers).
+    pub gids: Vec<u32>,
     pub v4: Classifier<5>,
     pub v6: Classifier<7>,
 }
@@ -106,6 +139,8 @@ pub struct CTable {
     pub sets: Vec<SetIndex>,
     pub set_names: Vec<String>,
     pub ir: ir::Table,
+    /// The highest rule handle given out in this table.
+    pub next_handle: u64,
 }
 
 /// One base chain attached to a hook.
@@ -226,7 +261,7 @@ fn index_dim(m: &CExpr, v6: bool) -> Dim {
     let Source::Field(f) = key[0].src else {
         return Dim::Residual;
     };
-    let SetSlot::Anon(s) = set else {
+    let Some(elems) = set.inline_ranges() else {
         return Dim::Residual;
     };
     let dim = match f {
@@ -240,7 +275,7 @@ fn index_dim(m: &CExpr, v6: bool) -> Dim {
         Field::IpProtocol if !v6 => 4,
         _ => return Dim::Residual,
     };
-    let ranges: Vec<(u128, u128)> = merge(s.elements().map(|e| e.key[0]).collect());
+    let ranges: Vec<(u128, u128)> = merge(elems.iter().map(|e| e[0]).collect());
     let max = full(f.bits());
     let ranges = if *negate { complement(&ranges, max) } else { ranges };
     Dim::Index(dim, ranges)
@@ -402,6 +437,10 @@ struct Slots {
 fn compile_set_ref(s: &SetRef) -> SetSlot {
     match s {
         SetRef::Named(i) => SetSlot::Named(*i),
+        SetRef::Anon(a) if !a.is_map && a.elements.len() <= SMALL_SET => SetSlot::Small {
+            comps: a.key_types.len().max(1),
+            ranges: a.elements.iter().flat_map(|e| e.key.iter().copied()).collect(),
+        },
         SetRef::Anon(a) => SetSlot::Anon(Box::new(SetIndex::build(a))),
     }
 }
@@ -481,7 +520,21 @@ impl CChain {
 
     /// Live rules in order.
     pub fn rules(&self) -> impl Iterator<Item = &CRule> {
-        self.order.iter().filter_map(|&s| self.slots[s as usize].as_ref())
+        self.order.values().filter_map(|&s| self.slots[s as usize].as_ref())
+    }
+
+    /// Number of live rules.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// The rule with a handle.
+    pub fn rule(&self, handle: u64) -> Option<&CRule> {
+        self.by_handle.get(&handle).and_then(|&s| self.slots[s as usize].as_ref())
     }
 }
 
@@ -514,12 +567,17 @@ impl Compiled {
                     }
                     crules.push(Some(cr));
                 }
-                let n = crules.len() as u32;
+                let order = crules.iter().enumerate().map(|(i, r)| (r.as_ref().unwrap().prio, i as u32)).collect();
+                let by_handle = crules.iter().enumerate().map(|(i, r)| (r.as_ref().unwrap().handle, i as u32)).collect();
+                let gids = crules.iter().map(|r| r.as_ref().unwrap().gid as u32).collect();
                 chains.push(CChain {
                     name: c.name.clone(),
                     base: c.base.clone(),
                     slots: crules,
-                    order: (0..n).collect(),
+                    free: Vec::new(),
+                    order,
+                    by_handle,
+                    gids,
                     v4: Classifier::build(V4_WIDTHS, v4e),
                     v6: Classifier::build(V6_WIDTHS, v6e),
                 });
@@ -539,6 +597,7 @@ impl Compiled {
                 chains,
                 sets,
                 set_names: t.sets.iter().map(|s| s.name.clone()).collect(),
+                next_handle: t.chains.iter().flat_map(|c| c.rules.iter().map(|r| r.handle)).max().unwrap_or(0),
                 ir: t.clone(),
             });
         }
@@ -573,13 +632,16 @@ impl Compiled {
             m += t.sets.iter().map(|s| s.memory_bytes()).sum::<usize>();
             for c in &t.chains {
                 m += c.v4.memory_bytes() + c.v6.memory_bytes();
-                m += c.slots.capacity() * std::mem::size_of::<Option<CRule>>() + c.order.capacity() * 4;
+                m += c.slots.capacity() * std::mem::size_of::<Option<CRule>>() + c.order.len() * 24 + c.by_handle.capacity() * 16 + c.gids.capacity() * 4;
                 for r in c.slots.iter().flatten() {
                     m += r.exprs.capacity() * std::mem::size_of::<CExpr>();
                     for e in &r.exprs {
-                        if let CExpr::Match { set: SetSlot::Anon(s), .. } = e {
-                            m += s.memory_bytes();
+                        match e {
+                            CExpr::Match { set: SetSlot::Anon(s), .. } | CExpr::Vmap { map: SetSlot::Anon(s), .. } => m += s.memory_bytes(),
+                            CExpr::Match { set: SetSlot::Small { ranges, .. }, .. } => m += ranges.len() * 32,
+                            _ => {}
                         }
+                        m += r.text.capacity();
                     }
                 }
             }
@@ -587,58 +649,91 @@ impl Compiled {
         m
     }
 
-    /// Insert a rule into a chain at a position (0 = first), without rebuilding the chain: the
-    /// rule takes a priority between its neighbours and only its own classifier entries are
-    /// added. Returns the rule's counter id.
-    pub fn insert_rule(&mut self, table: usize, chain: usize, pos: usize, rule: &ir::Rule) -> usize {
+    /// Insert a rule into a chain, without rebuilding the chain: the rule takes a priority
+    /// between its neighbours and only its own classifier entries are added. Returns the
+    /// rule's counter id and the handle it was given (a new one, unique in the table), or None
+    /// when `at` names a handle the chain does not have.
+    pub fn insert_rule(&mut self, table: usize, chain: usize, at: At, rule: &ir::Rule) -> Option<(usize, u64)> {
         let family = self.tables[table].family;
-        let c = &mut self.tables[table].chains[chain];
-        let pos = pos.min(c.order.len());
-        let prev = if pos == 0 { 0 } else { c.slots[c.order[pos - 1] as usize].as_ref().unwrap().prio };
-        let next = c.order.get(pos).map(|&s| c.slots[s as usize].as_ref().unwrap().prio).unwrap_or(prev.saturating_add(2 * PRIO_GAP));
+        let c = &self.tables[table].chains[chain];
+        let prio_of = |h: u64| c.by_handle.get(&h).map(|&s| c.slots[s as usize].as_ref().unwrap().prio);
+        let (prev, next) = match at {
+            At::First => (0, c.order.keys().next().copied()),
+            At::Last => (c.order.keys().next_back().copied().unwrap_or(0), None),
+            At::After(h) => {
+                let p = prio_of(h)?;
+                (p, c.order.range(p + 1..).next().map(|(&k, _)| k))
+            }
+            At::Before(h) => {
+                let p = prio_of(h)?;
+                (c.order.range(..p).next_back().map(|(&k, _)| k).unwrap_or(0), Some(p))
+            }
+        };
+        let next = next.unwrap_or(prev.saturating_add(2 * PRIO_GAP));
         if next - prev < 2 {
             // no room between the neighbours: renumber this chain's priorities
             self.renumber(table, chain);
-            return self.insert_rule(table, chain, pos, rule);
+            return self.insert_rule(table, chain, at, rule);
         }
         let prio = prev + (next - prev) / 2;
         let gid = self.rule_loc.len();
         let mut slots = Slots { limits: self.limit_slots, quotas: self.quota_slots };
-        let cr = compile_rule(rule, family, gid, prio, &mut slots);
+        let mut cr = compile_rule(rule, family, gid, prio, &mut slots);
+        self.tables[table].next_handle += 1;
+        cr.handle = self.tables[table].next_handle;
         self.limit_slots = slots.limits;
         self.quota_slots = slots.quotas;
         let c = &mut self.tables[table].chains[chain];
-        let slot = c.slots.len() as u32;
-        c.slots.push(Some(cr));
-        c.order.insert(pos, slot);
+        let handle = cr.handle;
+        let slot = match c.free.pop() {
+            Some(s) => {
+                c.slots[s as usize] = Some(cr);
+                c.gids[s as usize] = gid as u32;
+                s
+            }
+            None => {
+                c.slots.push(Some(cr));
+                c.gids.push(gid as u32);
+                (c.slots.len() - 1) as u32
+            }
+        };
+        c.order.insert(prio, slot);
+        c.by_handle.insert(handle, slot);
         if self.mode == Mode::Compiled {
             c.insert_entries(slot);
         }
         self.rule_loc.push((table as u32, chain as u32, slot));
-        gid
+        Some((gid, handle))
     }
 
     /// Remove the rule with a handle from a chain. Returns whether it existed.
     pub fn remove_rule(&mut self, table: usize, chain: usize, handle: u64) -> bool {
         let c = &mut self.tables[table].chains[chain];
-        let Some(pos) = c.order.iter().position(|&s| c.slots[s as usize].as_ref().is_some_and(|r| r.handle == handle)) else {
+        let Some(slot) = c.by_handle.remove(&handle) else {
             return false;
         };
-        let slot = c.order.remove(pos);
-        c.slots[slot as usize] = None;
-        c.v4.remove_rule(slot);
-        c.v6.remove_rule(slot);
+        let r = c.slots[slot as usize].take().unwrap();
+        c.order.remove(&r.prio);
+        c.free.push(slot);
+        if self.mode == Mode::Compiled {
+            c.v4.remove_rule(slot);
+            c.v6.remove_rule(slot);
+        }
         true
     }
 
     fn renumber(&mut self, table: usize, chain: usize) {
         let c = &mut self.tables[table].chains[chain];
-        for (i, &s) in c.order.iter().enumerate() {
-            c.slots[s as usize].as_mut().unwrap().prio = (i as u32 + 1) * PRIO_GAP;
+        let slots: Vec<u32> = c.order.values().copied().collect();
+        c.order.clear();
+        for (i, &s) in slots.iter().enumerate() {
+            let p = (i as u32 + 1) * PRIO_GAP;
+            c.slots[s as usize].as_mut().unwrap().prio = p;
+            c.order.insert(p, s);
         }
         let mut v4e = Vec::new();
         let mut v6e = Vec::new();
-        for &s in &c.order {
+        for &s in &slots {
             let r = c.slots[s as usize].as_ref().unwrap();
             if let Some(es) = rule_entries::<5>(r, s, false) {
                 v4e.extend(es);

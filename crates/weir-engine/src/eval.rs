@@ -11,7 +11,7 @@
 
 use crate::compile::*;
 use crate::hash::{jhash_key, symhash};
-use crate::sets::{KeyVals, SetIndex, MAX_KEY};
+use crate::sets::{KeyVals, MAX_KEY};
 use weir_lang::ir::{self, Key, KeyPart, MapValue, Policy, Source, Verdict};
 use weir_wire::{field::ifname_value, Field, LinkType, PacketMeta, L3};
 
@@ -241,10 +241,23 @@ impl<'a> Pkt<'a> {
     }
 }
 
-fn set_of<'a>(t: &'a CTable, s: &'a SetSlot) -> &'a SetIndex {
+#[inline]
+fn set_contains(t: &CTable, s: &SetSlot, k: &[u128]) -> bool {
     match s {
-        SetSlot::Named(i) => &t.sets[*i],
-        SetSlot::Anon(b) => b,
+        SetSlot::Named(i) => t.sets[*i].contains(k),
+        SetSlot::Anon(b) => b.contains(k),
+        SetSlot::Small { comps, ranges } => ranges
+            .chunks_exact(*comps)
+            .any(|e| e.iter().zip(k).all(|((lo, hi), v)| lo <= v && v <= hi)),
+    }
+}
+
+#[inline]
+fn set_get<'a>(t: &'a CTable, s: &'a SetSlot, k: &[u128]) -> Option<&'a MapValue> {
+    match s {
+        SetSlot::Named(i) => t.sets[*i].get(k),
+        SetSlot::Anon(b) => b.get(k),
+        SetSlot::Small { .. } => None,
     }
 }
 
@@ -255,7 +268,7 @@ fn eval_match(t: &CTable, key: &Key, negate: bool, set: &SetSlot, p: &Pkt, st: &
     let Some(n) = p.key(key, st, &mut kv) else {
         return false;
     };
-    set_of(t, set).contains(&kv[..n]) != negate
+    set_contains(t, set, &kv[..n]) != negate
 }
 
 /// The leading matches of a rule (before its first statement).
@@ -357,7 +370,7 @@ impl Engine {
     /// differential tests.
     pub fn first_candidate(&mut self, ti: usize, ci: usize, p: &Pkt) -> Option<usize> {
         let (_, slot) = self.next_rule(ti, ci, 0, p)?;
-        Some(self.rs.tables[ti].chains[ci].slots[slot as usize].as_ref().unwrap().gid)
+        Some(self.rs.tables[ti].chains[ci].gids[slot as usize] as usize)
     }
 
     fn run_chain(&mut self, ti: usize, base: usize, p: &mut Pkt) -> Decision {
@@ -439,7 +452,7 @@ impl Engine {
                     let Some(n) = p.key(key, st, &mut kv) else {
                         return Outcome::Next;
                     };
-                    match set_of(t, map).get(&kv[..n]) {
+                    match set_get(t, map, &kv[..n]) {
                         Some(MapValue::Verdict(v)) => {
                             let h = &mut st.rule_hits[r.gid];
                             h.0 += 1;
@@ -517,7 +530,7 @@ impl Engine {
                         CValue::Map { key, map } => {
                             let mut kv = [0u128; MAX_KEY];
                             match p.key(key, st, &mut kv) {
-                                Some(n) => match set_of(t, map).get(&kv[..n]) {
+                                Some(n) => match set_get(t, map, &kv[..n]) {
                                     Some(MapValue::Value(v)) => v.first().copied(),
                                     _ => None,
                                 },
@@ -552,9 +565,7 @@ fn self_policy(rs: &Compiled, ti: usize, ci: usize) -> Policy {
 }
 
 fn linear_next(t: &CTable, c: &CChain, from: u32, p: &Pkt, st: &mut State) -> Option<(u32, u32)> {
-    // the order is sorted by prio: start at the first rule with prio >= from
-    let start = c.order.partition_point(|&s| c.slots[s as usize].as_ref().unwrap().prio < from);
-    for &s in &c.order[start..] {
+    for (_, &s) in c.order.range(from..) {
         let r = c.slots[s as usize].as_ref().unwrap();
         let fam_ok = match p.pm.l3 {
             L3::Ipv4 => r.v4,

@@ -156,7 +156,8 @@ fn incremental_rule_and_element_updates() {
         // insert a rule at the top: drop port 22
         let (extra, _) = weir_lang::load_str("x.nft", "table ip f { chain fwd { tcp dport 22 drop } }").unwrap();
         let rule = extra.tables[0].chains[0].rules[0].clone();
-        e.rs.insert_rule(0, 0, 0, &rule);
+        let (_, h) = e.rs.insert_rule(0, 0, weir_engine::compile::At::First, &rule).unwrap();
+        assert_eq!(h, 3);
         e.sync_state();
         assert!(!run(&mut e, &p, Meta::default()).0.is_accept());
         // remove the port 80 rule (handle 2)

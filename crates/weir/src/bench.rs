@@ -154,10 +154,10 @@ fn bench_classbench(a: &ClassifyArgs, text: &str, trace: &[CbHeader]) -> anyhow:
         let t = Instant::now();
         cls.remove_rule(rule);
         del.push(t.elapsed().as_secs_f64() * 1e6);
+        let e = entries[i].clone();
         let t = Instant::now();
-        for e in entries.iter().filter(|e| e.rule == rule) {
-            cls.insert(e.clone());
-        }
+        // one entry per ClassBench rule (to_entries: rule i is entry i)
+        cls.insert(e);
         ins.push(t.elapsed().as_secs_f64() * 1e6);
     }
     // after the churn the answers must still be the same
@@ -198,7 +198,7 @@ fn bench_nft(a: &ClassifyArgs, trace: &[CbHeader]) -> anyhow::Result<Option<Repo
             .map(|h| (h.table, h.chain))
     };
     let (ti, ci) = pick(&compiled).context("the ruleset has no base chain")?;
-    let rules = compiled.tables[ti].chains[ci].order.len();
+    let rules = compiled.tables[ti].chains[ci].len();
     let mut ce = Engine::new(compiled);
     let mut le = Engine::new(linear);
     let metas: Vec<PacketMeta> = trace.iter().map(header_meta).collect();
@@ -233,22 +233,33 @@ fn bench_nft(a: &ClassifyArgs, trace: &[CbHeader]) -> anyhow::Result<Option<Repo
     }
     let compiled_mpps = n as f64 / t0.elapsed().as_secs_f64() / 1e6;
     std::hint::black_box(sink);
-    // single-rule updates: remove a rule by handle and put it back at its position
+    // single-rule updates: remove a rule by handle and put it back where it was (it gets a
+    // new handle, as in nftables)
     let chain_rules: Vec<weir_lang::ir::Rule> = rs.tables[ti].chains[ci].rules.clone();
+    let base_gid = first_gid(&rs, ti, ci);
+    // current handle -> index of the rule in the original chain
+    let mut orig: std::collections::HashMap<u64, usize> = chain_rules.iter().enumerate().map(|(i, r)| (r.handle, i)).collect();
     let mut ins = Vec::new();
     let mut del = Vec::new();
     let mut rng = Lcg(7);
     for _ in 0..a.updates.min(chain_rules.len()) {
         let c = &ce.rs.tables[ti].chains[ci];
-        let pos = rng.next(c.order.len());
-        let handle = c.slots[c.order[pos] as usize].as_ref().unwrap().handle;
-        let rule = chain_rules.iter().find(|r| r.handle == handle).cloned().unwrap();
+        let pos = rng.next(c.len());
+        let mut it = c.order.values().skip(pos.saturating_sub(1));
+        let prev = if pos == 0 { None } else { it.next().map(|&s| c.slots[s as usize].as_ref().unwrap().handle) };
+        let handle = it.next().map(|&s| c.slots[s as usize].as_ref().unwrap().handle).unwrap();
+        let idx = orig.remove(&handle).unwrap();
         let t = Instant::now();
         ce.rs.remove_rule(ti, ci, handle);
         del.push(t.elapsed().as_secs_f64() * 1e6);
+        let at = match prev {
+            Some(h) => weir_engine::compile::At::After(h),
+            None => weir_engine::compile::At::First,
+        };
         let t = Instant::now();
-        ce.rs.insert_rule(ti, ci, pos, &rule);
+        let (_, new_handle) = ce.rs.insert_rule(ti, ci, at, &chain_rules[idx]).context("re-insert")?;
         ins.push(t.elapsed().as_secs_f64() * 1e6);
+        orig.insert(new_handle, idx);
     }
     ce.sync_state();
     let after = metas
@@ -256,12 +267,11 @@ fn bench_nft(a: &ClassifyArgs, trace: &[CbHeader]) -> anyhow::Result<Option<Repo
         .zip(&compiled_ans)
         .filter(|(m, c)| {
             let p = Pkt { frame: &[], pm: m, meta, now_ns: 0 };
-            let got = ce.first_candidate(ti, ci, &p).map(|g| ce.rs.rule_loc[g]);
-            let want = c.map(|g| g);
-            // compare by position in the chain: gids change when rules are re-inserted
-            let pos_of = |loc: Option<(u32, u32, u32)>| loc.map(|(_, _, slot)| ce.rs.tables[ti].chains[ci].slots[slot as usize].as_ref().unwrap().handle);
-            let want_h = want.map(|g| rs.tables[ti].chains[ci].rules[g - first_gid(&rs, ti, ci)].handle);
-            pos_of(got) != want_h
+            let got = ce.first_candidate(ti, ci, &p).map(|g| {
+                let (_, _, slot) = ce.rs.rule_loc[g];
+                orig[&ce.rs.tables[ti].chains[ci].slots[slot as usize].as_ref().unwrap().handle]
+            });
+            got != c.map(|g| g - base_gid)
         })
         .count();
     Ok(Some(Report {
