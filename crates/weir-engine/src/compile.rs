@@ -15,7 +15,7 @@
 use crate::sets::SetIndex;
 use std::collections::{BTreeMap, HashMap};
 use weir_classify::{Classifier, Entry};
-use weir_lang::ir::{self, Element, Expr, Family, Hook, Key, Policy, SetRef, Source, Verdict};
+use weir_lang::ir::{self, Element, Expr, Family, Hook, Key, KeyPart, Policy, SetRef, Source, Verdict};
 use weir_wire::{Field, Layer};
 
 /// Distance between the priorities of consecutive rules at build time (room for insertions).
@@ -61,6 +61,32 @@ pub enum SetSlot {
 /// Inline sets up to this many elements are scanned instead of indexed.
 pub const SMALL_SET: usize = 16;
 
+impl CExpr {
+    /// True for pure matches (no side effect).
+    pub fn is_match(&self) -> bool {
+        matches!(self, CExpr::Cmp { .. } | CExpr::In { .. } | CExpr::Match { .. })
+    }
+
+    /// For a match on one plain field: the field, whether it is negated, and its ranges (None
+    /// for named sets).
+    pub fn single_field(&self) -> Option<(Field, bool, Option<Vec<(u128, u128)>>)> {
+        match self {
+            CExpr::Cmp { field, negate, lo, hi } => Some((*field, *negate, Some(vec![(*lo, *hi)]))),
+            CExpr::In { field, negate, set } => Some((*field, *negate, set.inline_ranges().map(|v| v.iter().map(|e| e[0]).collect()))),
+            _ => None,
+        }
+    }
+
+    /// The field layers a match reads (for implicit protocol requirements).
+    fn layers(&self, out: &mut Vec<Layer>) {
+        match self {
+            CExpr::Cmp { field, .. } | CExpr::In { field, .. } => out.push(field.layer()),
+            CExpr::Match { key, .. } => key_layers(key, out),
+            _ => {}
+        }
+    }
+}
+
 impl SetSlot {
     /// The elements' key ranges, for inline sets (the classifier indexes those).
     pub fn inline_ranges(&self) -> Option<Vec<&[(u128, u128)]>> {
@@ -75,19 +101,24 @@ impl SetSlot {
 /// A compiled rule item.
 #[derive(Clone, Debug)]
 pub enum CExpr {
+    /// One plain field against one value or range (most matches): no key vector, no set.
+    Cmp { field: Field, negate: bool, lo: u128, hi: u128 },
+    /// One plain field in a set.
+    In { field: Field, negate: bool, set: SetSlot },
+    /// The general form: a key (concatenation, masks, hashes) in a set.
     Match { key: Key, negate: bool, set: SetSlot },
     Vmap { key: Key, map: SetSlot },
     Verdict(Verdict),
     Counter { named: Option<usize> },
-    Log(ir::Log),
-    Limit { limit: ir::Limit, slot: usize },
-    Quota { quota: ir::Quota, slot: usize },
+    Log(Box<ir::Log>),
+    Limit { limit: Box<ir::Limit>, slot: usize },
+    Quota { quota: Box<ir::Quota>, slot: usize },
     Reject(ir::Reject),
-    Assign { field: Field, value: CValue },
+    Assign { field: Field, value: Box<CValue> },
     Numgen,
     /// Evaluated by the stateful engine (ct count, NAT, notrack, flow add, dynamic sets); the
     /// stateless engine passes over them and counts them.
-    Stateful(ir::Expr),
+    Stateful(Box<ir::Expr>),
 }
 
 #[derive(Clone, Debug)]
@@ -252,16 +283,7 @@ fn intersect(a: &[(u128, u128)], b: &[(u128, u128)]) -> Vec<(u128, u128)> {
 }
 
 fn index_dim(m: &CExpr, v6: bool) -> Dim {
-    let CExpr::Match { key, negate, set } = m else {
-        return Dim::Residual;
-    };
-    if key.len() != 1 || !key[0].is_plain() {
-        return Dim::Residual;
-    }
-    let Source::Field(f) = key[0].src else {
-        return Dim::Residual;
-    };
-    let Some(elems) = set.inline_ranges() else {
+    let Some((f, negate, Some(ranges))) = m.single_field() else {
         return Dim::Residual;
     };
     let dim = match f {
@@ -275,9 +297,9 @@ fn index_dim(m: &CExpr, v6: bool) -> Dim {
         Field::IpProtocol if !v6 => 4,
         _ => return Dim::Residual,
     };
-    let ranges: Vec<(u128, u128)> = merge(elems.iter().map(|e| e[0]).collect());
+    let ranges = merge(ranges);
     let max = full(f.bits());
-    let ranges = if *negate { complement(&ranges, max) } else { ranges };
+    let ranges = if negate { complement(&ranges, max) } else { ranges };
     Dim::Index(dim, ranges)
 }
 
@@ -312,9 +334,9 @@ fn rule_entries<const D: usize>(r: &CRule, slot: u32, v6: bool) -> Option<Vec<En
     let _ = proto_dim;
     for e in &r.exprs[..r.first_stmt] {
         // implicit protocol requirements of every field read
-        if let CExpr::Match { key, .. } = e {
+        {
             let mut layers = Vec::new();
-            key_layers(key, &mut layers);
+            e.layers(&mut layers);
             for l in layers {
                 let req: Option<Vec<(u128, u128)>> = match l {
                     Layer::Transport(p) => Some(vec![(p as u128, p as u128)]),
@@ -447,42 +469,49 @@ fn compile_set_ref(s: &SetRef) -> SetSlot {
 
 fn compile_expr(e: &Expr, slots: &mut Slots) -> CExpr {
     match e {
-        Expr::Match(m) => CExpr::Match { key: m.key.clone(), negate: m.negate, set: compile_set_ref(&m.set) },
+        Expr::Match(m) => {
+            let set = compile_set_ref(&m.set);
+            match (&m.key[..], &set) {
+                ([KeyPart { src: Source::Field(f), .. }], SetSlot::Small { comps: 1, ranges }) if m.key[0].is_plain() && ranges.len() == 1 => {
+                    CExpr::Cmp { field: *f, negate: m.negate, lo: ranges[0].0, hi: ranges[0].1 }
+                }
+                ([KeyPart { src: Source::Field(f), .. }], _) if m.key[0].is_plain() => CExpr::In { field: *f, negate: m.negate, set },
+                _ => CExpr::Match { key: m.key.clone(), negate: m.negate, set },
+            }
+        }
         Expr::Vmap { key, map } => CExpr::Vmap { key: key.clone(), map: compile_set_ref(map) },
         Expr::Verdict(v) => CExpr::Verdict(*v),
         Expr::Counter { named } => CExpr::Counter { named: *named },
-        Expr::Log(l) => CExpr::Log(l.clone()),
+        Expr::Log(l) => CExpr::Log(Box::new(l.clone())),
         Expr::Limit(l) => {
             slots.limits += 1;
-            CExpr::Limit { limit: l.clone(), slot: slots.limits - 1 }
+            CExpr::Limit { limit: Box::new(l.clone()), slot: slots.limits - 1 }
         }
         Expr::Quota(q) => {
             slots.quotas += 1;
-            CExpr::Quota { quota: q.clone(), slot: slots.quotas - 1 }
+            CExpr::Quota { quota: Box::new(q.clone()), slot: slots.quotas - 1 }
         }
         Expr::Reject(r) => CExpr::Reject(r.clone()),
         Expr::Assign { field, value } => CExpr::Assign {
             field: *field,
-            value: match value {
+            value: Box::new(match value {
                 ir::ValueExpr::Const(c) => CValue::Const(c.clone()),
                 ir::ValueExpr::Range(a, b) => CValue::Range(*a, *b),
                 ir::ValueExpr::Key(k) => CValue::Key(k.clone()),
                 ir::ValueExpr::Map { key, map } => CValue::Map { key: key.clone(), map: compile_set_ref(map) },
-            },
+            }),
         },
-        other => CExpr::Stateful(other.clone()),
+        other => CExpr::Stateful(Box::new(other.clone())),
     }
 }
 
 fn compile_rule(r: &ir::Rule, family: Family, gid: usize, prio: u32, slots: &mut Slots) -> CRule {
     let exprs: Vec<CExpr> = r.exprs.iter().map(|e| compile_expr(e, slots)).collect();
-    let first_stmt = exprs.iter().position(|e| !matches!(e, CExpr::Match { .. })).unwrap_or(exprs.len());
+    let first_stmt = exprs.iter().position(|e| !e.is_match()).unwrap_or(exprs.len());
     // which packet kinds can the leading matches accept at all
     let mut layers = Vec::new();
     for e in &exprs[..first_stmt] {
-        if let CExpr::Match { key, .. } = e {
-            key_layers(key, &mut layers);
-        }
+        e.layers(&mut layers);
     }
     let needs_v4 = layers.iter().any(|l| matches!(l, Layer::Ip4 | Layer::Icmp));
     let needs_v6 = layers.iter().any(|l| matches!(l, Layer::Ip6 | Layer::Icmp6));
@@ -625,28 +654,48 @@ impl Compiled {
         self.tables.iter().flat_map(|t| &t.chains).map(|c| c.order.len()).sum()
     }
 
-    /// Heap bytes of the compiled classifiers and sets (not the kept source text).
+    /// Heap bytes of the compiled form: classifiers, sets, rules (their items and text).
     pub fn memory_bytes(&self) -> usize {
-        let mut m = 0;
+        self.memory_breakdown().iter().map(|x| x.1).sum()
+    }
+
+    /// Heap bytes by part: classifiers, named sets, rule items, rule text, indexes.
+    pub fn memory_breakdown(&self) -> [(&'static str, usize); 5] {
+        let (mut cls, mut sets, mut items, mut text, mut index) = (0, 0, 0, 0, 0);
         for t in &self.tables {
-            m += t.sets.iter().map(|s| s.memory_bytes()).sum::<usize>();
+            sets += t.sets.iter().map(|s| s.memory_bytes()).sum::<usize>();
             for c in &t.chains {
-                m += c.v4.memory_bytes() + c.v6.memory_bytes();
-                m += c.slots.capacity() * std::mem::size_of::<Option<CRule>>() + c.order.len() * 24 + c.by_handle.capacity() * 16 + c.gids.capacity() * 4;
+                cls += c.v4.memory_bytes() + c.v6.memory_bytes();
+                index += c.slots.capacity() * std::mem::size_of::<Option<CRule>>() + c.order.len() * 24 + c.by_handle.capacity() * 17 + c.gids.capacity() * 4;
                 for r in c.slots.iter().flatten() {
-                    m += r.exprs.capacity() * std::mem::size_of::<CExpr>();
+                    items += r.exprs.capacity() * std::mem::size_of::<CExpr>();
                     for e in &r.exprs {
+                        let key_bytes = |k: &Key| k.capacity() * std::mem::size_of::<ir::KeyPart>();
                         match e {
-                            CExpr::Match { set: SetSlot::Anon(s), .. } | CExpr::Vmap { map: SetSlot::Anon(s), .. } => m += s.memory_bytes(),
-                            CExpr::Match { set: SetSlot::Small { ranges, .. }, .. } => m += ranges.len() * 32,
+                            CExpr::Match { key, set, .. } | CExpr::Vmap { key, map: set } => {
+                                items += key_bytes(key);
+                                match set {
+                                    SetSlot::Anon(s) => items += s.memory_bytes(),
+                                    SetSlot::Small { ranges, .. } => items += ranges.len() * 32,
+                                    SetSlot::Named(_) => {}
+                                }
+                            }
+                            CExpr::In { set, .. } => {
+                                match set {
+                                    SetSlot::Anon(s) => items += s.memory_bytes(),
+                                    SetSlot::Small { ranges, .. } => items += ranges.len() * 32,
+                                    SetSlot::Named(_) => {}
+                                }
+                            }
+                            CExpr::Log(_) | CExpr::Limit { .. } | CExpr::Quota { .. } | CExpr::Assign { .. } | CExpr::Stateful(_) => items += 64,
                             _ => {}
                         }
-                        m += r.text.capacity();
                     }
+                    text += r.text.capacity();
                 }
             }
         }
-        m
+        [("classifiers", cls), ("sets", sets), ("rule items", items), ("rule text", text), ("indexes", index)]
     }
 
     /// Insert a rule into a chain, without rebuilding the chain: the rule takes a priority
@@ -788,6 +837,12 @@ mod tests {
                 assert_eq!(inside(v), want, "{lo:x}-{hi:x} at {v:x}");
             }
         }
+    }
+
+    #[test]
+    fn sizes() {
+        eprintln!("CExpr {} KeyPart {} CRule {} SetSlot {}", std::mem::size_of::<CExpr>(), std::mem::size_of::<ir::KeyPart>(), std::mem::size_of::<CRule>(), std::mem::size_of::<SetSlot>());
+        assert!(std::mem::size_of::<CExpr>() <= 64);
     }
 
     #[test]

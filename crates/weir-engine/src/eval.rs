@@ -271,13 +271,27 @@ fn eval_match(t: &CTable, key: &Key, negate: bool, set: &SetSlot, p: &Pkt, st: &
     set_contains(t, set, &kv[..n]) != negate
 }
 
+/// Evaluate a pure match item (false for statements).
+#[inline]
+fn eval_item(t: &CTable, e: &CExpr, p: &Pkt, st: &mut State) -> bool {
+    match e {
+        CExpr::Cmp { field, negate, lo, hi } => match p.field(*field) {
+            Some(v) => (*lo <= v && v <= *hi) != *negate,
+            None => false,
+        },
+        CExpr::In { field, negate, set } => match p.field(*field) {
+            Some(v) => set_contains(t, set, &[v]) != *negate,
+            None => false,
+        },
+        CExpr::Match { key, negate, set } => eval_match(t, key, *negate, set, p, st),
+        _ => false,
+    }
+}
+
 /// The leading matches of a rule (before its first statement).
 #[inline]
 fn leading_ok(t: &CTable, r: &CRule, p: &Pkt, st: &mut State) -> bool {
-    r.exprs[..r.first_stmt].iter().all(|e| match e {
-        CExpr::Match { key, negate, set } => eval_match(t, key, *negate, set, p, st),
-        _ => true,
-    })
+    r.exprs[..r.first_stmt].iter().all(|e| eval_item(t, e, p, st))
 }
 
 enum Outcome {
@@ -442,8 +456,8 @@ impl Engine {
         let bytes = p.bytes();
         for e in &r.exprs[r.first_stmt..] {
             match e {
-                CExpr::Match { key, negate, set } => {
-                    if !eval_match(t, key, *negate, set, p, st) {
+                CExpr::Cmp { .. } | CExpr::In { .. } | CExpr::Match { .. } => {
+                    if !eval_item(t, e, p, st) {
                         return Outcome::Next;
                     }
                 }
@@ -520,7 +534,7 @@ impl Engine {
                     return Outcome::Reject;
                 }
                 CExpr::Assign { field, value } => {
-                    let v = match value {
+                    let v = match &**value {
                         CValue::Const(c) => c.first().copied(),
                         CValue::Range(a, _) => Some(*a),
                         CValue::Key(k) => {

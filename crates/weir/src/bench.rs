@@ -28,6 +28,10 @@ pub struct ClassifyArgs {
     /// Run the compiled classifier for at least this many seconds.
     #[arg(long, default_value_t = 1.0)]
     seconds: f64,
+    /// With an nft ruleset: stop the linear reference after this many seconds (0: run it over
+    /// the whole trace). Its headers are the ones compared; `linear_packets` says how many.
+    #[arg(long, default_value_t = 0.0)]
+    linear_seconds: f64,
     /// Number of single-rule deletes and inserts timed.
     #[arg(long, default_value_t = 1000)]
     updates: usize,
@@ -217,7 +221,7 @@ fn bench_nft(a: &ClassifyArgs, trace: &[CbHeader]) -> anyhow::Result<Option<Repo
             mismatches += 1;
         }
         lin_n += 1;
-        if t0.elapsed().as_secs_f64() > 60.0 {
+        if a.linear_seconds > 0.0 && t0.elapsed().as_secs_f64() > a.linear_seconds {
             break;
         }
     }

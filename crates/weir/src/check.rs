@@ -34,6 +34,8 @@ pub fn run(file: &Path, json: bool) -> anyhow::Result<ExitCode> {
         println!("  flowtables  {}", s.flowtables);
     }
     println!("  compiled in {ms:.1} ms, {} of memory", human_bytes(mem));
+    let parts: Vec<String> = c.memory_breakdown().iter().filter(|p| p.1 > 0).map(|(n, b)| format!("{n} {}", human_bytes(*b))).collect();
+    println!("              ({})", parts.join(", "));
     for t in &rs.tables {
         for ch in &t.chains {
             if let Some(b) = &ch.base {
