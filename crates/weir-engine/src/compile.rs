@@ -631,6 +631,9 @@ impl Compiled {
             });
         }
         for v in hooks.iter_mut() {
+            // the kernel registers a hook before the existing ones of the same priority
+            // (nf_hook_entries_grow), so base chains of equal priority run newest first
+            v.reverse();
             v.sort_by_key(|h| h.priority);
         }
         Compiled {

@@ -114,6 +114,17 @@ fn accept_ends_only_its_base_chain() {
 }
 
 #[test]
+fn equal_priority_base_chains_run_newest_first() {
+    // as the kernel: the chain registered last runs first among equal priorities
+    let mut es = engines(
+        "table ip a { chain c { type filter hook forward priority 0; meta mark set 1 } }\n\
+         table ip b { chain c { type filter hook forward priority 0; meta mark set 2 } }",
+    );
+    let (_, mark) = decide(&mut es, &tcp("198.18.0.1", "198.19.0.1", 80));
+    assert_eq!(mark, 1);
+}
+
+#[test]
 fn vmap_sets_concat_and_families() {
     let mut es = engines(
         "table inet f {\n\
