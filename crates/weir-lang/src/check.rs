@@ -744,6 +744,7 @@ fn lower_set(cx: &mut Cx, d: &ast::SetDecl, extra: &[&ast::Elem]) -> Set {
         span: d.span,
     };
     let elems: Vec<&ast::Elem> = d.elements.iter().chain(extra.iter().copied()).collect();
+    let mut seen = std::collections::HashSet::new();
     for e in elems {
         if let Some(el) = lower_elem(cx, &set, e) {
             if !set.interval && el.key.iter().any(|(lo, hi)| lo != hi) {
@@ -751,6 +752,10 @@ fn lower_set(cx: &mut Cx, d: &ast::SetDecl, extra: &[&ast::Elem]) -> Set {
                     Diagnostic::error(e.span, format!("set '{}' holds single values: this element is a range or prefix", set.name))
                         .note("add 'flags interval;' to the set declaration"),
                 );
+                continue;
+            }
+            // an element given twice is one element (as nftables merges it)
+            if !seen.insert(el.key.clone()) {
                 continue;
             }
             set.elements.push(el);
