@@ -15,7 +15,9 @@
 use crate::sets::SetIndex;
 use std::collections::{BTreeMap, HashMap};
 use weir_classify::{Classifier, Entry};
-use weir_lang::ir::{self, Element, Expr, Family, Hook, Key, KeyPart, Policy, SetRef, Source, Verdict};
+use weir_lang::ir::{
+    self, Element, Expr, Family, Hook, Key, KeyPart, Policy, SetRef, Source, Verdict,
+};
 use weir_wire::{Field, Layer};
 
 /// Distance between the priorities of consecutive rules at build time (room for insertions).
@@ -55,7 +57,10 @@ pub enum SetSlot {
     Anon(Box<SetIndex>),
     /// A small inline set (the common `tcp dport { 22, 80 }`, or a single value): its elements'
     /// ranges, `comps` per element, scanned in order.
-    Small { comps: usize, ranges: Box<[(u128, u128)]> },
+    Small {
+        comps: usize,
+        ranges: Box<[(u128, u128)]>,
+    },
 }
 
 /// Inline sets up to this many elements are scanned instead of indexed.
@@ -64,15 +69,28 @@ pub const SMALL_SET: usize = 16;
 impl CExpr {
     /// True for pure matches (no side effect).
     pub fn is_match(&self) -> bool {
-        matches!(self, CExpr::Cmp { .. } | CExpr::In { .. } | CExpr::Match { .. })
+        matches!(
+            self,
+            CExpr::Cmp { .. } | CExpr::In { .. } | CExpr::Match { .. }
+        )
     }
 
     /// For a match on one plain field: the field, whether it is negated, and its ranges (None
     /// for named sets).
     pub fn single_field(&self) -> Option<(Field, bool, Option<Vec<(u128, u128)>>)> {
         match self {
-            CExpr::Cmp { field, negate, lo, hi } => Some((*field, *negate, Some(vec![(*lo, *hi)]))),
-            CExpr::In { field, negate, set } => Some((*field, *negate, set.inline_ranges().map(|v| v.iter().map(|e| e[0]).collect()))),
+            CExpr::Cmp {
+                field,
+                negate,
+                lo,
+                hi,
+            } => Some((*field, *negate, Some(vec![(*lo, *hi)]))),
+            CExpr::In { field, negate, set } => Some((
+                *field,
+                *negate,
+                set.inline_ranges()
+                    .map(|v| v.iter().map(|e| e[0]).collect()),
+            )),
             _ => None,
         }
     }
@@ -102,19 +120,46 @@ impl SetSlot {
 #[derive(Clone, Debug)]
 pub enum CExpr {
     /// One plain field against one value or range (most matches): no key vector, no set.
-    Cmp { field: Field, negate: bool, lo: u128, hi: u128 },
+    Cmp {
+        field: Field,
+        negate: bool,
+        lo: u128,
+        hi: u128,
+    },
     /// One plain field in a set.
-    In { field: Field, negate: bool, set: SetSlot },
+    In {
+        field: Field,
+        negate: bool,
+        set: SetSlot,
+    },
     /// The general form: a key (concatenation, masks, hashes) in a set.
-    Match { key: Key, negate: bool, set: SetSlot },
-    Vmap { key: Key, map: SetSlot },
+    Match {
+        key: Key,
+        negate: bool,
+        set: SetSlot,
+    },
+    Vmap {
+        key: Key,
+        map: SetSlot,
+    },
     Verdict(Verdict),
-    Counter { named: Option<usize> },
+    Counter {
+        named: Option<usize>,
+    },
     Log(Box<ir::Log>),
-    Limit { limit: Box<ir::Limit>, slot: usize },
-    Quota { quota: Box<ir::Quota>, slot: usize },
+    Limit {
+        limit: Box<ir::Limit>,
+        slot: usize,
+    },
+    Quota {
+        quota: Box<ir::Quota>,
+        slot: usize,
+    },
     Reject(ir::Reject),
-    Assign { field: Field, value: Box<CValue> },
+    Assign {
+        field: Field,
+        value: Box<CValue>,
+    },
     Numgen,
     /// Evaluated by the stateful engine (ct count, NAT, notrack, flow add, dynamic sets); the
     /// stateless engine passes over them and counts them.
@@ -226,10 +271,16 @@ enum Dim {
 const PORT_PROTOS: [u64; 5] = [6, 17, 33, 132, 136];
 
 fn sport_field(f: Field) -> bool {
-    matches!(f, Field::TcpSport | Field::UdpSport | Field::SctpSport | Field::ThSport)
+    matches!(
+        f,
+        Field::TcpSport | Field::UdpSport | Field::SctpSport | Field::ThSport
+    )
 }
 fn dport_field(f: Field) -> bool {
-    matches!(f, Field::TcpDport | Field::UdpDport | Field::SctpDport | Field::ThDport)
+    matches!(
+        f,
+        Field::TcpDport | Field::UdpDport | Field::SctpDport | Field::ThDport
+    )
 }
 
 /// Union of ranges, sorted and merged.
@@ -291,15 +342,37 @@ fn index_dim(m: &CExpr, v6: bool) -> Dim {
         Field::IpDaddr if !v6 => 1,
         Field::Ip6Saddr if v6 => 0,
         Field::Ip6Daddr if v6 => 2,
-        f if sport_field(f) => if v6 { 4 } else { 2 },
-        f if dport_field(f) => if v6 { 5 } else { 3 },
-        Field::MetaL4proto => if v6 { 6 } else { 4 },
+        f if sport_field(f) => {
+            if v6 {
+                4
+            } else {
+                2
+            }
+        }
+        f if dport_field(f) => {
+            if v6 {
+                5
+            } else {
+                3
+            }
+        }
+        Field::MetaL4proto => {
+            if v6 {
+                6
+            } else {
+                4
+            }
+        }
         Field::IpProtocol if !v6 => 4,
         _ => return Dim::Residual,
     };
     let ranges = merge(ranges);
     let max = full(f.bits());
-    let ranges = if negate { complement(&ranges, max) } else { ranges };
+    let ranges = if negate {
+        complement(&ranges, max)
+    } else {
+        ranges
+    };
     Dim::Index(dim, ranges)
 }
 
@@ -316,7 +389,9 @@ fn rule_entries<const D: usize>(r: &CRule, slot: u32, v6: bool) -> Option<Vec<En
     } else {
         [u32::MAX as u128, u32::MAX as u128, 0x1_FFFF, 0x1_FFFF, 255]
     };
-    let mut dims: Vec<Vec<(u128, u128)>> = (0..ndims_logical).map(|i| vec![(0, logical_max[i])]).collect();
+    let mut dims: Vec<Vec<(u128, u128)>> = (0..ndims_logical)
+        .map(|i| vec![(0, logical_max[i])])
+        .collect();
     let mut residual = false;
     let to_logical = |d: usize| -> usize {
         if v6 {
@@ -340,7 +415,12 @@ fn rule_entries<const D: usize>(r: &CRule, slot: u32, v6: bool) -> Option<Vec<En
             for l in layers {
                 let req: Option<Vec<(u128, u128)>> = match l {
                     Layer::Transport(p) => Some(vec![(p as u128, p as u128)]),
-                    Layer::AnyPorts => Some(PORT_PROTOS.iter().map(|&p| (p as u128, p as u128)).collect()),
+                    Layer::AnyPorts => Some(
+                        PORT_PROTOS
+                            .iter()
+                            .map(|&p| (p as u128, p as u128))
+                            .collect(),
+                    ),
                     Layer::Icmp => Some(vec![(1, 1)]),
                     Layer::Icmp6 => Some(vec![(58, 58)]),
                     _ => None,
@@ -367,11 +447,18 @@ fn rule_entries<const D: usize>(r: &CRule, slot: u32, v6: bool) -> Option<Vec<En
     }
     // keep the expansion bounded: give up indexing the widest dimensions first
     loop {
-        let product: usize = dims.iter().map(|d| d.len()).fold(1usize, |a, b| a.saturating_mul(b));
+        let product: usize = dims
+            .iter()
+            .map(|d| d.len())
+            .fold(1usize, |a, b| a.saturating_mul(b));
         if product <= MAX_ENTRIES_PER_RULE {
             break;
         }
-        let (wi, _) = dims.iter().enumerate().max_by_key(|(_, d)| d.len()).unwrap();
+        let (wi, _) = dims
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, d)| d.len())
+            .unwrap();
         dims[wi] = vec![(0, logical_max[wi])];
         residual = true;
     }
@@ -402,7 +489,12 @@ fn rule_entries<const D: usize>(r: &CRule, slot: u32, v6: bool) -> Option<Vec<En
             }
         }
         debug_assert_eq!(p, D);
-        out.push(Entry { prio: r.prio, rule: slot, ranges, residual });
+        out.push(Entry {
+            prio: r.prio,
+            rule: slot,
+            ranges,
+            residual,
+        });
         // next combination
         let mut k = 0;
         loop {
@@ -461,7 +553,11 @@ fn compile_set_ref(s: &SetRef) -> SetSlot {
         SetRef::Named(i) => SetSlot::Named(*i),
         SetRef::Anon(a) if !a.is_map && a.elements.len() <= SMALL_SET => SetSlot::Small {
             comps: a.key_types.len().max(1),
-            ranges: a.elements.iter().flat_map(|e| e.key.iter().copied()).collect(),
+            ranges: a
+                .elements
+                .iter()
+                .flat_map(|e| e.key.iter().copied())
+                .collect(),
         },
         SetRef::Anon(a) => SetSlot::Anon(Box::new(SetIndex::build(a))),
     }
@@ -472,24 +568,56 @@ fn compile_expr(e: &Expr, slots: &mut Slots) -> CExpr {
         Expr::Match(m) => {
             let set = compile_set_ref(&m.set);
             match (&m.key[..], &set) {
-                ([KeyPart { src: Source::Field(f), .. }], SetSlot::Small { comps: 1, ranges }) if m.key[0].is_plain() && ranges.len() == 1 => {
-                    CExpr::Cmp { field: *f, negate: m.negate, lo: ranges[0].0, hi: ranges[0].1 }
-                }
-                ([KeyPart { src: Source::Field(f), .. }], _) if m.key[0].is_plain() => CExpr::In { field: *f, negate: m.negate, set },
-                _ => CExpr::Match { key: m.key.clone(), negate: m.negate, set },
+                (
+                    [KeyPart {
+                        src: Source::Field(f),
+                        ..
+                    }],
+                    SetSlot::Small { comps: 1, ranges },
+                ) if m.key[0].is_plain() && ranges.len() == 1 => CExpr::Cmp {
+                    field: *f,
+                    negate: m.negate,
+                    lo: ranges[0].0,
+                    hi: ranges[0].1,
+                },
+                (
+                    [KeyPart {
+                        src: Source::Field(f),
+                        ..
+                    }],
+                    _,
+                ) if m.key[0].is_plain() => CExpr::In {
+                    field: *f,
+                    negate: m.negate,
+                    set,
+                },
+                _ => CExpr::Match {
+                    key: m.key.clone(),
+                    negate: m.negate,
+                    set,
+                },
             }
         }
-        Expr::Vmap { key, map } => CExpr::Vmap { key: key.clone(), map: compile_set_ref(map) },
+        Expr::Vmap { key, map } => CExpr::Vmap {
+            key: key.clone(),
+            map: compile_set_ref(map),
+        },
         Expr::Verdict(v) => CExpr::Verdict(*v),
         Expr::Counter { named } => CExpr::Counter { named: *named },
         Expr::Log(l) => CExpr::Log(Box::new(l.clone())),
         Expr::Limit(l) => {
             slots.limits += 1;
-            CExpr::Limit { limit: Box::new(l.clone()), slot: slots.limits - 1 }
+            CExpr::Limit {
+                limit: Box::new(l.clone()),
+                slot: slots.limits - 1,
+            }
         }
         Expr::Quota(q) => {
             slots.quotas += 1;
-            CExpr::Quota { quota: Box::new(q.clone()), slot: slots.quotas - 1 }
+            CExpr::Quota {
+                quota: Box::new(q.clone()),
+                slot: slots.quotas - 1,
+            }
         }
         Expr::Reject(r) => CExpr::Reject(r.clone()),
         Expr::Assign { field, value } => CExpr::Assign {
@@ -498,7 +626,10 @@ fn compile_expr(e: &Expr, slots: &mut Slots) -> CExpr {
                 ir::ValueExpr::Const(c) => CValue::Const(c.clone()),
                 ir::ValueExpr::Range(a, b) => CValue::Range(*a, *b),
                 ir::ValueExpr::Key(k) => CValue::Key(k.clone()),
-                ir::ValueExpr::Map { key, map } => CValue::Map { key: key.clone(), map: compile_set_ref(map) },
+                ir::ValueExpr::Map { key, map } => CValue::Map {
+                    key: key.clone(),
+                    map: compile_set_ref(map),
+                },
             }),
         },
         other => CExpr::Stateful(Box::new(other.clone())),
@@ -507,17 +638,32 @@ fn compile_expr(e: &Expr, slots: &mut Slots) -> CExpr {
 
 fn compile_rule(r: &ir::Rule, family: Family, gid: usize, prio: u32, slots: &mut Slots) -> CRule {
     let exprs: Vec<CExpr> = r.exprs.iter().map(|e| compile_expr(e, slots)).collect();
-    let first_stmt = exprs.iter().position(|e| !e.is_match()).unwrap_or(exprs.len());
+    let first_stmt = exprs
+        .iter()
+        .position(|e| !e.is_match())
+        .unwrap_or(exprs.len());
     // which packet kinds can the leading matches accept at all
     let mut layers = Vec::new();
     for e in &exprs[..first_stmt] {
         e.layers(&mut layers);
     }
     let needs_v4 = layers.iter().any(|l| matches!(l, Layer::Ip4 | Layer::Icmp));
-    let needs_v6 = layers.iter().any(|l| matches!(l, Layer::Ip6 | Layer::Icmp6));
-    let needs_ip = layers.iter().any(|l| matches!(l, Layer::Transport(_) | Layer::AnyPorts)) || needs_v4 || needs_v6;
-    let fam_v4 = matches!(family, Family::Ip | Family::Inet | Family::Netdev | Family::Bridge);
-    let fam_v6 = matches!(family, Family::Ip6 | Family::Inet | Family::Netdev | Family::Bridge);
+    let needs_v6 = layers
+        .iter()
+        .any(|l| matches!(l, Layer::Ip6 | Layer::Icmp6));
+    let needs_ip = layers
+        .iter()
+        .any(|l| matches!(l, Layer::Transport(_) | Layer::AnyPorts))
+        || needs_v4
+        || needs_v6;
+    let fam_v4 = matches!(
+        family,
+        Family::Ip | Family::Inet | Family::Netdev | Family::Bridge
+    );
+    let fam_v6 = matches!(
+        family,
+        Family::Ip6 | Family::Inet | Family::Netdev | Family::Bridge
+    );
     CRule {
         handle: r.handle,
         text: r.text.clone(),
@@ -549,7 +695,9 @@ impl CChain {
 
     /// Live rules in order.
     pub fn rules(&self) -> impl Iterator<Item = &CRule> {
-        self.order.values().filter_map(|&s| self.slots[s as usize].as_ref())
+        self.order
+            .values()
+            .filter_map(|&s| self.slots[s as usize].as_ref())
     }
 
     /// Number of live rules.
@@ -563,7 +711,9 @@ impl CChain {
 
     /// The rule with a handle.
     pub fn rule(&self, handle: u64) -> Option<&CRule> {
-        self.by_handle.get(&handle).and_then(|&s| self.slots[s as usize].as_ref())
+        self.by_handle
+            .get(&handle)
+            .and_then(|&s| self.slots[s as usize].as_ref())
     }
 }
 
@@ -571,7 +721,10 @@ impl Compiled {
     /// Compile a checked ruleset.
     pub fn build(rs: &ir::Ruleset, mode: Mode) -> Compiled {
         let t0 = std::time::Instant::now();
-        let mut slots = Slots { limits: 0, quotas: 0 };
+        let mut slots = Slots {
+            limits: 0,
+            quotas: 0,
+        };
         let mut tables = Vec::new();
         let mut hooks: [Vec<HookEntry>; 7] = Default::default();
         let mut rule_loc = Vec::new();
@@ -596,9 +749,20 @@ impl Compiled {
                     }
                     crules.push(Some(cr));
                 }
-                let order = crules.iter().enumerate().map(|(i, r)| (r.as_ref().unwrap().prio, i as u32)).collect();
-                let by_handle = crules.iter().enumerate().map(|(i, r)| (r.as_ref().unwrap().handle, i as u32)).collect();
-                let gids = crules.iter().map(|r| r.as_ref().unwrap().gid as u32).collect();
+                let order = crules
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| (r.as_ref().unwrap().prio, i as u32))
+                    .collect();
+                let by_handle = crules
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| (r.as_ref().unwrap().handle, i as u32))
+                    .collect();
+                let gids = crules
+                    .iter()
+                    .map(|r| r.as_ref().unwrap().gid as u32)
+                    .collect();
                 chains.push(CChain {
                     name: c.name.clone(),
                     base: c.base.clone(),
@@ -626,7 +790,12 @@ impl Compiled {
                 chains,
                 sets,
                 set_names: t.sets.iter().map(|s| s.name.clone()).collect(),
-                next_handle: t.chains.iter().flat_map(|c| c.rules.iter().map(|r| r.handle)).max().unwrap_or(0),
+                next_handle: t
+                    .chains
+                    .iter()
+                    .flat_map(|c| c.rules.iter().map(|r| r.handle))
+                    .max()
+                    .unwrap_or(0),
                 ir: t.clone(),
             });
         }
@@ -654,7 +823,11 @@ impl Compiled {
 
     /// Number of rules.
     pub fn rule_count(&self) -> usize {
-        self.tables.iter().flat_map(|t| &t.chains).map(|c| c.order.len()).sum()
+        self.tables
+            .iter()
+            .flat_map(|t| &t.chains)
+            .map(|c| c.order.len())
+            .sum()
     }
 
     /// Heap bytes of the compiled form: classifiers, sets, rules (their items and text).
@@ -669,7 +842,10 @@ impl Compiled {
             sets += t.sets.iter().map(|s| s.memory_bytes()).sum::<usize>();
             for c in &t.chains {
                 cls += c.v4.memory_bytes() + c.v6.memory_bytes();
-                index += c.slots.capacity() * std::mem::size_of::<Option<CRule>>() + c.order.len() * 24 + c.by_handle.capacity() * 17 + c.gids.capacity() * 4;
+                index += c.slots.capacity() * std::mem::size_of::<Option<CRule>>()
+                    + c.order.len() * 24
+                    + c.by_handle.capacity() * 17
+                    + c.gids.capacity() * 4;
                 for r in c.slots.iter().flatten() {
                     items += r.exprs.capacity() * std::mem::size_of::<CExpr>();
                     for e in &r.exprs {
@@ -683,14 +859,16 @@ impl Compiled {
                                     SetSlot::Named(_) => {}
                                 }
                             }
-                            CExpr::In { set, .. } => {
-                                match set {
-                                    SetSlot::Anon(s) => items += s.memory_bytes(),
-                                    SetSlot::Small { ranges, .. } => items += ranges.len() * 32,
-                                    SetSlot::Named(_) => {}
-                                }
-                            }
-                            CExpr::Log(_) | CExpr::Limit { .. } | CExpr::Quota { .. } | CExpr::Assign { .. } | CExpr::Stateful(_) => items += 64,
+                            CExpr::In { set, .. } => match set {
+                                SetSlot::Anon(s) => items += s.memory_bytes(),
+                                SetSlot::Small { ranges, .. } => items += ranges.len() * 32,
+                                SetSlot::Named(_) => {}
+                            },
+                            CExpr::Log(_)
+                            | CExpr::Limit { .. }
+                            | CExpr::Quota { .. }
+                            | CExpr::Assign { .. }
+                            | CExpr::Stateful(_) => items += 64,
                             _ => {}
                         }
                     }
@@ -698,17 +876,33 @@ impl Compiled {
                 }
             }
         }
-        [("classifiers", cls), ("sets", sets), ("rule items", items), ("rule text", text), ("indexes", index)]
+        [
+            ("classifiers", cls),
+            ("sets", sets),
+            ("rule items", items),
+            ("rule text", text),
+            ("indexes", index),
+        ]
     }
 
     /// Insert a rule into a chain, without rebuilding the chain: the rule takes a priority
     /// between its neighbours and only its own classifier entries are added. Returns the
     /// rule's counter id and the handle it was given (a new one, unique in the table), or None
     /// when `at` names a handle the chain does not have.
-    pub fn insert_rule(&mut self, table: usize, chain: usize, at: At, rule: &ir::Rule) -> Option<(usize, u64)> {
+    pub fn insert_rule(
+        &mut self,
+        table: usize,
+        chain: usize,
+        at: At,
+        rule: &ir::Rule,
+    ) -> Option<(usize, u64)> {
         let family = self.tables[table].family;
         let c = &self.tables[table].chains[chain];
-        let prio_of = |h: u64| c.by_handle.get(&h).map(|&s| c.slots[s as usize].as_ref().unwrap().prio);
+        let prio_of = |h: u64| {
+            c.by_handle
+                .get(&h)
+                .map(|&s| c.slots[s as usize].as_ref().unwrap().prio)
+        };
         let (prev, next) = match at {
             At::First => (0, c.order.keys().next().copied()),
             At::Last => (c.order.keys().next_back().copied().unwrap_or(0), None),
@@ -718,7 +912,10 @@ impl Compiled {
             }
             At::Before(h) => {
                 let p = prio_of(h)?;
-                (c.order.range(..p).next_back().map(|(&k, _)| k).unwrap_or(0), Some(p))
+                (
+                    c.order.range(..p).next_back().map(|(&k, _)| k).unwrap_or(0),
+                    Some(p),
+                )
             }
         };
         let next = next.unwrap_or(prev.saturating_add(2 * PRIO_GAP));
@@ -729,7 +926,10 @@ impl Compiled {
         }
         let prio = prev + (next - prev) / 2;
         let gid = self.rule_loc.len();
-        let mut slots = Slots { limits: self.limit_slots, quotas: self.quota_slots };
+        let mut slots = Slots {
+            limits: self.limit_slots,
+            quotas: self.quota_slots,
+        };
         let mut cr = compile_rule(rule, family, gid, prio, &mut slots);
         self.tables[table].next_handle += 1;
         cr.handle = self.tables[table].next_handle;
@@ -811,7 +1011,14 @@ impl Compiled {
     /// Find a table and chain by name.
     pub fn find_chain(&self, table: &str, chain: &str) -> Option<(usize, usize)> {
         self.tables.iter().enumerate().find_map(|(ti, t)| {
-            (t.name == table).then(|| t.chains.iter().position(|c| c.name == chain).map(|ci| (ti, ci))).flatten()
+            (t.name == table)
+                .then(|| {
+                    t.chains
+                        .iter()
+                        .position(|c| c.name == chain)
+                        .map(|ci| (ti, ci))
+                })
+                .flatten()
         })
     }
 }
@@ -831,11 +1038,19 @@ mod tests {
         ];
         for (lo, hi) in cases {
             let boxes = split128(lo, hi);
-            let inside = |v: u128| boxes.iter().any(|((a, b), (c, d))| {
-                let (h, l) = ((v >> 64) as u64, v as u64);
-                *a <= h && h <= *b && *c <= l && l <= *d
-            });
-            for v in [lo, hi, lo.wrapping_sub(1), hi.wrapping_add(1), lo / 2 + hi / 2] {
+            let inside = |v: u128| {
+                boxes.iter().any(|((a, b), (c, d))| {
+                    let (h, l) = ((v >> 64) as u64, v as u64);
+                    *a <= h && h <= *b && *c <= l && l <= *d
+                })
+            };
+            for v in [
+                lo,
+                hi,
+                lo.wrapping_sub(1),
+                hi.wrapping_add(1),
+                lo / 2 + hi / 2,
+            ] {
                 let want = lo <= v && v <= hi;
                 assert_eq!(inside(v), want, "{lo:x}-{hi:x} at {v:x}");
             }
@@ -844,7 +1059,13 @@ mod tests {
 
     #[test]
     fn sizes() {
-        eprintln!("CExpr {} KeyPart {} CRule {} SetSlot {}", std::mem::size_of::<CExpr>(), std::mem::size_of::<ir::KeyPart>(), std::mem::size_of::<CRule>(), std::mem::size_of::<SetSlot>());
+        eprintln!(
+            "CExpr {} KeyPart {} CRule {} SetSlot {}",
+            std::mem::size_of::<CExpr>(),
+            std::mem::size_of::<ir::KeyPart>(),
+            std::mem::size_of::<CRule>(),
+            std::mem::size_of::<SetSlot>()
+        );
         assert!(std::mem::size_of::<CExpr>() <= 64);
     }
 
@@ -852,7 +1073,10 @@ mod tests {
     fn complement_and_intersect() {
         assert_eq!(complement(&[(10, 20)], 100), vec![(0, 9), (21, 100)]);
         assert_eq!(complement(&[(0, 100)], 100), vec![]);
-        assert_eq!(intersect(&[(0, 10), (20, 30)], &[(5, 25)]), vec![(5, 10), (20, 25)]);
+        assert_eq!(
+            intersect(&[(0, 10), (20, 30)], &[(5, 25)]),
+            vec![(5, 10), (20, 25)]
+        );
         assert_eq!(merge(vec![(5, 6), (1, 4), (8, 9)]), vec![(1, 6), (8, 9)]);
     }
 }

@@ -114,7 +114,8 @@ pub struct Pkt<'a> {
 
 impl<'a> Pkt<'a> {
     pub fn bytes(&self) -> u64 {
-        if matches!(self.pm.l3, L3::Ipv4 | L3::Ipv6) && self.pm.malformed.is_none_or(|m| !m.is_l3()) {
+        if matches!(self.pm.l3, L3::Ipv4 | L3::Ipv6) && self.pm.malformed.is_none_or(|m| !m.is_l3())
+        {
             self.pm.l3_len as u64
         } else {
             self.pm.len as u64
@@ -179,7 +180,12 @@ impl<'a> Pkt<'a> {
     fn part(&self, p: &KeyPart, st: &mut State) -> Option<u128> {
         let v = match &p.src {
             Source::Field(f) => self.field(*f)?,
-            Source::Jhash { key, modulus, seed, offset } => {
+            Source::Jhash {
+                key,
+                modulus,
+                seed,
+                offset,
+            } => {
                 let mut vals = [0u128; MAX_KEY];
                 let n = key.len().min(MAX_KEY);
                 for (i, kp) in key.iter().take(n).enumerate() {
@@ -192,9 +198,16 @@ impl<'a> Pkt<'a> {
                 let h = symhash(self.pm);
                 (((h as u64 * *modulus as u64) >> 32) as u32 + offset) as u128
             }
-            Source::Numgen { random, modulus, offset } => {
+            Source::Numgen {
+                random,
+                modulus,
+                offset,
+            } => {
                 if *random {
-                    st.rng = st.rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    st.rng = st
+                        .rng
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
                     let r = (st.rng >> 32) as u32;
                     (((r as u64 * *modulus as u64) >> 32) as u32 + offset) as u128
                 } else {
@@ -229,15 +242,31 @@ impl<'a> Pkt<'a> {
     #[inline]
     fn key4(&self) -> [u64; 5] {
         let pm = self.pm;
-        let (sp, dp) = if pm.has_ports { (pm.sport as u64, pm.dport as u64) } else { (NO_PORT, NO_PORT) };
+        let (sp, dp) = if pm.has_ports {
+            (pm.sport as u64, pm.dport as u64)
+        } else {
+            (NO_PORT, NO_PORT)
+        };
         [pm.saddr as u64, pm.daddr as u64, sp, dp, pm.l4proto as u64]
     }
 
     #[inline]
     fn key6(&self) -> [u64; 7] {
         let pm = self.pm;
-        let (sp, dp) = if pm.has_ports { (pm.sport as u64, pm.dport as u64) } else { (NO_PORT, NO_PORT) };
-        [(pm.saddr >> 64) as u64, pm.saddr as u64, (pm.daddr >> 64) as u64, pm.daddr as u64, sp, dp, pm.l4proto as u64]
+        let (sp, dp) = if pm.has_ports {
+            (pm.sport as u64, pm.dport as u64)
+        } else {
+            (NO_PORT, NO_PORT)
+        };
+        [
+            (pm.saddr >> 64) as u64,
+            pm.saddr as u64,
+            (pm.daddr >> 64) as u64,
+            pm.daddr as u64,
+            sp,
+            dp,
+            pm.l4proto as u64,
+        ]
     }
 }
 
@@ -275,7 +304,12 @@ fn eval_match(t: &CTable, key: &Key, negate: bool, set: &SetSlot, p: &Pkt, st: &
 #[inline]
 fn eval_item(t: &CTable, e: &CExpr, p: &Pkt, st: &mut State) -> bool {
     match e {
-        CExpr::Cmp { field, negate, lo, hi } => match p.field(*field) {
+        CExpr::Cmp {
+            field,
+            negate,
+            lo,
+            hi,
+        } => match p.field(*field) {
             Some(v) => (*lo <= v && v <= *hi) != *negate,
             None => false,
         },
@@ -291,7 +325,9 @@ fn eval_item(t: &CTable, e: &CExpr, p: &Pkt, st: &mut State) -> bool {
 /// The leading matches of a rule (before its first statement).
 #[inline]
 fn leading_ok(t: &CTable, r: &CRule, p: &Pkt, st: &mut State) -> bool {
-    r.exprs[..r.first_stmt].iter().all(|e| eval_item(t, e, p, st))
+    r.exprs[..r.first_stmt]
+        .iter()
+        .all(|e| eval_item(t, e, p, st))
 }
 
 enum Outcome {
@@ -302,7 +338,10 @@ enum Outcome {
 
 impl Engine {
     pub fn new(rs: Compiled) -> Engine {
-        let mut e = Engine { rs, st: State::default() };
+        let mut e = Engine {
+            rs,
+            st: State::default(),
+        };
         e.sync_state();
         e
     }
@@ -371,8 +410,12 @@ impl Engine {
         let st = &mut self.st;
         match self.rs.mode {
             Mode::Compiled => match p.pm.l3 {
-                L3::Ipv4 => c.v4.first_match(&p.key4(), from, |slot| leading_ok(t, c.slots[slot as usize].as_ref().unwrap(), p, st)),
-                L3::Ipv6 => c.v6.first_match(&p.key6(), from, |slot| leading_ok(t, c.slots[slot as usize].as_ref().unwrap(), p, st)),
+                L3::Ipv4 => c.v4.first_match(&p.key4(), from, |slot| {
+                    leading_ok(t, c.slots[slot as usize].as_ref().unwrap(), p, st)
+                }),
+                L3::Ipv6 => c.v6.first_match(&p.key6(), from, |slot| {
+                    leading_ok(t, c.slots[slot as usize].as_ref().unwrap(), p, st)
+                }),
                 _ => linear_next(t, c, from, p, st),
             },
             Mode::Linear => linear_next(t, c, from, p, st),
@@ -411,13 +454,19 @@ impl Engine {
             match self.exec_rule(ti, cur, slot, p) {
                 Outcome::Next => {}
                 Outcome::Reject => {
-                    let gid = self.rs.tables[ti].chains[cur].slots[slot as usize].as_ref().unwrap().gid;
+                    let gid = self.rs.tables[ti].chains[cur].slots[slot as usize]
+                        .as_ref()
+                        .unwrap()
+                        .gid;
                     return Decision::Drop(DropReason::Reject(gid));
                 }
                 Outcome::Verdict(v) => match v {
                     Verdict::Accept => return Decision::Accept,
                     Verdict::Drop => {
-                        let gid = self.rs.tables[ti].chains[cur].slots[slot as usize].as_ref().unwrap().gid;
+                        let gid = self.rs.tables[ti].chains[cur].slots[slot as usize]
+                            .as_ref()
+                            .unwrap()
+                            .gid;
                         return Decision::Drop(DropReason::Rule(gid));
                     }
                     Verdict::Continue => {}
@@ -575,7 +624,11 @@ impl Engine {
 }
 
 fn self_policy(rs: &Compiled, ti: usize, ci: usize) -> Policy {
-    rs.tables[ti].chains[ci].base.as_ref().map(|b| b.policy).unwrap_or(Policy::Accept)
+    rs.tables[ti].chains[ci]
+        .base
+        .as_ref()
+        .map(|b| b.policy)
+        .unwrap_or(Policy::Accept)
 }
 
 fn linear_next(t: &CTable, c: &CChain, from: u32, p: &Pkt, st: &mut State) -> Option<(u32, u32)> {
@@ -601,7 +654,8 @@ fn limit_pass(b: &mut Bucket, l: &ir::Limit, now_ns: u64, bytes: u64) -> bool {
     let nsecs = l.unit.seconds().saturating_mul(1_000_000_000);
     let rate = l.rate.max(1);
     let (max, cost) = if l.bytes {
-        let max = (nsecs as u128 * (rate + l.burst) as u128 / rate as u128).min(u64::MAX as u128) as u64;
+        let max =
+            (nsecs as u128 * (rate + l.burst) as u128 / rate as u128).min(u64::MAX as u128) as u64;
         let cost = (nsecs as u128 * bytes as u128 / rate as u128).min(u64::MAX as u128) as u64;
         (max, cost)
     } else {
@@ -613,7 +667,10 @@ fn limit_pass(b: &mut Bucket, l: &ir::Limit, now_ns: u64, bytes: u64) -> bool {
         b.tokens = max;
         b.last_ns = now_ns;
     }
-    let tokens = b.tokens.saturating_add(now_ns.saturating_sub(b.last_ns)).min(max);
+    let tokens = b
+        .tokens
+        .saturating_add(now_ns.saturating_sub(b.last_ns))
+        .min(max);
     b.last_ns = now_ns.max(b.last_ns);
     let within = if tokens >= cost {
         b.tokens = tokens - cost;

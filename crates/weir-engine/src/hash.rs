@@ -67,17 +67,39 @@ pub fn jhash(key: &[u8], initval: u32) -> u32 {
     if length == 0 {
         return c;
     }
-    if length >= 12 { c = c.wrapping_add(g(11) << 24); }
-    if length >= 11 { c = c.wrapping_add(g(10) << 16); }
-    if length >= 10 { c = c.wrapping_add(g(9) << 8); }
-    if length >= 9 { c = c.wrapping_add(g(8)); }
-    if length >= 8 { b = b.wrapping_add(g(7) << 24); }
-    if length >= 7 { b = b.wrapping_add(g(6) << 16); }
-    if length >= 6 { b = b.wrapping_add(g(5) << 8); }
-    if length >= 5 { b = b.wrapping_add(g(4)); }
-    if length >= 4 { a = a.wrapping_add(g(3) << 24); }
-    if length >= 3 { a = a.wrapping_add(g(2) << 16); }
-    if length >= 2 { a = a.wrapping_add(g(1) << 8); }
+    if length >= 12 {
+        c = c.wrapping_add(g(11) << 24);
+    }
+    if length >= 11 {
+        c = c.wrapping_add(g(10) << 16);
+    }
+    if length >= 10 {
+        c = c.wrapping_add(g(9) << 8);
+    }
+    if length >= 9 {
+        c = c.wrapping_add(g(8));
+    }
+    if length >= 8 {
+        b = b.wrapping_add(g(7) << 24);
+    }
+    if length >= 7 {
+        b = b.wrapping_add(g(6) << 16);
+    }
+    if length >= 6 {
+        b = b.wrapping_add(g(5) << 8);
+    }
+    if length >= 5 {
+        b = b.wrapping_add(g(4));
+    }
+    if length >= 4 {
+        a = a.wrapping_add(g(3) << 24);
+    }
+    if length >= 3 {
+        a = a.wrapping_add(g(2) << 16);
+    }
+    if length >= 2 {
+        a = a.wrapping_add(g(1) << 8);
+    }
     a = a.wrapping_add(g(0));
     final_(&mut a, &mut b, &mut c);
     c
@@ -102,10 +124,18 @@ pub fn jhash_key(vals: &[u128], parts: &[KeyPart], seed: u32) -> u32 {
 
 /// A symmetric hash of the flow: the same for both directions of a connection.
 pub fn symhash(pm: &PacketMeta) -> u32 {
-    let (a, b) = if pm.saddr <= pm.daddr { (pm.saddr, pm.daddr) } else { (pm.daddr, pm.saddr) };
+    let (a, b) = if pm.saddr <= pm.daddr {
+        (pm.saddr, pm.daddr)
+    } else {
+        (pm.daddr, pm.saddr)
+    };
     let (p, q) = if pm.has_ports {
         let (x, y) = (pm.sport, pm.dport);
-        if (pm.saddr, x) <= (pm.daddr, y) { (x, y) } else { (y, x) }
+        if (pm.saddr, x) <= (pm.daddr, y) {
+            (x, y)
+        } else {
+            (y, x)
+        }
     } else {
         (0, 0)
     };

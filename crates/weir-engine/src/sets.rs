@@ -60,7 +60,11 @@ fn hash_key(k: &[u128]) -> u64 {
 impl SetIndex {
     pub fn build(set: &Set) -> SetIndex {
         let comps = set.key_types.len().max(1);
-        let has_ranges = set.interval || set.elements.iter().any(|e| e.key.iter().any(|(a, b)| a != b));
+        let has_ranges = set.interval
+            || set
+                .elements
+                .iter()
+                .any(|e| e.key.iter().any(|(a, b)| a != b));
         let index = match (comps, has_ranges) {
             (1, false) => Index::Points(HashMap::new()),
             (1, true) => Index::Intervals(BTreeMap::new()),
@@ -243,7 +247,9 @@ impl SetIndex {
             Index::Points(m) => m.capacity() * 24,
             Index::Intervals(v) => v.len() * 64,
             Index::ConcatPoints(m) => m.capacity() * 40 + self.live * 4,
-            Index::ConcatRanges { by_first, wide } => by_first.capacity() * 48 + self.live * 4 + wide.capacity() * 4,
+            Index::ConcatRanges { by_first, wide } => {
+                by_first.capacity() * 48 + self.live * 4 + wide.capacity() * 4
+            }
         };
         el + ix
     }
@@ -297,7 +303,11 @@ mod tests {
             size: None,
             elements: keys
                 .iter()
-                .map(|k| Element { key: k.clone(), data: None, timeout_ms: None })
+                .map(|k| Element {
+                    key: k.clone(),
+                    data: None,
+                    timeout_ms: None,
+                })
                 .collect(),
             span: Default::default(),
         }
@@ -320,15 +330,27 @@ mod tests {
         assert!(s.contains(&[1]));
         assert!(s.remove(&[(1, 1)]));
         assert!(!s.contains(&[1]));
-        assert!(s.insert(Element { key: vec![(7, 7)], data: None, timeout_ms: None }));
-        assert!(!s.insert(Element { key: vec![(7, 7)], data: None, timeout_ms: None }));
+        assert!(s.insert(Element {
+            key: vec![(7, 7)],
+            data: None,
+            timeout_ms: None
+        }));
+        assert!(!s.insert(Element {
+            key: vec![(7, 7)],
+            data: None,
+            timeout_ms: None
+        }));
         assert!(s.contains(&[7]) && s.contains(&[2]));
         assert_eq!(s.len(), 2);
     }
 
     #[test]
     fn concat() {
-        let s = SetIndex::build(&set(&[vec![(1, 1), (22, 22)], vec![(2, 2), (80, 90)], vec![(0, 9), (443, 443)]]));
+        let s = SetIndex::build(&set(&[
+            vec![(1, 1), (22, 22)],
+            vec![(2, 2), (80, 90)],
+            vec![(0, 9), (443, 443)],
+        ]));
         assert!(s.contains(&[1, 22]));
         assert!(!s.contains(&[1, 23]));
         assert!(s.contains(&[2, 85]));

@@ -22,8 +22,13 @@ fn addr_expr() -> impl Strategy<Value = String> {
         (0u8..4, 0u8..2).prop_map(|(i, j)| format!("198.18.{i}.{}/30", j * 4)),
         Just("198.18.0.0/16".to_string()),
         (0u8..4, 0u8..4, 4u8..8).prop_map(|(i, a, b)| format!("{}-{}", v4(i, a), v4(i, b))),
-        proptest::collection::vec((0u8..4, 0u8..8), 1..4)
-            .prop_map(|v| format!("{{ {} }}", v.iter().map(|(i, j)| v4(*i, *j)).collect::<Vec<_>>().join(", "))),
+        proptest::collection::vec((0u8..4, 0u8..8), 1..4).prop_map(|v| format!(
+            "{{ {} }}",
+            v.iter()
+                .map(|(i, j)| v4(*i, *j))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
     ]
 }
 
@@ -32,7 +37,13 @@ fn port_expr() -> impl Strategy<Value = String> {
         prop::sample::select(vec![22u16, 53, 80, 443, 1000, 1001]).prop_map(|p| p.to_string()),
         (1000u16..1003, 1u16..3).prop_map(|(a, n)| format!("{a}-{}", a + n)),
         proptest::collection::vec(prop::sample::select(vec![22u16, 53, 80, 443, 1000]), 1..4)
-            .prop_map(|v| format!("{{ {} }}", v.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", "))),
+            .prop_map(|v| format!(
+                "{{ {} }}",
+                v.iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
     ]
 }
 
@@ -44,12 +55,28 @@ fn match_item() -> impl Strategy<Value = String> {
     prop_oneof![
         (neg(), addr_expr()).prop_map(|(n, a)| format!("ip saddr {n}{a}")),
         (neg(), addr_expr()).prop_map(|(n, a)| format!("ip daddr {n}{a}")),
-        (prop::sample::select(vec!["tcp", "udp", "th"]), prop::sample::select(vec!["sport", "dport"]), neg(), port_expr())
+        (
+            prop::sample::select(vec!["tcp", "udp", "th"]),
+            prop::sample::select(vec!["sport", "dport"]),
+            neg(),
+            port_expr()
+        )
             .prop_map(|(p, f, n, v)| format!("{p} {f} {n}{v}")),
-        prop::sample::select(vec!["tcp", "udp", "icmp", "{ tcp, udp }"]).prop_map(|p| format!("meta l4proto {p}")),
+        prop::sample::select(vec!["tcp", "udp", "icmp", "{ tcp, udp }"])
+            .prop_map(|p| format!("meta l4proto {p}")),
         (neg(), 0u32..3).prop_map(|(n, m)| format!("meta mark {n}{m}")),
-        prop::sample::select(vec!["iifname \"lan0\"", "iifname \"wan*\"", "oifname != \"wan0\""]).prop_map(|s| s.to_string()),
-        prop::sample::select(vec!["tcp flags syn", "tcp flags & (syn|ack) == ack", "tcp flags != rst"]).prop_map(|s| s.to_string()),
+        prop::sample::select(vec![
+            "iifname \"lan0\"",
+            "iifname \"wan*\"",
+            "oifname != \"wan0\""
+        ])
+        .prop_map(|s| s.to_string()),
+        prop::sample::select(vec![
+            "tcp flags syn",
+            "tcp flags & (syn|ack) == ack",
+            "tcp flags != rst"
+        ])
+        .prop_map(|s| s.to_string()),
         Just("ip saddr @s4".to_string()),
         Just("ip saddr . tcp dport @c4".to_string()),
         Just("ip6 saddr @s6".to_string()),
@@ -60,7 +87,10 @@ fn match_item() -> impl Strategy<Value = String> {
 }
 
 fn stmt_item() -> impl Strategy<Value = String> {
-    prop_oneof![Just("counter".to_string()), (0u32..3).prop_map(|m| format!("meta mark set {m}"))]
+    prop_oneof![
+        Just("counter".to_string()),
+        (0u32..3).prop_map(|m| format!("meta mark set {m}"))
+    ]
 }
 
 fn verdict(chain: usize) -> BoxedStrategy<String> {
@@ -162,7 +192,17 @@ fn packet() -> impl Strategy<Value = P> {
         0u32..3,
         prop::sample::select(vec!["lan0", "wan0", "wan1"]),
     )
-        .prop_map(|(v6, src, dst, proto, sport, dport, flags, mark, iif)| P { v6, src, dst, proto, sport, dport, flags, mark, iif })
+        .prop_map(|(v6, src, dst, proto, sport, dport, flags, mark, iif)| P {
+            v6,
+            src,
+            dst,
+            proto,
+            sport,
+            dport,
+            flags,
+            mark,
+            iif,
+        })
 }
 
 fn frame(p: &P) -> Vec<u8> {
@@ -184,7 +224,10 @@ fn frame(p: &P) -> Vec<u8> {
 }
 
 fn cases() -> u32 {
-    std::env::var("WEIR_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(96)
+    std::env::var("WEIR_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(96)
 }
 
 proptest! {

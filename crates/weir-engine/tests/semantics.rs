@@ -7,13 +7,23 @@ use weir_wire::build;
 use weir_wire::{LinkType, PacketMeta};
 
 fn engines(rules: &str) -> Vec<Engine> {
-    let (rs, _) = weir_lang::load_str("t.nft", rules).map_err(|(sm, d)| weir_lang::diag::render_all(&d, &sm)).unwrap();
-    vec![Engine::new(Compiled::build(&rs, Mode::Compiled)), Engine::new(Compiled::build(&rs, Mode::Linear))]
+    let (rs, _) = weir_lang::load_str("t.nft", rules)
+        .map_err(|(sm, d)| weir_lang::diag::render_all(&d, &sm))
+        .unwrap();
+    vec![
+        Engine::new(Compiled::build(&rs, Mode::Compiled)),
+        Engine::new(Compiled::build(&rs, Mode::Linear)),
+    ]
 }
 
 fn run(e: &mut Engine, frame: &[u8], meta: Meta) -> (Decision, u32) {
     let pm = PacketMeta::parse(frame, LinkType::Ethernet);
-    let mut p = Pkt { frame, pm: &pm, meta, now_ns: 0 };
+    let mut p = Pkt {
+        frame,
+        pm: &pm,
+        meta,
+        now_ns: 0,
+    };
     let d = e.process(Hook::Forward, &mut p);
     (d, p.meta.mark)
 }
@@ -28,7 +38,10 @@ fn tcp(src: &str, dst: &str, dport: u16) -> Vec<u8> {
 
 /// The verdict of every engine must agree; returns it.
 fn decide(es: &mut [Engine], frame: &[u8]) -> (Decision, u32) {
-    let r: Vec<_> = es.iter_mut().map(|e| run(e, frame, Meta::with_ifnames("lan0", "wan0"))).collect();
+    let r: Vec<_> = es
+        .iter_mut()
+        .map(|e| run(e, frame, Meta::with_ifnames("lan0", "wan0")))
+        .collect();
     assert_eq!(r[0], r[1], "compiled and linear disagree");
     r[0]
 }
@@ -148,8 +161,14 @@ fn vmap_sets_concat_and_families() {
     assert!(!accepted(&mut es, &tcp("198.18.9.9", "198.19.0.1", 8081)));
     assert!(accepted(&mut es, &tcp("198.18.9.9", "198.19.0.1", 8082)));
     let v6 = |s: &str| s.parse::<Ipv6Addr>().unwrap();
-    assert!(accepted(&mut es, &build::tcp6(v6("2001:db8:0:1::1"), v6("2001:db8:1::1"), 1, 2, 2, &[])));
-    assert!(!accepted(&mut es, &build::tcp6(v6("2001:db8:1::1"), v6("2001:db8::1"), 1, 2, 2, &[])));
+    assert!(accepted(
+        &mut es,
+        &build::tcp6(v6("2001:db8:0:1::1"), v6("2001:db8:1::1"), 1, 2, 2, &[])
+    ));
+    assert!(!accepted(
+        &mut es,
+        &build::tcp6(v6("2001:db8:1::1"), v6("2001:db8::1"), 1, 2, 2, &[])
+    ));
 }
 
 #[test]
@@ -160,38 +179,65 @@ fn incremental_rule_and_element_updates() {
         let mut e = Engine::new(Compiled::build(&rs, mode));
         let p = tcp("198.18.0.1", "198.19.0.1", 22);
         assert!(run(&mut e, &p, Meta::default()).0.is_accept());
-        e.rs.add_element(0, 0, weir_lang::ir::Element { key: vec![(0xc612_0001, 0xc612_0001)], data: None, timeout_ms: None });
+        e.rs.add_element(
+            0,
+            0,
+            weir_lang::ir::Element {
+                key: vec![(0xc612_0001, 0xc612_0001)],
+                data: None,
+                timeout_ms: None,
+            },
+        );
         assert!(!run(&mut e, &p, Meta::default()).0.is_accept());
         assert!(e.rs.remove_element(0, 0, &[(0xc612_0001, 0xc612_0001)]));
         assert!(run(&mut e, &p, Meta::default()).0.is_accept());
         // insert a rule at the top: drop port 22
-        let (extra, _) = weir_lang::load_str("x.nft", "table ip f { chain fwd { tcp dport 22 drop } }").unwrap();
+        let (extra, _) =
+            weir_lang::load_str("x.nft", "table ip f { chain fwd { tcp dport 22 drop } }").unwrap();
         let rule = extra.tables[0].chains[0].rules[0].clone();
-        let (_, h) = e.rs.insert_rule(0, 0, weir_engine::compile::At::First, &rule).unwrap();
+        let (_, h) =
+            e.rs.insert_rule(0, 0, weir_engine::compile::At::First, &rule)
+                .unwrap();
         assert_eq!(h, 3);
         e.sync_state();
         assert!(!run(&mut e, &p, Meta::default()).0.is_accept());
         // remove the port 80 rule (handle 2)
         assert!(e.rs.remove_rule(0, 0, 2));
-        assert!(run(&mut e, &tcp("198.18.0.1", "198.19.0.1", 80), Meta::default()).0.is_accept());
+        assert!(run(
+            &mut e,
+            &tcp("198.18.0.1", "198.19.0.1", 80),
+            Meta::default()
+        )
+        .0
+        .is_accept());
         assert_eq!(e.rs.rule_count(), 2);
     }
 }
 
 #[test]
 fn malformed_packets_take_the_policy() {
-    let mut es = engines("table ip f { chain fwd { type filter hook forward priority 0; policy drop; accept } }");
+    let mut es = engines(
+        "table ip f { chain fwd { type filter hook forward priority 0; policy drop; accept } }",
+    );
     let mut bad = tcp("198.18.0.1", "198.19.0.1", 80);
     bad[14] = 0x43; // IHL 3
     let (d, _) = decide(&mut es, &bad);
-    assert!(matches!(d, Decision::Drop(DropReason::Malformed(_))), "{d:?}");
+    assert!(
+        matches!(d, Decision::Drop(DropReason::Malformed(_))),
+        "{d:?}"
+    );
     // a truncated TCP header: rules run, tcp fields are absent
     let mut es = engines("table ip f { chain fwd { type filter hook forward priority 0; policy accept; tcp dport 80 drop; meta l4proto tcp counter drop } }");
     let full = tcp("198.18.0.1", "198.19.0.1", 80);
     let mut cut = full.clone();
     build::hostile::set_ipv4_total_length(&mut cut, LinkType::Ethernet, 30);
     cut.truncate(14 + 30);
-    assert_eq!(PacketMeta::parse(&cut, LinkType::Ethernet).malformed.map(|m| m.reason()), Some("truncated-tcp"));
+    assert_eq!(
+        PacketMeta::parse(&cut, LinkType::Ethernet)
+            .malformed
+            .map(|m| m.reason()),
+        Some("truncated-tcp")
+    );
     let (d, _) = decide(&mut es, &cut);
     assert!(matches!(d, Decision::Drop(DropReason::Rule(1))), "{d:?}");
 }
@@ -209,7 +255,12 @@ fn limit_and_quota() {
             .iter_mut()
             .map(|e| {
                 let pm = PacketMeta::parse(&p, LinkType::Ethernet);
-                let mut k = Pkt { frame: &p, pm: &pm, meta: Meta::default(), now_ns: t };
+                let mut k = Pkt {
+                    frame: &p,
+                    pm: &pm,
+                    meta: Meta::default(),
+                    now_ns: t,
+                };
                 e.process(Hook::Forward, &mut k).is_accept()
             })
             .collect();

@@ -30,7 +30,11 @@ pub enum Val {
 impl Val {
     pub fn span(&self) -> Span {
         match self {
-            Val::Word(_, s) | Val::Str(_, s) | Val::List(_, s) | Val::Concat(_, s) | Val::Set(_, s) => *s,
+            Val::Word(_, s)
+            | Val::Str(_, s)
+            | Val::List(_, s)
+            | Val::Concat(_, s)
+            | Val::Set(_, s) => *s,
             Val::Range(a, b) | Val::Prefix(a, b) => a.span().to(b.span()),
         }
     }
@@ -185,7 +189,11 @@ pub enum Item {
         span: Span,
     },
     /// `lhs vmap <set>`
-    Vmap { key: Expr, map: SetRef, span: Span },
+    Vmap {
+        key: Expr,
+        map: SetRef,
+        span: Span,
+    },
     Verdict(VerdictAst),
     /// `counter [packets N bytes M]` or `counter name NAME`
     Counter {
@@ -195,7 +203,10 @@ pub enum Item {
         span: Span,
     },
     /// `log [prefix S] [level L] [group N] [snaplen N] [queue-threshold N] [flags ...]`
-    Log { options: Vec<(Ident, Option<Val>)>, span: Span },
+    Log {
+        options: Vec<(Ident, Option<Val>)>,
+        span: Span,
+    },
     /// `limit rate [over] N/unit [burst N packets|bytes]` or `limit rate [over] N bytes/unit`
     Limit {
         over: bool,
@@ -217,7 +228,11 @@ pub enum Item {
         span: Span,
     },
     /// `<selector> set <expr>`
-    Assign { target: Expr, value: Expr, span: Span },
+    Assign {
+        target: Expr,
+        value: Expr,
+        span: Span,
+    },
     /// `snat|dnat [ip|ip6] [to] <addr expr>[:port] [flags]`, `masquerade [to :ports] [flags]`,
     /// `redirect [to :port] [flags]`
     Nat {

@@ -68,8 +68,11 @@ fn family_of(id: &Option<ast::Ident>, diags: &mut Vec<Diagnostic>) -> Family {
         Some("netdev") => Family::Netdev,
         Some(other) => {
             diags.push(
-                Diagnostic::error(id.as_ref().unwrap().span, format!("unknown family '{other}'"))
-                    .note("families: ip, ip6, inet, arp, bridge, netdev"),
+                Diagnostic::error(
+                    id.as_ref().unwrap().span,
+                    format!("unknown family '{other}'"),
+                )
+                .note("families: ip, ip6, inet, arp, bridge, netdev"),
             );
             Family::Ip
         }
@@ -109,10 +112,13 @@ impl<'a> Accum<'a> {
             .iter()
             .position(|t| t.family == family && t.name == name.name);
         if i.is_none() {
-            diags.push(Diagnostic::error(
-                name.span,
-                format!("no table '{} {}'", family.name(), name.name),
-            ).note("declare it first: table FAMILY NAME { ... } or add table FAMILY NAME"));
+            diags.push(
+                Diagnostic::error(
+                    name.span,
+                    format!("no table '{} {}'", family.name(), name.name),
+                )
+                .note("declare it first: table FAMILY NAME { ... } or add table FAMILY NAME"),
+            );
         }
         i
     }
@@ -175,7 +181,10 @@ impl<'a> Accum<'a> {
                         ast::Position::Start => 0,
                         ast::Position::Handle(v, after) => {
                             let Some(hv) = val_u64(v) else {
-                                diags.push(Diagnostic::error(v.span(), "expected a rule handle (a number)"));
+                                diags.push(Diagnostic::error(
+                                    v.span(),
+                                    "expected a rule handle (a number)",
+                                ));
                                 continue;
                             };
                             match rules.iter().position(|(rh, _)| *rh == hv) {
@@ -191,14 +200,21 @@ impl<'a> Accum<'a> {
                         }
                         ast::Position::Index(v, after) => {
                             let Some(iv) = val_u64(v) else {
-                                diags.push(Diagnostic::error(v.span(), "expected a rule index (a number)"));
+                                diags.push(Diagnostic::error(
+                                    v.span(),
+                                    "expected a rule index (a number)",
+                                ));
                                 continue;
                             };
                             let iv = iv as usize;
                             if iv >= rules.len() {
                                 diags.push(Diagnostic::error(
                                     v.span(),
-                                    format!("chain {} has {} rules; index {iv} is out of range", chain.name, rules.len()),
+                                    format!(
+                                        "chain {} has {} rules; index {iv} is out of range",
+                                        chain.name,
+                                        rules.len()
+                                    ),
                                 ));
                                 continue;
                             }
@@ -242,17 +258,30 @@ impl<'a> Accum<'a> {
                     let t = &mut self.tables[ti];
                     match (what.name.as_str(), name) {
                         ("table", _) => t.chains.iter_mut().for_each(|c| c.rules.clear()),
-                        ("chain", Some(n)) => match t.chains.iter_mut().find(|c| c.name == n.name) {
-                            Some(c) => c.rules.clear(),
-                            None => diags.push(Diagnostic::error(n.span, format!("no chain '{}'", n.name))),
-                        },
-                        ("set" | "map", Some(n)) => match t.sets.iter_mut().find(|(d, _)| d.name.name == n.name) {
-                            // flushing a declared set drops the later-added elements; declared
-                            // elements are in the declaration and cannot be removed here
-                            Some((_, extra)) => extra.clear(),
-                            None => diags.push(Diagnostic::error(n.span, format!("no set '{}'", n.name))),
-                        },
-                        _ => diags.push(Diagnostic::error(what.span, format!("cannot flush '{}' here", what.name))),
+                        ("chain", Some(n)) => {
+                            match t.chains.iter_mut().find(|c| c.name == n.name) {
+                                Some(c) => c.rules.clear(),
+                                None => diags.push(Diagnostic::error(
+                                    n.span,
+                                    format!("no chain '{}'", n.name),
+                                )),
+                            }
+                        }
+                        ("set" | "map", Some(n)) => {
+                            match t.sets.iter_mut().find(|(d, _)| d.name.name == n.name) {
+                                // flushing a declared set drops the later-added elements; declared
+                                // elements are in the declaration and cannot be removed here
+                                Some((_, extra)) => extra.clear(),
+                                None => diags.push(Diagnostic::error(
+                                    n.span,
+                                    format!("no set '{}'", n.name),
+                                )),
+                            }
+                        }
+                        _ => diags.push(Diagnostic::error(
+                            what.span,
+                            format!("cannot flush '{}' here", what.name),
+                        )),
                     }
                 }
                 ast::Command::Delete {
@@ -312,14 +341,24 @@ impl<'a> TableAcc<'a> {
             ast::TableItem::Set(s) => self.add_set(s, diags),
             ast::TableItem::Flowtable(f) => {
                 if self.flowtables.iter().any(|x| x.name.name == f.name.name) {
-                    diags.push(Diagnostic::error(f.name.span, format!("flowtable '{}' is declared twice", f.name.name)));
+                    diags.push(Diagnostic::error(
+                        f.name.span,
+                        format!("flowtable '{}' is declared twice", f.name.name),
+                    ));
                 } else {
                     self.flowtables.push(f);
                 }
             }
             ast::TableItem::Obj(o) => {
-                if self.objs.iter().any(|x| x.name.name == o.name.name && x.kind.name == o.kind.name) {
-                    diags.push(Diagnostic::error(o.name.span, format!("{} '{}' is declared twice", o.kind.name, o.name.name)));
+                if self
+                    .objs
+                    .iter()
+                    .any(|x| x.name.name == o.name.name && x.kind.name == o.kind.name)
+                {
+                    diags.push(Diagnostic::error(
+                        o.name.span,
+                        format!("{} '{}' is declared twice", o.kind.name, o.name.name),
+                    ));
                 } else {
                     self.objs.push(o);
                 }
@@ -344,7 +383,10 @@ impl<'a> TableAcc<'a> {
         let ch = &mut self.chains[ci];
         if let Some(h) = &c.hook {
             if ch.hook.is_some() {
-                diags.push(Diagnostic::error(h.span, format!("chain '{}' already has a hook", c.name.name)));
+                diags.push(Diagnostic::error(
+                    h.span,
+                    format!("chain '{}' already has a hook", c.name.name),
+                ));
             } else {
                 ch.hook = Some(h);
             }
@@ -360,7 +402,10 @@ impl<'a> TableAcc<'a> {
 
     fn add_set(&mut self, s: &'a ast::SetDecl, diags: &mut Vec<Diagnostic>) {
         if self.sets.iter().any(|(d, _)| d.name.name == s.name.name) {
-            diags.push(Diagnostic::error(s.name.span, format!("set '{}' is declared twice", s.name.name)));
+            diags.push(Diagnostic::error(
+                s.name.span,
+                format!("set '{}' is declared twice", s.name.name),
+            ));
             return;
         }
         self.sets.push((s, Vec::new()));
@@ -430,12 +475,18 @@ fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
                 };
                 let mut it = o.body.iter();
                 while let Some(k) = it.next() {
-                    let (Val::Word(k, ks), Some(v)) = (k, it.next()) else { break };
+                    let (Val::Word(k, ks), Some(v)) = (k, it.next()) else {
+                        break;
+                    };
                     let n = val_u64(v).unwrap_or(0);
                     match k.as_str() {
                         "packets" => nc.packets = n,
                         "bytes" => nc.bytes = n,
-                        _ => err(&mut cx, *ks, format!("unknown counter property '{k}' (packets, bytes)")),
+                        _ => err(
+                            &mut cx,
+                            *ks,
+                            format!("unknown counter property '{k}' (packets, bytes)"),
+                        ),
                     }
                 }
                 cx.counters.insert(nc.name.clone(), counters.len());
@@ -451,7 +502,11 @@ fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
                     None => {}
                 }
             }
-            other => err(&mut cx, o.kind.span, format!("named '{other}' objects are not supported (counter, quota)")),
+            other => err(
+                &mut cx,
+                o.kind.span,
+                format!("named '{other}' objects are not supported (counter, quota)"),
+            ),
         }
     }
     // flowtables
@@ -460,7 +515,11 @@ fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         let hook = match f.hook.as_ref().map(|h| h.name.as_str()) {
             Some("ingress") | None => Hook::Ingress,
             Some(other) => {
-                err(&mut cx, f.hook.as_ref().unwrap().span, format!("a flowtable hooks at ingress, not {other}"));
+                err(
+                    &mut cx,
+                    f.hook.as_ref().unwrap().span,
+                    format!("a flowtable hooks at ingress, not {other}"),
+                );
                 Hook::Ingress
             }
         };
@@ -500,7 +559,14 @@ fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         let base = c.hook.map(|h| lower_base(&mut cx, t.family, h, c.policy));
         if base.is_none() {
             if let Some(p) = c.policy {
-                err(&mut cx, p.span, format!("chain '{}' has a policy but no hook: only base chains have a policy", c.name));
+                err(
+                    &mut cx,
+                    p.span,
+                    format!(
+                        "chain '{}' has a policy but no hook: only base chains have a policy",
+                        c.name
+                    ),
+                );
             }
         }
         cx.cur_hook = base.as_ref().map(|b| (b.ty, b.hook));
@@ -580,13 +646,21 @@ fn lower_priority(cx: &mut Cx, words: &[Val]) -> Option<i32> {
     }
 }
 
-fn lower_base(cx: &mut Cx, family: Family, h: &ast::HookSpec, policy: Option<&ast::Ident>) -> BaseChain {
+fn lower_base(
+    cx: &mut Cx,
+    family: Family,
+    h: &ast::HookSpec,
+    policy: Option<&ast::Ident>,
+) -> BaseChain {
     let ty = match h.ty.name.as_str() {
         "filter" => ChainType::Filter,
         "nat" => ChainType::Nat,
         "route" => ChainType::Route,
         other => {
-            cx.diags.push(Diagnostic::error(h.ty.span, format!("unknown chain type '{other}'")).note("chain types: filter, nat, route"));
+            cx.diags.push(
+                Diagnostic::error(h.ty.span, format!("unknown chain type '{other}'"))
+                    .note("chain types: filter, nat, route"),
+            );
             ChainType::Filter
         }
     };
@@ -594,39 +668,93 @@ fn lower_base(cx: &mut Cx, family: Family, h: &ast::HookSpec, policy: Option<&as
         Some(x) => x,
         None => {
             cx.diags.push(
-                Diagnostic::error(h.hook.span, format!("unknown hook '{}'", h.hook.name))
-                    .note("hooks: ingress, prerouting, input, forward, output, postrouting, egress"),
+                Diagnostic::error(h.hook.span, format!("unknown hook '{}'", h.hook.name)).note(
+                    "hooks: ingress, prerouting, input, forward, output, postrouting, egress",
+                ),
             );
             Hook::Forward
         }
     };
     let allowed: &[Hook] = match family {
-        Family::Ip | Family::Ip6 => &[Hook::Prerouting, Hook::Input, Hook::Forward, Hook::Output, Hook::Postrouting],
-        Family::Inet => &[Hook::Ingress, Hook::Prerouting, Hook::Input, Hook::Forward, Hook::Output, Hook::Postrouting],
+        Family::Ip | Family::Ip6 => &[
+            Hook::Prerouting,
+            Hook::Input,
+            Hook::Forward,
+            Hook::Output,
+            Hook::Postrouting,
+        ],
+        Family::Inet => &[
+            Hook::Ingress,
+            Hook::Prerouting,
+            Hook::Input,
+            Hook::Forward,
+            Hook::Output,
+            Hook::Postrouting,
+        ],
         Family::Arp => &[Hook::Input, Hook::Output],
-        Family::Bridge => &[Hook::Prerouting, Hook::Input, Hook::Forward, Hook::Output, Hook::Postrouting],
+        Family::Bridge => &[
+            Hook::Prerouting,
+            Hook::Input,
+            Hook::Forward,
+            Hook::Output,
+            Hook::Postrouting,
+        ],
         Family::Netdev => &[Hook::Ingress, Hook::Egress],
     };
     if !allowed.contains(&hook) {
         cx.diags.push(
-            Diagnostic::error(h.hook.span, format!("hook {} does not exist in the {} family", hook.name(), family.name()))
-                .note(format!("{} hooks: {}", family.name(), allowed.iter().map(|h| h.name()).collect::<Vec<_>>().join(", "))),
+            Diagnostic::error(
+                h.hook.span,
+                format!(
+                    "hook {} does not exist in the {} family",
+                    hook.name(),
+                    family.name()
+                ),
+            )
+            .note(format!(
+                "{} hooks: {}",
+                family.name(),
+                allowed
+                    .iter()
+                    .map(|h| h.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
         );
     }
     match ty {
         ChainType::Nat => {
             if !matches!(family, Family::Ip | Family::Ip6 | Family::Inet) {
-                err(cx, h.ty.span, format!("nat chains exist only in ip, ip6 and inet tables, not {}", family.name()));
-            } else if !matches!(hook, Hook::Prerouting | Hook::Input | Hook::Output | Hook::Postrouting) {
+                err(
+                    cx,
+                    h.ty.span,
+                    format!(
+                        "nat chains exist only in ip, ip6 and inet tables, not {}",
+                        family.name()
+                    ),
+                );
+            } else if !matches!(
+                hook,
+                Hook::Prerouting | Hook::Input | Hook::Output | Hook::Postrouting
+            ) {
                 cx.diags.push(
-                    Diagnostic::error(h.hook.span, format!("a nat chain cannot hook {}", hook.name()))
-                        .note("nat chains hook prerouting or output (dnat), postrouting or input (snat)"),
+                    Diagnostic::error(
+                        h.hook.span,
+                        format!("a nat chain cannot hook {}", hook.name()),
+                    )
+                    .note(
+                        "nat chains hook prerouting or output (dnat), postrouting or input (snat)",
+                    ),
                 );
             }
         }
         ChainType::Route => {
             if hook != Hook::Output || !matches!(family, Family::Ip | Family::Ip6 | Family::Inet) {
-                err(cx, h.hook.span, "route chains exist only at the output hook of ip, ip6 and inet tables");
+                err(
+                    cx,
+                    h.hook.span,
+                    "route chains exist only at the output hook of ip, ip6 and inet tables",
+                );
             }
         }
         ChainType::Filter => {}
@@ -643,7 +771,11 @@ fn lower_base(cx: &mut Cx, family: Family, h: &ast::HookSpec, policy: Option<&as
         None | Some("accept") => Policy::Accept,
         Some("drop") => Policy::Drop,
         Some(other) => {
-            err(cx, policy.unwrap().span, format!("policy must be accept or drop, not '{other}'"));
+            err(
+                cx,
+                policy.unwrap().span,
+                format!("policy must be accept or drop, not '{other}'"),
+            );
             Policy::Accept
         }
     };
@@ -676,7 +808,11 @@ fn lower_set(cx: &mut Cx, d: &ast::SetDecl, extra: &[&ast::Elem]) -> Set {
         }
     }
     if key_types.is_empty() && d.key_types.is_empty() && d.key_typeof.is_empty() {
-        err(cx, d.name.span, format!("set '{}' has no type", d.name.name));
+        err(
+            cx,
+            d.name.span,
+            format!("set '{}' has no type", d.name.name),
+        );
     }
     let mut verdict_map = false;
     let mut data_types = Vec::new();
@@ -697,12 +833,19 @@ fn lower_set(cx: &mut Cx, d: &ast::SetDecl, extra: &[&ast::Elem]) -> Set {
     }
     if d.is_map && data_types.is_empty() && !verdict_map {
         cx.diags.push(
-            Diagnostic::error(d.name.span, format!("map '{}' needs a data type", d.name.name))
-                .note("for example: type ipv4_addr : verdict"),
+            Diagnostic::error(
+                d.name.span,
+                format!("map '{}' needs a data type", d.name.name),
+            )
+            .note("for example: type ipv4_addr : verdict"),
         );
     }
     if !d.is_map && (!data_types.is_empty() || verdict_map) {
-        err(cx, d.name.span, format!("set '{}' has a data type: declare it as a map", d.name.name));
+        err(
+            cx,
+            d.name.span,
+            format!("set '{}' has a data type: declare it as a map", d.name.name),
+        );
     }
     let mut interval = false;
     let mut dynamic = false;
@@ -749,8 +892,14 @@ fn lower_set(cx: &mut Cx, d: &ast::SetDecl, extra: &[&ast::Elem]) -> Set {
         if let Some(el) = lower_elem(cx, &set, e) {
             if !set.interval && el.key.iter().any(|(lo, hi)| lo != hi) {
                 cx.diags.push(
-                    Diagnostic::error(e.span, format!("set '{}' holds single values: this element is a range or prefix", set.name))
-                        .note("add 'flags interval;' to the set declaration"),
+                    Diagnostic::error(
+                        e.span,
+                        format!(
+                            "set '{}' holds single values: this element is a range or prefix",
+                            set.name
+                        ),
+                    )
+                    .note("add 'flags interval;' to the set declaration"),
                 );
                 continue;
             }
@@ -763,7 +912,15 @@ fn lower_set(cx: &mut Cx, d: &ast::SetDecl, extra: &[&ast::Elem]) -> Set {
     }
     if let Some(sz) = set.size {
         if set.elements.len() as u64 > sz {
-            err(cx, d.name.span, format!("set '{}' has {} elements but size {sz}", set.name, set.elements.len()));
+            err(
+                cx,
+                d.name.span,
+                format!(
+                    "set '{}' has {} elements but size {sz}",
+                    set.name,
+                    set.elements.len()
+                ),
+            );
         }
     }
     set
@@ -798,14 +955,21 @@ fn comp_range(cx: &mut Cx, dt: DataType, v: &Val) -> Option<(u128, u128)> {
         }
         Val::Range(a, b) => match (scalar(cx, dt, a), scalar(cx, dt, b)) {
             (Some(lo), Some(hi)) if lo <= hi => Ok((lo, hi)),
-            (Some(_), Some(_)) => Err("the range is empty: its start is greater than its end".to_string()),
+            (Some(_), Some(_)) => {
+                Err("the range is empty: its start is greater than its end".to_string())
+            }
             _ => return None,
         },
         Val::Prefix(a, n) => {
             let base = scalar(cx, dt, a)?;
             match (&**n, dt) {
-                (Val::Word(n, _), DataType::Ipv4Addr | DataType::Ipv6Addr) => values::prefix_range(dt, base, n),
-                _ => Err(format!("a prefix needs an address type, not {}", describe(dt))),
+                (Val::Word(n, _), DataType::Ipv4Addr | DataType::Ipv6Addr) => {
+                    values::prefix_range(dt, base, n)
+                }
+                _ => Err(format!(
+                    "a prefix needs an address type, not {}",
+                    describe(dt)
+                )),
             }
         }
         Val::List(items, _) if dt.is_bitmask() => {
@@ -815,8 +979,13 @@ fn comp_range(cx: &mut Cx, dt: DataType, v: &Val) -> Option<(u128, u128)> {
             }
             Ok((acc, acc))
         }
-        Val::List(_, _) => Err(format!("a list of values is only for flags; for several {}s write a set: {{ a, b }}", describe(dt))),
-        Val::Concat(_, _) => Err("unexpected concatenation: the key has a single component".to_string()),
+        Val::List(_, _) => Err(format!(
+            "a list of values is only for flags; for several {}s write a set: {{ a, b }}",
+            describe(dt)
+        )),
+        Val::Concat(_, _) => {
+            Err("unexpected concatenation: the key has a single component".to_string())
+        }
         Val::Set(_, _) => Err("unexpected set here".to_string()),
     };
     match r {
@@ -858,8 +1027,22 @@ fn key_ranges(cx: &mut Cx, types: &[DataType], v: &Val) -> Option<Vec<(u128, u12
     };
     if comps.len() != types.len() {
         cx.diags.push(
-            Diagnostic::error(v.span(), format!("expected {} component(s), found {}", types.len(), comps.len()))
-                .note(format!("the key is {}", types.iter().map(|t| t.nft_name()).collect::<Vec<_>>().join(" . "))),
+            Diagnostic::error(
+                v.span(),
+                format!(
+                    "expected {} component(s), found {}",
+                    types.len(),
+                    comps.len()
+                ),
+            )
+            .note(format!(
+                "the key is {}",
+                types
+                    .iter()
+                    .map(|t| t.nft_name())
+                    .collect::<Vec<_>>()
+                    .join(" . ")
+            )),
         );
         return None;
     }
@@ -885,23 +1068,50 @@ fn lower_elem(cx: &mut Cx, set: &Set, e: &ast::Elem) -> Option<Element> {
     let data = match (&e.data, set.is_map) {
         (None, false) => None,
         (Some(_), false) => {
-            err(cx, e.span, format!("'{}' is a set: its elements have no data", set.name));
+            err(
+                cx,
+                e.span,
+                format!("'{}' is a set: its elements have no data", set.name),
+            );
             return None;
         }
         (None, true) => {
-            err(cx, e.span, format!("'{}' is a map: the element needs ': value'", set.name));
+            err(
+                cx,
+                e.span,
+                format!("'{}' is a map: the element needs ': value'", set.name),
+            );
             return None;
         }
         (Some(ast::MapData::Verdict(v)), true) => {
             if !set.verdict_map {
-                err(cx, v.span(), format!("map '{}' holds {} values, not verdicts", set.name, set.data_types.iter().map(|t| describe(*t)).collect::<Vec<_>>().join(" . ")));
+                err(
+                    cx,
+                    v.span(),
+                    format!(
+                        "map '{}' holds {} values, not verdicts",
+                        set.name,
+                        set.data_types
+                            .iter()
+                            .map(|t| describe(*t))
+                            .collect::<Vec<_>>()
+                            .join(" . ")
+                    ),
+                );
                 return None;
             }
             Some(MapValue::Verdict(lower_verdict(cx, v)?))
         }
         (Some(ast::MapData::Value(v)), true) => {
             if set.verdict_map {
-                err(cx, v.span(), format!("map '{}' holds verdicts (accept, drop, jump CHAIN, ...)", set.name));
+                err(
+                    cx,
+                    v.span(),
+                    format!(
+                        "map '{}' holds verdicts (accept, drop, jump CHAIN, ...)",
+                        set.name
+                    ),
+                );
                 return None;
             }
             let r = key_ranges(cx, &set.data_types, v)?;
@@ -936,13 +1146,28 @@ fn lower_verdict(cx: &mut Cx, v: &ast::VerdictAst) -> Option<Verdict> {
             let Some(&ci) = cx.chain_names.get(&t.name) else {
                 let known: Vec<&String> = cx.chain_names.keys().collect();
                 cx.diags.push(
-                    Diagnostic::error(t.span, format!("no chain '{}' in this table", t.name))
-                        .note(format!("chains: {}", known.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "))),
+                    Diagnostic::error(t.span, format!("no chain '{}' in this table", t.name)).note(
+                        format!(
+                            "chains: {}",
+                            known
+                                .iter()
+                                .map(|s| s.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    ),
                 );
                 return None;
             };
             if cx.base_chains[ci] {
-                err(cx, t.span, format!("'{}' is a base chain: jump and goto can only target regular chains", t.name));
+                err(
+                    cx,
+                    t.span,
+                    format!(
+                        "'{}' is a base chain: jump and goto can only target regular chains",
+                        t.name
+                    ),
+                );
                 return None;
             }
             cx.edges.push((cx.cur_chain, ci, *s));
@@ -959,11 +1184,17 @@ fn field_allowed(cx: &mut Cx, f: Field, span: Span) -> bool {
     let bad = match (cx.family, f.layer()) {
         (Family::Ip, Layer::Ip6 | Layer::Icmp6) => Some("an ip table sees only IPv4 packets"),
         (Family::Ip6, Layer::Ip4 | Layer::Icmp) => Some("an ip6 table sees only IPv6 packets"),
-        (Family::Arp, l) if l != Layer::Meta && l != Layer::Link => Some("an arp table sees only ARP packets"),
+        (Family::Arp, l) if l != Layer::Meta && l != Layer::Link => {
+            Some("an arp table sees only ARP packets")
+        }
         _ => None,
     };
     if let Some(why) = bad {
-        err(cx, span, format!("'{}' can never match here: {why}", f.name()));
+        err(
+            cx,
+            span,
+            format!("'{}' can never match here: {why}", f.name()),
+        );
         return false;
     }
     true
@@ -972,10 +1203,18 @@ fn field_allowed(cx: &mut Cx, f: Field, span: Span) -> bool {
 fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
     match e {
         ast::Expr::Selector(words, span) => {
-            let name = words.iter().map(|w| w.name.as_str()).collect::<Vec<_>>().join(" ");
+            let name = words
+                .iter()
+                .map(|w| w.name.as_str())
+                .collect::<Vec<_>>()
+                .join(" ");
             let Some(f) = Field::from_name(&name) else {
                 let head = &words[0].name;
-                let prefix = if head == "ct" || head == "meta" || words.len() > 1 { format!("{head} ") } else { String::new() };
+                let prefix = if head == "ct" || head == "meta" || words.len() > 1 {
+                    format!("{head} ")
+                } else {
+                    String::new()
+                };
                 let known: Vec<&str> = Field::ALL
                     .iter()
                     .map(|f| f.name())
@@ -1003,7 +1242,11 @@ fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
         ast::Expr::Binop(op, inner, v, span) => {
             let mut k = lower_key(cx, inner)?;
             if k.len() != 1 {
-                err(cx, *span, "a bitwise operation applies to a single value, not a concatenation");
+                err(
+                    cx,
+                    *span,
+                    "a bitwise operation applies to a single value, not a concatenation",
+                );
                 return None;
             }
             let p = &mut k[0];
@@ -1015,7 +1258,8 @@ fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
                         return None;
                     }
                     p.shift = if *op == ast::BinOp::Shr { n } else { -n };
-                    let bits = p.dtype.bits() as i32 - if *op == ast::BinOp::Shr { n as i32 } else { 0 };
+                    let bits =
+                        p.dtype.bits() as i32 - if *op == ast::BinOp::Shr { n as i32 } else { 0 };
                     p.dtype = DataType::Integer(bits.clamp(1, 128) as u8);
                 }
                 _ => {
@@ -1062,18 +1306,41 @@ fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
                     Some(s) => scalar(cx, DataType::Integer(32), s)? as u32,
                     None => 0,
                 };
-                Source::Jhash { key: k, modulus: m, seed: s, offset: off }
+                Source::Jhash {
+                    key: k,
+                    modulus: m,
+                    seed: s,
+                    offset: off,
+                }
             } else {
-                Source::Symhash { modulus: m, offset: off }
+                Source::Symhash {
+                    modulus: m,
+                    offset: off,
+                }
             };
-            Some(vec![KeyPart { src, and: u128::MAX, xor: 0, shift: 0, dtype: DataType::Integer(32) }])
+            Some(vec![KeyPart {
+                src,
+                and: u128::MAX,
+                xor: 0,
+                shift: 0,
+                dtype: DataType::Integer(32),
+            }])
         }
-        ast::Expr::Numgen { mode, modulus, offset, .. } => {
+        ast::Expr::Numgen {
+            mode,
+            modulus,
+            offset,
+            ..
+        } => {
             let random = match mode.name.as_str() {
                 "inc" => false,
                 "random" => true,
                 other => {
-                    err(cx, mode.span, format!("numgen mode is inc or random, not '{other}'"));
+                    err(
+                        cx,
+                        mode.span,
+                        format!("numgen mode is inc or random, not '{other}'"),
+                    );
                     return None;
                 }
             };
@@ -1086,14 +1353,28 @@ fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
                 Some(o) => scalar(cx, DataType::Integer(32), o)? as u32,
                 None => 0,
             };
-            Some(vec![KeyPart { src: Source::Numgen { random, modulus: m, offset: off }, and: u128::MAX, xor: 0, shift: 0, dtype: DataType::Integer(32) }])
+            Some(vec![KeyPart {
+                src: Source::Numgen {
+                    random,
+                    modulus: m,
+                    offset: off,
+                },
+                and: u128::MAX,
+                xor: 0,
+                shift: 0,
+                dtype: DataType::Integer(32),
+            }])
         }
         ast::Expr::Map(_, _, span) => {
             err(cx, *span, "a map lookup gives a value: use it after 'set' or 'to', or use 'vmap' for verdicts");
             None
         }
         ast::Expr::Const(v) => {
-            err(cx, v.span(), "expected a selector (ip saddr, tcp dport, meta mark, ...), found a value");
+            err(
+                cx,
+                v.span(),
+                "expected a selector (ip saddr, tcp dport, meta mark, ...), found a value",
+            );
             None
         }
     }
@@ -1104,7 +1385,10 @@ fn named_set(cx: &mut Cx, id: &ast::Ident) -> Option<usize> {
         Some(&i) => Some(i),
         None => {
             let known: Vec<&str> = cx.set_names.keys().map(|s| s.as_str()).collect();
-            let mut d = Diagnostic::error(id.span, format!("no set or map '@{}' in this table", id.name));
+            let mut d = Diagnostic::error(
+                id.span,
+                format!("no set or map '@{}' in this table", id.name),
+            );
             if !known.is_empty() {
                 d = d.note(format!("declared: {}", known.join(", ")));
             }
@@ -1118,7 +1402,9 @@ fn types_compatible(a: &[DataType], b: &[DataType]) -> bool {
     a.len() == b.len()
         && a.iter().zip(b).all(|(x, y)| {
             x == y
-                || (matches!(x, DataType::Integer(_) | DataType::Mark) && matches!(y, DataType::Integer(_) | DataType::Mark) && x.bits() == y.bits())
+                || (matches!(x, DataType::Integer(_) | DataType::Mark)
+                    && matches!(y, DataType::Integer(_) | DataType::Mark)
+                    && x.bits() == y.bits())
                 || (matches!(x, DataType::Integer(_)) && matches!(y, DataType::Integer(_)))
         })
 }
@@ -1128,7 +1414,14 @@ fn key_types(k: &Key) -> Vec<DataType> {
 }
 
 /// An anonymous set of elements typed by the key.
-fn anon_set(cx: &mut Cx, types: &[DataType], elems: &[ast::Elem], is_map: bool, data: Option<&[DataType]>, verdict: bool) -> Option<Arc<Set>> {
+fn anon_set(
+    cx: &mut Cx,
+    types: &[DataType],
+    elems: &[ast::Elem],
+    is_map: bool,
+    data: Option<&[DataType]>,
+    verdict: bool,
+) -> Option<Arc<Set>> {
     let mut set = Set {
         name: String::new(),
         key_types: types.to_vec(),
@@ -1159,22 +1452,48 @@ fn set_ref(cx: &mut Cx, types: &[DataType], r: &ast::SetRef, span: Span) -> Opti
             let i = named_set(cx, id)?;
             let s = &cx.sets[i];
             if s.is_map {
-                err(cx, id.span, format!("'@{}' is a map: use it with 'map' or 'vmap'", id.name));
+                err(
+                    cx,
+                    id.span,
+                    format!("'@{}' is a map: use it with 'map' or 'vmap'", id.name),
+                );
                 return None;
             }
             if !s.key_types.is_empty() && !types_compatible(&s.key_types, types) {
-                let have = s.key_types.iter().map(|t| t.nft_name()).collect::<Vec<_>>().join(" . ");
-                let want = types.iter().map(|t| t.nft_name()).collect::<Vec<_>>().join(" . ");
-                err(cx, span, format!("set '@{}' holds {have}, but the key is {want}", id.name));
+                let have = s
+                    .key_types
+                    .iter()
+                    .map(|t| t.nft_name())
+                    .collect::<Vec<_>>()
+                    .join(" . ");
+                let want = types
+                    .iter()
+                    .map(|t| t.nft_name())
+                    .collect::<Vec<_>>()
+                    .join(" . ");
+                err(
+                    cx,
+                    span,
+                    format!("set '@{}' holds {have}, but the key is {want}", id.name),
+                );
                 return None;
             }
             Some(SetRef::Named(i))
         }
-        ast::SetRef::Anon(elems, _) => Some(SetRef::Anon(anon_set(cx, types, elems, false, None, false)?)),
+        ast::SetRef::Anon(elems, _) => Some(SetRef::Anon(anon_set(
+            cx, types, elems, false, None, false,
+        )?)),
     }
 }
 
-fn map_ref(cx: &mut Cx, key: &Key, r: &ast::SetRef, verdict: bool, data: &[DataType], span: Span) -> Option<SetRef> {
+fn map_ref(
+    cx: &mut Cx,
+    key: &Key,
+    r: &ast::SetRef,
+    verdict: bool,
+    data: &[DataType],
+    span: Span,
+) -> Option<SetRef> {
     let types = key_types(key);
     match r {
         ast::SetRef::Named(id) => {
@@ -1185,24 +1504,82 @@ fn map_ref(cx: &mut Cx, key: &Key, r: &ast::SetRef, verdict: bool, data: &[DataT
                 return None;
             }
             if verdict != s.verdict_map {
-                err(cx, id.span, if verdict { format!("'@{}' maps to values: use 'map', not 'vmap'", id.name) } else { format!("'@{}' maps to verdicts: use 'vmap'", id.name) });
+                err(
+                    cx,
+                    id.span,
+                    if verdict {
+                        format!("'@{}' maps to values: use 'map', not 'vmap'", id.name)
+                    } else {
+                        format!("'@{}' maps to verdicts: use 'vmap'", id.name)
+                    },
+                );
                 return None;
             }
             if !types_compatible(&s.key_types, &types) {
-                err(cx, span, format!("map '@{}' is keyed by {}, but the key is {}", id.name, s.key_types.iter().map(|t| t.nft_name()).collect::<Vec<_>>().join(" . "), types.iter().map(|t| t.nft_name()).collect::<Vec<_>>().join(" . ")));
+                err(
+                    cx,
+                    span,
+                    format!(
+                        "map '@{}' is keyed by {}, but the key is {}",
+                        id.name,
+                        s.key_types
+                            .iter()
+                            .map(|t| t.nft_name())
+                            .collect::<Vec<_>>()
+                            .join(" . "),
+                        types
+                            .iter()
+                            .map(|t| t.nft_name())
+                            .collect::<Vec<_>>()
+                            .join(" . ")
+                    ),
+                );
                 return None;
             }
-            if !verdict && !data.is_empty() && !types_compatible(&s.data_types, data) && !(s.data_types.len() >= 1 && s.data_types[0] == data[0]) {
-                err(cx, id.span, format!("map '@{}' gives {}, but {} is needed here", id.name, s.data_types.iter().map(|t| t.nft_name()).collect::<Vec<_>>().join(" . "), data.iter().map(|t| t.nft_name()).collect::<Vec<_>>().join(" . ")));
+            if !verdict
+                && !data.is_empty()
+                && !types_compatible(&s.data_types, data)
+                && !(s.data_types.len() >= 1 && s.data_types[0] == data[0])
+            {
+                err(
+                    cx,
+                    id.span,
+                    format!(
+                        "map '@{}' gives {}, but {} is needed here",
+                        id.name,
+                        s.data_types
+                            .iter()
+                            .map(|t| t.nft_name())
+                            .collect::<Vec<_>>()
+                            .join(" . "),
+                        data.iter()
+                            .map(|t| t.nft_name())
+                            .collect::<Vec<_>>()
+                            .join(" . ")
+                    ),
+                );
                 return None;
             }
             Some(SetRef::Named(i))
         }
-        ast::SetRef::Anon(elems, _) => Some(SetRef::Anon(anon_set(cx, &types, elems, true, Some(data), verdict)?)),
+        ast::SetRef::Anon(elems, _) => Some(SetRef::Anon(anon_set(
+            cx,
+            &types,
+            elems,
+            true,
+            Some(data),
+            verdict,
+        )?)),
     }
 }
 
-fn lower_match(cx: &mut Cx, lhs: &ast::Expr, op: Option<(CmpOp, Span)>, rhs: &ast::Rhs, span: Span) -> Option<Expr> {
+fn lower_match(
+    cx: &mut Cx,
+    lhs: &ast::Expr,
+    op: Option<(CmpOp, Span)>,
+    rhs: &ast::Rhs,
+    span: Span,
+) -> Option<Expr> {
     // ct count [over] N
     if let ast::Expr::Selector(w, _) = lhs {
         if w.len() == 2 && w[0].name == "ct" && w[1].name == "count" {
@@ -1211,7 +1588,10 @@ fn lower_match(cx: &mut Cx, lhs: &ast::Expr, op: Option<(CmpOp, Span)>, rhs: &as
                 return None;
             };
             let n = scalar(cx, DataType::Integer(32), v)? as u32;
-            return Some(Expr::CtCount { count: n, over: matches!(op, Some((CmpOp::Gt, _))) });
+            return Some(Expr::CtCount {
+                count: n,
+                over: matches!(op, Some((CmpOp::Gt, _))),
+            });
         }
     }
     let mut key = lower_key(cx, lhs)?;
@@ -1243,13 +1623,21 @@ fn lower_match(cx: &mut Cx, lhs: &ast::Expr, op: Option<(CmpOp, Span)>, rhs: &as
                     (None | Some(CmpOp::Ne), Val::Word(..) | Val::List(..)) => {
                         let flags = scalar(cx, dt, v)?;
                         key[0].and = flags;
-                        return Some(Expr::Match(Match { key, negate: cmp.is_none(), set: point_set(&types, vec![(0, 0)]) }));
+                        return Some(Expr::Match(Match {
+                            key,
+                            negate: cmp.is_none(),
+                            set: point_set(&types, vec![(0, 0)]),
+                        }));
                     }
                     (None | Some(CmpOp::Eq) | Some(CmpOp::Ne), Val::Prefix(val, mask)) => {
                         let value = scalar(cx, dt, val)?;
                         let m = scalar(cx, dt, mask)?;
                         key[0].and = m;
-                        return Some(Expr::Match(Match { key, negate: cmp == Some(CmpOp::Ne), set: point_set(&types, vec![(value & m, value & m)]) }));
+                        return Some(Expr::Match(Match {
+                            key,
+                            negate: cmp == Some(CmpOp::Ne),
+                            set: point_set(&types, vec![(value & m, value & m)]),
+                        }));
                     }
                     _ => {}
                 }
@@ -1257,11 +1645,19 @@ fn lower_match(cx: &mut Cx, lhs: &ast::Expr, op: Option<(CmpOp, Span)>, rhs: &as
             match cmp {
                 Some(CmpOp::Lt | CmpOp::Gt | CmpOp::Le | CmpOp::Ge) => {
                     if !single {
-                        err(cx, op_span, "< and > compare single values, not concatenations");
+                        err(
+                            cx,
+                            op_span,
+                            "< and > compare single values, not concatenations",
+                        );
                         return None;
                     }
                     let x = scalar(cx, dt, v)?;
-                    let max = if dt.bits() >= 128 { u128::MAX } else { (1u128 << dt.bits()) - 1 };
+                    let max = if dt.bits() >= 128 {
+                        u128::MAX
+                    } else {
+                        (1u128 << dt.bits()) - 1
+                    };
                     let r = match cmp.unwrap() {
                         CmpOp::Lt if x == 0 => None,
                         CmpOp::Lt => Some((0, x - 1)),
@@ -1274,11 +1670,19 @@ fn lower_match(cx: &mut Cx, lhs: &ast::Expr, op: Option<(CmpOp, Span)>, rhs: &as
                         err(cx, v.span(), "this comparison can never be true");
                         return None;
                     };
-                    Some(Expr::Match(Match { key, negate: false, set: point_set(&types, vec![r]) }))
+                    Some(Expr::Match(Match {
+                        key,
+                        negate: false,
+                        set: point_set(&types, vec![r]),
+                    }))
                 }
                 _ => {
                     let r = key_ranges(cx, &types, v)?;
-                    Some(Expr::Match(Match { key, negate: cmp == Some(CmpOp::Ne), set: point_set(&types, r) }))
+                    Some(Expr::Match(Match {
+                        key,
+                        negate: cmp == Some(CmpOp::Ne),
+                        set: point_set(&types, r),
+                    }))
                 }
             }
         }
@@ -1297,7 +1701,11 @@ fn point_set(types: &[DataType], key: Vec<(u128, u128)>) -> SetRef {
         constant: true,
         timeout_ms: None,
         size: None,
-        elements: vec![Element { key, data: None, timeout_ms: None }],
+        elements: vec![Element {
+            key,
+            data: None,
+            timeout_ms: None,
+        }],
         span: Span::default(),
     }))
 }
@@ -1326,7 +1734,22 @@ fn lower_value(cx: &mut Cx, types: &[DataType], e: &ast::Expr) -> Option<ValueEx
             let kt = key_types(&key);
             let hashy = key.iter().all(|p| !matches!(p.src, Source::Field(_)));
             if !hashy && !types_compatible(&kt, types) {
-                err(cx, other.span(), format!("this gives {}, but {} is needed", kt.iter().map(|t| t.nft_name()).collect::<Vec<_>>().join(" . "), types.iter().map(|t| t.nft_name()).collect::<Vec<_>>().join(" . ")));
+                err(
+                    cx,
+                    other.span(),
+                    format!(
+                        "this gives {}, but {} is needed",
+                        kt.iter()
+                            .map(|t| t.nft_name())
+                            .collect::<Vec<_>>()
+                            .join(" . "),
+                        types
+                            .iter()
+                            .map(|t| t.nft_name())
+                            .collect::<Vec<_>>()
+                            .join(" . ")
+                    ),
+                );
                 return None;
             }
             Some(ValueExpr::Key(key))
@@ -1370,7 +1793,12 @@ fn lower_quota_words(cx: &mut Cx, words: &[&Val], span: Span) -> Option<Quota> {
     if words.get(i).map(|w| text(w)) == Some("used".into()) {
         used = bytes_amount(cx, &words[i + 1..], span)?.0;
     }
-    Some(Quota { bytes, used, over, named: None })
+    Some(Quota {
+        bytes,
+        used,
+        over,
+        named: None,
+    })
 }
 
 /// `N unit` or `Nunit` -> bytes, and how many words were used.
@@ -1405,14 +1833,24 @@ fn bytes_amount(cx: &mut Cx, words: &[&Val], span: Span) -> Option<(u64, usize)>
         "mbytes" => 1 << 20,
         "gbytes" => 1 << 30,
         other => {
-            err(cx, first.span(), format!("unknown unit '{other}' (bytes, kbytes, mbytes, gbytes)"));
+            err(
+                cx,
+                first.span(),
+                format!("unknown unit '{other}' (bytes, kbytes, mbytes, gbytes)"),
+            );
             return None;
         }
     };
     Some((n.saturating_mul(mult), used))
 }
 
-fn lower_limit(cx: &mut Cx, over: bool, rate: &[Val], burst: &Option<Vec<Val>>, span: Span) -> Option<Limit> {
+fn lower_limit(
+    cx: &mut Cx,
+    over: bool,
+    rate: &[Val],
+    burst: &Option<Vec<Val>>,
+    span: Span,
+) -> Option<Limit> {
     let text: String = rate.iter().map(other_text).collect::<Vec<_>>().join(" ");
     let bad = |cx: &mut Cx| {
         cx.diags.push(
@@ -1439,7 +1877,9 @@ fn lower_limit(cx: &mut Cx, over: bool, rate: &[Val], burst: &Option<Vec<Val>>, 
     let (n, u) = match amount.split_once(' ') {
         Some((n, u)) => (n, u),
         None => {
-            let s = amount.find(|c: char| !c.is_ascii_digit()).unwrap_or(amount.len());
+            let s = amount
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(amount.len());
             (&amount[..s], &amount[s..])
         }
     };
@@ -1459,7 +1899,13 @@ fn lower_limit(cx: &mut Cx, over: bool, rate: &[Val], burst: &Option<Vec<Val>>, 
         }
     };
     let burst = match burst {
-        None => if bytes { 0 } else { 5 },
+        None => {
+            if bytes {
+                0
+            } else {
+                5
+            }
+        }
         Some(b) => {
             let refs: Vec<&Val> = b.iter().collect();
             if refs.len() == 2 && other_text(refs[1]) == "packets" {
@@ -1478,13 +1924,31 @@ fn lower_limit(cx: &mut Cx, over: bool, rate: &[Val], burst: &Option<Vec<Val>>, 
         }
     };
     if n == 0 {
-        err(cx, span, "a rate of 0 never lets anything through: use drop");
+        err(
+            cx,
+            span,
+            "a rate of 0 never lets anything through: use drop",
+        );
         return None;
     }
-    Some(Limit { rate: n.saturating_mul(mult), unit, bytes, burst, over })
+    Some(Limit {
+        rate: n.saturating_mul(mult),
+        unit,
+        bytes,
+        burst,
+        over,
+    })
 }
 
-fn lower_nat(cx: &mut Cx, kind: &ast::Ident, family: &Option<ast::Ident>, addr: &Option<ast::Expr>, port: &Option<ast::Expr>, flags: &[ast::Ident], span: Span) -> Option<Expr> {
+fn lower_nat(
+    cx: &mut Cx,
+    kind: &ast::Ident,
+    family: &Option<ast::Ident>,
+    addr: &Option<ast::Expr>,
+    port: &Option<ast::Expr>,
+    flags: &[ast::Ident],
+    span: Span,
+) -> Option<Expr> {
     let k = match kind.name.as_str() {
         "snat" => NatKind::Snat,
         "dnat" => NatKind::Dnat,
@@ -1493,7 +1957,10 @@ fn lower_nat(cx: &mut Cx, kind: &ast::Ident, family: &Option<ast::Ident>, addr: 
     };
     if let Some((ty, hook)) = cx.cur_hook {
         if ty != ChainType::Nat {
-            cx.diags.push(Diagnostic::error(span, format!("{} is only allowed in nat chains", kind.name)).note("declare the chain with: type nat hook ... priority ...;"));
+            cx.diags.push(
+                Diagnostic::error(span, format!("{} is only allowed in nat chains", kind.name))
+                    .note("declare the chain with: type nat hook ... priority ...;"),
+            );
             return None;
         }
         let ok = match k {
@@ -1501,8 +1968,20 @@ fn lower_nat(cx: &mut Cx, kind: &ast::Ident, family: &Option<ast::Ident>, addr: 
             NatKind::Dnat | NatKind::Redirect => matches!(hook, Hook::Prerouting | Hook::Output),
         };
         if !ok {
-            let want = if matches!(k, NatKind::Snat | NatKind::Masquerade) { "postrouting or input" } else { "prerouting or output" };
-            err(cx, span, format!("{} belongs in a nat chain at {want}, not {}", kind.name, hook.name()));
+            let want = if matches!(k, NatKind::Snat | NatKind::Masquerade) {
+                "postrouting or input"
+            } else {
+                "prerouting or output"
+            };
+            err(
+                cx,
+                span,
+                format!(
+                    "{} belongs in a nat chain at {want}, not {}",
+                    kind.name,
+                    hook.name()
+                ),
+            );
             return None;
         }
     }
@@ -1521,7 +2000,11 @@ fn lower_nat(cx: &mut Cx, kind: &ast::Ident, family: &Option<ast::Ident>, addr: 
     let mut port_word: Option<(String, Span)> = None;
     if let Some(a) = addr {
         if matches!(k, NatKind::Masquerade | NatKind::Redirect) {
-            err(cx, a.span(), format!("{} takes only a port: {} to :PORT", kind.name, kind.name));
+            err(
+                cx,
+                a.span(),
+                format!("{} takes only a port: {} to :PORT", kind.name, kind.name),
+            );
             return None;
         }
         match a {
@@ -1534,7 +2017,11 @@ fn lower_nat(cx: &mut Cx, kind: &ast::Ident, family: &Option<ast::Ident>, addr: 
                 if fam.is_none() {
                     fam = Some(if aw.contains(':') { 6 } else { 4 });
                 }
-                let dt = if fam == Some(6) { DataType::Ipv6Addr } else { DataType::Ipv4Addr };
+                let dt = if fam == Some(6) {
+                    DataType::Ipv6Addr
+                } else {
+                    DataType::Ipv4Addr
+                };
                 match parse_range(dt, &aw) {
                     Ok((lo, hi)) if lo == hi => addr_v = Some(ValueExpr::Const(vec![lo])),
                     Ok((lo, hi)) => addr_v = Some(ValueExpr::Range(lo, hi)),
@@ -1548,9 +2035,17 @@ fn lower_nat(cx: &mut Cx, kind: &ast::Ident, family: &Option<ast::Ident>, addr: 
                 }
             }
             other => {
-                let dt = if fam == Some(6) { DataType::Ipv6Addr } else { DataType::Ipv4Addr };
+                let dt = if fam == Some(6) {
+                    DataType::Ipv6Addr
+                } else {
+                    DataType::Ipv4Addr
+                };
                 // a map may give address . port
-                let types: Vec<DataType> = if let ast::Expr::Map(..) = other { vec![dt] } else { vec![dt] };
+                let types: Vec<DataType> = if let ast::Expr::Map(..) = other {
+                    vec![dt]
+                } else {
+                    vec![dt]
+                };
                 let v = lower_value(cx, &types, other);
                 let v = match v {
                     Some(v) => v,
@@ -1590,10 +2085,26 @@ fn lower_nat(cx: &mut Cx, kind: &ast::Ident, family: &Option<ast::Ident>, addr: 
         }
     }
     if matches!(k, NatKind::Snat | NatKind::Dnat) && addr_v.is_none() {
-        err(cx, span, format!("{} needs an address: {} to ADDRESS[:PORT]", kind.name, kind.name));
+        err(
+            cx,
+            span,
+            format!(
+                "{} needs an address: {} to ADDRESS[:PORT]",
+                kind.name, kind.name
+            ),
+        );
         return None;
     }
-    let mut nat = Nat { kind: k, family: fam, addr: addr_v, port: port_v, port_range, random: false, fully_random: false, persistent: false };
+    let mut nat = Nat {
+        kind: k,
+        family: fam,
+        addr: addr_v,
+        port: port_v,
+        port_range,
+        random: false,
+        fully_random: false,
+        persistent: false,
+    };
     for f in flags {
         match f.name.as_str() {
             "random" => nat.random = true,
@@ -1605,15 +2116,29 @@ fn lower_nat(cx: &mut Cx, kind: &ast::Ident, family: &Option<ast::Ident>, addr: 
     Some(Expr::Nat(nat))
 }
 
-fn lower_item(cx: &mut Cx, it: &ast::Item, out: &mut Vec<Expr>, comment: &mut Option<String>) -> bool {
+fn lower_item(
+    cx: &mut Cx,
+    it: &ast::Item,
+    out: &mut Vec<Expr>,
+    comment: &mut Option<String>,
+) -> bool {
     let e = match it {
         ast::Item::Match { lhs, op, rhs, span } => lower_match(cx, lhs, *op, rhs, *span),
         ast::Item::Vmap { key, map, span } => {
-            let Some(k) = lower_key(cx, key) else { return false };
+            let Some(k) = lower_key(cx, key) else {
+                return false;
+            };
             map_ref(cx, &k, map, true, &[], *span).map(|m| {
                 // edges for loop detection through verdict maps
                 let elems: Vec<Verdict> = match &m {
-                    SetRef::Anon(s) => s.elements.iter().filter_map(|e| match e.data { Some(MapValue::Verdict(v)) => Some(v), _ => None }).collect(),
+                    SetRef::Anon(s) => s
+                        .elements
+                        .iter()
+                        .filter_map(|e| match e.data {
+                            Some(MapValue::Verdict(v)) => Some(v),
+                            _ => None,
+                        })
+                        .collect(),
                     SetRef::Named(_) => vec![],
                 };
                 let _ = elems;
@@ -1628,20 +2153,32 @@ fn lower_item(cx: &mut Cx, it: &ast::Item, out: &mut Vec<Expr>, comment: &mut Op
                 match cx.counters.get(&nm) {
                     Some(&i) => Some(Expr::Counter { named: Some(i) }),
                     None => {
-                        cx.diags.push(Diagnostic::error(n.span(), format!("no counter '{nm}' in this table")).note("declare it: counter NAME { }"));
+                        cx.diags.push(
+                            Diagnostic::error(n.span(), format!("no counter '{nm}' in this table"))
+                                .note("declare it: counter NAME { }"),
+                        );
                         None
                     }
                 }
             }
         },
         ast::Item::Log { options, span } => {
-            let mut log = Log { prefix: None, level: None, group: None };
+            let mut log = Log {
+                prefix: None,
+                level: None,
+                group: None,
+            };
             for (k, v) in options {
                 let t = v.as_ref().map(other_text).unwrap_or_default();
                 match k.name.as_str() {
                     "prefix" => log.prefix = Some(t),
                     "level" => {
-                        if !["emerg", "alert", "crit", "err", "warn", "notice", "info", "debug", "audit"].contains(&t.as_str()) {
+                        if ![
+                            "emerg", "alert", "crit", "err", "warn", "notice", "info", "debug",
+                            "audit",
+                        ]
+                        .contains(&t.as_str())
+                        {
                             err(cx, *span, format!("unknown log level '{t}' (emerg, alert, crit, err, warn, notice, info, debug, audit)"));
                             return false;
                         }
@@ -1653,12 +2190,28 @@ fn lower_item(cx: &mut Cx, it: &ast::Item, out: &mut Vec<Expr>, comment: &mut Op
             }
             Some(Expr::Log(log))
         }
-        ast::Item::Limit { over, rate, burst, span } => lower_limit(cx, *over, rate, burst, *span).map(Expr::Limit),
-        ast::Item::Quota { over, amount, used, name, span } => {
+        ast::Item::Limit {
+            over,
+            rate,
+            burst,
+            span,
+        } => lower_limit(cx, *over, rate, burst, *span).map(Expr::Limit),
+        ast::Item::Quota {
+            over,
+            amount,
+            used,
+            name,
+            span,
+        } => {
             if let Some(n) = name {
                 let nm = other_text(n);
                 match cx.quotas.get(&nm) {
-                    Some(&i) => Some(Expr::Quota(Quota { bytes: 0, used: 0, over: false, named: Some(i) })),
+                    Some(&i) => Some(Expr::Quota(Quota {
+                        bytes: 0,
+                        used: 0,
+                        over: false,
+                        named: Some(i),
+                    })),
                     None => {
                         err(cx, n.span(), format!("no quota '{nm}' in this table"));
                         None
@@ -1680,8 +2233,21 @@ fn lower_item(cx: &mut Cx, it: &ast::Item, out: &mut Vec<Expr>, comment: &mut Op
         }
         ast::Item::Reject { with, span } => {
             if let Some((ty, hook)) = cx.cur_hook {
-                if ty == ChainType::Nat || !matches!(hook, Hook::Input | Hook::Forward | Hook::Output | Hook::Prerouting | Hook::Ingress) {
-                    err(cx, *span, format!("reject is not allowed at the {} hook", hook.name()));
+                if ty == ChainType::Nat
+                    || !matches!(
+                        hook,
+                        Hook::Input
+                            | Hook::Forward
+                            | Hook::Output
+                            | Hook::Prerouting
+                            | Hook::Ingress
+                    )
+                {
+                    err(
+                        cx,
+                        *span,
+                        format!("reject is not allowed at the {} hook", hook.name()),
+                    );
                     return false;
                 }
             }
@@ -1724,60 +2290,133 @@ fn lower_item(cx: &mut Cx, it: &ast::Item, out: &mut Vec<Expr>, comment: &mut Op
                         }
                     }
                     other => {
-                        err(cx, k.span, format!("reject with icmp, icmpv6, icmpx or tcp reset, not '{other}'"));
+                        err(
+                            cx,
+                            k.span,
+                            format!("reject with icmp, icmpv6, icmpx or tcp reset, not '{other}'"),
+                        );
                         None
                     }
                 },
             };
             r.map(Expr::Reject)
         }
-        ast::Item::Assign { target, value, span } => {
-            let Some(tk) = lower_key(cx, target) else { return false };
+        ast::Item::Assign {
+            target,
+            value,
+            span,
+        } => {
+            let Some(tk) = lower_key(cx, target) else {
+                return false;
+            };
             let f = match tk.as_slice() {
-                [KeyPart { src: Source::Field(f), .. }] if tk[0].is_plain() => *f,
+                [KeyPart {
+                    src: Source::Field(f),
+                    ..
+                }] if tk[0].is_plain() => *f,
                 _ => {
                     err(cx, target.span(), "only a single field can be set");
                     return false;
                 }
             };
             if !ASSIGNABLE.contains(&f) {
-                cx.diags.push(Diagnostic::error(target.span(), format!("'{}' cannot be set", f.name())).note(format!("settable: {}", ASSIGNABLE.iter().map(|f| f.name()).collect::<Vec<_>>().join(", "))));
+                cx.diags.push(
+                    Diagnostic::error(target.span(), format!("'{}' cannot be set", f.name())).note(
+                        format!(
+                            "settable: {}",
+                            ASSIGNABLE
+                                .iter()
+                                .map(|f| f.name())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    ),
+                );
                 return false;
             }
             let _ = span;
             lower_value(cx, &[f.datatype()], value).map(|v| Expr::Assign { field: f, value: v })
         }
-        ast::Item::Nat { kind, family, addr, port, flags, span } => lower_nat(cx, kind, family, addr, port, flags, *span),
+        ast::Item::Nat {
+            kind,
+            family,
+            addr,
+            port,
+            flags,
+            span,
+        } => lower_nat(cx, kind, family, addr, port, flags, *span),
         ast::Item::Notrack(_) => Some(Expr::Notrack),
         ast::Item::FlowAdd(id, _) => match cx.flowtables.get(&id.name) {
             Some(&i) => Some(Expr::FlowAdd(i)),
             None => {
-                err(cx, id.span, format!("no flowtable '@{}' in this table", id.name));
+                err(
+                    cx,
+                    id.span,
+                    format!("no flowtable '@{}' in this table", id.name),
+                );
                 None
             }
         },
-        ast::Item::SetOp { op, set, key, timeout, stmts, span } => {
+        ast::Item::SetOp {
+            op,
+            set,
+            key,
+            timeout,
+            stmts,
+            span,
+        } => {
             let opk = match op.name.as_str() {
                 "add" => SetOpKind::Add,
                 "update" => SetOpKind::Update,
                 _ => SetOpKind::Delete,
             };
-            let Some(si) = named_set(cx, set) else { return false };
-            let Some(k) = lower_key(cx, key) else { return false };
+            let Some(si) = named_set(cx, set) else {
+                return false;
+            };
+            let Some(k) = lower_key(cx, key) else {
+                return false;
+            };
             let st = &cx.sets[si];
             if !types_compatible(&st.key_types, &key_types(&k)) {
-                let (a, b) = (st.key_types.iter().map(|t| t.nft_name()).collect::<Vec<_>>().join(" . "), key_types(&k).iter().map(|t| t.nft_name()).collect::<Vec<_>>().join(" . "));
-                err(cx, *span, format!("set '@{}' holds {a}, but the key is {b}", set.name));
+                let (a, b) = (
+                    st.key_types
+                        .iter()
+                        .map(|t| t.nft_name())
+                        .collect::<Vec<_>>()
+                        .join(" . "),
+                    key_types(&k)
+                        .iter()
+                        .map(|t| t.nft_name())
+                        .collect::<Vec<_>>()
+                        .join(" . "),
+                );
+                err(
+                    cx,
+                    *span,
+                    format!("set '@{}' holds {a}, but the key is {b}", set.name),
+                );
                 return false;
             }
             let timeout_ms = match timeout {
                 Some(t) => time_val(cx, t),
                 None => None,
             };
-            let mut sop = SetOp { op: opk, set: si, key: k, timeout_ms, limit: None, counter: false };
+            let mut sop = SetOp {
+                op: opk,
+                set: si,
+                key: k,
+                timeout_ms,
+                limit: None,
+                counter: false,
+            };
             for s in stmts {
                 match s {
-                    ast::Item::Limit { over, rate, burst, span } => sop.limit = lower_limit(cx, *over, rate, burst, *span),
+                    ast::Item::Limit {
+                        over,
+                        rate,
+                        burst,
+                        span,
+                    } => sop.limit = lower_limit(cx, *over, rate, burst, *span),
                     ast::Item::Counter { .. } => sop.counter = true,
                     _ => {}
                 }
@@ -1808,12 +2447,26 @@ fn lower_rule(cx: &mut Cx, handle: u64, r: &ast::Rule) -> Option<Rule> {
     // a verdict must be the last statement
     if let Some(pos) = exprs.iter().position(|e| matches!(e, Expr::Verdict(_))) {
         if pos + 1 < exprs.len() {
-            let sp = r.items.iter().find(|i| matches!(i, ast::Item::Verdict(_))).map(|i| i.span()).unwrap_or(r.span);
-            cx.diags.push(Diagnostic::error(sp, "nothing can follow a verdict in a rule").note("move the verdict (accept, drop, jump, ...) to the end of the rule"));
+            let sp = r
+                .items
+                .iter()
+                .find(|i| matches!(i, ast::Item::Verdict(_)))
+                .map(|i| i.span())
+                .unwrap_or(r.span);
+            cx.diags.push(
+                Diagnostic::error(sp, "nothing can follow a verdict in a rule")
+                    .note("move the verdict (accept, drop, jump, ...) to the end of the rule"),
+            );
             ok = false;
         }
     }
-    ok.then(|| Rule { handle, text: r.text.clone(), comment, span: r.span, exprs })
+    ok.then(|| Rule {
+        handle,
+        text: r.text.clone(),
+        comment,
+        span: r.span,
+        exprs,
+    })
 }
 
 /// Jump loops and the jump depth limit (the kernel refuses both).
@@ -1842,7 +2495,14 @@ fn check_jumps(cx: &mut Cx, chains: &[Chain]) {
                         .collect();
                     for t in targets {
                         if cx.base_chains.get(t).copied().unwrap_or(false) {
-                            err(cx, r.span, format!("a verdict map of this rule jumps to base chain '{}'", chains[t].name));
+                            err(
+                                cx,
+                                r.span,
+                                format!(
+                                    "a verdict map of this rule jumps to base chain '{}'",
+                                    chains[t].name
+                                ),
+                            );
                         }
                         adj[ci].push((t, r.span));
                     }
@@ -1854,7 +2514,14 @@ fn check_jumps(cx: &mut Cx, chains: &[Chain]) {
     let mut colour = vec![0u8; n];
     let mut depth = vec![0usize; n];
     let mut reported = false;
-    fn dfs(v: usize, adj: &[Vec<(usize, Span)>], colour: &mut [u8], depth: &mut [usize], path: &mut Vec<usize>, out: &mut Option<(Span, Vec<usize>)>) {
+    fn dfs(
+        v: usize,
+        adj: &[Vec<(usize, Span)>],
+        colour: &mut [u8],
+        depth: &mut [usize],
+        path: &mut Vec<usize>,
+        out: &mut Option<(Span, Vec<usize>)>,
+    ) {
         colour[v] = 1;
         path.push(v);
         let mut d = 0;
@@ -1880,7 +2547,14 @@ fn check_jumps(cx: &mut Cx, chains: &[Chain]) {
     for v in 0..n {
         if colour[v] == 0 {
             let mut found = None;
-            dfs(v, &adj, &mut colour, &mut depth, &mut Vec::new(), &mut found);
+            dfs(
+                v,
+                &adj,
+                &mut colour,
+                &mut depth,
+                &mut Vec::new(),
+                &mut found,
+            );
             if let Some((s, cyc)) = found {
                 if !reported {
                     let names: Vec<&str> = cyc.iter().map(|&i| chains[i].name.as_str()).collect();
@@ -1893,7 +2567,14 @@ fn check_jumps(cx: &mut Cx, chains: &[Chain]) {
     if !reported {
         for (ci, c) in chains.iter().enumerate() {
             if c.base.is_some() && depth[ci] > MAX_JUMP_DEPTH {
-                err(cx, c.span, format!("chain '{}' jumps {} chains deep; the limit is {MAX_JUMP_DEPTH}", c.name, depth[ci]));
+                err(
+                    cx,
+                    c.span,
+                    format!(
+                        "chain '{}' jumps {} chains deep; the limit is {MAX_JUMP_DEPTH}",
+                        c.name, depth[ci]
+                    ),
+                );
             }
         }
     }
@@ -1916,38 +2597,77 @@ mod tests {
             "t.nft",
             "table inet f {\n set blk { type ipv4_addr; flags interval; elements = { 198.18.0.0/16, 198.19.1.1 } }\n map svc { type inet_service : verdict; elements = { 22 : jump ssh, 80 : accept } }\n counter hits { }\n flowtable ft { hook ingress priority 0; devices = { veth0, veth1 }; }\n chain fwd { type filter hook forward priority filter; policy drop;\n  ip saddr @blk counter name hits drop\n  ct state established,related flow add @ft accept\n  tcp dport vmap @svc\n  meta l4proto udp udp dport 53 limit rate 10/second accept\n }\n chain ssh { ip saddr 198.18.0.0/15 accept; return }\n chain pre { type nat hook prerouting priority dstnat; dnat ip to jhash ip saddr mod 2 map { 0 : 198.18.1.1, 1 : 198.18.1.2 } }\n chain post { type nat hook postrouting priority srcnat; oifname \"wan*\" masquerade }\n}\n",
         );
-        let (rs, _) = r.map_err(|(sm, d)| crate::diag::render_all(&d, &sm)).unwrap();
+        let (rs, _) = r
+            .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
+            .unwrap();
         assert_eq!(rs.summary().rules, 8);
         assert!(rs.uses_state());
     }
 
     #[test]
     fn family_and_hook_errors() {
-        assert!(errors("table ip6 t { chain c { ip saddr 1.2.3.4 accept } }")[0].contains("can never match"));
-        assert!(errors("table ip t { chain c { type nat hook forward priority 0; } }")[0].contains("nat chain cannot hook forward"));
-        assert!(errors("table netdev t { chain c { type filter hook forward priority 0; } }")[0].contains("does not exist"));
-        assert!(errors("table netdev t { chain c { type filter hook ingress priority 0; } }")[0].contains("needs a device"));
-        assert!(errors("table ip t { chain c { type filter hook forward priority 0; dnat to 1.2.3.4 } }")[0].contains("only allowed in nat chains"));
+        assert!(
+            errors("table ip6 t { chain c { ip saddr 1.2.3.4 accept } }")[0]
+                .contains("can never match")
+        );
+        assert!(
+            errors("table ip t { chain c { type nat hook forward priority 0; } }")[0]
+                .contains("nat chain cannot hook forward")
+        );
+        assert!(
+            errors("table netdev t { chain c { type filter hook forward priority 0; } }")[0]
+                .contains("does not exist")
+        );
+        assert!(
+            errors("table netdev t { chain c { type filter hook ingress priority 0; } }")[0]
+                .contains("needs a device")
+        );
+        assert!(errors(
+            "table ip t { chain c { type filter hook forward priority 0; dnat to 1.2.3.4 } }"
+        )[0]
+        .contains("only allowed in nat chains"));
     }
 
     #[test]
     fn type_errors() {
-        assert!(errors("table ip t { chain c { tcp dport 70000 accept } }")[0].contains("too large"));
-        assert!(errors("table ip t { set s { type ipv4_addr; elements = { 1.2.3.0/24 } } }")[0].contains("range or prefix"));
-        assert!(errors("table ip t { set s { type ipv4_addr; elements = { 22 } } }")[0].contains("not an IPv4"));
-        assert!(errors("table ip t { set s { type inet_service; } chain c { ip saddr @s accept } }")[0].contains("holds inet_service"));
+        assert!(
+            errors("table ip t { chain c { tcp dport 70000 accept } }")[0].contains("too large")
+        );
+        assert!(
+            errors("table ip t { set s { type ipv4_addr; elements = { 1.2.3.0/24 } } }")[0]
+                .contains("range or prefix")
+        );
+        assert!(
+            errors("table ip t { set s { type ipv4_addr; elements = { 22 } } }")[0]
+                .contains("not an IPv4")
+        );
+        assert!(errors(
+            "table ip t { set s { type inet_service; } chain c { ip saddr @s accept } }"
+        )[0]
+        .contains("holds inet_service"));
         assert!(errors("table ip t { chain c { ip saddr @nope accept } }")[0].contains("no set"));
-        assert!(errors("table ip t { map m { type ipv4_addr : verdict; elements = { 1.2.3.4 : 5.6.7.8 } } }")[0].contains("holds verdicts"));
+        assert!(errors(
+            "table ip t { map m { type ipv4_addr : verdict; elements = { 1.2.3.4 : 5.6.7.8 } } }"
+        )[0]
+        .contains("holds verdicts"));
         assert!(errors("table ip t { chain c { ip frob 1 } }")[0].contains("unknown selector"));
     }
 
     #[test]
     fn jump_errors() {
-        assert!(errors("table ip t { chain a { jump b } chain b { jump a } }")[0].contains("jump loop: a -> b -> a"));
+        assert!(
+            errors("table ip t { chain a { jump b } chain b { jump a } }")[0]
+                .contains("jump loop: a -> b -> a")
+        );
         assert!(errors("table ip t { chain a { jump nope } }")[0].contains("no chain"));
-        assert!(errors("table ip t { chain b { type filter hook input priority 0; } chain a { jump b } }")[0].contains("base chain"));
+        assert!(errors(
+            "table ip t { chain b { type filter hook input priority 0; } chain a { jump b } }"
+        )[0]
+        .contains("base chain"));
         assert!(errors("table ip t { chain a { accept counter } }")[0].contains("follow a verdict"));
-        let mut deep = String::from("table ip t { chain base { type filter hook input priority 0; jump c0 }\n");
+        let mut deep = String::from(
+            "table ip t { chain base { type filter hook input priority 0; jump c0 }\n",
+        );
         for i in 0..20 {
             deep.push_str(&format!("chain c{i} {{ jump c{} }}\n", i + 1));
         }

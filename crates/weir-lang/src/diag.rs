@@ -88,5 +88,9 @@ impl Diagnostic {
 
 /// Render a list of diagnostics, one after another.
 pub fn render_all(diags: &[Diagnostic], sources: &SourceMap) -> String {
-    diags.iter().map(|d| d.render(sources)).collect::<Vec<_>>().join("\n")
+    diags
+        .iter()
+        .map(|d| d.render(sources))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -142,7 +142,10 @@ pub enum Source {
         offset: u32,
     },
     /// `symhash mod N offset O`
-    Symhash { modulus: u32, offset: u32 },
+    Symhash {
+        modulus: u32,
+        offset: u32,
+    },
     /// `numgen inc|random mod N offset O`
     Numgen {
         random: bool,
@@ -211,7 +214,10 @@ pub enum ValueExpr {
     /// An address or port range (NAT `to 198.18.0.1-198.18.0.9`).
     Range(u128, u128),
     Key(Key),
-    Map { key: Key, map: SetRef },
+    Map {
+        key: Key,
+        map: SetRef,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -318,17 +324,28 @@ pub struct Log {
 pub enum Expr {
     Match(Match),
     /// `ct count [over] N`: a stateful match.
-    CtCount { count: u32, over: bool },
+    CtCount {
+        count: u32,
+        over: bool,
+    },
     Verdict(Verdict),
-    Vmap { key: Key, map: SetRef },
+    Vmap {
+        key: Key,
+        map: SetRef,
+    },
     /// An anonymous counter (`counter`) or a named one (`counter name x`).
-    Counter { named: Option<usize> },
+    Counter {
+        named: Option<usize>,
+    },
     Log(Log),
     Limit(Limit),
     Quota(Quota),
     Reject(Reject),
     /// `meta mark set ...`, `ct mark set ...`, `ip saddr set ...`
-    Assign { field: Field, value: ValueExpr },
+    Assign {
+        field: Field,
+        value: ValueExpr,
+    },
     Nat(Nat),
     Notrack,
     FlowAdd(usize),
@@ -440,8 +457,13 @@ impl Ruleset {
             t.chains.iter().any(|c| {
                 c.rules.iter().any(|r| {
                     r.exprs.iter().any(|e| match e {
-                        Expr::Match(m) => m.key.iter().any(|k| matches!(k.src, Source::Field(f) if f.is_conntrack())),
-                        Expr::Nat(_) | Expr::FlowAdd(_) | Expr::Notrack | Expr::CtCount { .. } => true,
+                        Expr::Match(m) => m
+                            .key
+                            .iter()
+                            .any(|k| matches!(k.src, Source::Field(f) if f.is_conntrack())),
+                        Expr::Nat(_) | Expr::FlowAdd(_) | Expr::Notrack | Expr::CtCount { .. } => {
+                            true
+                        }
                         _ => false,
                     })
                 })

@@ -164,7 +164,11 @@ pub fn lex(file: FileId, text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
                 } else {
                     let name = text[s..i].to_string();
                     toks.push(Token {
-                        tok: if c == b'$' { Tok::Var(name) } else { Tok::At(name) },
+                        tok: if c == b'$' {
+                            Tok::Var(name)
+                        } else {
+                            Tok::At(name)
+                        },
                         span: sp(start, i),
                     });
                 }
@@ -306,10 +310,16 @@ mod tests {
                 Tok::Eof
             ]
         );
-        assert_eq!(words("2001:db8::1/64")[0], Tok::Word("2001:db8::1/64".into()));
+        assert_eq!(
+            words("2001:db8::1/64")[0],
+            Tok::Word("2001:db8::1/64".into())
+        );
         assert_eq!(words("::1")[0], Tok::Word("::1".into()));
         assert_eq!(words("1.2.3.4:80-90")[0], Tok::Word("1.2.3.4:80-90".into()));
-        assert_eq!(words("aa:bb:cc:dd:ee:ff")[0], Tok::Word("aa:bb:cc:dd:ee:ff".into()));
+        assert_eq!(
+            words("aa:bb:cc:dd:ee:ff")[0],
+            Tok::Word("aa:bb:cc:dd:ee:ff".into())
+        );
     }
 
     #[test]

@@ -20,14 +20,19 @@ pub use diag::Diagnostic;
 pub use source::{SourceMap, Span};
 
 /// Parse and check a ruleset file. On success the warnings (if any) come with the ruleset.
-pub fn load_file(path: &std::path::Path) -> Result<(ir::Ruleset, Vec<Diagnostic>), (SourceMap, Vec<Diagnostic>)> {
+pub fn load_file(
+    path: &std::path::Path,
+) -> Result<(ir::Ruleset, Vec<Diagnostic>), (SourceMap, Vec<Diagnostic>)> {
     let mut sources = SourceMap::new();
     let (file, mut diags) = parser::parse_file(&mut sources, path);
     finish(sources, file, &mut diags)
 }
 
 /// Parse and check ruleset text (named `name` in messages).
-pub fn load_str(name: &str, text: &str) -> Result<(ir::Ruleset, Vec<Diagnostic>), (SourceMap, Vec<Diagnostic>)> {
+pub fn load_str(
+    name: &str,
+    text: &str,
+) -> Result<(ir::Ruleset, Vec<Diagnostic>), (SourceMap, Vec<Diagnostic>)> {
     let mut sources = SourceMap::new();
     let (file, mut diags) = parser::parse_str(&mut sources, name, text);
     finish(sources, file, &mut diags)

@@ -17,16 +17,34 @@ const MAX_ERRORS: usize = 50;
 
 /// Words that start an expression (a selector or a value generator).
 const EXPR_HEADS: &[&str] = &[
-    "ip", "ip6", "tcp", "udp", "udplite", "sctp", "dccp", "th", "icmp", "icmpv6", "ether",
-    "vlan", "meta", "ct", "iifname", "oifname", "iif", "oif", "mark", "l4proto", "nfproto",
-    "pkttype", "priority", "length", "protocol", "jhash", "symhash", "numgen",
+    "ip", "ip6", "tcp", "udp", "udplite", "sctp", "dccp", "th", "icmp", "icmpv6", "ether", "vlan",
+    "meta", "ct", "iifname", "oifname", "iif", "oif", "mark", "l4proto", "nfproto", "pkttype",
+    "priority", "length", "protocol", "jhash", "symhash", "numgen",
 ];
 
 /// Words that start a statement.
 const STMT_HEADS: &[&str] = &[
-    "accept", "drop", "continue", "return", "jump", "goto", "counter", "log", "limit", "quota",
-    "reject", "snat", "dnat", "masquerade", "redirect", "notrack", "flow", "add", "update",
-    "delete", "comment",
+    "accept",
+    "drop",
+    "continue",
+    "return",
+    "jump",
+    "goto",
+    "counter",
+    "log",
+    "limit",
+    "quota",
+    "reject",
+    "snat",
+    "dnat",
+    "masquerade",
+    "redirect",
+    "notrack",
+    "flow",
+    "add",
+    "update",
+    "delete",
+    "comment",
 ];
 
 fn is_family(w: &str) -> bool {
@@ -114,9 +132,7 @@ impl Preprocessor<'_> {
                         }
                     }
                 }
-                Tok::Word(w)
-                    if (w == "define" || w == "redefine") && at_line_start(out) =>
-                {
+                Tok::Word(w) if (w == "define" || w == "redefine") && at_line_start(out) => {
                     i = self.define(&toks, i);
                 }
                 Tok::Word(w) if w == "undefine" && at_line_start(out) => {
@@ -132,10 +148,10 @@ impl Preprocessor<'_> {
                     match self.defines.get(name) {
                         Some(body) => out.extend(body.iter().cloned()),
                         None => {
-                            self.diags.push(Diagnostic::error(
-                                t.span,
-                                format!("undefined variable '${name}'"),
-                            ).note("define it first: define NAME = value"));
+                            self.diags.push(
+                                Diagnostic::error(t.span, format!("undefined variable '${name}'"))
+                                    .note("define it first: define NAME = value"),
+                            );
                             // keep a placeholder so the parser can go on
                             out.push(Token {
                                 tok: Tok::Word(format!("${name}")),
@@ -609,11 +625,10 @@ impl Parser {
                     })
                 }
             }
-            _ => Err(Diagnostic::error(
-                start,
-                format!("expected a command, found '{w}'"),
-            )
-            .note("commands: table, add, create, insert, delete, flush, define, include")),
+            _ => Err(
+                Diagnostic::error(start, format!("expected a command, found '{w}'"))
+                    .note("commands: table, add, create, insert, delete, flush, define, include"),
+            ),
         }
     }
 
@@ -687,7 +702,9 @@ impl Parser {
             }
             "flowtable" => {
                 let name = self.ident("a flowtable name")?;
-                Ok(Some(TableItem::Flowtable(self.flowtable_body(name, start)?)))
+                Ok(Some(TableItem::Flowtable(
+                    self.flowtable_body(name, start)?,
+                )))
             }
             "counter" | "quota" | "limit" => {
                 let name = self.ident("a name")?;
@@ -980,8 +997,7 @@ impl Parser {
                     return Ok((elems, open.to(close)));
                 }
                 Tok::Eof => {
-                    return Err(Diagnostic::error(open, "set is not closed")
-                        .note("expected '}'"))
+                    return Err(Diagnostic::error(open, "set is not closed").note("expected '}'"))
                 }
                 Tok::LBrace => {
                     let (inner, _) = self.set_literal()?;
@@ -1068,7 +1084,11 @@ impl Parser {
     }
 
     fn val_range(&mut self, flags: bool) -> PResult<Val> {
-        let a = if flags { self.val_flags()? } else { self.val_atom()? };
+        let a = if flags {
+            self.val_flags()?
+        } else {
+            self.val_atom()?
+        };
         if self.is_word("-") {
             self.bump();
             let b = self.val_atom()?;
@@ -1280,8 +1300,8 @@ impl Parser {
         let head = self.ident("a selector")?;
         let mut words = vec![head.clone()];
         match head.name.as_str() {
-            "iifname" | "oifname" | "iif" | "oif" | "mark" | "l4proto" | "nfproto"
-            | "pkttype" | "priority" | "length" | "protocol" => {}
+            "iifname" | "oifname" | "iif" | "oif" | "mark" | "l4proto" | "nfproto" | "pkttype"
+            | "priority" | "length" | "protocol" => {}
             "ct" => {
                 let w = self.ident("a ct key (state, mark, status, original, reply, ...)")?;
                 let dir = matches!(w.name.as_str(), "original" | "reply");
@@ -1702,7 +1722,9 @@ mod tests {
             panic!()
         };
         assert_eq!(items.len(), 3);
-        let TableItem::Chain(c) = &items[1] else { panic!() };
+        let TableItem::Chain(c) = &items[1] else {
+            panic!()
+        };
         assert_eq!(c.rules.len(), 6);
         assert!(c.hook.is_some());
         assert_eq!(c.rules[1].items.len(), 4);
@@ -1710,7 +1732,8 @@ mod tests {
 
     #[test]
     fn errors_are_collected_and_located() {
-        let (_, d, sm) = parse("table ip t {\n chain c {\n  ip saddr\n  bogus thing\n  accept\n }\n}\n");
+        let (_, d, sm) =
+            parse("table ip t {\n chain c {\n  ip saddr\n  bogus thing\n  accept\n }\n}\n");
         assert_eq!(d.len(), 2, "{d:?}");
         let r = d[0].render(&sm);
         assert!(r.starts_with("t.nft:3:3: error:"), "{r}");

@@ -117,9 +117,7 @@ impl SourceMap {
     /// The source text a span covers.
     pub fn text(&self, span: Span) -> &str {
         let f = self.file(span.file);
-        f.text
-            .get(span.lo as usize..span.hi as usize)
-            .unwrap_or("")
+        f.text.get(span.lo as usize..span.hi as usize).unwrap_or("")
     }
 
     /// `file:line:column` of a span's start.

@@ -223,7 +223,9 @@ pub fn parse_scalar(dt: DataType, w: &str) -> Result<u128, String> {
         DataType::EtherAddr => {
             let parts: Vec<&str> = w.split(':').collect();
             if parts.len() != 6 {
-                return Err(format!("'{w}' is not an Ethernet address (aa:bb:cc:dd:ee:ff)"));
+                return Err(format!(
+                    "'{w}' is not an Ethernet address (aa:bb:cc:dd:ee:ff)"
+                ));
             }
             let mut v = 0u128;
             for p in parts {
@@ -233,12 +235,24 @@ pub fn parse_scalar(dt: DataType, w: &str) -> Result<u128, String> {
             }
             Ok(v)
         }
-        _ if parse_number(w).is_some() && !matches!(dt, DataType::Ipv4Addr | DataType::Ipv6Addr | DataType::IfName | DataType::Time) => num(),
+        _ if parse_number(w).is_some()
+            && !matches!(
+                dt,
+                DataType::Ipv4Addr | DataType::Ipv6Addr | DataType::IfName | DataType::Time
+            ) =>
+        {
+            num()
+        }
         DataType::InetProto => {
             if let Some(p) = lookup(PROTOS, w) {
                 return Ok(p as u128);
             }
-            num().map_err(|_| format!("unknown protocol '{w}' (a number 0-255 or one of: {})", names(PROTOS)))
+            num().map_err(|_| {
+                format!(
+                    "unknown protocol '{w}' (a number 0-255 or one of: {})",
+                    names(PROTOS)
+                )
+            })
         }
         DataType::InetService => {
             if let Some(p) = lookup(SERVICES, w) {
@@ -246,21 +260,33 @@ pub fn parse_scalar(dt: DataType, w: &str) -> Result<u128, String> {
             }
             num().map_err(|_| format!("'{w}' is not a port (0-65535 or a service name such as ssh, http, https, domain)"))
         }
-        DataType::IcmpType => lookup(ICMP_TYPES, w)
-            .map(|v| v as u128)
-            .map_or_else(|| num().map_err(|_| format!("unknown ICMP type '{w}' (one of: {})", names(ICMP_TYPES))), Ok),
-        DataType::Icmp6Type => lookup(ICMP6_TYPES, w)
-            .map(|v| v as u128)
-            .map_or_else(|| num().map_err(|_| format!("unknown ICMPv6 type '{w}' (one of: {})", names(ICMP6_TYPES))), Ok),
-        DataType::TcpFlags => lookup(TCP_FLAGS, w)
-            .map(|v| v as u128)
-            .map_or_else(|| num().map_err(|_| format!("unknown TCP flag '{w}' (one of: {})", names(TCP_FLAGS))), Ok),
-        DataType::CtState => lookup(CT_STATES, w)
-            .map(|v| v as u128)
-            .map_or_else(|| num().map_err(|_| format!("unknown ct state '{w}' (one of: {})", names(CT_STATES))), Ok),
-        DataType::CtStatus => lookup(CT_STATUS, w)
-            .map(|v| v as u128)
-            .map_or_else(|| num().map_err(|_| format!("unknown ct status '{w}' (one of: {})", names(CT_STATUS))), Ok),
+        DataType::IcmpType => lookup(ICMP_TYPES, w).map(|v| v as u128).map_or_else(
+            || {
+                num()
+                    .map_err(|_| format!("unknown ICMP type '{w}' (one of: {})", names(ICMP_TYPES)))
+            },
+            Ok,
+        ),
+        DataType::Icmp6Type => lookup(ICMP6_TYPES, w).map(|v| v as u128).map_or_else(
+            || {
+                num().map_err(|_| {
+                    format!("unknown ICMPv6 type '{w}' (one of: {})", names(ICMP6_TYPES))
+                })
+            },
+            Ok,
+        ),
+        DataType::TcpFlags => lookup(TCP_FLAGS, w).map(|v| v as u128).map_or_else(
+            || num().map_err(|_| format!("unknown TCP flag '{w}' (one of: {})", names(TCP_FLAGS))),
+            Ok,
+        ),
+        DataType::CtState => lookup(CT_STATES, w).map(|v| v as u128).map_or_else(
+            || num().map_err(|_| format!("unknown ct state '{w}' (one of: {})", names(CT_STATES))),
+            Ok,
+        ),
+        DataType::CtStatus => lookup(CT_STATUS, w).map(|v| v as u128).map_or_else(
+            || num().map_err(|_| format!("unknown ct status '{w}' (one of: {})", names(CT_STATUS))),
+            Ok,
+        ),
         DataType::CtDir => match w {
             "original" => Ok(0),
             "reply" => Ok(1),
@@ -277,18 +303,22 @@ pub fn parse_scalar(dt: DataType, w: &str) -> Result<u128, String> {
             "arp" => Ok(0x0806),
             "vlan" => Ok(0x8100),
             "8021ad" => Ok(0x88a8),
-            _ => num().map_err(|_| format!("'{w}' is not an EtherType (ip, ip6, arp, vlan or a number)")),
+            _ => num()
+                .map_err(|_| format!("'{w}' is not an EtherType (ip, ip6, arp, vlan or a number)")),
         },
         DataType::PktType => match w {
             "host" | "unicast" => Ok(0),
             "broadcast" => Ok(1),
             "multicast" => Ok(2),
             "other" => Ok(3),
-            _ => num().map_err(|_| format!("'{w}' is not a packet type (host, broadcast, multicast, other)")),
+            _ => num().map_err(|_| {
+                format!("'{w}' is not a packet type (host, broadcast, multicast, other)")
+            }),
         },
-        DataType::Dscp => lookup(DSCP, w)
-            .map(|v| v as u128)
-            .map_or_else(|| num().map_err(|_| format!("unknown DSCP '{w}' (cs0-cs7, af11-af43, ef, or 0-63)")), Ok),
+        DataType::Dscp => lookup(DSCP, w).map(|v| v as u128).map_or_else(
+            || num().map_err(|_| format!("unknown DSCP '{w}' (cs0-cs7, af11-af43, ef, or 0-63)")),
+            Ok,
+        ),
         DataType::IfName => {
             if w.len() > 15 {
                 return Err(format!("interface name '{w}' is longer than 15 characters"));
@@ -346,7 +376,11 @@ pub fn prefix_range(dt: DataType, base: u128, len: &str) -> Result<(u128, u128),
         .ok()
         .filter(|&n| n <= bits)
         .ok_or_else(|| format!("'{len}' is not a prefix length (0-{bits})"))?;
-    let host = if n == 0 { max_of(bits) } else { max_of(bits - n) };
+    let host = if n == 0 {
+        max_of(bits)
+    } else {
+        max_of(bits - n)
+    };
     let lo = base & !host & max_of(bits);
     if lo != base {
         return Err(format!(
@@ -452,13 +486,19 @@ mod tests {
 
     #[test]
     fn scalars_and_ranges() {
-        assert_eq!(parse_scalar(DataType::Ipv4Addr, "198.18.0.1"), Ok(0xc612_0001));
+        assert_eq!(
+            parse_scalar(DataType::Ipv4Addr, "198.18.0.1"),
+            Ok(0xc612_0001)
+        );
         assert_eq!(
             parse_range(DataType::Ipv4Addr, "198.18.0.0/15"),
             Ok((0xc612_0000, 0xc613_ffff))
         );
         assert!(parse_range(DataType::Ipv4Addr, "198.18.0.1/15").is_err());
-        assert_eq!(parse_range(DataType::InetService, "1024-65535"), Ok((1024, 65535)));
+        assert_eq!(
+            parse_range(DataType::InetService, "1024-65535"),
+            Ok((1024, 65535))
+        );
         assert_eq!(parse_range(DataType::InetService, "ssh"), Ok((22, 22)));
         assert!(parse_range(DataType::InetService, "65536").is_err());
         assert!(parse_range(DataType::InetService, "90-80").is_err());
@@ -468,7 +508,10 @@ mod tests {
             parse_range(DataType::Ipv4Addr, "198.18.0.1-198.18.0.9"),
             Ok((0xc612_0001, 0xc612_0009))
         );
-        assert_eq!(parse_scalar(DataType::EtherAddr, "00:11:22:33:44:ff"), Ok(0x0011_2233_44ff));
+        assert_eq!(
+            parse_scalar(DataType::EtherAddr, "00:11:22:33:44:ff"),
+            Ok(0x0011_2233_44ff)
+        );
         assert_eq!(parse_time_ms("1h30m"), Ok(5_400_000));
         assert_eq!(parse_time_ms("500ms"), Ok(500));
         assert_eq!(parse_time_ms("30"), Ok(30_000));

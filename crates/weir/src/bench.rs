@@ -62,17 +62,33 @@ fn median(mut v: Vec<f64>) -> f64 {
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self, n: usize) -> usize {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((self.0 >> 33) as usize) % n.max(1)
     }
 }
 
 pub fn classify(a: ClassifyArgs) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(&a.rules).with_context(|| format!("cannot read {}", a.rules.display()))?;
-    let trace_text = std::fs::read_to_string(&a.trace).with_context(|| format!("cannot read {}", a.trace.display()))?;
-    let trace = parse_trace(&trace_text).map_err(|e| anyhow::anyhow!("{}: {e}", a.trace.display()))?;
-    anyhow::ensure!(!trace.is_empty(), "{}: the trace has no headers", a.trace.display());
-    let format = a.format.clone().unwrap_or_else(|| if text.trim_start().starts_with('@') { "classbench".into() } else { "nft".into() });
+    let text = std::fs::read_to_string(&a.rules)
+        .with_context(|| format!("cannot read {}", a.rules.display()))?;
+    let trace_text = std::fs::read_to_string(&a.trace)
+        .with_context(|| format!("cannot read {}", a.trace.display()))?;
+    let trace =
+        parse_trace(&trace_text).map_err(|e| anyhow::anyhow!("{}: {e}", a.trace.display()))?;
+    anyhow::ensure!(
+        !trace.is_empty(),
+        "{}: the trace has no headers",
+        a.trace.display()
+    );
+    let format = a.format.clone().unwrap_or_else(|| {
+        if text.trim_start().starts_with('@') {
+            "classbench".into()
+        } else {
+            "nft".into()
+        }
+    });
     let r = match format.as_str() {
         "classbench" => bench_classbench(&a, &text, &trace)?,
         "nft" => match bench_nft(&a, &trace)? {
@@ -81,7 +97,11 @@ pub fn classify(a: ClassifyArgs) -> anyhow::Result<ExitCode> {
         },
         other => anyhow::bail!("unknown format '{other}' (nft or classbench)"),
     };
-    let speedup = if r.linear_mpps > 0.0 { r.compiled_mpps / r.linear_mpps } else { 0.0 };
+    let speedup = if r.linear_mpps > 0.0 {
+        r.compiled_mpps / r.linear_mpps
+    } else {
+        0.0
+    };
     if a.json {
         println!(
             "{}",
@@ -93,22 +113,45 @@ pub fn classify(a: ClassifyArgs) -> anyhow::Result<ExitCode> {
             })
         );
     } else {
-        println!("weir bench classify: {} ({format}) with {}", a.rules.display(), a.trace.display());
+        println!(
+            "weir bench classify: {} ({format}) with {}",
+            a.rules.display(),
+            a.trace.display()
+        );
         println!("  rules          {}", r.rules);
         println!("  headers        {}", r.packets);
         println!("  build          {:.1} ms", r.build_ms);
         println!("  memory         {}", crate::check::human_bytes(r.memory));
-        println!("  compiled       {:.3} Mpps ({:.0} ns per header)", r.compiled_mpps, 1e3 / r.compiled_mpps.max(1e-9));
-        println!("  linear         {:.4} Mpps ({:.0} ns per header; {} headers)", r.linear_mpps, 1e3 / r.linear_mpps.max(1e-9), r.linear_packets);
+        println!(
+            "  compiled       {:.3} Mpps ({:.0} ns per header)",
+            r.compiled_mpps,
+            1e3 / r.compiled_mpps.max(1e-9)
+        );
+        println!(
+            "  linear         {:.4} Mpps ({:.0} ns per header; {} headers)",
+            r.linear_mpps,
+            1e3 / r.linear_mpps.max(1e-9),
+            r.linear_packets
+        );
         println!("  speedup        {speedup:.0}x");
-        println!("  insert 1 rule  {:.2} us (median of {})", r.insert_us, a.updates);
-        println!("  delete 1 rule  {:.2} us (median of {})", r.delete_us, a.updates);
+        println!(
+            "  insert 1 rule  {:.2} us (median of {})",
+            r.insert_us, a.updates
+        );
+        println!(
+            "  delete 1 rule  {:.2} us (median of {})",
+            r.delete_us, a.updates
+        );
         println!("  mismatches     {}", r.mismatches);
         if !r.extra.is_empty() {
             println!("  {}", r.extra);
         }
     }
-    Ok(if r.mismatches == 0 { ExitCode::SUCCESS } else { ExitCode::from(3) })
+    Ok(if r.mismatches == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(3)
+    })
 }
 
 fn bench_classbench(a: &ClassifyArgs, text: &str, trace: &[CbHeader]) -> anyhow::Result<Report> {
@@ -165,7 +208,11 @@ fn bench_classbench(a: &ClassifyArgs, text: &str, trace: &[CbHeader]) -> anyhow:
         ins.push(t.elapsed().as_secs_f64() * 1e6);
     }
     // after the churn the answers must still be the same
-    let after: usize = keys.iter().zip(&compiled_ans).filter(|(k, c)| cls.first_match(k, 0, |_| true).map(|x| x.1) != **c).count();
+    let after: usize = keys
+        .iter()
+        .zip(&compiled_ans)
+        .filter(|(k, c)| cls.first_match(k, 0, |_| true).map(|x| x.1) != **c)
+        .count();
     Ok(Report {
         rules: rules.len(),
         packets: keys.len(),
@@ -177,7 +224,10 @@ fn bench_classbench(a: &ClassifyArgs, text: &str, trace: &[CbHeader]) -> anyhow:
         insert_us: median(ins),
         delete_us: median(del),
         mismatches: mismatches + after,
-        extra: format!("{} classifier entries; answers re-checked after the updates: {after} differ", cls.len()),
+        extra: format!(
+            "{} classifier entries; answers re-checked after the updates: {after} differ",
+            cls.len()
+        ),
     })
 }
 
@@ -208,7 +258,12 @@ fn bench_nft(a: &ClassifyArgs, trace: &[CbHeader]) -> anyhow::Result<Option<Repo
     let metas: Vec<PacketMeta> = trace.iter().map(header_meta).collect();
     let meta = Meta::with_ifnames("", "");
     let ans = |e: &mut Engine, pm: &PacketMeta| -> Option<usize> {
-        let p = Pkt { frame: &[], pm, meta, now_ns: 0 };
+        let p = Pkt {
+            frame: &[],
+            pm,
+            meta,
+            now_ns: 0,
+        };
         e.first_candidate(ti, ci, &p)
     };
     let compiled_ans: Vec<Option<usize>> = metas.iter().map(|m| ans(&mut ce, m)).collect();
@@ -242,7 +297,11 @@ fn bench_nft(a: &ClassifyArgs, trace: &[CbHeader]) -> anyhow::Result<Option<Repo
     let chain_rules: Vec<weir_lang::ir::Rule> = rs.tables[ti].chains[ci].rules.clone();
     let base_gid = first_gid(&rs, ti, ci);
     // current handle -> index of the rule in the original chain
-    let mut orig: std::collections::HashMap<u64, usize> = chain_rules.iter().enumerate().map(|(i, r)| (r.handle, i)).collect();
+    let mut orig: std::collections::HashMap<u64, usize> = chain_rules
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.handle, i))
+        .collect();
     let mut ins = Vec::new();
     let mut del = Vec::new();
     let mut rng = Lcg(7);
@@ -250,8 +309,16 @@ fn bench_nft(a: &ClassifyArgs, trace: &[CbHeader]) -> anyhow::Result<Option<Repo
         let c = &ce.rs.tables[ti].chains[ci];
         let pos = rng.next(c.len());
         let mut it = c.order.values().skip(pos.saturating_sub(1));
-        let prev = if pos == 0 { None } else { it.next().map(|&s| c.slots[s as usize].as_ref().unwrap().handle) };
-        let handle = it.next().map(|&s| c.slots[s as usize].as_ref().unwrap().handle).unwrap();
+        let prev = if pos == 0 {
+            None
+        } else {
+            it.next()
+                .map(|&s| c.slots[s as usize].as_ref().unwrap().handle)
+        };
+        let handle = it
+            .next()
+            .map(|&s| c.slots[s as usize].as_ref().unwrap().handle)
+            .unwrap();
         let idx = orig.remove(&handle).unwrap();
         let t = Instant::now();
         ce.rs.remove_rule(ti, ci, handle);
@@ -261,7 +328,10 @@ fn bench_nft(a: &ClassifyArgs, trace: &[CbHeader]) -> anyhow::Result<Option<Repo
             None => weir_engine::compile::At::First,
         };
         let t = Instant::now();
-        let (_, new_handle) = ce.rs.insert_rule(ti, ci, at, &chain_rules[idx]).context("re-insert")?;
+        let (_, new_handle) = ce
+            .rs
+            .insert_rule(ti, ci, at, &chain_rules[idx])
+            .context("re-insert")?;
         ins.push(t.elapsed().as_secs_f64() * 1e6);
         orig.insert(new_handle, idx);
     }
@@ -270,10 +340,18 @@ fn bench_nft(a: &ClassifyArgs, trace: &[CbHeader]) -> anyhow::Result<Option<Repo
         .iter()
         .zip(&compiled_ans)
         .filter(|(m, c)| {
-            let p = Pkt { frame: &[], pm: m, meta, now_ns: 0 };
+            let p = Pkt {
+                frame: &[],
+                pm: m,
+                meta,
+                now_ns: 0,
+            };
             let got = ce.first_candidate(ti, ci, &p).map(|g| {
                 let (_, _, slot) = ce.rs.rule_loc[g];
-                orig[&ce.rs.tables[ti].chains[ci].slots[slot as usize].as_ref().unwrap().handle]
+                orig[&ce.rs.tables[ti].chains[ci].slots[slot as usize]
+                    .as_ref()
+                    .unwrap()
+                    .handle]
             });
             got != c.map(|g| g - base_gid)
         })

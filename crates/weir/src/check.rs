@@ -29,12 +29,20 @@ pub fn run(file: &Path, json: bool) -> anyhow::Result<ExitCode> {
     println!("  tables      {}", s.tables);
     println!("  chains      {} ({} base)", s.chains, s.base_chains);
     println!("  rules       {}", s.rules);
-    println!("  sets/maps   {} ({} elements; {} more in inline sets)", s.sets, s.elements, s.anon_elements);
+    println!(
+        "  sets/maps   {} ({} elements; {} more in inline sets)",
+        s.sets, s.elements, s.anon_elements
+    );
     if s.flowtables > 0 {
         println!("  flowtables  {}", s.flowtables);
     }
     println!("  compiled in {ms:.1} ms, {} of memory", human_bytes(mem));
-    let parts: Vec<String> = c.memory_breakdown().iter().filter(|p| p.1 > 0).map(|(n, b)| format!("{n} {}", human_bytes(*b))).collect();
+    let parts: Vec<String> = c
+        .memory_breakdown()
+        .iter()
+        .filter(|p| p.1 > 0)
+        .map(|(n, b)| format!("{n} {}", human_bytes(*b)))
+        .collect();
     println!("              ({})", parts.join(", "));
     for t in &rs.tables {
         for ch in &t.chains {

@@ -38,10 +38,17 @@ pub fn classbench_rule(r: &CbRule) -> String {
 /// A ClassBench file as an nftables ruleset: one table, one forward chain, one rule a line.
 pub fn classbench_ruleset(rules: &[CbRule], source: &str) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "# imported from {source} by weir import classbench: {} rules, first match wins", rules.len());
+    let _ = writeln!(
+        out,
+        "# imported from {source} by weir import classbench: {} rules, first match wins",
+        rules.len()
+    );
     let _ = writeln!(out, "table ip classbench {{");
     let _ = writeln!(out, "    chain forward {{");
-    let _ = writeln!(out, "        type filter hook forward priority filter; policy drop;");
+    let _ = writeln!(
+        out,
+        "        type filter hook forward priority filter; policy drop;"
+    );
     for r in rules {
         let _ = writeln!(out, "        {}", classbench_rule(r));
     }
@@ -51,10 +58,14 @@ pub fn classbench_ruleset(rules: &[CbRule], source: &str) -> String {
 }
 
 pub fn classbench(file: &Path) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", file.display()))?;
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", file.display()))?;
     match parse_rules(&text) {
         Ok(rules) => {
-            print!("{}", classbench_ruleset(&rules, &file.display().to_string()));
+            print!(
+                "{}",
+                classbench_ruleset(&rules, &file.display().to_string())
+            );
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {

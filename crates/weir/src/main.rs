@@ -14,7 +14,11 @@ mod import;
 mod replay;
 
 #[derive(Parser)]
-#[command(name = "weir", version, about = "weir: packet filter, NAT and L4 load balancer dataplane")]
+#[command(
+    name = "weir",
+    version,
+    about = "weir: packet filter, NAT and L4 load balancer dataplane"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -47,9 +51,7 @@ enum Cmd {
 #[derive(Subcommand)]
 enum ImportCmd {
     /// A ClassBench rule file (first line wins; addresses, ports and protocol; flags ignored).
-    Classbench {
-        file: PathBuf,
-    },
+    Classbench { file: PathBuf },
 }
 
 #[derive(Subcommand)]
@@ -63,8 +65,12 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Check { file, json } => check::run(&file, json),
         Cmd::Replay(a) => replay::run(a),
-        Cmd::Import { what: ImportCmd::Classbench { file } } => import::classbench(&file),
-        Cmd::Bench { what: BenchCmd::Classify(a) } => bench::classify(a),
+        Cmd::Import {
+            what: ImportCmd::Classbench { file },
+        } => import::classbench(&file),
+        Cmd::Bench {
+            what: BenchCmd::Classify(a),
+        } => bench::classify(a),
     };
     match r {
         Ok(code) => code,
@@ -86,8 +92,15 @@ pub fn load_rules(path: &std::path::Path) -> Option<weir_lang::ir::Ruleset> {
         }
         Err((sources, diags)) => {
             eprint!("{}", weir_lang::diag::render_all(&diags, &sources));
-            let n = diags.iter().filter(|d| d.severity == weir_lang::diag::Severity::Error).count();
-            eprintln!("{n} error{} in {}", if n == 1 { "" } else { "s" }, path.display());
+            let n = diags
+                .iter()
+                .filter(|d| d.severity == weir_lang::diag::Severity::Error)
+                .count();
+            eprintln!(
+                "{n} error{} in {}",
+                if n == 1 { "" } else { "s" },
+                path.display()
+            );
             None
         }
     }

@@ -93,21 +93,36 @@ impl IfMap {
         let mut v = Vec::new();
         let mut macs = Vec::new();
         for s in specs {
-            let (p, name) = s.split_once('=').with_context(|| format!("--iface {s}: expected PREFIX=NAME or MAC=NAME"))?;
-            anyhow::ensure!(name.len() <= 15 && !name.is_empty(), "--iface {s}: interface names are 1-15 characters");
+            let (p, name) = s
+                .split_once('=')
+                .with_context(|| format!("--iface {s}: expected PREFIX=NAME or MAC=NAME"))?;
+            anyhow::ensure!(
+                name.len() <= 15 && !name.is_empty(),
+                "--iface {s}: interface names are 1-15 characters"
+            );
             if let Some(m) = parse_mac(p) {
                 macs.push((m, name.to_string()));
                 continue;
             }
             let (addr, len) = p.split_once('/').unwrap_or((p, ""));
-            let ip: std::net::IpAddr = addr.parse().with_context(|| format!("--iface {s}: '{addr}' is not an address"))?;
+            let ip: std::net::IpAddr = addr
+                .parse()
+                .with_context(|| format!("--iface {s}: '{addr}' is not an address"))?;
             let (ver, val, bits) = match ip {
                 std::net::IpAddr::V4(a) => (4u8, u32::from(a) as u128, 32),
                 std::net::IpAddr::V6(a) => (6u8, u128::from(a), 128),
             };
-            let len: u32 = if len.is_empty() { bits } else { len.parse().with_context(|| format!("--iface {s}: bad prefix length"))? };
+            let len: u32 = if len.is_empty() {
+                bits
+            } else {
+                len.parse()
+                    .with_context(|| format!("--iface {s}: bad prefix length"))?
+            };
             anyhow::ensure!(len <= bits, "--iface {s}: prefix length over {bits}");
-            anyhow::ensure!(name.len() <= 15 && !name.is_empty(), "--iface {s}: interface names are 1-15 characters");
+            anyhow::ensure!(
+                name.len() <= 15 && !name.is_empty(),
+                "--iface {s}: interface names are 1-15 characters"
+            );
             v.push((ver, val, len, name.to_string()));
         }
         Ok(IfMap { v, macs })
@@ -145,7 +160,11 @@ impl IfMap {
 }
 
 fn hook_of(s: &str) -> anyhow::Result<Hook> {
-    Hook::from_name(s).with_context(|| format!("unknown hook '{s}' (ingress, prerouting, input, forward, output, postrouting, egress)"))
+    Hook::from_name(s).with_context(|| {
+        format!(
+            "unknown hook '{s}' (ingress, prerouting, input, forward, output, postrouting, egress)"
+        )
+    })
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
@@ -153,7 +172,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let (rs, rules_name) = if a.example {
         match weir_lang::load_str("examples/gateway.nft", EXAMPLE_RULES) {
             Ok((rs, _)) => (rs, "examples/gateway.nft (built in)".to_string()),
-            Err((sm, d)) => anyhow::bail!("the built-in example does not check:\n{}", weir_lang::diag::render_all(&d, &sm)),
+            Err((sm, d)) => anyhow::bail!(
+                "the built-in example does not check:\n{}",
+                weir_lang::diag::render_all(&d, &sm)
+            ),
         }
     } else {
         let path = a.rules.clone().unwrap();
@@ -163,10 +185,16 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         (rs, path.display().to_string())
     };
     let (cap, cap_name) = if a.example {
-        (pcap::read_bytes(EXAMPLE_PCAP).map_err(|e| anyhow::anyhow!("built-in capture: {e}"))?, "examples/gateway.pcap (built in)".to_string())
+        (
+            pcap::read_bytes(EXAMPLE_PCAP).map_err(|e| anyhow::anyhow!("built-in capture: {e}"))?,
+            "examples/gateway.pcap (built in)".to_string(),
+        )
     } else {
         let p = a.input.clone().unwrap();
-        (pcap::read_file(&p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?, p.display().to_string())
+        (
+            pcap::read_file(&p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?,
+            p.display().to_string(),
+        )
     };
     let mut ifspecs = a.ifaces.clone();
     if a.example && ifspecs.is_empty() {
@@ -174,18 +202,30 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     let ifmap = IfMap::parse(&ifspecs)?;
     let stateful = rs.uses_state();
-    let compiled = Compiled::build(&rs, if a.linear { Mode::Linear } else { Mode::Compiled });
+    let compiled = Compiled::build(
+        &rs,
+        if a.linear {
+            Mode::Linear
+        } else {
+            Mode::Compiled
+        },
+    );
     let mut eng = Engine::new(compiled);
 
-    let open = |p: &Option<PathBuf>| -> anyhow::Result<Option<PcapWriter<BufWriter<std::fs::File>>>> {
-        match p {
-            None => Ok(None),
-            Some(p) => {
-                let f = std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?;
-                Ok(Some(PcapWriter::new(BufWriter::new(f), cap.link).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?))
+    let open =
+        |p: &Option<PathBuf>| -> anyhow::Result<Option<PcapWriter<BufWriter<std::fs::File>>>> {
+            match p {
+                None => Ok(None),
+                Some(p) => {
+                    let f = std::fs::File::create(p)
+                        .with_context(|| format!("cannot create {}", p.display()))?;
+                    Ok(Some(
+                        PcapWriter::new(BufWriter::new(f), cap.link)
+                            .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?,
+                    ))
+                }
             }
-        }
-    };
+        };
     let mut out = open(&a.out)?;
     let mut drops = open(&a.drops)?;
 
@@ -208,16 +248,31 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         if !is_ip && pm.malformed.is_none() {
             not_ip += 1;
         }
-        let iif = a.iif.clone().unwrap_or_else(|| ifmap.input(&pk.data, pk.link, ver, pm.saddr).to_string());
-        let oif = a.oif.clone().unwrap_or_else(|| if is_ip { ifmap.lookup(ver, pm.daddr).to_string() } else { String::new() });
-        let mut p = Pkt { frame: &pk.data, pm: &pm, meta: Meta::with_ifnames(&iif, &oif), now_ns: pk.ts_nanos };
+        let iif = a
+            .iif
+            .clone()
+            .unwrap_or_else(|| ifmap.input(&pk.data, pk.link, ver, pm.saddr).to_string());
+        let oif = a.oif.clone().unwrap_or_else(|| {
+            if is_ip {
+                ifmap.lookup(ver, pm.daddr).to_string()
+            } else {
+                String::new()
+            }
+        });
+        let mut p = Pkt {
+            frame: &pk.data,
+            pm: &pm,
+            meta: Meta::with_ifnames(&iif, &oif),
+            now_ns: pk.ts_nanos,
+        };
         bytes += p.bytes();
         let d = eng.process(hook, &mut p);
         match d {
             Decision::Accept => {
                 accepted += 1;
                 if let Some(w) = out.as_mut() {
-                    w.write(pk.ts_nanos, &pk.data).map_err(|e| anyhow::anyhow!("writing accepted packets: {e}"))?;
+                    w.write(pk.ts_nanos, &pk.data)
+                        .map_err(|e| anyhow::anyhow!("writing accepted packets: {e}"))?;
                 }
             }
             Decision::Drop(r) => {
@@ -230,13 +285,15 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 };
                 *drop_by.entry(why).or_default() += 1;
                 if let Some(w) = drops.as_mut() {
-                    w.write(pk.ts_nanos, &pk.data).map_err(|e| anyhow::anyhow!("writing dropped packets: {e}"))?;
+                    w.write(pk.ts_nanos, &pk.data)
+                        .map_err(|e| anyhow::anyhow!("writing dropped packets: {e}"))?;
                 }
             }
         }
     }
     for w in [out, drops].into_iter().flatten() {
-        w.into_inner().map_err(|e| anyhow::anyhow!("flushing output: {e}"))?;
+        w.into_inner()
+            .map_err(|e| anyhow::anyhow!("flushing output: {e}"))?;
     }
 
     // per-rule counters in ruleset order
@@ -245,7 +302,15 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         for c in &t.chains {
             for r in c.rules() {
                 let (pk, by) = eng.st.rule_hits[r.gid];
-                rules.push((t.family.name(), t.name.clone(), c.name.clone(), r.handle, r.text.clone(), pk, by));
+                rules.push((
+                    t.family.name(),
+                    t.name.clone(),
+                    c.name.clone(),
+                    r.handle,
+                    r.text.clone(),
+                    pk,
+                    by,
+                ));
             }
         }
     }
@@ -271,10 +336,20 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     println!("weir replay: {cap_name}");
     println!("  through the {} hook of {rules_name}", hook.name());
     println!();
-    println!("  packets   {total:>8}   ({})", crate::check::human_bytes(bytes as usize));
+    println!(
+        "  packets   {total:>8}   ({})",
+        crate::check::human_bytes(bytes as usize)
+    );
     println!("  accepted  {accepted:>8}");
     let reasons: Vec<String> = drop_by.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    println!("  dropped   {dropped:>8}   ({})", if reasons.is_empty() { "-".into() } else { reasons.join(", ") });
+    println!(
+        "  dropped   {dropped:>8}   ({})",
+        if reasons.is_empty() {
+            "-".into()
+        } else {
+            reasons.join(", ")
+        }
+    );
     let mal: u64 = malformed.values().sum();
     if mal > 0 {
         let m: Vec<String> = malformed.iter().map(|(k, v)| format!("{k} {v}")).collect();
@@ -298,7 +373,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     if eng.st.log_count > 0 {
         println!();
-        println!("  log statements fired {} times{}", eng.st.log_count, if a.log { ":" } else { " (--log prints them)" });
+        println!(
+            "  log statements fired {} times{}",
+            eng.st.log_count,
+            if a.log { ":" } else { " (--log prints them)" }
+        );
         if a.log {
             for l in &eng.st.logs {
                 println!("    {l}");
@@ -309,7 +388,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         println!();
         println!("  note: this ruleset uses connection tracking or NAT; this build evaluates them statelessly:");
         println!("        every packet is 'ct state untracked', and nat, notrack, flow add and set updates are");
-        println!("        passed over ({} times here).", eng.st.stateful_skipped);
+        println!(
+            "        passed over ({} times here).",
+            eng.st.stateful_skipped
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -15,18 +15,33 @@ fn tmp(name: &str) -> PathBuf {
 }
 
 fn json(out: &std::process::Output) -> serde_json::Value {
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
 #[test]
 fn replay_example_json_is_consistent() {
-    let out = weir().args(["replay", "--example", "--json"]).output().unwrap();
+    let out = weir()
+        .args(["replay", "--example", "--json"])
+        .output()
+        .unwrap();
     let v = json(&out);
     let packets = v["packets"].as_u64().unwrap();
     assert_eq!(packets, 322);
-    assert_eq!(v["accepted"].as_u64().unwrap() + v["dropped"].as_u64().unwrap(), packets);
-    let malformed: u64 = v["malformed"].as_object().unwrap().values().map(|x| x.as_u64().unwrap()).sum();
+    assert_eq!(
+        v["accepted"].as_u64().unwrap() + v["dropped"].as_u64().unwrap(),
+        packets
+    );
+    let malformed: u64 = v["malformed"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|x| x.as_u64().unwrap())
+        .sum();
     assert_eq!(malformed, 8, "{}", v["malformed"]);
     let rules = v["rules"].as_array().unwrap();
     assert_eq!(rules.len(), 47);
@@ -36,10 +51,23 @@ fn replay_example_json_is_consistent() {
         }
     }
     // the block list drops exactly the frames the capture has from blocked sources
-    let blk = rules.iter().find(|r| r["text"].as_str().unwrap().starts_with("ip saddr @blocklist4")).unwrap();
+    let blk = rules
+        .iter()
+        .find(|r| {
+            r["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("ip saddr @blocklist4")
+        })
+        .unwrap();
     assert!(blk["packets"].as_u64().unwrap() > 0);
     // the compiled engine and the linear reference give the same output
-    let lin = json(&weir().args(["replay", "--example", "--json", "--linear"]).output().unwrap());
+    let lin = json(
+        &weir()
+            .args(["replay", "--example", "--json", "--linear"])
+            .output()
+            .unwrap(),
+    );
     assert_eq!(v["rules"], lin["rules"]);
     assert_eq!(v["accepted"], lin["accepted"]);
 }
@@ -75,19 +103,34 @@ fn check_exit_codes_and_errors() {
     let out = weir().arg("check").arg(&good).output().unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("rules       1"));
-    let v = json(&weir().arg("check").arg(&good).arg("--json").output().unwrap());
+    let v = json(
+        &weir()
+            .arg("check")
+            .arg(&good)
+            .arg("--json")
+            .output()
+            .unwrap(),
+    );
     assert_eq!(v["rules"], 1);
     assert_eq!(v["base_chains"], 1);
 
     let bad = tmp("bad.nft");
-    std::fs::write(&bad, "table ip t {\n  chain c {\n    tcp dport 99999 accept\n  }\n}\n").unwrap();
+    std::fs::write(
+        &bad,
+        "table ip t {\n  chain c {\n    tcp dport 99999 accept\n  }\n}\n",
+    )
+    .unwrap();
     let out = weir().arg("check").arg(&bad).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.nft:3:15: error:"), "{err}");
     assert!(err.contains("^^^^^"), "{err}");
 
-    let out = weir().arg("check").arg(tmp("missing.nft")).output().unwrap();
+    let out = weir()
+        .arg("check")
+        .arg(tmp("missing.nft"))
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"));
 }
@@ -95,10 +138,19 @@ fn check_exit_codes_and_errors() {
 #[test]
 fn replay_rejects_garbage_capture_cleanly() {
     let rules = tmp("g.nft");
-    std::fs::write(&rules, "table ip t { chain c { type filter hook forward priority 0; accept } }\n").unwrap();
+    std::fs::write(
+        &rules,
+        "table ip t { chain c { type filter hook forward priority 0; accept } }\n",
+    )
+    .unwrap();
     let junk = tmp("junk.pcap");
     std::fs::write(&junk, b"this is not a capture at all").unwrap();
-    let out = weir().args(["replay", "--rules"]).arg(&rules).arg(&junk).output().unwrap();
+    let out = weir()
+        .args(["replay", "--rules"])
+        .arg(&rules)
+        .arg(&junk)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
 }
@@ -113,20 +165,37 @@ fn classbench_import_matches_classbench_semantics() {
         eprintln!("skipped: {} not found", rules.display());
         return;
     }
-    let out = weir().args(["import", "classbench"]).arg(&rules).output().unwrap();
+    let out = weir()
+        .args(["import", "classbench"])
+        .arg(&rules)
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     let (rs, _) = weir_lang::load_str("imported.nft", &text).unwrap();
-    let cb = weir_classify::classbench::parse_rules(&std::fs::read_to_string(&rules).unwrap()).unwrap();
+    let cb =
+        weir_classify::classbench::parse_rules(&std::fs::read_to_string(&rules).unwrap()).unwrap();
     assert_eq!(rs.tables[0].chains[0].rules.len(), cb.len());
-    let hdrs = weir_classify::classbench::parse_trace(&std::fs::read_to_string(&trace).unwrap()).unwrap();
-    let lin = weir_classify::Linear::build(weir_classify::classbench::CB_WIDTHS, weir_classify::classbench::to_entries(&cb));
-    let mut e = weir_engine::Engine::new(weir_engine::Compiled::build(&rs, weir_engine::Mode::Compiled));
+    let hdrs =
+        weir_classify::classbench::parse_trace(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let lin = weir_classify::Linear::build(
+        weir_classify::classbench::CB_WIDTHS,
+        weir_classify::classbench::to_entries(&cb),
+    );
+    let mut e = weir_engine::Engine::new(weir_engine::Compiled::build(
+        &rs,
+        weir_engine::Mode::Compiled,
+    ));
     let mut checked = 0;
     for h in &hdrs {
         let pm = weir_wire::PacketMeta::ipv4_tuple(h.src, h.dst, h.proto, h.sport, h.dport);
         let ports = pm.has_ports;
-        let p = weir_engine::Pkt { frame: &[], pm: &pm, meta: weir_engine::Meta::default(), now_ns: 0 };
+        let p = weir_engine::Pkt {
+            frame: &[],
+            pm: &pm,
+            meta: weir_engine::Meta::default(),
+            now_ns: 0,
+        };
         let got = e.first_candidate(0, 0, &p);
         let want = lin.first_match(&h.key(), 0, |_| true).map(|x| x.1 as usize);
         if ports {
