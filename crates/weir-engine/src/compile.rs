@@ -268,8 +268,6 @@ enum Dim {
     Residual,
 }
 
-const PORT_PROTOS: [u64; 5] = [6, 17, 33, 132, 136];
-
 fn sport_field(f: Field) -> bool {
     matches!(
         f,
@@ -415,12 +413,7 @@ fn rule_entries<const D: usize>(r: &CRule, slot: u32, v6: bool) -> Option<Vec<En
             for l in layers {
                 let req: Option<Vec<(u128, u128)>> = match l {
                     Layer::Transport(p) => Some(vec![(p as u128, p as u128)]),
-                    Layer::AnyPorts => Some(
-                        PORT_PROTOS
-                            .iter()
-                            .map(|&p| (p as u128, p as u128))
-                            .collect(),
-                    ),
+                    // `th` reads the transport header of any protocol: no protocol requirement
                     Layer::Icmp => Some(vec![(1, 1)]),
                     Layer::Icmp6 => Some(vec![(58, 58)]),
                     _ => None,

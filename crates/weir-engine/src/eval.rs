@@ -13,7 +13,7 @@ use crate::compile::*;
 use crate::hash::{jhash_key, symhash};
 use crate::sets::{KeyVals, MAX_KEY};
 use weir_lang::ir::{self, Key, KeyPart, MapValue, Policy, Source, Verdict};
-use weir_wire::{field::ifname_value, Field, LinkType, PacketMeta, L3};
+use weir_wire::{field::ifname_value, Field, Frag, LinkType, Malformed, PacketMeta, L3};
 
 /// Why a packet was dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,12 +136,20 @@ impl<'a> Pkt<'a> {
             Field::IpDaddr if pm.l3 == L3::Ipv4 => Some(pm.daddr),
             Field::Ip6Saddr if pm.l3 == L3::Ipv6 => Some(pm.saddr),
             Field::Ip6Daddr if pm.l3 == L3::Ipv6 => Some(pm.daddr),
-            Field::ThSport if pm.has_ports => Some(pm.sport as u128),
-            Field::ThDport if pm.has_ports => Some(pm.dport as u128),
-            Field::TcpSport if pm.has_ports && pm.l4proto == 6 => Some(pm.sport as u128),
-            Field::TcpDport if pm.has_ports && pm.l4proto == 6 => Some(pm.dport as u128),
-            Field::UdpSport if pm.has_ports && pm.l4proto == 17 => Some(pm.sport as u128),
-            Field::UdpDport if pm.has_ports && pm.l4proto == 17 => Some(pm.dport as u128),
+            Field::ThSport => self.th_ports().map(|p| p.0 as u128),
+            Field::ThDport => self.th_ports().map(|p| p.1 as u128),
+            Field::TcpSport if pm.l4proto == 6 => self.th_ports().map(|p| p.0 as u128),
+            Field::TcpDport if pm.l4proto == 6 => self.th_ports().map(|p| p.1 as u128),
+            Field::UdpSport if pm.l4proto == 17 => self.th_ports().map(|p| p.0 as u128),
+            Field::UdpDport if pm.l4proto == 17 => self.th_ports().map(|p| p.1 as u128),
+            Field::SctpSport if pm.l4proto == 132 => self.th_ports().map(|p| p.0 as u128),
+            Field::SctpDport if pm.l4proto == 132 => self.th_ports().map(|p| p.1 as u128),
+            Field::TcpSport
+            | Field::TcpDport
+            | Field::UdpSport
+            | Field::UdpDport
+            | Field::SctpSport
+            | Field::SctpDport => None,
             Field::MetaL4proto => self.is_ip().then_some(pm.l4proto as u128),
             Field::MetaNfproto => match pm.l3 {
                 L3::Ipv4 => Some(2),
@@ -152,10 +160,11 @@ impl<'a> Pkt<'a> {
             Field::MetaLength => Some(self.bytes() as u128),
             Field::MetaMark => Some(self.meta.mark as u128),
             Field::MetaPriority => Some(self.meta.priority as u128),
-            Field::MetaIif => (self.meta.iif != 0).then_some(self.meta.iif as u128),
-            Field::MetaOif => (self.meta.oif != 0).then_some(self.meta.oif as u128),
-            Field::MetaIifname => (self.meta.iifname != 0).then_some(self.meta.iifname),
-            Field::MetaOifname => (self.meta.oifname != 0).then_some(self.meta.oifname),
+            // a hook without an input or output device compares the empty name / index 0
+            Field::MetaIif => Some(self.meta.iif as u128),
+            Field::MetaOif => Some(self.meta.oif as u128),
+            Field::MetaIifname => Some(self.meta.iifname),
+            Field::MetaOifname => Some(self.meta.oifname),
             Field::MetaPkttype => {
                 if pm.link != LinkType::Ethernet {
                     return Some(0);
@@ -174,6 +183,37 @@ impl<'a> Pkt<'a> {
             f if f.is_conntrack() => None,
             f => pm.get(self.frame, f),
         }
+    }
+
+    /// The first two 16-bit words of the transport header, as `th sport` / `th dport` (and the
+    /// protocol-specific port fields) read them: for any protocol, whenever the packet holds
+    /// them and is not a later fragment, as nftables reads them from the transport offset.
+    #[inline]
+    pub fn th_ports(&self) -> Option<(u16, u16)> {
+        let pm = self.pm;
+        if pm.has_ports {
+            return Some((pm.sport, pm.dport));
+        }
+        if !matches!(pm.l3, L3::Ipv4 | L3::Ipv6) || pm.frag == Frag::Later {
+            return None;
+        }
+        if let Some(m) = pm.malformed {
+            if m.is_l3()
+                || matches!(
+                    m,
+                    Malformed::TruncatedExtHeader | Malformed::ExtHeaderChainTooLong
+                )
+            {
+                return None;
+            }
+        }
+        let o = pm.l4_off as usize;
+        let end = pm.l3_end().min(self.frame.len());
+        if o == 0 || o + 4 > end {
+            return None;
+        }
+        let w = |i: usize| u16::from_be_bytes([self.frame[i], self.frame[i + 1]]);
+        Some((w(o), w(o + 2)))
     }
 
     #[inline]
@@ -242,22 +282,18 @@ impl<'a> Pkt<'a> {
     #[inline]
     fn key4(&self) -> [u64; 5] {
         let pm = self.pm;
-        let (sp, dp) = if pm.has_ports {
-            (pm.sport as u64, pm.dport as u64)
-        } else {
-            (NO_PORT, NO_PORT)
-        };
+        let (sp, dp) = self
+            .th_ports()
+            .map_or((NO_PORT, NO_PORT), |(a, b)| (a as u64, b as u64));
         [pm.saddr as u64, pm.daddr as u64, sp, dp, pm.l4proto as u64]
     }
 
     #[inline]
     fn key6(&self) -> [u64; 7] {
         let pm = self.pm;
-        let (sp, dp) = if pm.has_ports {
-            (pm.sport as u64, pm.dport as u64)
-        } else {
-            (NO_PORT, NO_PORT)
-        };
+        let (sp, dp) = self
+            .th_ports()
+            .map_or((NO_PORT, NO_PORT), |(a, b)| (a as u64, b as u64));
         [
             (pm.saddr >> 64) as u64,
             pm.saddr as u64,

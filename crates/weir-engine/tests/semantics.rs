@@ -239,7 +239,7 @@ fn malformed_packets_take_the_policy() {
         Some("truncated-tcp")
     );
     let (d, _) = decide(&mut es, &cut);
-    assert!(matches!(d, Decision::Drop(DropReason::Rule(1))), "{d:?}");
+    assert!(matches!(d, Decision::Drop(DropReason::Rule(2))), "{d:?}");
 }
 
 #[test]

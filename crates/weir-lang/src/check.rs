@@ -1620,7 +1620,9 @@ fn lower_match(
             // `tcp flags syn / syn,ack` is a masked comparison
             if single && dt.is_bitmask() && key[0].is_plain() {
                 match (cmp, v) {
-                    (None | Some(CmpOp::Ne), Val::Word(..) | Val::List(..)) => {
+                    // nftables: `tcp flags != syn` (one flag) is an exact inequality; with a
+                    // list, none of the flags set
+                    (None, Val::Word(..) | Val::List(..)) | (Some(CmpOp::Ne), Val::List(..)) => {
                         let flags = scalar(cx, dt, v)?;
                         key[0].and = flags;
                         return Some(Expr::Match(Match {

@@ -11,6 +11,7 @@
 
 use anyhow::Context;
 use serde_json::json;
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -104,11 +105,22 @@ struct PredictArgs {
     json: bool,
 }
 
+/// Print a finished report (a closed pipe, as with `| head`, is not an error).
+fn emit(text: &str) {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(text.as_bytes()).and_then(|_| o.flush());
+}
+
 pub fn run(a: LabArgs) -> anyhow::Result<ExitCode> {
     match a.cmd {
         LabCmd::Diff(d) => {
             weir_lab::sys::catch_interrupts();
-            let r = if let Some(n) = d.rulesets { campaign(&d, n) } else { one(&d) };
+            let r = if let Some(n) = d.rulesets {
+                campaign(&d, n)
+            } else {
+                one(&d)
+            };
             match r {
                 Ok(c) => Ok(c),
                 Err(Error::Unavailable(why)) => {
@@ -134,26 +146,38 @@ pub fn run(a: LabArgs) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::from(EXIT_UNAVAILABLE));
             }
             let removed = weir_lab::kernel::cleanup_stale();
-            println!("removed {} stale namespace{}", removed.len(), if removed.len() == 1 { "" } else { "s" });
+            let mut o = format!(
+                "removed {} stale namespace{}\n",
+                removed.len(),
+                if removed.len() == 1 { "" } else { "s" }
+            );
             for n in removed {
-                println!("  {n}");
+                o.push_str(&format!("  {n}\n"));
             }
+            emit(&o);
             Ok(ExitCode::SUCCESS)
         }
     }
 }
 
 fn lab_opts(d: &DiffArgs) -> LabOptions {
-    LabOptions { quiet: Duration::from_millis(d.quiet_ms.clamp(1, 2000)) }
+    LabOptions {
+        quiet: Duration::from_millis(d.quiet_ms.clamp(1, 2000)),
+    }
 }
 
 fn one(d: &DiffArgs) -> Result<ExitCode, Error> {
-    let (rules, pcap, topo) = (d.rules.as_ref().unwrap(), d.pcap.as_ref().unwrap(), d.topology.as_ref().unwrap());
+    let mut o = String::new();
+    let (rules, pcap, topo) = (
+        d.rules.as_ref().unwrap(),
+        d.pcap.as_ref().unwrap(),
+        d.topology.as_ref().unwrap(),
+    );
     let repro = (!d.no_repro).then_some(d.repro_dir.as_path());
     let fd = diff::diff_files(rules, pcap, topo, lab_opts(d), repro)?;
     let r = &fd.report;
     if d.json {
-        let o = json!({
+        let obj = json!({
             "rulesets": 1, "packets": r.injected(), "differences": r.differences(), "explained": r.explained(),
             "same": r.same(), "skipped": r.skipped(), "late_frames": r.late, "barrier_misses": r.barrier_misses,
             "kernel_seconds": (r.kernel_seconds * 1000.0).round() / 1000.0,
@@ -161,14 +185,25 @@ fn one(d: &DiffArgs) -> Result<ExitCode, Error> {
             "notes": fd.notes, "reproducer": fd.reproducer.as_ref().map(|p| p.display().to_string()),
             "results": r.packets.iter().map(|p| p.to_json()).collect::<Vec<_>>(),
         });
-        println!("{}", serde_json::to_string_pretty(&o).unwrap_or_default());
+        let _ = writeln!(
+            o,
+            "{}",
+            serde_json::to_string_pretty(&obj).unwrap_or_default()
+        );
     } else {
-        println!("weir lab diff: {} + {} ({})", rules.display(), pcap.display(), topo.display());
+        let _ = writeln!(
+            o,
+            "weir lab diff: {} + {} ({})",
+            rules.display(),
+            pcap.display(),
+            topo.display()
+        );
         for n in &fd.notes {
-            println!("  note: {n}");
+            let _ = writeln!(o, "  note: {n}");
         }
-        println!();
-        println!(
+        o.push('\n');
+        let _ = writeln!(
+            o,
             "  packets {:>6}   same {}, different {}, explained {}, skipped {}",
             r.injected(),
             r.same(),
@@ -176,31 +211,38 @@ fn one(d: &DiffArgs) -> Result<ExitCode, Error> {
             r.explained(),
             r.skipped()
         );
-        println!(
+        let _ = writeln!(
+            o,
             "  kernel  {:.3} s; windows closed by the quiet period {}; late frames {}",
             r.kernel_seconds, r.barrier_misses, r.late
         );
-        println!();
+        o.push('\n');
         for p in &r.packets {
             let show = d.all || matches!(p.status, Status::Different | Status::Explained(_));
             if !show {
                 continue;
             }
             if let Status::Skipped(why) = &p.status {
-                println!("#{} skipped: {why}", p.number);
+                let _ = writeln!(o, "#{} skipped: {why}", p.number);
             } else {
-                print!("{}", p.text());
+                let _ = write!(o, "{}", p.text());
             }
         }
         if let Some(dir) = &fd.reproducer {
-            println!();
-            println!("  reproducer: {}", dir.display());
+            o.push('\n');
+            let _ = writeln!(o, "  reproducer: {}", dir.display());
         }
     }
-    Ok(if r.differences() > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    emit(&o);
+    Ok(if r.differences() > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn campaign(d: &DiffArgs, n: usize) -> Result<ExitCode, Error> {
+    let mut o = String::new();
     let opts = CampaignOptions {
         rulesets: n,
         seed: d.seed,
@@ -212,52 +254,104 @@ fn campaign(d: &DiffArgs, n: usize) -> Result<ExitCode, Error> {
     };
     let r = diff::campaign(&opts)?;
     if d.json {
-        println!("{}", r.to_json());
+        let _ = writeln!(o, "{}", r.to_json());
     } else {
-        println!("weir lab diff: {} generated rulesets, seed {}", r.rulesets, r.seed);
-        println!();
-        println!("  rulesets      {:>8}", r.rulesets);
-        println!("  packets       {:>8}", r.packets);
-        println!("  differences   {:>8}{}", r.differences, if r.load_mismatches > 0 { format!("   ({} rulesets one side refused)", r.load_mismatches) } else { String::new() });
-        let by: Vec<String> = r.explained_by.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        println!("  explained     {:>8}{}", r.explained, if by.is_empty() { String::new() } else { format!("   ({})", by.join(", ")) });
-        println!("  time          {:>8.1} s   (windows closed by the quiet period {}, late frames {})", r.seconds, r.barrier_misses, r.late_frames);
+        let _ = writeln!(
+            o,
+            "weir lab diff: {} generated rulesets, seed {}",
+            r.rulesets, r.seed
+        );
+        o.push('\n');
+        let _ = writeln!(o, "  rulesets      {:>8}", r.rulesets);
+        let _ = writeln!(o, "  packets       {:>8}", r.packets);
+        let _ = writeln!(
+            o,
+            "  differences   {:>8}{}",
+            r.differences,
+            if r.load_mismatches > 0 {
+                format!("   ({} rulesets one side refused)", r.load_mismatches)
+            } else {
+                String::new()
+            }
+        );
+        let by: Vec<String> = r
+            .explained_by
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        let _ = writeln!(
+            o,
+            "  explained     {:>8}{}",
+            r.explained,
+            if by.is_empty() {
+                String::new()
+            } else {
+                format!("   ({})", by.join(", "))
+            }
+        );
+        let _ = writeln!(
+            o,
+            "  time          {:>8.1} s   (windows closed by the quiet period {}, late frames {})",
+            r.seconds, r.barrier_misses, r.late_frames
+        );
         for e in &r.examples {
-            println!();
-            print!("{e}");
+            o.push('\n');
+            let _ = write!(o, "{e}");
             if !e.ends_with('\n') {
-                println!();
+                o.push('\n');
             }
         }
         if !r.reproducers.is_empty() {
-            println!();
-            println!("  reproducers:");
+            o.push('\n');
+            let _ = writeln!(o, "  reproducers:");
             for p in &r.reproducers {
-                println!("    {}", p.display());
+                let _ = writeln!(o, "    {}", p.display());
             }
         }
     }
-    Ok(if r.differences > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    emit(&o);
+    Ok(if r.differences > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn generate(g: &GenArgs) -> anyhow::Result<ExitCode> {
+    let mut o = String::new();
     let (w, rs, cap) = diff::generated(g.seed, g.index, g.packets.clamp(8, 1000));
     let out = &g.out;
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     let router = Router::from_topology(&cap.topology(&w)).map_err(|e| anyhow::anyhow!(e))?;
     let prepared = prepare(&router, &cap.packets, &router.packets);
     let pk: Vec<&weir_lab::model::Prepared> = prepared.iter().collect();
-    let note = format!("Generated ruleset {} of seed {} (`weir lab gen --seed {} --index {}`).", g.index, g.seed, g.seed, g.index);
-    diff::write_reproducer(out, &rs.render(), &w.topo, &router, &pk, &[note]).map_err(|e| anyhow::anyhow!("{e}"))?;
-    println!("wrote {} (rules.nft: {} rules, packets.pcap: {} packets, topology.json)", out.display(), rs.rule_count(), cap.packets.len());
+    let note = format!(
+        "Generated ruleset {} of seed {} (`weir lab gen --seed {} --index {}`).",
+        g.index, g.seed, g.seed, g.index
+    );
+    diff::write_reproducer(out, &rs.render(), &w.topo, &router, &pk, &[note])
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let _ = writeln!(
+        o,
+        "wrote {} (rules.nft: {} rules, packets.pcap: {} packets, topology.json)",
+        out.display(),
+        rs.rule_count(),
+        cap.packets.len()
+    );
+    emit(&o);
     Ok(ExitCode::SUCCESS)
 }
 
 fn predict(p: &PredictArgs) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(&p.topology).with_context(|| format!("cannot read {}", p.topology.display()))?;
-    let topo = Topology::from_json(&p.topology.display().to_string(), &text).map_err(|e| anyhow::anyhow!(e))?;
-    let router = Router::from_topology(&topo).map_err(|e| anyhow::anyhow!("{}: {e}", p.topology.display()))?;
-    let cap = weir_wire::pcap::read_file(&p.pcap).map_err(|e| anyhow::anyhow!("{}: {e}", p.pcap.display()))?;
+    let mut o = String::new();
+    let text = std::fs::read_to_string(&p.topology)
+        .with_context(|| format!("cannot read {}", p.topology.display()))?;
+    let topo = Topology::from_json(&p.topology.display().to_string(), &text)
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let router = Router::from_topology(&topo)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", p.topology.display()))?;
+    let cap = weir_wire::pcap::read_file(&p.pcap)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", p.pcap.display()))?;
     anyhow::ensure!(
         router.packets.len() == cap.packets.len(),
         "{} lists {} packets, the capture {} has {}",
@@ -278,18 +372,29 @@ fn predict(p: &PredictArgs) -> anyhow::Result<ExitCode> {
             Some(why) => ("-".to_string(), format!("skipped: {why}")),
             None => {
                 let pr = m.predict(pp, Variant::WEIR, EngineMode::Compiled);
-                (diff::describe_frame(&pp.frame), diff::describe_prediction(&router, &pr))
+                (
+                    diff::describe_frame(&pp.frame),
+                    diff::describe_prediction(&router, &pr),
+                )
             }
         };
         rows.push((pp.index + 1, iif, packet, weir));
     }
     if p.json {
-        let v: Vec<_> = rows.iter().map(|(n, i, pk, w)| json!({"number": n, "iif": i, "packet": pk, "weir": w})).collect();
-        println!("{}", serde_json::to_string_pretty(&json!({"packets": v}))?);
+        let v: Vec<_> = rows
+            .iter()
+            .map(|(n, i, pk, w)| json!({"number": n, "iif": i, "packet": pk, "weir": w}))
+            .collect();
+        let _ = writeln!(
+            o,
+            "{}",
+            serde_json::to_string_pretty(&json!({"packets": v}))?
+        );
     } else {
         for (n, i, pk, w) in rows {
-            println!("#{n} {pk} (in {i})\n    weir: {w}");
+            let _ = writeln!(o, "#{n} {pk} (in {i})\n    weir: {w}");
         }
     }
+    emit(&o);
     Ok(ExitCode::SUCCESS)
 }

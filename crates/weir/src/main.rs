@@ -11,6 +11,7 @@ use std::process::ExitCode;
 mod bench;
 mod check;
 mod import;
+mod lab;
 mod replay;
 
 #[derive(Parser)]
@@ -41,6 +42,8 @@ enum Cmd {
         #[command(subcommand)]
         what: ImportCmd,
     },
+    /// The kernel as oracle: differential tests against nftables in network namespaces.
+    Lab(lab::LabArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Check { file, json } => check::run(&file, json),
         Cmd::Replay(a) => replay::run(a),
+        Cmd::Lab(a) => lab::run(a),
         Cmd::Import {
             what: ImportCmd::Classbench { file },
         } => import::classbench(&file),

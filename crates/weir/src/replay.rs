@@ -259,6 +259,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 String::new()
             }
         });
+        // as the kernel: no output device before routing, no input device for local output
+        let (iif, oif) = match hook {
+            Hook::Ingress | Hook::Prerouting | Hook::Input => (iif, String::new()),
+            Hook::Output => (String::new(), oif),
+            _ => (iif, oif),
+        };
         let mut p = Pkt {
             frame: &pk.data,
             pm: &pm,

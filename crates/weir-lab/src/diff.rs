@@ -1,0 +1,1355 @@
+//! The differential runner: the same ruleset and packets through the kernel router
+//! ([`crate::kernel`]) and the weir model ([`crate::model`]), compared packet by packet.
+//!
+//! For each injected packet, [`kernel_view`] sorts what the kernel did: the frames that left
+//! the router and carry the packet (same addresses, protocol and first transport bytes) are
+//! its forwarded copies; copies read on the router's raw sockets mean it was delivered locally;
+//! anything else the router sent (ICMP errors, TCP resets, echo replies) is the router's own
+//! answer and is shown but not compared. [`compare`] then checks: forwarded or not, the output
+//! interface, and the bytes of the frame (Ethernet addresses, IP addresses, TTL / hop limit,
+//! IPv4 header checksum, ports, transport checksum, payload), local delivery. weir's compiled
+//! classifier and its linear reference must also agree.
+//!
+//! A difference is *explained* when a documented model [`Variant`] (listed in
+//! `KNOWN_DIFFERENCES.md` with its reason) predicts exactly what the kernel did; the others
+//! count as differences. [`campaign`] runs generated rulesets and captures; each ruleset with an
+//! unexplained difference is minimised (one packet, then rule by rule while the difference
+//! stays) and written as a reproducer folder: `rules.nft`, `packets.pcap`, `topology.json` and
+//! a `README.md` with the command that reruns it.
+
+use crate::gen::{self, GenRuleset};
+use crate::kernel::{Injection, Lab, LabOptions, Observed};
+use crate::model::{prepare, EngineMode, Fate, Model, Prediction, Prepared, Variant};
+use crate::rng::Rng;
+use crate::topology::{mac_text, Router, Topology};
+use crate::Error;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use weir_lang::ir;
+use weir_wire::pcap::PcapWriter;
+use weir_wire::{LinkType, PacketMeta, L3};
+
+/// A documented, intentional (or acknowledged) difference between weir and the kernel.
+#[derive(Clone, Copy, Debug)]
+pub struct KnownDifference {
+    /// The heading of its section in `KNOWN_DIFFERENCES.md`.
+    pub id: &'static str,
+    pub summary: &'static str,
+    /// The model variant that reproduces the kernel.
+    pub variant: Variant,
+    /// Or a rewrite of the ruleset text into weir syntax that means what nft means (None when
+    /// the text has nothing to rewrite).
+    pub rewrite: Option<fn(&str) -> Option<String>>,
+    /// Or a change of the compiled ruleset (false when it changes nothing).
+    pub fix: Option<fn(&mut weir_engine::Compiled) -> bool>,
+}
+
+/// nft 1.0.6 merges adjacent payload matches into one compare and, doing so, turns the
+/// implicit "any of these bits" test of `tcp flags ack` into an exact `tcp flags == ack`
+/// (`nft --debug=netlink`: `payload load 3b @ transport header + 13 ... cmp eq 0x00f0fa10`).
+/// Spell that out where `tcp flags X` and `tcp window N` are consecutive matches.
+pub fn rewrite_merged_flags(text: &str) -> Option<String> {
+    let mut changed = false;
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let (indent, body) = l.split_at(l.len() - l.trim_start().len());
+            let t: Vec<&str> = body.split(' ').collect();
+            let mut out: Vec<String> = t.iter().map(|s| s.to_string()).collect();
+            for i in 0..t.len() {
+                let flags_at =
+                    |j: usize| t.get(j) == Some(&"tcp") && t.get(j + 1) == Some(&"flags");
+                let window_at =
+                    |j: usize| t.get(j) == Some(&"tcp") && t.get(j + 1) == Some(&"window");
+                if !flags_at(i) {
+                    continue;
+                }
+                let Some(v) = t.get(i + 2) else { continue };
+                let bare =
+                    v.starts_with(|c: char| c.is_ascii_alphabetic()) && t.get(i + 3) != Some(&"/");
+                if bare && (window_at(i + 3) || (i >= 3 && window_at(i - 3))) {
+                    out[i + 1] = "flags ==".into();
+                    changed = true;
+                }
+            }
+            format!("{indent}{}", out.join(" "))
+        })
+        .collect();
+    changed.then(|| lines.join("\n"))
+}
+
+/// Every known difference. Each has a section in `KNOWN_DIFFERENCES.md` (a test checks it).
+pub const KNOWN: &[KnownDifference] = &[
+    KnownDifference {
+        id: "fragment-transport",
+        summary: "open: the kernel reads a non-first fragment's payload as its transport header, weir gives it none",
+        variant: Variant { fragment_transport: true, ..Variant::WEIR },
+        rewrite: None,
+        fix: None,
+    },
+    KnownDifference {
+        id: "malformed-transport",
+        summary: "open: the kernel reads a broken transport header byte by byte, weir gives it no transport fields",
+        variant: Variant { raw_transport: true, ..Variant::WEIR },
+        rewrite: None,
+        fix: None,
+    },
+    KnownDifference {
+        id: "nft-merges-flags",
+        summary: "nft 1.0.6 bug: `tcp flags ack` next to `tcp window N` is merged into an exact compare of the flags",
+        variant: Variant::WEIR,
+        rewrite: Some(rewrite_merged_flags),
+        fix: None,
+    },
+];
+
+/// The text of `KNOWN_DIFFERENCES.md`.
+pub const KNOWN_DIFFERENCES_MD: &str = include_str!("../KNOWN_DIFFERENCES.md");
+
+// ---------------------------------------------------------------------------------------------
+// What the kernel did
+// ---------------------------------------------------------------------------------------------
+
+/// What identifies a packet on the wire after forwarding: family, addresses, protocol and the
+/// first 8 transport bytes (ports, or ICMP type/code/checksum/id).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Ident {
+    v6: bool,
+    saddr: u128,
+    daddr: u128,
+    proto: u8,
+    head: Vec<u8>,
+}
+
+fn ident(frame: &[u8], link: LinkType) -> Option<Ident> {
+    let pm = PacketMeta::parse(frame, link);
+    if !pm.l3_ok() {
+        return None;
+    }
+    let l4 = pm.l4_off as usize;
+    let end = pm.l3_end().min(frame.len()).min(l4 + 8);
+    Some(Ident {
+        v6: pm.l3 == L3::Ipv6,
+        saddr: pm.saddr,
+        daddr: pm.daddr,
+        proto: pm.l4proto,
+        head: frame.get(l4..end).unwrap_or(&[]).to_vec(),
+    })
+}
+
+/// The kernel's handling of one packet.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KernelView {
+    /// Copies of the packet that left the router: (interface, frame).
+    pub forwarded: Vec<(usize, Vec<u8>)>,
+    /// The packet reached the router's own stack.
+    pub local: bool,
+    /// Other frames the router sent in the packet's window (its answers).
+    pub other: Vec<(usize, Vec<u8>)>,
+    pub skipped: bool,
+}
+
+/// Sort the frames of a packet's window.
+pub fn kernel_view(p: &Prepared, ob: &Observed) -> KernelView {
+    let mut v = KernelView {
+        skipped: ob.skipped,
+        ..KernelView::default()
+    };
+    let id = ident(&p.frame, LinkType::Ethernet);
+    for c in &ob.frames {
+        match &id {
+            Some(i) if ident(&c.frame, LinkType::Ethernet).as_ref() == Some(i) => {
+                v.forwarded.push((c.iface, c.frame.clone()))
+            }
+            _ => v.other.push((c.iface, c.frame.clone())),
+        }
+    }
+    if let Some(i) = &id {
+        v.local = ob.local.iter().any(|l| {
+            if l.v6 {
+                l.src == Some(IpAddr::V6(i.saddr.into()))
+                    && l.proto == i.proto
+                    && i.v6
+                    && l.data.starts_with(&i.head)
+            } else {
+                ident(&l.data, LinkType::RawIp).as_ref() == Some(i)
+            }
+        });
+    }
+    v
+}
+
+// ---------------------------------------------------------------------------------------------
+// Describing and comparing
+// ---------------------------------------------------------------------------------------------
+
+fn flag_letters(f: u8) -> String {
+    let s: String = [
+        (0x01, 'F'),
+        (0x02, 'S'),
+        (0x04, 'R'),
+        (0x08, 'P'),
+        (0x10, 'A'),
+        (0x20, 'U'),
+        (0x40, 'E'),
+        (0x80, 'C'),
+    ]
+    .iter()
+    .filter(|(b, _)| f & b != 0)
+    .map(|(_, c)| *c)
+    .collect();
+    if s.is_empty() {
+        "none".into()
+    } else {
+        s
+    }
+}
+
+/// A one-line description of a frame: `IPv4 tcp 198.18.0.10:40000 > 198.19.7.7:80 [S] ttl 64`.
+pub fn describe_frame(frame: &[u8]) -> String {
+    let pm = PacketMeta::parse(frame, LinkType::Ethernet);
+    let v4 = match pm.l3 {
+        L3::Ipv4 => true,
+        L3::Ipv6 => false,
+        L3::Other(et) => {
+            return format!(
+                "EtherType 0x{et:04x}{}, {} bytes",
+                if pm.vlan.is_some() { " (VLAN)" } else { "" },
+                frame.len()
+            )
+        }
+    };
+    if let Some(m) = pm.malformed.filter(|m| m.is_l3()) {
+        return format!(
+            "{} malformed ({}), {} bytes",
+            if v4 { "IPv4" } else { "IPv6" },
+            m.reason(),
+            frame.len()
+        );
+    }
+    let a = |x: u128| crate::topology::from_bits(x, v4);
+    let (s, d) = (a(pm.saddr), a(pm.daddr));
+    let ttl = frame
+        .get(pm.l3_off as usize + if v4 { 8 } else { 7 })
+        .copied()
+        .unwrap_or(0);
+    let proto = match pm.l4proto {
+        6 => "tcp".to_string(),
+        17 => "udp".to_string(),
+        1 => "icmp".to_string(),
+        58 => "icmpv6".to_string(),
+        p => format!("proto {p}"),
+    };
+    let ep = |x: IpAddr, p: u16| {
+        if v4 {
+            format!("{x}:{p}")
+        } else {
+            format!("[{x}]:{p}")
+        }
+    };
+    let mut out = if pm.has_ports {
+        format!("{proto} {} > {}", ep(s, pm.sport), ep(d, pm.dport))
+    } else {
+        format!("{proto} {s} > {d}")
+    };
+    if pm.l4proto == 6 && pm.has_l4 {
+        out.push_str(&format!(" [{}]", flag_letters(pm.tcp_flags)));
+    }
+    if matches!(pm.l4proto, 1 | 58) && pm.has_l4 {
+        let l4 = pm.l4_off as usize;
+        out.push_str(&format!(
+            " type {} code {}",
+            frame.get(l4).copied().unwrap_or(0),
+            frame.get(l4 + 1).copied().unwrap_or(0)
+        ));
+    }
+    if pm.frag != weir_wire::Frag::None {
+        out.push_str(if pm.frag == weir_wire::Frag::First {
+            " first fragment"
+        } else {
+            " later fragment"
+        });
+    }
+    format!(
+        "{} {out} ttl {ttl} len {}",
+        if v4 { "IPv4" } else { "IPv6" },
+        pm.l3_len
+    )
+}
+
+fn u16_at(f: &[u8], i: usize) -> Option<u16> {
+    f.get(i..i + 2).map(|b| u16::from_be_bytes([b[0], b[1]]))
+}
+
+/// The header fields in which two frames of the same packet differ (empty: identical bytes).
+pub fn field_diffs(weir: &[u8], kernel: &[u8]) -> Vec<String> {
+    if weir == kernel {
+        return Vec::new();
+    }
+    let mut d = Vec::new();
+    if weir.len() < 14 || kernel.len() < 14 {
+        return vec![format!(
+            "frame lengths: weir {}, kernel {}",
+            weir.len(),
+            kernel.len()
+        )];
+    }
+    if weir[..6] != kernel[..6] {
+        d.push(format!(
+            "ether daddr: weir {}, kernel {}",
+            mac_text(&weir[..6].try_into().unwrap()),
+            mac_text(&kernel[..6].try_into().unwrap())
+        ));
+    }
+    if weir[6..12] != kernel[6..12] {
+        d.push(format!(
+            "ether saddr: weir {}, kernel {}",
+            mac_text(&weir[6..12].try_into().unwrap()),
+            mac_text(&kernel[6..12].try_into().unwrap())
+        ));
+    }
+    let a = PacketMeta::parse(weir, LinkType::Ethernet);
+    let b = PacketMeta::parse(kernel, LinkType::Ethernet);
+    if a.l3 != b.l3 {
+        d.push(format!("network layer: weir {:?}, kernel {:?}", a.l3, b.l3));
+        return d;
+    }
+    if a.l3_ok() && b.l3_ok() {
+        let v4 = a.l3 == L3::Ipv4;
+        let ad = |x: u128| crate::topology::from_bits(x, v4);
+        if a.saddr != b.saddr {
+            d.push(format!(
+                "source address: weir {}, kernel {}",
+                ad(a.saddr),
+                ad(b.saddr)
+            ));
+        }
+        if a.daddr != b.daddr {
+            d.push(format!(
+                "destination address: weir {}, kernel {}",
+                ad(a.daddr),
+                ad(b.daddr)
+            ));
+        }
+        let (la, lb) = (a.l3_off as usize, b.l3_off as usize);
+        let ttl = if v4 { 8 } else { 7 };
+        if weir.get(la + ttl) != kernel.get(lb + ttl) {
+            d.push(format!(
+                "{}: weir {:?}, kernel {:?}",
+                if v4 { "ttl" } else { "hop limit" },
+                weir.get(la + ttl),
+                kernel.get(lb + ttl)
+            ));
+        }
+        if v4 && u16_at(weir, la + 10) != u16_at(kernel, lb + 10) {
+            d.push(format!(
+                "ipv4 header checksum: weir {:04x?}, kernel {:04x?}",
+                u16_at(weir, la + 10),
+                u16_at(kernel, lb + 10)
+            ));
+        }
+        if a.l3_len != b.l3_len {
+            d.push(format!("ip length: weir {}, kernel {}", a.l3_len, b.l3_len));
+        }
+        if a.l4proto != b.l4proto {
+            d.push(format!(
+                "protocol: weir {}, kernel {}",
+                a.l4proto, b.l4proto
+            ));
+        }
+        if a.has_ports && b.has_ports && (a.sport, a.dport) != (b.sport, b.dport) {
+            d.push(format!(
+                "ports: weir {} > {}, kernel {} > {}",
+                a.sport, a.dport, b.sport, b.dport
+            ));
+        }
+        let csum = match a.l4proto {
+            6 => Some(16),
+            17 => Some(6),
+            1 | 58 => Some(2),
+            _ => None,
+        };
+        if let Some(o) = csum.filter(|_| a.has_l4 && b.has_l4) {
+            let (x, y) = (
+                u16_at(weir, a.l4_off as usize + o),
+                u16_at(kernel, b.l4_off as usize + o),
+            );
+            if x != y {
+                d.push(format!(
+                    "transport checksum: weir {x:04x?}, kernel {y:04x?}"
+                ));
+            }
+        }
+        let pa = a.payload(weir).map(|(o, n)| &weir[o..o + n]);
+        let pb = b.payload(kernel).map(|(o, n)| &kernel[o..o + n]);
+        if pa != pb {
+            d.push("transport payload differs".into());
+        }
+    }
+    if d.is_empty() {
+        let at = weir
+            .iter()
+            .zip(kernel)
+            .position(|(x, y)| x != y)
+            .unwrap_or(weir.len().min(kernel.len()));
+        d.push(format!(
+            "bytes differ from offset {at} (weir {} bytes, kernel {})",
+            weir.len(),
+            kernel.len()
+        ));
+    }
+    d
+}
+
+fn ifname(router: &Router, i: usize) -> &str {
+    router.ifaces.get(i).map(|f| f.name.as_str()).unwrap_or("?")
+}
+
+/// weir's prediction in words.
+pub fn describe_prediction(router: &Router, p: &Prediction) -> String {
+    match &p.fate {
+        Fate::Forwarded { oif, .. } => format!("forwarded out of {}", ifname(router, *oif)),
+        Fate::Local => "delivered locally".into(),
+        Fate::Dropped => format!("not forwarded: {}", p.why),
+    }
+}
+
+/// The kernel's handling in words.
+pub fn describe_kernel(router: &Router, k: &KernelView) -> String {
+    let mut s = match k.forwarded.len() {
+        0 if k.local => "delivered locally".to_string(),
+        0 => "not forwarded".to_string(),
+        1 => format!("forwarded out of {}", ifname(router, k.forwarded[0].0)),
+        n => format!(
+            "forwarded {n} copies ({})",
+            k.forwarded
+                .iter()
+                .map(|f| ifname(router, f.0))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    if !k.forwarded.is_empty() && k.local {
+        s.push_str(" and delivered locally");
+    }
+    if !k.other.is_empty() {
+        let o: Vec<String> = k
+            .other
+            .iter()
+            .take(2)
+            .map(|(i, f)| format!("{} on {}", describe_frame(f), ifname(router, *i)))
+            .collect();
+        s.push_str(&format!("; the router answered: {}", o.join("; ")));
+    }
+    s
+}
+
+/// Differences between weir's prediction and the kernel (empty: the same).
+pub fn compare(router: &Router, p: &Prediction, k: &KernelView) -> Vec<String> {
+    let mut d = Vec::new();
+    match &p.fate {
+        Fate::Forwarded { oif, frame } => match k.forwarded.as_slice() {
+            [] => d.push(format!(
+                "weir forwards it out of {}, the kernel does not",
+                ifname(router, *oif)
+            )),
+            [(kif, kframe)] => {
+                if kif != oif {
+                    d.push(format!(
+                        "output interface: weir {}, kernel {}",
+                        ifname(router, *oif),
+                        ifname(router, *kif)
+                    ));
+                }
+                d.extend(field_diffs(frame, kframe));
+            }
+            many => d.push(format!("the kernel sent {} copies, weir one", many.len())),
+        },
+        Fate::Local => {
+            if !k.local {
+                d.push("weir delivers it locally, the kernel does not".into());
+            }
+            if !k.forwarded.is_empty() {
+                d.push(format!(
+                    "the kernel forwards it out of {}",
+                    ifname(router, k.forwarded[0].0)
+                ));
+            }
+        }
+        Fate::Dropped => {
+            if let Some((i, _)) = k.forwarded.first() {
+                d.push(format!(
+                    "the kernel forwards it out of {}, weir does not ({})",
+                    ifname(router, *i),
+                    p.why
+                ));
+            }
+            if k.local {
+                d.push(format!(
+                    "the kernel delivers it locally, weir does not ({})",
+                    p.why
+                ));
+            }
+        }
+    }
+    if matches!(p.fate, Fate::Forwarded { .. }) && k.local {
+        d.push("the kernel also delivers it locally".into());
+    }
+    d
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reports
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    Same,
+    Different,
+    /// Explained by the known difference(s) with this id (several: joined by `+`).
+    Explained(String),
+    /// Not injected (why).
+    Skipped(String),
+}
+
+impl Status {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Status::Same => "same",
+            Status::Different => "different",
+            Status::Explained(_) => "explained",
+            Status::Skipped(_) => "skipped",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct PacketReport {
+    /// 1-based, as in Wireshark.
+    pub number: usize,
+    pub iif: String,
+    pub packet: String,
+    pub weir: String,
+    pub kernel: String,
+    pub status: Status,
+    pub details: Vec<String>,
+    /// What the kernel did: `forwarded`, `local` or `dropped` (`-` when skipped).
+    pub kernel_fate: &'static str,
+}
+
+impl PacketReport {
+    pub fn to_json(&self) -> Value {
+        let mut o = json!({"number": self.number, "iif": self.iif, "packet": self.packet, "status": self.status.name(),
+                           "weir": self.weir, "kernel": self.kernel});
+        if !self.details.is_empty() {
+            o["differences"] = json!(self.details);
+        }
+        match &self.status {
+            Status::Explained(id) => o["explained_by"] = json!(id),
+            Status::Skipped(why) => o["skipped"] = json!(why),
+            _ => {}
+        }
+        o
+    }
+
+    /// Several lines of text.
+    pub fn text(&self) -> String {
+        let mut s = format!(
+            "#{} {} (in {})\n    weir:   {}\n    kernel: {}\n",
+            self.number, self.packet, self.iif, self.weir, self.kernel
+        );
+        for d in &self.details {
+            s.push_str(&format!("    - {d}\n"));
+        }
+        if let Status::Explained(id) = &self.status {
+            s.push_str(&format!("    explained: {id} (KNOWN_DIFFERENCES.md)\n"));
+        }
+        s
+    }
+}
+
+/// The comparison of one ruleset and capture.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    pub packets: Vec<PacketReport>,
+    pub late: usize,
+    pub barrier_misses: usize,
+    pub kernel_seconds: f64,
+}
+
+impl Report {
+    fn count(&self, f: impl Fn(&Status) -> bool) -> usize {
+        self.packets.iter().filter(|p| f(&p.status)).count()
+    }
+    pub fn injected(&self) -> usize {
+        self.count(|s| !matches!(s, Status::Skipped(_)))
+    }
+    pub fn differences(&self) -> usize {
+        self.count(|s| *s == Status::Different)
+    }
+    pub fn explained(&self) -> usize {
+        self.count(|s| matches!(s, Status::Explained(_)))
+    }
+    pub fn skipped(&self) -> usize {
+        self.count(|s| matches!(s, Status::Skipped(_)))
+    }
+    pub fn same(&self) -> usize {
+        self.count(|s| *s == Status::Same)
+    }
+}
+
+/// Compare a whole capture (pure: no root, testable with synthetic observations). `text` is
+/// the ruleset's source, for the known differences explained by a rewrite.
+pub fn compare_all(
+    rs: &ir::Ruleset,
+    text: Option<&str>,
+    router: &Router,
+    prepared: &[Prepared],
+    inj: &Injection,
+) -> Report {
+    let mut model = Model::new(rs, router.clone());
+    // the rewritten rulesets' models, built when a difference needs them
+    let mut rewritten: Vec<Option<Option<Model>>> = (0..KNOWN.len()).map(|_| None).collect();
+    let mut rep = Report {
+        late: inj.late.len(),
+        barrier_misses: inj.barrier_misses,
+        kernel_seconds: inj.seconds,
+        ..Report::default()
+    };
+    for (p, ob) in prepared.iter().zip(&inj.observed) {
+        let iif = ifname(router, p.iif).to_string();
+        if let Some(why) = &p.skip {
+            rep.packets.push(PacketReport {
+                number: p.index + 1,
+                iif,
+                packet: "-".into(),
+                weir: "-".into(),
+                kernel: "-".into(),
+                status: Status::Skipped(why.clone()),
+                details: Vec::new(),
+                kernel_fate: "-",
+            });
+            continue;
+        }
+        let kv = kernel_view(p, ob);
+        let pred = model.predict(p, Variant::WEIR, EngineMode::Compiled);
+        let lin = model.predict(p, Variant::WEIR, EngineMode::Linear);
+        let mut details = compare(router, &pred, &kv);
+        if lin.fate != pred.fate {
+            details.push(format!(
+                "weir's compiled classifier and linear reference disagree: linear says {}",
+                describe_prediction(router, &lin)
+            ));
+        }
+        let mut status = if details.is_empty() {
+            Status::Same
+        } else {
+            Status::Different
+        };
+        if status == Status::Different && lin.fate == pred.fate {
+            status = explain(rs, &mut model, &mut rewritten, text, router, p, &kv)
+                .map(Status::Explained)
+                .unwrap_or(Status::Different);
+        }
+        rep.packets.push(PacketReport {
+            number: p.index + 1,
+            iif,
+            packet: describe_frame(&p.frame),
+            weir: describe_prediction(router, &pred),
+            kernel: describe_kernel(router, &kv),
+            status,
+            details,
+            kernel_fate: if !kv.forwarded.is_empty() {
+                "forwarded"
+            } else if kv.local {
+                "local"
+            } else {
+                "dropped"
+            },
+        });
+    }
+    rep
+}
+
+/// The known difference(s) whose model variant predicts what the kernel did. Variants run on
+/// weir's linear reference: the compiled classifier folds some of weir's own rules into its
+/// index (`th dport` implies TCP/UDP/SCTP/DCCP/UDP-Lite), which the variants change.
+fn explain(
+    rs: &ir::Ruleset,
+    model: &mut Model,
+    rewritten: &mut [Option<Option<Model>>],
+    text: Option<&str>,
+    router: &Router,
+    p: &Prepared,
+    kv: &KernelView,
+) -> Option<String> {
+    // every combination of the packet-level variants, smallest first, on the ruleset as it is
+    // and on each rewrite
+    let n = KNOWN.len();
+    let mut masks: Vec<u32> = (1..(1u32 << n)).collect();
+    masks.sort_by_key(|m| (m.count_ones(), *m));
+    for m in masks {
+        let ks: Vec<&KnownDifference> = KNOWN
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| m & (1 << i) != 0)
+            .map(|(_, k)| k)
+            .collect();
+        let rw: Vec<usize> = KNOWN
+            .iter()
+            .enumerate()
+            .filter(|(i, k)| m & (1 << i) != 0 && (k.rewrite.is_some() || k.fix.is_some()))
+            .map(|(i, _)| i)
+            .collect();
+        if rw.len() > 1 {
+            continue;
+        }
+        let mut v = Variant::WEIR;
+        for k in &ks {
+            v = v.union(k.variant);
+        }
+        let ids: Vec<&str> = ks.iter().map(|k| k.id).collect();
+        let pred = match rw.first() {
+            None => model.predict(p, v, EngineMode::Linear),
+            Some(&i) => {
+                let slot = &mut rewritten[i];
+                if slot.is_none() {
+                    *slot = Some(match (KNOWN[i].rewrite, KNOWN[i].fix) {
+                        (Some(rw), _) => text
+                            .and_then(rw)
+                            .and_then(|t| weir_lang::load_str("rewritten.nft", &t).ok())
+                            .map(|(rs, _)| Model::new(&rs, router.clone())),
+                        (None, Some(fix)) => Model::with_fix(rs, router.clone(), fix),
+                        (None, None) => None,
+                    });
+                }
+                match slot.as_mut().and_then(|m| m.as_mut()) {
+                    Some(alt) => alt.predict(p, v, EngineMode::Linear),
+                    None => continue,
+                }
+            }
+        };
+        if compare(router, &pred, kv).is_empty() {
+            return Some(ids.join("+"));
+        }
+    }
+    None
+}
+
+/// Load and run one ruleset and capture in the lab and compare.
+pub fn run_case(
+    lab: &mut Lab,
+    rs: &ir::Ruleset,
+    text: Option<&str>,
+    rules_file: &Path,
+    prepared: &[Prepared],
+) -> Result<Report, Error> {
+    lab.load(rules_file).map_err(Error::KernelRefused)?;
+    let inj = lab.inject(prepared)?;
+    Ok(compare_all(rs, text, lab.router(), prepared, &inj))
+}
+
+/// Write a reproducer folder: the ruleset, the packets (as injected), the topology with their
+/// input interfaces, and a README with the differences and the command that reruns it.
+pub fn write_reproducer(
+    dir: &Path,
+    rules_text: &str,
+    topo: &Topology,
+    router: &Router,
+    pkts: &[&Prepared],
+    notes: &[String],
+) -> Result<PathBuf, Error> {
+    let io = |e: std::io::Error| Error::System(format!("{}: {e}", dir.display()));
+    std::fs::create_dir_all(dir).map_err(io)?;
+    std::fs::write(dir.join("rules.nft"), rules_text).map_err(io)?;
+    let f = std::fs::File::create(dir.join("packets.pcap")).map_err(io)?;
+    let mut w = PcapWriter::new(std::io::BufWriter::new(f), LinkType::Ethernet)
+        .map_err(|e| Error::System(format!("packets.pcap: {e}")))?;
+    for p in pkts {
+        w.write(p.ts_ns, &p.frame)
+            .map_err(|e| Error::System(format!("packets.pcap: {e}")))?;
+    }
+    w.into_inner()
+        .map_err(|e| Error::System(format!("packets.pcap: {e}")))?;
+    let mut t = topo.clone();
+    t.packets = pkts
+        .iter()
+        .map(|p| crate::topology::PacketIn {
+            iif: ifname(router, p.iif).to_string(),
+        })
+        .collect();
+    std::fs::write(dir.join("topology.json"), t.to_json() + "\n").map_err(io)?;
+    let mut readme = String::from("# weir lab reproducer\n\nThe kernel (nftables in a network namespace) and weir disagree on this ruleset and capture.\n\n");
+    for n in notes {
+        readme.push_str(n);
+        readme.push('\n');
+    }
+    readme.push_str("\nRerun (as root, in this folder):\n\n    weir lab diff --rules rules.nft --pcap packets.pcap --topology topology.json\n");
+    std::fs::write(dir.join("README.md"), readme).map_err(io)?;
+    Ok(dir.to_path_buf())
+}
+
+// ---------------------------------------------------------------------------------------------
+// One given ruleset and capture
+// ---------------------------------------------------------------------------------------------
+
+/// The result of `weir lab diff --rules --pcap --topology`.
+pub struct FileDiff {
+    pub report: Report,
+    pub reproducer: Option<PathBuf>,
+    pub notes: Vec<String>,
+}
+
+fn render_diags(sm: &weir_lang::SourceMap, d: &[weir_lang::Diagnostic]) -> String {
+    weir_lang::diag::render_all(d, sm)
+}
+
+/// Run one ruleset and capture through both sides. `repro_dir`: where to write a reproducer
+/// when there are unexplained differences.
+pub fn diff_files(
+    rules: &Path,
+    pcap: &Path,
+    topology: &Path,
+    opts: LabOptions,
+    repro_dir: Option<&Path>,
+) -> Result<FileDiff, Error> {
+    let ttext = std::fs::read_to_string(topology)
+        .map_err(|e| Error::Input(format!("{}: {e}", topology.display())))?;
+    let topo =
+        Topology::from_json(&topology.display().to_string(), &ttext).map_err(Error::Input)?;
+    let router = Router::from_topology(&topo)
+        .map_err(|e| Error::Input(format!("{}: {e}", topology.display())))?;
+    let cap = weir_wire::pcap::read_file(pcap)
+        .map_err(|e| Error::Input(format!("{}: {e}", pcap.display())))?;
+    let mut notes = Vec::new();
+    if let Some(e) = &cap.trailing_error {
+        notes.push(format!(
+            "{}: read {} packets, then: {e}",
+            pcap.display(),
+            cap.packets.len()
+        ));
+    }
+    if router.packets.len() != cap.packets.len() {
+        return Err(Error::Input(format!(
+            "{} lists {} packets (\"packets\": one {{\"iif\"}} per packet), the capture {} has {}",
+            topology.display(),
+            router.packets.len(),
+            pcap.display(),
+            cap.packets.len()
+        )));
+    }
+    let rules_text = std::fs::read_to_string(rules)
+        .map_err(|e| Error::Input(format!("{}: {e}", rules.display())))?;
+    let rs = match weir_lang::load_file(rules) {
+        Ok((rs, _)) => rs,
+        Err((sm, d)) => {
+            return Err(Error::Input(format!(
+                "weir refuses {}:\n{}",
+                rules.display(),
+                render_diags(&sm, &d)
+            )))
+        }
+    };
+    if rs.uses_state() {
+        notes.push("the ruleset uses connection tracking or NAT: weir evaluates it statelessly for now, so differences are expected".into());
+    }
+    let prepared = prepare(&router, &cap.packets, &router.packets);
+    let mut lab = Lab::new(&router, opts)?;
+    let report = run_case(&mut lab, &rs, Some(&rules_text), rules, &prepared)?;
+    drop(lab);
+    let mut reproducer = None;
+    if report.differences() > 0 {
+        if let Some(dir) = repro_dir {
+            let stem = rules
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "rules".into());
+            let secs = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            let d = dir.join(format!("{stem}-{secs}"));
+            let diff: Vec<&Prepared> = report
+                .packets
+                .iter()
+                .filter(|r| r.status == Status::Different)
+                .map(|r| &prepared[r.number - 1])
+                .collect();
+            let mut text: Vec<String> = report
+                .packets
+                .iter()
+                .filter(|r| r.status == Status::Different)
+                .map(|r| r.text())
+                .collect();
+            text.insert(
+                0,
+                format!(
+                    "Packets of the original capture {} (renumbered here from 1):\n",
+                    pcap.display()
+                ),
+            );
+            reproducer = Some(write_reproducer(
+                &d,
+                &rules_text,
+                &topo,
+                &router,
+                &diff,
+                &text,
+            )?);
+        }
+    }
+    Ok(FileDiff {
+        report,
+        reproducer,
+        notes,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The campaign
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+pub struct CampaignOptions {
+    pub rulesets: usize,
+    pub seed: u64,
+    /// Packets per ruleset, at most.
+    pub packets: usize,
+    pub lab: LabOptions,
+    /// Where reproducers go (none: not written).
+    pub repro_dir: Option<PathBuf>,
+    /// Minimise reproducers rule by rule.
+    pub minimize: bool,
+    /// Progress lines on stderr.
+    pub progress: bool,
+}
+
+impl Default for CampaignOptions {
+    fn default() -> Self {
+        CampaignOptions {
+            rulesets: 50,
+            seed: 1,
+            packets: 40,
+            lab: LabOptions::default(),
+            repro_dir: None,
+            minimize: true,
+            progress: false,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct CampaignReport {
+    pub seed: u64,
+    pub rulesets: usize,
+    /// Packets injected (through both sides).
+    pub packets: usize,
+    /// Unexplained differences: packets, plus rulesets one side refused and the other accepted.
+    pub differences: usize,
+    pub explained: usize,
+    pub explained_by: BTreeMap<String, usize>,
+    /// What the kernel did with the packets: forwarded, delivered locally, dropped.
+    pub kernel_fates: BTreeMap<&'static str, usize>,
+    /// Rulesets nft or weir refused while the other accepted (counted in `differences`).
+    pub load_mismatches: usize,
+    pub rulesets_with_differences: Vec<usize>,
+    pub late_frames: usize,
+    pub barrier_misses: usize,
+    pub seconds: f64,
+    pub reproducers: Vec<PathBuf>,
+    /// The first differences, in words.
+    pub examples: Vec<String>,
+}
+
+impl CampaignReport {
+    pub fn to_json(&self) -> Value {
+        json!({
+            "rulesets": self.rulesets, "packets": self.packets, "differences": self.differences, "explained": self.explained,
+            "seed": self.seed, "explained_by": self.explained_by, "kernel_fates": self.kernel_fates, "load_mismatches": self.load_mismatches,
+            "rulesets_with_differences": self.rulesets_with_differences, "late_frames": self.late_frames,
+            "barrier_misses": self.barrier_misses, "seconds": (self.seconds * 100.0).round() / 100.0,
+            "reproducers": self.reproducers.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// Generated ruleset `index` of a campaign and its capture (what `weir lab gen` writes).
+pub fn generated(
+    seed: u64,
+    index: usize,
+    packets: usize,
+) -> (gen::World, GenRuleset, gen::GenCapture) {
+    let w = gen::world();
+    let mut rng = Rng::for_item(seed, index as u64);
+    let g = gen::ruleset(&mut rng, &w);
+    let cap = gen::capture(&mut rng, &w, packets);
+    (w, g, cap)
+}
+
+/// The differential campaign: `rulesets` generated rulesets, each with its own capture.
+pub fn campaign(opts: &CampaignOptions) -> Result<CampaignReport, Error> {
+    let t0 = Instant::now();
+    let w = gen::world();
+    let mut lab = Lab::new(&w.router, opts.lab)?;
+    let mut out = CampaignReport {
+        seed: opts.seed,
+        ..CampaignReport::default()
+    };
+    let rules_path = lab.scratch().join("rules.nft");
+    for i in 0..opts.rulesets {
+        if crate::sys::interrupted() {
+            return Err(Error::Interrupted);
+        }
+        let (_, g, cap) = generated(opts.seed, i, opts.packets);
+        let text = g.render();
+        out.rulesets += 1;
+        let repro_dir = opts
+            .repro_dir
+            .as_ref()
+            .map(|d| d.join(format!("seed{}-ruleset{i}", opts.seed)));
+        let rs = match weir_lang::load_str(&format!("ruleset-{i}.nft"), &text) {
+            Ok((rs, _)) => rs,
+            Err((sm, d)) => {
+                let msg = format!(
+                    "ruleset {i}: weir refuses a generated ruleset:\n{}",
+                    render_diags(&sm, &d)
+                );
+                load_mismatch(&mut out, i, msg, &text, &w, repro_dir.as_deref())?;
+                continue;
+            }
+        };
+        std::fs::write(&rules_path, &text)
+            .map_err(|e| Error::System(format!("{}: {e}", rules_path.display())))?;
+        if let Err(e) = lab.load(&rules_path) {
+            let msg = format!("ruleset {i}: nft refuses what weir accepts:\n{e}");
+            load_mismatch(&mut out, i, msg, &text, &w, repro_dir.as_deref())?;
+            continue;
+        }
+        let prepared = prepare(&w.router, &cap.packets, &cap.iifs);
+        let inj = lab.inject(&prepared)?;
+        let rep = compare_all(&rs, Some(&text), &w.router, &prepared, &inj);
+        out.packets += rep.injected();
+        out.differences += rep.differences();
+        out.explained += rep.explained();
+        for p in &rep.packets {
+            if let Status::Explained(id) = &p.status {
+                *out.explained_by.entry(id.clone()).or_default() += 1;
+            }
+            if p.kernel_fate != "-" {
+                *out.kernel_fates.entry(p.kernel_fate).or_default() += 1;
+            }
+        }
+        out.late_frames += rep.late;
+        out.barrier_misses += rep.barrier_misses;
+        if rep.differences() > 0 {
+            out.rulesets_with_differences.push(i);
+            let first = rep
+                .packets
+                .iter()
+                .find(|p| p.status == Status::Different)
+                .expect("a difference");
+            if out.examples.len() < 10 {
+                out.examples.push(format!(
+                    "ruleset {i} (seed {}):\n{}",
+                    opts.seed,
+                    first.text()
+                ));
+            }
+            if let Some(dir) = &repro_dir {
+                let p = prepared[first.number - 1].clone();
+                let (g2, single) = if opts.minimize {
+                    minimize(&mut lab, &g, &p)
+                } else {
+                    (g.clone(), None)
+                };
+                let (pkts, rep1): (Vec<&Prepared>, &PacketReport) = match &single {
+                    Some(r) => (vec![&p], &r.packets[0]),
+                    None => (vec![&prepared[first.number - 1]], first),
+                };
+                let notes = vec![
+                    format!(
+                        "Campaign seed {}, ruleset {i} (`weir lab gen --seed {} --index {i}` regenerates the original); {} of its {} packets differed. Minimised to one packet and {} of {} rules.\n",
+                        opts.seed,
+                        opts.seed,
+                        rep.differences(),
+                        rep.injected(),
+                        g2.rule_count(),
+                        g.rule_count()
+                    ),
+                    rep1.text(),
+                ];
+                let mut p0 = pkts[0].clone();
+                p0.index = 0;
+                out.reproducers.push(write_reproducer(
+                    dir,
+                    &g2.render(),
+                    &w.topo,
+                    &w.router,
+                    &[&p0],
+                    &notes,
+                )?);
+            }
+        }
+        if opts.progress && (i + 1) % 10 == 0 {
+            eprintln!(
+                "weir lab: {} rulesets, {} packets, {} differences, {} explained ({:.1} s)",
+                out.rulesets,
+                out.packets,
+                out.differences,
+                out.explained,
+                t0.elapsed().as_secs_f64()
+            );
+        }
+    }
+    lab.flush().map_err(Error::System)?;
+    out.seconds = t0.elapsed().as_secs_f64();
+    Ok(out)
+}
+
+fn load_mismatch(
+    out: &mut CampaignReport,
+    i: usize,
+    msg: String,
+    text: &str,
+    w: &gen::World,
+    dir: Option<&Path>,
+) -> Result<(), Error> {
+    out.differences += 1;
+    out.load_mismatches += 1;
+    out.rulesets_with_differences.push(i);
+    if out.examples.len() < 10 {
+        out.examples.push(msg.clone());
+    }
+    if let Some(d) = dir {
+        out.reproducers
+            .push(write_reproducer(d, text, &w.topo, &w.router, &[], &[msg])?);
+    }
+    Ok(())
+}
+
+/// Shrink a ruleset while packet `p` alone still shows an unexplained difference. Returns the
+/// smallest ruleset found and its one-packet report (None: the packet alone does not reproduce,
+/// the original is returned).
+fn minimize(lab: &mut Lab, g: &GenRuleset, p: &Prepared) -> (GenRuleset, Option<Report>) {
+    let path = lab.scratch().join("min.nft");
+    let mut p = p.clone();
+    p.index = 0;
+    let check = |lab: &mut Lab, g: &GenRuleset| -> Option<Report> {
+        let text = g.render();
+        let (rs, _) = weir_lang::load_str("min.nft", &text).ok()?;
+        std::fs::write(&path, &text).ok()?;
+        let rep = run_case(lab, &rs, Some(&text), &path, std::slice::from_ref(&p)).ok()?;
+        (rep.differences() == 1).then_some(rep)
+    };
+    let Some(mut best_rep) = check(lab, g) else {
+        return (g.clone(), None);
+    };
+    let mut best = g.clone();
+    let mut attempts = 0;
+    let mut k = best.rule_count();
+    while k > 0 && attempts < 400 {
+        k -= 1;
+        attempts += 1;
+        let cand = best.without_rule(k);
+        if let Some(r) = check(lab, &cand) {
+            best = cand;
+            best_rep = r;
+        }
+    }
+    let pruned = best.prune();
+    if pruned != best {
+        if let Some(r) = check(lab, &pruned) {
+            best = pruned;
+            best_rep = r;
+        }
+    }
+    (best, Some(best_rep))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::{Captured, LocalCopy};
+    use crate::model::Prepared;
+    use std::net::Ipv4Addr;
+    use weir_wire::build;
+    use weir_wire::pcap::Packet;
+
+    #[test]
+    fn every_known_difference_is_documented() {
+        for k in KNOWN {
+            assert!(
+                KNOWN_DIFFERENCES_MD.contains(&format!("## {}", k.id)),
+                "KNOWN_DIFFERENCES.md has no section '## {}'",
+                k.id
+            );
+        }
+    }
+
+    fn setup(rules: &str) -> (ir::Ruleset, Router) {
+        let w = gen::world();
+        let (rs, _) = weir_lang::load_str("t.nft", rules).unwrap();
+        (rs, w.router)
+    }
+
+    fn prep(router: &Router, frame: Vec<u8>, iif: usize) -> Prepared {
+        let pk = Packet {
+            ts_nanos: 0,
+            orig_len: frame.len() as u32,
+            data: frame,
+            link: LinkType::Ethernet,
+        };
+        prepare(router, &[pk], &[iif]).remove(0)
+    }
+
+    const LAN: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 16);
+    const FAR: Ipv4Addr = Ipv4Addr::new(198, 19, 7, 7);
+
+    #[test]
+    fn same_different_and_explained() {
+        let (rs, router) = setup(
+            r#"table inet f {
+                 chain prerouting { type filter hook prerouting priority 0; policy accept;
+                   oifname != "weirlan0" udp dport 99 drop }
+                 chain postrouting { type filter hook postrouting priority 100; policy accept;
+                   udp dport 98 drop } }"#,
+        );
+        let mut model = Model::new(&rs, router.clone());
+        let mk = |dport| prep(&router, build::udp4(LAN, FAR, 1000, dport, b"x"), 0);
+        // weir's own forwarded frame, as the kernel would show it
+        let fwd = |p: &Prepared, model: &mut Model| match model
+            .predict(p, Variant::WEIR, EngineMode::Compiled)
+            .fate
+        {
+            Fate::Forwarded { oif, frame } => Observed {
+                frames: vec![Captured {
+                    iface: oif,
+                    ts_ns: 0,
+                    frame,
+                }],
+                barrier: true,
+                ..Observed::default()
+            },
+            f => panic!("{f:?}"),
+        };
+        let a = mk(97);
+        let b = mk(98);
+        let c = mk(99);
+        let oa = fwd(&a, &mut model);
+        // b (dropped by weir): the window holds a's frame, which is not a copy of b
+        let ob = oa.clone();
+        // c: weir forwards, the kernel drops (iifname is "" there): explained
+        let oc = Observed {
+            barrier: true,
+            ..Observed::default()
+        };
+        let mut changed = oa.clone();
+        changed.frames[0].frame[14 + 8] = 12; // another TTL
+        let inj = Injection {
+            observed: vec![oa, ob, oc, changed],
+            ..Injection::default()
+        };
+        let mut d = mk(97);
+        d.index = 3;
+        let mut b2 = b.clone();
+        b2.index = 1;
+        let mut c2 = c.clone();
+        c2.index = 2;
+        let rep = compare_all(&rs, None, &router, &[a, b2, c2, d], &inj);
+        assert_eq!(
+            rep.packets[0].status,
+            Status::Same,
+            "{}",
+            rep.packets[0].text()
+        );
+        // b's kernel frame is a's: a different packet, so not a forwarded copy of b
+        assert_eq!(
+            rep.packets[1].status,
+            Status::Same,
+            "{}",
+            rep.packets[1].text()
+        );
+        assert!(rep.packets[1].kernel.contains("answered"));
+        // the kernel compares oifname at prerouting with the empty name; so does weir
+        assert_eq!(
+            rep.packets[2].status,
+            Status::Same,
+            "{}",
+            rep.packets[2].text()
+        );
+        assert_eq!(rep.packets[3].status, Status::Different);
+        assert!(
+            rep.packets[3].details.iter().any(|d| d.contains("ttl")),
+            "{:?}",
+            rep.packets[3].details
+        );
+        assert_eq!((rep.differences(), rep.explained(), rep.same()), (1, 0, 3));
+        let j = rep.packets[3].to_json();
+        assert_eq!(j["status"], "different");
+    }
+
+    #[test]
+    fn local_delivery_is_matched_on_raw_copies() {
+        let (rs, router) = setup(
+            "table inet f { chain input { type filter hook input priority 0; policy accept; } }",
+        );
+        let me = Ipv4Addr::new(198, 18, 0, 1);
+        let f = build::udp4(LAN, me, 1000, 53, b"q");
+        let p = prep(&router, f.clone(), 0);
+        let ob = Observed {
+            local: vec![LocalCopy {
+                v6: false,
+                proto: 17,
+                src: None,
+                data: f[14..].to_vec(),
+                ts_ns: 0,
+            }],
+            ..Observed::default()
+        };
+        let kv = kernel_view(&p, &ob);
+        assert!(kv.local);
+        let inj = Injection {
+            observed: vec![ob],
+            ..Injection::default()
+        };
+        assert_eq!(
+            compare_all(&rs, None, &router, std::slice::from_ref(&p), &inj).packets[0].status,
+            Status::Same
+        );
+        let inj = Injection {
+            observed: vec![Observed::default()],
+            ..Injection::default()
+        };
+        let rep = compare_all(&rs, None, &router, &[p], &inj);
+        assert_eq!(rep.packets[0].status, Status::Different);
+        assert!(rep.packets[0].details[0].contains("locally"));
+    }
+
+    #[test]
+    fn merged_flags_rewrite() {
+        let r = rewrite_merged_flags("\t\ttcp window 64240 tcp flags ack accept\n\t\ttcp flags syn tcp window 5 drop\n\t\ttcp flags ack meta mark 1 tcp window 5").unwrap();
+        assert_eq!(r, "\t\ttcp window 64240 tcp flags == ack accept\n\t\ttcp flags == syn tcp window 5 drop\n\t\ttcp flags ack meta mark 1 tcp window 5");
+        assert_eq!(rewrite_merged_flags("tcp flags ack accept"), None);
+        assert!(weir_lang::load_str(
+            "r",
+            &format!("table inet t {{ chain c {{ type filter hook forward priority 0;\n{r}\n}} }}")
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn descriptions() {
+        let f = build::tcp4(LAN, FAR, 40000, 80, 0x12, b"");
+        assert_eq!(
+            describe_frame(&f),
+            "IPv4 tcp 198.18.0.16:40000 > 198.19.7.7:80 [SA] ttl 64 len 40"
+        );
+        let mut g = f.clone();
+        g[0] = 9;
+        assert!(field_diffs(&f, &g)[0].starts_with("ether daddr"));
+        assert!(field_diffs(&f, &f).is_empty());
+    }
+}

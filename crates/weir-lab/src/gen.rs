@@ -1,0 +1,1899 @@
+//! Generators with a fixed seed: the campaign's router ([`world`]), random stateless rulesets
+//! ([`ruleset`]) and random conversations between hosts around the router ([`capture`]).
+//!
+//! Rulesets stay in the subset both nft and weir evaluate without connection tracking: `inet`,
+//! `ip` and `ip6` tables; a `forward` base chain (policy accept or drop) and often `prerouting`,
+//! `input`, `postrouting`, `output`, sometimes a second table at another priority; user chains
+//! reached by `jump`/`goto` (only towards later chains: no loops) ending in `return` or
+//! falling through; addresses, prefixes, ranges, inline sets, named sets with `flags
+//! interval`, concatenations (`ip saddr . tcp dport`), verdict maps (inline and named),
+//! `meta mark set` then `meta mark` matches, `iifname`/`oifname` (exact, sets, wildcards),
+//! `tcp flags` in its several forms, ICMP types, `meta l4proto`, TTL/hop limit and length
+//! comparisons, `counter`, `reject`, negations. The shapes are weighted towards what real
+//! firewalls say: "LAN to WAN accept", block lists, published ports, marks set early and
+//! read later. Set elements never overlap (nft refuses overlapping intervals).
+//!
+//! Conversations: TCP handshakes with data and FIN/RST, UDP requests and answers, ICMP echo,
+//! ICMP errors quoting a packet, odd TCP flag combinations, TTL 1 and 2, spoofed sources, IPv4
+//! fragments and IPv6 extension headers, packets to the router itself (its addresses, a subnet
+//! broadcast, the subnet-router anycast address); about a third IPv6. Every address is in
+//! 198.18.0.0/15 or 2001:db8::/32.
+
+use crate::rng::Rng;
+use crate::topology::{
+    addr_bits, parse_mac, Interface, Mac, Neighbor, PacketIn, Route, Router, Topology,
+};
+use std::net::IpAddr;
+use weir_wire::build::{tcp_flags as tf, Builder, Tcp};
+use weir_wire::pcap::Packet;
+use weir_wire::LinkType;
+
+/// Where a host is, seen from the router.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostKind {
+    /// On a connected subnet, with a static neighbour entry.
+    OnLink,
+    /// Behind a gateway (a routed subnet, or the internet behind the WAN).
+    Behind,
+}
+
+#[derive(Clone, Debug)]
+pub struct Host {
+    pub addr: IpAddr,
+    /// Source MAC of its frames as they reach the router (its own, or its gateway's).
+    pub mac: Mac,
+    pub iface: usize,
+    pub kind: HostKind,
+}
+
+/// The campaign's router and the vocabulary generators draw from.
+#[derive(Clone, Debug)]
+pub struct World {
+    pub topo: Topology,
+    pub router: Router,
+    pub hosts: Vec<Host>,
+    /// Destinations that are the router's (own addresses, a broadcast, an anycast address).
+    pub router_addrs: Vec<IpAddr>,
+    pub nets4: Vec<&'static str>,
+    pub nets6: Vec<&'static str>,
+}
+
+const IFS: [(&str, &str); 4] = [
+    ("weirlan0", "02:77:65:00:00:01"),
+    ("weirdmz0", "02:77:65:00:01:01"),
+    ("weirwan0", "02:77:65:00:02:01"),
+    ("weirsix0", "02:77:65:00:03:01"),
+];
+
+/// The campaign's router: a LAN, a DMZ with a router to more subnets behind it, a WAN with
+/// the default routes, and an IPv6-only segment.
+pub fn world() -> World {
+    let addrs: [&[&str]; 4] = [
+        &["198.18.0.1/24", "2001:db8:0:1::1/64"],
+        &["198.18.1.1/24", "2001:db8:0:2::1/64"],
+        &["198.19.0.2/24", "2001:db8:ffff::2/64"],
+        &["2001:db8:0:6::1/64"],
+    ];
+    let interfaces = IFS
+        .iter()
+        .zip(addrs)
+        .map(|((n, m), a)| Interface {
+            name: n.to_string(),
+            mac: m.to_string(),
+            addrs: a.iter().map(|s| s.to_string()).collect(),
+        })
+        .collect();
+    let route = |dst: &str, via: &str, dev: &str| Route {
+        dst: dst.into(),
+        via: Some(via.into()),
+        dev: dev.into(),
+    };
+    let routes = vec![
+        route("0.0.0.0/0", "198.19.0.1", "weirwan0"),
+        route("::/0", "2001:db8:ffff::1", "weirwan0"),
+        route("198.18.100.0/24", "198.18.1.254", "weirdmz0"),
+        route("198.18.0.128/25", "198.18.1.254", "weirdmz0"),
+        route("2001:db8:100::/48", "2001:db8:0:2::fe", "weirdmz0"),
+    ];
+    let mut neighbors = Vec::new();
+    let mut nb = |a: &str, m: &str, d: &str| {
+        neighbors.push(Neighbor {
+            addr: a.into(),
+            mac: m.into(),
+            dev: d.into(),
+        })
+    };
+    nb("198.19.0.1", "02:00:00:00:02:01", "weirwan0");
+    nb("2001:db8:ffff::1", "02:00:00:00:02:01", "weirwan0");
+    nb("198.18.1.254", "02:00:00:00:01:fe", "weirdmz0");
+    nb("2001:db8:0:2::fe", "02:00:00:00:01:fe", "weirdmz0");
+    let mut hosts = Vec::new();
+    for (i, (net4, net6, ids)) in [
+        (
+            Some("198.18.0"),
+            "2001:db8:0:1",
+            &[0x10u8, 0x11, 0x20, 0x50][..],
+        ),
+        (Some("198.18.1"), "2001:db8:0:2", &[0x10, 0x20, 0x53][..]),
+        (None, "2001:db8:0:6", &[0x10, 0x20][..]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let dev = if i == 2 { 3 } else { i };
+        for &h in ids {
+            let mac = format!("02:00:00:00:{dev:02x}:{h:02x}");
+            if let Some(n4) = net4 {
+                let a = format!("{n4}.{h}");
+                nb(&a, &mac, IFS[dev].0);
+                hosts.push(Host {
+                    addr: a.parse().unwrap(),
+                    mac: parse_mac(&mac).unwrap(),
+                    iface: dev,
+                    kind: HostKind::OnLink,
+                });
+            }
+            let a = format!("{net6}::{h:x}");
+            nb(&a, &mac, IFS[dev].0);
+            hosts.push(Host {
+                addr: a.parse().unwrap(),
+                mac: parse_mac(&mac).unwrap(),
+                iface: dev,
+                kind: HostKind::OnLink,
+            });
+        }
+    }
+    let dmz_gw = parse_mac("02:00:00:00:01:fe").unwrap();
+    let wan_gw = parse_mac("02:00:00:00:02:01").unwrap();
+    for a in [
+        "198.18.100.5",
+        "198.18.100.77",
+        "198.18.0.200",
+        "2001:db8:100::5",
+        "2001:db8:100:7::1",
+    ] {
+        hosts.push(Host {
+            addr: a.parse().unwrap(),
+            mac: dmz_gw,
+            iface: 1,
+            kind: HostKind::Behind,
+        });
+    }
+    for a in [
+        "198.19.7.7",
+        "198.19.66.5",
+        "198.19.200.7",
+        "198.19.13.9",
+        "2001:db8:bad::5",
+        "2001:db8:beef::1",
+        "2001:db8:1234::99",
+    ] {
+        hosts.push(Host {
+            addr: a.parse().unwrap(),
+            mac: wan_gw,
+            iface: 2,
+            kind: HostKind::Behind,
+        });
+    }
+    let topo = Topology {
+        interfaces,
+        routes,
+        neighbors,
+        packets: Vec::new(),
+    };
+    let router = Router::from_topology(&topo).expect("the campaign topology is valid");
+    let router_addrs = [
+        "198.18.0.1",
+        "198.18.1.1",
+        "198.19.0.2",
+        "198.18.0.255",
+        "2001:db8:0:1::1",
+        "2001:db8:ffff::2",
+        "2001:db8:0:6::1",
+        "2001:db8:0:2::",
+    ]
+    .iter()
+    .map(|s| s.parse().unwrap())
+    .collect();
+    World {
+        topo,
+        router,
+        hosts,
+        router_addrs,
+        nets4: vec![
+            "198.18.0.0/24",
+            "198.18.1.0/24",
+            "198.18.100.0/24",
+            "198.18.0.128/25",
+            "198.19.0.0/16",
+            "198.18.0.0/15",
+            "198.19.7.0/24",
+            "198.19.0.0/24",
+            "198.18.0.0/26",
+        ],
+        nets6: vec![
+            "2001:db8:0:1::/64",
+            "2001:db8:0:2::/64",
+            "2001:db8:100::/48",
+            "2001:db8:bad::/48",
+            "2001:db8::/32",
+            "2001:db8:0:6::/64",
+            "2001:db8:ffff::/64",
+            "2001:db8::/48",
+        ],
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rulesets
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fam {
+    Ip,
+    Ip6,
+    Inet,
+}
+
+impl Fam {
+    pub fn name(self) -> &'static str {
+        match self {
+            Fam::Ip => "ip",
+            Fam::Ip6 => "ip6",
+            Fam::Inet => "inet",
+        }
+    }
+    fn v4(self) -> bool {
+        self != Fam::Ip6
+    }
+    fn v6(self) -> bool {
+        self != Fam::Ip
+    }
+}
+
+/// A named set or map: its header word (`set`/`map`), name and body lines.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GenSet {
+    pub kind: &'static str,
+    pub name: String,
+    pub lines: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GenChain {
+    pub name: String,
+    /// `type filter hook forward priority 0; policy drop;` for base chains.
+    pub base: Option<String>,
+    pub rules: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GenTable {
+    pub family: Fam,
+    pub name: String,
+    pub sets: Vec<GenSet>,
+    pub chains: Vec<GenChain>,
+}
+
+/// A generated ruleset, kept structured so that a reproducer can be minimised rule by rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GenRuleset {
+    pub tables: Vec<GenTable>,
+}
+
+impl GenRuleset {
+    /// nft text (one rule per line, as nft 1.0 wants).
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        for t in &self.tables {
+            s.push_str(&format!("table {} {} {{\n", t.family.name(), t.name));
+            for set in &t.sets {
+                s.push_str(&format!("\t{} {} {{\n", set.kind, set.name));
+                for l in &set.lines {
+                    s.push_str(&format!("\t\t{l}\n"));
+                }
+                s.push_str("\t}\n");
+            }
+            for c in &t.chains {
+                s.push_str(&format!("\tchain {} {{\n", c.name));
+                if let Some(b) = &c.base {
+                    s.push_str(&format!("\t\t{b}\n"));
+                }
+                for r in &c.rules {
+                    s.push_str(&format!("\t\t{r}\n"));
+                }
+                s.push_str("\t}\n");
+            }
+            s.push_str("}\n");
+        }
+        s
+    }
+
+    pub fn rule_count(&self) -> usize {
+        self.tables
+            .iter()
+            .flat_map(|t| &t.chains)
+            .map(|c| c.rules.len())
+            .sum()
+    }
+
+    /// The ruleset without its `k`-th rule (in rendering order).
+    pub fn without_rule(&self, mut k: usize) -> GenRuleset {
+        let mut g = self.clone();
+        for t in &mut g.tables {
+            for c in &mut t.chains {
+                if k < c.rules.len() {
+                    c.rules.remove(k);
+                    return g;
+                }
+                k -= c.rules.len();
+            }
+        }
+        g
+    }
+
+    /// Drop named sets no rule refers to, empty user chains nothing jumps to, and tables left
+    /// without chains (semantics unchanged).
+    pub fn prune(&self) -> GenRuleset {
+        let mut g = self.clone();
+        for t in &mut g.tables {
+            let text: String = t
+                .chains
+                .iter()
+                .flat_map(|c| c.rules.iter())
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n");
+            t.sets.retain(|s| {
+                text.split(|c: char| c.is_whitespace())
+                    .any(|w| w == format!("@{}", s.name))
+            });
+            let maps: String = t
+                .sets
+                .iter()
+                .flat_map(|s| s.lines.iter())
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n");
+            let refs = |n: &str| {
+                [text.as_str(), maps.as_str()].iter().any(|tx| {
+                    let w: Vec<&str> = tx
+                        .split(|c: char| c.is_whitespace() || c == ',' || c == '}')
+                        .collect();
+                    w.windows(2)
+                        .any(|p| (p[0] == "jump" || p[0] == "goto") && p[1] == n)
+                })
+            };
+            t.chains
+                .retain(|c| c.base.is_some() || !c.rules.is_empty() || refs(&c.name));
+        }
+        g.tables.retain(|t| !t.chains.is_empty());
+        g
+    }
+}
+
+const PORTS: [u16; 12] = [22, 25, 53, 80, 123, 443, 993, 3306, 5432, 8080, 9100, 1001];
+const PORT_RANGES: [(u16, u16); 6] = [
+    (1000, 1010),
+    (8000, 8999),
+    (1024, 65535),
+    (32768, 60999),
+    (20, 25),
+    (440, 450),
+];
+
+struct Ctx<'a> {
+    w: &'a World,
+    fam: Fam,
+    hook: &'static str,
+    /// Chains this chain may jump or goto.
+    targets: Vec<String>,
+    s4: bool,
+    s6: bool,
+    ports: bool,
+    c4: bool,
+    /// The concatenated interval set `@ci` (ipv4_addr . inet_service, flags interval) exists.
+    ci: bool,
+    /// The named verdict map `@vm` exists and this is the base forward chain (the map jumps
+    /// to user chains, so only that chain may use it without a loop).
+    vm: bool,
+}
+
+fn disjoint(cands: Vec<(String, u128, u128)>, max: usize) -> Vec<String> {
+    let mut out: Vec<(String, u128, u128)> = Vec::new();
+    for c in cands {
+        if out.len() >= max {
+            break;
+        }
+        if out.iter().all(|o| c.2 < o.1 || c.1 > o.2) {
+            out.push(c);
+        }
+    }
+    out.into_iter().map(|c| c.0).collect()
+}
+
+fn prefix_interval(p: &str) -> (u128, u128) {
+    let pr = crate::topology::Prefix::parse(p).expect("generated prefix");
+    let (lo, _) = addr_bits(pr.network().addr);
+    let (hi, _) = addr_bits(pr.last());
+    (lo, hi)
+}
+
+/// An address value of one family: text and covered interval.
+fn addr_value(rng: &mut Rng, w: &World, v6: bool) -> (String, u128, u128) {
+    let hosts: Vec<&Host> = w.hosts.iter().filter(|h| h.addr.is_ipv6() == v6).collect();
+    match rng.weighted(&[40, 30, 12, 12]) {
+        0 => {
+            let h = rng.pick(&hosts).addr;
+            let (v, _) = addr_bits(h);
+            (h.to_string(), v, v)
+        }
+        1 => {
+            let n = if v6 {
+                *rng.pick(&w.nets6)
+            } else {
+                *rng.pick(&w.nets4)
+            };
+            let (lo, hi) = prefix_interval(n);
+            (n.to_string(), lo, hi)
+        }
+        2 => {
+            // a small prefix around a host
+            let h = rng.pick(&hosts).addr;
+            let len = if v6 {
+                *rng.pick(&[64u8, 120, 124, 127])
+            } else {
+                *rng.pick(&[26u8, 28, 30, 31])
+            };
+            let p = crate::topology::Prefix { addr: h, len }.network();
+            let s = p.to_string();
+            let (lo, hi) = prefix_interval(&s);
+            (s, lo, hi)
+        }
+        _ => {
+            let h = rng.pick(&hosts).addr;
+            let (v, _) = addr_bits(h);
+            let lo = v.saturating_sub(rng.below(8) as u128);
+            let hi = v + 1 + rng.below(20) as u128;
+            let a = crate::topology::from_bits(lo, !v6);
+            let b = crate::topology::from_bits(hi, !v6);
+            (format!("{a}-{b}"), lo, hi)
+        }
+    }
+}
+
+fn addr_set(rng: &mut Rng, w: &World, v6: bool, (lo, hi): (u64, u64)) -> Vec<String> {
+    let n = rng.range(lo, hi) as usize;
+    let cands = (0..n * 3).map(|_| addr_value(rng, w, v6)).collect();
+    disjoint(cands, n)
+}
+
+fn port_value(rng: &mut Rng) -> (String, u128, u128) {
+    if rng.chance(75) {
+        let p = *rng.pick(&PORTS);
+        (p.to_string(), p as u128, p as u128)
+    } else {
+        let (a, b) = *rng.pick(&PORT_RANGES);
+        (format!("{a}-{b}"), a as u128, b as u128)
+    }
+}
+
+fn port_set(rng: &mut Rng, (lo, hi): (u64, u64)) -> Vec<String> {
+    let n = rng.range(lo, hi) as usize;
+    let cands = (0..n * 3).map(|_| port_value(rng)).collect();
+    disjoint(cands, n)
+}
+
+fn brace(v: &[String]) -> String {
+    format!("{{ {} }}", v.join(", "))
+}
+
+fn neg(rng: &mut Rng, pct: u64) -> &'static str {
+    if rng.chance(pct) {
+        "!= "
+    } else {
+        ""
+    }
+}
+
+/// Pick the IP version of a match in this table: None when the family has none.
+fn pick_v6(rng: &mut Rng, fam: Fam) -> bool {
+    match fam {
+        Fam::Ip => false,
+        Fam::Ip6 => true,
+        Fam::Inet => rng.chance(40),
+    }
+}
+
+fn ifname_match(rng: &mut Rng, c: &Ctx) -> String {
+    // the kernel has no output device at prerouting/input (and no input device at output);
+    // a few rules test that anyway
+    let (iif_ok, oif_ok) = match c.hook {
+        "prerouting" | "input" => (true, false),
+        "output" => (false, true),
+        _ => (true, true),
+    };
+    let odd = rng.chance(4);
+    let word = match (iif_ok, oif_ok) {
+        (true, true) => *rng.pick(&["iifname", "oifname"]),
+        (true, false) => {
+            if odd {
+                "oifname"
+            } else {
+                "iifname"
+            }
+        }
+        (false, _) => {
+            if odd {
+                "iifname"
+            } else {
+                "oifname"
+            }
+        }
+    };
+    let names: Vec<&str> = IFS.iter().map(|i| i.0).collect();
+    let v = match rng.weighted(&[60, 20, 12, 8]) {
+        0 => format!("\"{}\"", rng.pick(&names)),
+        1 => {
+            let a = *rng.pick(&names);
+            let b = *rng.pick(&names);
+            if a == b {
+                format!("{{ \"{a}\" }}")
+            } else {
+                format!("{{ \"{a}\", \"{b}\" }}")
+            }
+        }
+        2 => format!("\"{}\"", rng.pick(&["weir*", "weirl*", "weirw*", "weird*"])),
+        _ => format!("\"{}\"", rng.pick(&["weirnone0", "eth0"])),
+    };
+    format!("{word} {}{v}", neg(rng, 15))
+}
+
+fn match_item(rng: &mut Rng, c: &Ctx) -> String {
+    let w = c.w;
+    loop {
+        let k = rng.weighted(&[26, 24, 8, 12, 8, 6, 8, 5, 3, 3, 2, 2, 6, 5]);
+        let s = match k {
+            0 => {
+                let v6 = pick_v6(rng, c.fam);
+                let kw = if v6 { "ip6" } else { "ip" };
+                let f = *rng.pick(&["saddr", "daddr"]);
+                let n = neg(rng, 12);
+                let named = if v6 { c.s6 } else { c.s4 };
+                let val = match rng.weighted(&[60, 25, if named { 20 } else { 0 }]) {
+                    0 => addr_value(rng, w, v6).0,
+                    1 => brace(&addr_set(rng, w, v6, (2, 4))),
+                    _ => (if v6 { "@s6" } else { "@s4" }).to_string(),
+                };
+                format!("{kw} {f} {n}{val}")
+            }
+            1 => {
+                let p = ["tcp", "udp", "th"][rng.weighted(&[45, 35, 20])];
+                let f = if rng.chance(75) { "dport" } else { "sport" };
+                let n = neg(rng, 12);
+                let val = match rng.weighted(&[55, 15, 20, if c.ports { 10 } else { 0 }]) {
+                    0 => PORTS[rng.below(PORTS.len() as u64) as usize].to_string(),
+                    1 => {
+                        let (a, b) = *rng.pick(&PORT_RANGES);
+                        format!("{a}-{b}")
+                    }
+                    2 => brace(&port_set(rng, (2, 4))),
+                    _ => "@ports".to_string(),
+                };
+                format!("{p} {f} {n}{val}")
+            }
+            2 => match rng.below(3) {
+                0 => format!(
+                    "meta l4proto {}{}",
+                    neg(rng, 10),
+                    rng.pick(&[
+                        "tcp",
+                        "udp",
+                        "icmp",
+                        "ipv6-icmp",
+                        "{ tcp, udp }",
+                        "{ icmp, ipv6-icmp }"
+                    ])
+                ),
+                1 if c.fam.v4() => format!(
+                    "ip protocol {}{}",
+                    neg(rng, 10),
+                    rng.pick(&["tcp", "udp", "icmp", "{ tcp, udp }"])
+                ),
+                _ if c.fam.v6() => format!(
+                    "ip6 nexthdr {}{}",
+                    neg(rng, 10),
+                    rng.pick(&["tcp", "udp", "ipv6-icmp", "{ tcp, udp }"])
+                ),
+                _ => continue,
+            },
+            3 => ifname_match(rng, c),
+            4 => rng
+                .pick(&[
+                    "tcp flags syn",
+                    "tcp flags == syn",
+                    "tcp flags & (syn | ack) == syn",
+                    "tcp flags & (syn | ack) == (syn | ack)",
+                    "tcp flags syn / syn,ack",
+                    "tcp flags & (fin | rst) != 0",
+                    "tcp flags != rst",
+                    "tcp flags { syn, ack }",
+                    "tcp flags ack",
+                    "tcp flags & ack == 0",
+                    "tcp flags fin,rst",
+                    "tcp flags == 0x0",
+                ])
+                .to_string(),
+            5 => {
+                let v6 = pick_v6(rng, c.fam);
+                if v6 {
+                    rng.pick(&[
+                        "icmpv6 type echo-request",
+                        "icmpv6 type { echo-request, echo-reply }",
+                        "icmpv6 type != echo-reply",
+                        "icmpv6 type { destination-unreachable, packet-too-big, time-exceeded }",
+                        "icmpv6 code 4",
+                    ])
+                    .to_string()
+                } else {
+                    rng.pick(&[
+                        "icmp type echo-request",
+                        "icmp type { echo-request, echo-reply }",
+                        "icmp type != echo-reply",
+                        "icmp type destination-unreachable",
+                        "icmp code 3",
+                    ])
+                    .to_string()
+                }
+            }
+            6 => match rng.below(5) {
+                0 => format!("meta mark 0x{}", rng.range(0, 3)),
+                1 => format!("meta mark != 0x{}", rng.range(0, 3)),
+                2 => "meta mark { 0x1, 0x3 }".to_string(),
+                3 => "meta mark & 0x2 == 0x2".to_string(),
+                _ => format!("mark {}", rng.range(1, 3)),
+            },
+            7 => {
+                let v6 = pick_v6(rng, c.fam);
+                if !v6 && c.c4 && rng.chance(50) {
+                    "ip saddr . tcp dport @c4".to_string()
+                } else {
+                    let kw = if v6 { "ip6" } else { "ip" };
+                    let f = *rng.pick(&["saddr", "daddr"]);
+                    let p = *rng.pick(&["tcp", "udp"]);
+                    let hosts: Vec<&Host> =
+                        w.hosts.iter().filter(|h| h.addr.is_ipv6() == v6).collect();
+                    let mut el: Vec<String> = (0..rng.range(1, 3))
+                        .map(|_| format!("{} . {}", rng.pick(&hosts).addr, rng.pick(&PORTS)))
+                        .collect();
+                    el.sort();
+                    el.dedup();
+                    format!("{kw} {f} . {p} dport {}{}", neg(rng, 8), brace(&el))
+                }
+            }
+            8 => {
+                if pick_v6(rng, c.fam) {
+                    rng.pick(&[
+                        "ip6 hoplimit 63",
+                        "ip6 hoplimit { 63, 127 }",
+                        "ip6 hoplimit > 62",
+                        "ip6 hoplimit != 64",
+                        "ip6 hoplimit 1",
+                    ])
+                    .to_string()
+                } else {
+                    rng.pick(&[
+                        "ip ttl 63",
+                        "ip ttl != 63",
+                        "ip ttl 1-62",
+                        "ip ttl < 64",
+                        "ip ttl 1",
+                        "ip ttl { 1, 63 }",
+                    ])
+                    .to_string()
+                }
+            }
+            9 => {
+                if c.fam.v4() && rng.chance(40) {
+                    rng.pick(&["ip length < 60", "ip length 40-100", "ip length > 100"])
+                        .to_string()
+                } else {
+                    rng.pick(&[
+                        "meta length 40-100",
+                        "meta length > 120",
+                        "meta length < 70",
+                        "meta length != 60",
+                    ])
+                    .to_string()
+                }
+            }
+            10 if c.fam == Fam::Inet => format!("meta nfproto {}", rng.pick(&["ipv4", "ipv6"])),
+            11 => rng
+                .pick(&[
+                    "ip dscp 0",
+                    "ip dscp != cs1",
+                    "ip6 dscp 0",
+                    "ip dscp { cs1, af41 }",
+                    "ip6 dscp ef",
+                ])
+                .to_string(),
+            12 => rng
+                .pick(&[
+                    "ip hdrlength 5",
+                    "ip hdrlength != 5",
+                    "ip frag-off & 0x1fff != 0",
+                    "ip frag-off & 0x2000 == 0x2000",
+                    "ip id 1",
+                    "ip version 4",
+                    "tcp window 64240",
+                    "tcp doff 5",
+                    "tcp doff < 5",
+                    "tcp sequence < 1000000",
+                    "udp length < 20",
+                    "udp length > 100",
+                    "icmp id 7",
+                    "icmp sequence 0",
+                    "icmpv6 id 7",
+                    "ip6 flowlabel 0",
+                    "ip6 length > 100",
+                    "ether type ip6",
+                    "ether saddr 02:00:00:00:02:01",
+                    "ether daddr 02:77:65:00:00:01",
+                    "meta protocol ip",
+                    "meta protocol ip6",
+                ])
+                .to_string(),
+            13 => {
+                let v6 = pick_v6(rng, c.fam);
+                match rng.below(5) {
+                    0 if !v6 && c.ci => "ip saddr . tcp dport @ci".to_string(),
+                    0 | 1 => {
+                        let nets = if v6 { &w.nets6 } else { &w.nets4 };
+                        let mut el: Vec<String> = Vec::new();
+                        let mut used: Vec<&str> = Vec::new();
+                        for _ in 0..rng.range(1, 3) {
+                            let n = *rng.pick(nets);
+                            if used.iter().any(|u| {
+                                let (a, b) = prefix_interval(u);
+                                let (x, y) = prefix_interval(n);
+                                !(y < a || x > b)
+                            }) {
+                                continue;
+                            }
+                            used.push(n);
+                            el.push(format!("{n} . {}", port_value(rng).0));
+                        }
+                        let kw = if v6 { "ip6" } else { "ip" };
+                        format!(
+                            "{kw} {} . {} dport {}",
+                            rng.pick(&["saddr", "daddr"]),
+                            rng.pick(&["tcp", "udp"]),
+                            brace(&el)
+                        )
+                    }
+                    2 => {
+                        let names: Vec<&str> = IFS.iter().map(|i| i.0).collect();
+                        let mut el: Vec<String> = (0..rng.range(1, 3))
+                            .map(|_| format!("\"{}\" . \"{}\"", rng.pick(&names), rng.pick(&names)))
+                            .collect();
+                        el.sort();
+                        el.dedup();
+                        if c.hook == "forward" || c.hook == "postrouting" {
+                            format!("iifname . oifname {}", brace(&el))
+                        } else {
+                            continue;
+                        }
+                    }
+                    3 => {
+                        let mut el: Vec<String> = (0..rng.range(1, 3))
+                            .map(|_| {
+                                format!("{} . {}", rng.pick(&["tcp", "udp"]), rng.pick(&PORTS))
+                            })
+                            .collect();
+                        el.sort();
+                        el.dedup();
+                        format!("meta l4proto . th dport {}", brace(&el))
+                    }
+                    _ => {
+                        let (a, b) = if v6 {
+                            (*rng.pick(&w.nets6), *rng.pick(&w.nets6))
+                        } else {
+                            (*rng.pick(&w.nets4), *rng.pick(&w.nets4))
+                        };
+                        let kw = if v6 { "ip6" } else { "ip" };
+                        format!("{kw} saddr . {kw} daddr {}{{ {a} . {b} }}", neg(rng, 10))
+                    }
+                }
+            }
+            _ => continue,
+        };
+        // family fit: `ip` selectors only where IPv4 is seen, `ip6`/`icmpv6` where IPv6 is
+        let is_v6_sel = s.starts_with("ip6 ") || s.starts_with("icmpv6 ");
+        let is_v4_sel = (s.starts_with("ip ") || s.starts_with("icmp ")) && !is_v6_sel;
+        if (is_v4_sel && !c.fam.v4()) || (is_v6_sel && !c.fam.v6()) {
+            continue;
+        }
+        return s;
+    }
+}
+
+fn vmap(rng: &mut Rng, c: &Ctx) -> Option<String> {
+    let verdict = |rng: &mut Rng| -> String {
+        let mut opts: Vec<String> = vec!["accept".into(), "drop".into(), "continue".into()];
+        if let Some(t) = (!c.targets.is_empty()).then(|| rng.pick(&c.targets).clone()) {
+            opts.push(format!("jump {t}"));
+            opts.push(format!("goto {t}"));
+            opts.push(format!("jump {t}"));
+        }
+        rng.pick(&opts).clone()
+    };
+    let k = rng.weighted(&[
+        30,
+        15,
+        15,
+        15,
+        10,
+        if c.vm { 20 } else { 0 },
+        if c.fam.v4() { 8 } else { 0 },
+    ]);
+    Some(match k {
+        0 | 1 => {
+            let p = if k == 0 { "tcp" } else { "udp" };
+            let ports = port_set(rng, (1, 3));
+            let el: Vec<String> = ports
+                .iter()
+                .map(|p| format!("{p} : {}", verdict(rng)))
+                .collect();
+            format!("{p} dport vmap {}", brace(&el))
+        }
+        2 => {
+            let v6 = pick_v6(rng, c.fam);
+            let kw = if v6 { "ip6" } else { "ip" };
+            let addrs = addr_set(rng, c.w, v6, (1, 3));
+            let el: Vec<String> = addrs
+                .iter()
+                .map(|a| format!("{a} : {}", verdict(rng)))
+                .collect();
+            format!("{kw} {} vmap {}", rng.pick(&["saddr", "daddr"]), brace(&el))
+        }
+        3 => {
+            if c.hook == "postrouting" || c.hook == "output" {
+                return None;
+            }
+            let mut names: Vec<&str> = IFS.iter().map(|i| i.0).collect();
+            names.truncate(rng.range(1, 4) as usize);
+            let el: Vec<String> = names
+                .iter()
+                .map(|n| format!("\"{n}\" : {}", verdict(rng)))
+                .collect();
+            format!("iifname vmap {}", brace(&el))
+        }
+        4 => {
+            let el: Vec<String> = ["tcp", "udp"]
+                .iter()
+                .map(|p| format!("{p} : {}", verdict(rng)))
+                .collect();
+            format!("meta l4proto vmap {}", brace(&el))
+        }
+        5 => "tcp dport vmap @vm".to_string(),
+        _ => {
+            let hosts: Vec<&Host> = c.w.hosts.iter().filter(|h| h.addr.is_ipv4()).collect();
+            let mut keys: Vec<String> = (0..rng.range(1, 3))
+                .map(|_| format!("{} . {}", rng.pick(&hosts).addr, rng.pick(&PORTS)))
+                .collect();
+            keys.sort();
+            keys.dedup();
+            let el: Vec<String> = keys
+                .iter()
+                .map(|k| format!("{k} : {}", verdict(rng)))
+                .collect();
+            format!("ip saddr . tcp dport vmap {}", brace(&el))
+        }
+    })
+}
+
+/// What a rule's item requires of the packet, as nft's dependency checker sees it: the IP
+/// version (`Some(true)`: IPv6) and the transport protocol. nft refuses a rule whose items
+/// require two different ones ("conflicting protocols specified"), weir accepts it (see the
+/// report), so the generator keeps rules consistent.
+type Req = (Option<bool>, Option<u8>);
+
+/// The transport requirement of a protocol set (`meta l4proto { tcp, udp }`).
+const ANY_OF: u8 = 255;
+
+fn proto_num(w: &str) -> Option<u8> {
+    match w {
+        "tcp" => Some(6),
+        "udp" => Some(17),
+        "icmp" => Some(1),
+        "ipv6-icmp" => Some(58),
+        _ => None,
+    }
+}
+
+fn req_of(s: &str) -> Option<Req> {
+    let t: Vec<&str> = s.split_whitespace().collect();
+    let mut r: Req = (None, None);
+    let add = |r: &mut Req, v6: Option<bool>, l4: Option<u8>| -> Option<()> {
+        if let Some(v) = v6 {
+            if r.0.is_some_and(|x| x != v) {
+                return None;
+            }
+            r.0 = Some(v);
+        }
+        if let Some(p) = l4 {
+            if r.1.is_some_and(|x| x != p) {
+                return None;
+            }
+            r.1 = Some(p);
+        }
+        Some(())
+    };
+    for i in 0..t.len() {
+        let prev = if i > 0 { t[i - 1] } else { "" };
+        let prev2 = if i > 1 { t[i - 2] } else { "" };
+        let next = t.get(i + 1).copied().unwrap_or("");
+        // a selector keyword is followed by a field name, not a value
+        let sel = matches!(
+            next,
+            "saddr"
+                | "daddr"
+                | "protocol"
+                | "ttl"
+                | "length"
+                | "dscp"
+                | "ecn"
+                | "nexthdr"
+                | "hoplimit"
+                | "sport"
+                | "dport"
+                | "flags"
+                | "type"
+                | "code"
+                | "hdrlength"
+                | "frag-off"
+                | "id"
+                | "version"
+                | "window"
+                | "doff"
+                | "sequence"
+                | "flowlabel"
+                | "checksum"
+        ) && !matches!(prev, "l4proto" | "protocol" | "nexthdr" | "with");
+        match t[i] {
+            "ip" if sel => add(&mut r, Some(false), None)?,
+            "ip6" if sel => add(&mut r, Some(true), None)?,
+            "icmp" if sel => add(&mut r, Some(false), Some(1))?,
+            "icmpv6" if sel => add(&mut r, Some(true), Some(58))?,
+            "tcp" if sel => add(&mut r, None, Some(6))?,
+            "udp" if sel => add(&mut r, None, Some(17))?,
+            // values that name a network protocol: `meta protocol ip6`, `ether type ip`
+            "ip" | "ip6"
+                if (prev == "protocol" && prev2 == "meta")
+                    || (prev == "type" && prev2 == "ether") =>
+            {
+                add(&mut r, Some(t[i] == "ip6"), None)?
+            }
+            "protocol" | "nexthdr" | "l4proto" if proto_num(next).is_some() => {
+                add(&mut r, None, proto_num(next))?
+            }
+            // a protocol set: nft then refuses any item that needs one protocol
+            "protocol" | "nexthdr" | "l4proto" if next == "{" => add(&mut r, None, Some(ANY_OF))?,
+            "nfproto" => add(&mut r, Some(next == "ipv6"), None)?,
+            "with" if next == "tcp" => add(&mut r, None, Some(6))?,
+            "with" if next == "icmp" => add(&mut r, Some(false), None)?,
+            "with" if next == "icmpv6" => add(&mut r, Some(true), None)?,
+            _ => {}
+        }
+    }
+    Some(r)
+}
+
+fn merge(a: Req, b: Req) -> Option<Req> {
+    let v = match (a.0, b.0) {
+        (Some(x), Some(y)) if x != y => return None,
+        (x, y) => x.or(y),
+    };
+    let p = match (a.1, b.1) {
+        (Some(x), Some(y)) if x != y => return None,
+        (x, y) => x.or(y),
+    };
+    Some((v, p))
+}
+
+/// Add `item` to a rule if it fits the rule's protocol requirements. (nft also refuses
+/// `icmp id` next to an `icmp type` that has no id: "incompatible icmp match"; the generator
+/// keeps the two apart.)
+fn try_add(parts: &mut Vec<String>, cons: &mut Req, item: String) -> bool {
+    let has_id =
+        |s: &str| s.contains("icmp id") || s.contains("icmp sequence") || s.contains("icmpv6 id");
+    let has_type = |s: &str| s.contains("icmp type") || s.contains("icmpv6 type");
+    if (has_id(&item) && parts.iter().any(|p| has_type(p)))
+        || (has_type(&item) && parts.iter().any(|p| has_id(p)))
+    {
+        return false;
+    }
+    match req_of(&item).and_then(|r| merge(*cons, r)) {
+        Some(c) => {
+            *cons = c;
+            parts.push(item);
+            true
+        }
+        None => false,
+    }
+}
+
+/// One rule for a chain of `hook` (`user` for user chains).
+fn rule(rng: &mut Rng, c: &Ctx, user: bool) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut cons: Req = (None, None);
+    // realistic templates first: zone to zone, networks and published services
+    if !user && c.hook == "forward" && rng.chance(25) {
+        let names: Vec<&str> = IFS.iter().map(|i| i.0).collect();
+        let v = *rng.pick(&["accept", "accept", "accept", "drop", "counter accept"]);
+        return match rng.below(4) {
+            0 | 1 => format!(
+                "iifname \"{}\" oifname \"{}\" {v}",
+                rng.pick(&names),
+                rng.pick(&names)
+            ),
+            2 => {
+                let v6 = pick_v6(rng, c.fam);
+                let n = if v6 {
+                    *rng.pick(&c.w.nets6)
+                } else {
+                    *rng.pick(&c.w.nets4)
+                };
+                format!(
+                    "{} {} {n} {v}",
+                    if v6 { "ip6" } else { "ip" },
+                    rng.pick(&["saddr", "daddr"])
+                )
+            }
+            _ => format!(
+                "meta l4proto {{ tcp, udp }} th dport {} {v}",
+                brace(&port_set(rng, (2, 4)))
+            ),
+        };
+    }
+    if c.hook == "prerouting" && rng.chance(70) {
+        let m = match_item(rng, c);
+        return format!("{m} meta mark set 0x{}", rng.range(1, 3));
+    }
+    let add_match = |rng: &mut Rng, parts: &mut Vec<String>, cons: &mut Req| {
+        for _ in 0..20 {
+            if try_add(parts, cons, match_item(rng, c)) {
+                return;
+            }
+        }
+    };
+    let nmatch = rng.weighted(&[8, 45, 35, 12]);
+    for _ in 0..nmatch {
+        add_match(rng, &mut parts, &mut cons);
+    }
+    let stmt = rng.weighted(&[60, 25, 15]);
+    match stmt {
+        1 => parts.push("counter".into()),
+        2 => {
+            if rng.chance(25) {
+                let m = if rng.chance(50) {
+                    let ports = port_set(rng, (1, 3))
+                        .into_iter()
+                        .filter(|p| !p.contains('-'))
+                        .collect::<Vec<_>>();
+                    let el: Vec<String> = ports
+                        .iter()
+                        .map(|p| format!("{p} : 0x{}", rng.range(1, 3)))
+                        .collect();
+                    format!(
+                        "meta mark set {} dport map {}",
+                        rng.pick(&["tcp", "udp"]),
+                        brace(&el)
+                    )
+                } else {
+                    let v6 = pick_v6(rng, c.fam);
+                    let el: Vec<String> = addr_set(rng, c.w, v6, (1, 3))
+                        .iter()
+                        .map(|a| format!("{a} : 0x{}", rng.range(1, 3)))
+                        .collect();
+                    format!(
+                        "meta mark set {} saddr map {}",
+                        if v6 { "ip6" } else { "ip" },
+                        brace(&el)
+                    )
+                };
+                if !m.ends_with("map {  }") && !try_add(&mut parts, &mut cons, m) {
+                    parts.push(format!("meta mark set 0x{}", rng.range(1, 3)));
+                }
+            } else {
+                parts.push(format!("meta mark set 0x{}", rng.range(1, 3)));
+            }
+            if rng.chance(30) {
+                add_match(rng, &mut parts, &mut cons);
+            }
+        }
+        _ => {}
+    }
+    let (w_acc, w_drop, w_none, w_ret, w_jump, w_vmap, w_rej, w_cont) = match (c.hook, user) {
+        (_, true) => (25, 20, 12, 15, 10, 6, 3, 2),
+        ("forward", false) => (40, 20, 12, 2, 12, 8, 3, 2),
+        ("prerouting", _) => (15, 10, 60, 0, 0, 3, 0, 5),
+        ("postrouting", _) => (20, 20, 50, 0, 0, 3, 0, 2),
+        ("input", _) => (35, 25, 20, 0, 0, 5, 5, 2),
+        _ => (50, 10, 40, 0, 0, 0, 0, 0),
+    };
+    let w_jump = if c.targets.is_empty() { 0 } else { w_jump };
+    let v = match rng.weighted(&[w_acc, w_drop, w_none, w_ret, w_jump, w_vmap, w_rej, w_cont]) {
+        0 => Some("accept".to_string()),
+        1 => Some("drop".to_string()),
+        2 => None,
+        3 => Some("return".to_string()),
+        4 => {
+            let t = rng.pick(&c.targets).clone();
+            Some(if rng.chance(70) {
+                format!("jump {t}")
+            } else {
+                format!("goto {t}")
+            })
+        }
+        5 => vmap(rng, c),
+        6 => Some(
+            rng.pick(&match c.fam {
+                Fam::Inet => vec![
+                    "reject",
+                    "reject with icmpx type admin-prohibited",
+                    "reject with tcp reset",
+                ],
+                Fam::Ip => vec![
+                    "reject",
+                    "reject with icmp type host-prohibited",
+                    "reject with tcp reset",
+                ],
+                Fam::Ip6 => vec![
+                    "reject",
+                    "reject with icmpv6 type admin-prohibited",
+                    "reject with tcp reset",
+                ],
+            })
+            .to_string(),
+        ),
+        _ => Some("continue".to_string()),
+    };
+    if let Some(mut v) = v {
+        if v == "reject with tcp reset" && cons.1 != Some(6) {
+            v = if cons.1.is_none() {
+                "meta l4proto tcp reject with tcp reset".into()
+            } else {
+                "reject".into()
+            };
+        }
+        if !try_add(&mut parts, &mut cons, v) {
+            parts.push("drop".into());
+        }
+    }
+    if parts.is_empty() {
+        parts.push("counter".into());
+    }
+    parts.join(" ")
+}
+
+fn set_defs(
+    rng: &mut Rng,
+    w: &World,
+    fam: Fam,
+    ctx_sets: &mut (bool, bool, bool, bool, bool, bool),
+    users: &[String],
+) -> Vec<GenSet> {
+    let mut sets = Vec::new();
+    if fam.v4() && rng.chance(55) {
+        let el = addr_set(rng, w, false, (1, 5));
+        sets.push(GenSet {
+            kind: "set",
+            name: "s4".into(),
+            lines: vec![
+                "type ipv4_addr".into(),
+                "flags interval".into(),
+                format!("elements = {}", brace(&el)),
+            ],
+        });
+        ctx_sets.0 = true;
+    }
+    if fam.v6() && rng.chance(45) {
+        let el = addr_set(rng, w, true, (1, 4));
+        sets.push(GenSet {
+            kind: "set",
+            name: "s6".into(),
+            lines: vec![
+                "type ipv6_addr".into(),
+                "flags interval".into(),
+                format!("elements = {}", brace(&el)),
+            ],
+        });
+        ctx_sets.1 = true;
+    }
+    if rng.chance(45) {
+        let el = port_set(rng, (1, 4));
+        sets.push(GenSet {
+            kind: "set",
+            name: "ports".into(),
+            lines: vec![
+                "type inet_service".into(),
+                "flags interval".into(),
+                format!("elements = {}", brace(&el)),
+            ],
+        });
+        ctx_sets.2 = true;
+    }
+    if fam.v4() && rng.chance(40) {
+        let hosts: Vec<&Host> = w.hosts.iter().filter(|h| h.addr.is_ipv4()).collect();
+        let mut el: Vec<String> = (0..rng.range(1, 5))
+            .map(|_| format!("{} . {}", rng.pick(&hosts).addr, rng.pick(&PORTS)))
+            .collect();
+        el.sort();
+        el.dedup();
+        sets.push(GenSet {
+            kind: "set",
+            name: "c4".into(),
+            lines: vec![
+                "type ipv4_addr . inet_service".into(),
+                format!("elements = {}", brace(&el)),
+            ],
+        });
+        ctx_sets.3 = true;
+    }
+    if fam.v4() && rng.chance(25) {
+        // concatenation with intervals: disjoint networks, each with a port or a range
+        let nets = addr_set(rng, w, false, (1, 3));
+        let el: Vec<String> = nets
+            .iter()
+            .map(|n| format!("{n} . {}", port_value(rng).0))
+            .collect();
+        sets.push(GenSet {
+            kind: "set",
+            name: "ci".into(),
+            lines: vec![
+                "type ipv4_addr . inet_service".into(),
+                "flags interval".into(),
+                format!("elements = {}", brace(&el)),
+            ],
+        });
+        ctx_sets.5 = true;
+    }
+    if rng.chance(40) {
+        let ports = port_set(rng, (1, 4))
+            .into_iter()
+            .filter(|p| !p.contains('-'))
+            .collect::<Vec<_>>();
+        if !ports.is_empty() {
+            let el: Vec<String> = ports
+                .iter()
+                .map(|p| {
+                    let mut v: Vec<String> = vec!["accept".into(), "drop".into()];
+                    for u in users {
+                        v.push(format!("jump {u}"));
+                    }
+                    format!("{p} : {}", rng.pick(&v))
+                })
+                .collect();
+            sets.push(GenSet {
+                kind: "map",
+                name: "vm".into(),
+                lines: vec![
+                    "type inet_service : verdict".into(),
+                    format!("elements = {}", brace(&el)),
+                ],
+            });
+            ctx_sets.4 = true;
+        }
+    }
+    sets
+}
+
+/// A random stateless ruleset for the campaign's router.
+pub fn ruleset(rng: &mut Rng, w: &World) -> GenRuleset {
+    let fam = [Fam::Inet, Fam::Ip, Fam::Ip6][rng.weighted(&[60, 22, 18])];
+    let nusers = rng.weighted(&[35, 30, 20, 15]);
+    let users: Vec<String> = (1..=nusers).map(|i| format!("u{i}")).collect();
+    let mut flags = (false, false, false, false, false, false);
+    let sets = set_defs(rng, w, fam, &mut flags, &users);
+    let (s4, s6, ports, c4, vm, ci) = flags;
+    let ctx = |hook: &'static str, targets: Vec<String>| Ctx {
+        w,
+        fam,
+        hook,
+        targets,
+        s4,
+        s6,
+        ports,
+        c4,
+        ci,
+        vm: false,
+    };
+    let mut chains = Vec::new();
+    // forward: the main chain
+    let fwd_policy = if rng.chance(45) { "drop" } else { "accept" };
+    let c = Ctx {
+        vm,
+        ..ctx("forward", users.clone())
+    };
+    let n = rng.range(3, 14);
+    chains.push(GenChain {
+        name: "forward".into(),
+        base: Some(format!(
+            "type filter hook forward priority {}; policy {fwd_policy};",
+            rng.pick(&[0, 0, 0, -10, 10])
+        )),
+        rules: (0..n).map(|_| rule(rng, &c, false)).collect(),
+    });
+    for (i, u) in users.iter().enumerate() {
+        let c = ctx("forward", users[i + 1..].to_vec());
+        let n = rng.range(1, 6);
+        chains.push(GenChain {
+            name: u.clone(),
+            base: None,
+            rules: (0..n).map(|_| rule(rng, &c, true)).collect(),
+        });
+    }
+    for (hook, pct, prios, drop_pct, nmax) in [
+        ("prerouting", 55, &[-150, -150, 0, -300][..], 8, 4),
+        ("input", 35, &[0][..], 45, 5),
+        ("postrouting", 40, &[100, 300, 0][..], 10, 4),
+        ("output", 10, &[0][..], 0, 2),
+    ] {
+        if !rng.chance(pct) {
+            continue;
+        }
+        let c = ctx(hook, Vec::new());
+        let pol = if rng.chance(drop_pct) {
+            "drop"
+        } else {
+            "accept"
+        };
+        let n = rng.range(1, nmax);
+        chains.push(GenChain {
+            name: hook.into(),
+            base: Some(format!(
+                "type filter hook {hook} priority {}; policy {pol};",
+                rng.pick(prios)
+            )),
+            rules: (0..n).map(|_| rule(rng, &c, false)).collect(),
+        });
+    }
+    let mut tables = vec![GenTable {
+        family: fam,
+        name: "weirf".into(),
+        sets,
+        chains,
+    }];
+    if rng.chance(30) {
+        let fam2 = *rng.pick(&[Fam::Inet, Fam::Ip, Fam::Ip6]);
+        let c = Ctx {
+            w,
+            fam: fam2,
+            hook: "forward",
+            targets: Vec::new(),
+            s4: false,
+            s6: false,
+            ports: false,
+            c4: false,
+            ci: false,
+            vm: false,
+        };
+        let pol = if rng.chance(20) { "drop" } else { "accept" };
+        let n = rng.range(1, 4);
+        tables.push(GenTable {
+            family: fam2,
+            name: "weirg".into(),
+            sets: Vec::new(),
+            chains: vec![GenChain {
+                name: "forward".into(),
+                base: Some(format!(
+                    "type filter hook forward priority {}; policy {pol};",
+                    rng.pick(&[-20, 20, 0])
+                )),
+                rules: (0..n).map(|_| rule(rng, &c, false)).collect(),
+            }],
+        });
+    }
+    GenRuleset { tables }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversations
+// ---------------------------------------------------------------------------------------------
+
+/// A generated capture: Ethernet frames and the input interface of each.
+#[derive(Clone, Debug, Default)]
+pub struct GenCapture {
+    pub packets: Vec<Packet>,
+    pub iifs: Vec<usize>,
+}
+
+impl GenCapture {
+    fn push(&mut self, iif: usize, frame: Vec<u8>) {
+        let ts = 1_700_000_000_000_000_000u64 + self.packets.len() as u64 * 1_000_000;
+        self.packets.push(Packet {
+            ts_nanos: ts,
+            orig_len: frame.len() as u32,
+            data: frame,
+            link: LinkType::Ethernet,
+        });
+        self.iifs.push(iif);
+    }
+
+    /// The topology file for this capture on the world's router.
+    pub fn topology(&self, w: &World) -> Topology {
+        let mut t = w.topo.clone();
+        t.packets = self
+            .iifs
+            .iter()
+            .map(|&i| PacketIn {
+                iif: w.router.ifaces[i].name.clone(),
+            })
+            .collect();
+        t
+    }
+}
+
+fn builder(w: &World, from: &Host, ttl: u8) -> Builder {
+    Builder::new()
+        .macs(from.mac, w.router.ifaces[from.iface].mac)
+        .ttl(ttl)
+}
+
+fn pick_pair<'a>(rng: &mut Rng, w: &'a World, v6: bool) -> (&'a Host, &'a Host) {
+    let hs: Vec<&Host> = w.hosts.iter().filter(|h| h.addr.is_ipv6() == v6).collect();
+    loop {
+        let a = *rng.pick(&hs);
+        let b = *rng.pick(&hs);
+        if a.iface != b.iface {
+            return (a, b);
+        }
+    }
+}
+
+fn ttl_of(rng: &mut Rng, h: &Host) -> u8 {
+    match h.kind {
+        HostKind::OnLink => *rng.pick(&[64, 64, 64, 128, 255]),
+        HostKind::Behind => *rng.pick(&[57, 63, 118, 240]),
+    }
+}
+
+/// A random capture of a few conversations (at most `max` packets).
+pub fn capture(rng: &mut Rng, w: &World, max: usize) -> GenCapture {
+    let mut cap = GenCapture::default();
+    while cap.packets.len() + 8 <= max {
+        conversation(rng, w, &mut cap);
+    }
+    cap
+}
+
+fn conversation(rng: &mut Rng, w: &World, cap: &mut GenCapture) {
+    let v6 = rng.chance(35);
+    let (c, s) = pick_pair(rng, w, v6);
+    let (ct, st) = (ttl_of(rng, c), ttl_of(rng, s));
+    let cport = if rng.chance(85) {
+        rng.range(32768, 60999) as u16
+    } else {
+        *rng.pick(&PORTS)
+    };
+    let sport = if rng.chance(85) {
+        *rng.pick(&PORTS)
+    } else {
+        rng.range(1000, 1010) as u16
+    };
+    let payload = |rng: &mut Rng| {
+        let n = *rng.pick(&[0usize, 1, 12, 40, 100, 300]);
+        rng.bytes(n)
+    };
+    let tos = if rng.chance(20) {
+        Some((*rng.pick(&[8u8, 34, 46, 10]), rng.below(4) as u8))
+    } else {
+        None
+    };
+    let builder = |w: &World, h: &Host, ttl: u8| {
+        let b = builder(w, h, ttl);
+        match tos {
+            Some((d, e)) => b.tos(d, e),
+            None => b,
+        }
+    };
+    match rng.weighted(&[30, 20, 12, 10, 5, 7, 5, 5, 4, 3, 8]) {
+        0 => {
+            // TCP: handshake, data both ways, FIN or RST; sometimes cut short
+            let (mut a, mut b) = (rng.next_u64() as u32, rng.next_u64() as u32);
+            let steps = rng.range(1, 7);
+            let seg = |from_client: bool, flags: u8, seq: u32, ack: u32, data: &[u8]| {
+                let (h, t, ttl, sp, dp) = if from_client {
+                    (c, s, ct, cport, sport)
+                } else {
+                    (s, c, st, sport, cport)
+                };
+                (
+                    h.iface,
+                    builder(w, h, ttl).tcp(
+                        h.addr,
+                        t.addr,
+                        &Tcp::new(sp, dp, flags).seq(seq).ack(ack),
+                        data,
+                    ),
+                )
+            };
+            let mut put = |(i, f): (usize, Vec<u8>)| cap.push(i, f);
+            put(seg(true, tf::SYN, a, 0, &[]));
+            a = a.wrapping_add(1);
+            if steps > 1 {
+                put(seg(false, tf::SYN | tf::ACK, b, a, &[]));
+                b = b.wrapping_add(1);
+            }
+            if steps > 2 {
+                put(seg(true, tf::ACK, a, b, &[]));
+            }
+            if steps > 3 {
+                let d = payload(rng);
+                put(seg(true, tf::PSH | tf::ACK, a, b, &d));
+                a = a.wrapping_add(d.len() as u32);
+            }
+            if steps > 4 {
+                let d = payload(rng);
+                put(seg(false, tf::PSH | tf::ACK, b, a, &d));
+                b = b.wrapping_add(d.len() as u32);
+            }
+            if steps > 5 {
+                if rng.chance(75) {
+                    put(seg(true, tf::FIN | tf::ACK, a, b, &[]));
+                    put(seg(false, tf::FIN | tf::ACK, b, a.wrapping_add(1), &[]));
+                } else {
+                    put(seg(false, tf::RST, b, 0, &[]));
+                }
+            }
+        }
+        1 => {
+            let d = payload(rng);
+            cap.push(
+                c.iface,
+                builder(w, c, ct).udp(c.addr, s.addr, cport, sport, &d),
+            );
+            for _ in 0..rng.range(0, 2) {
+                let d = payload(rng);
+                cap.push(
+                    s.iface,
+                    builder(w, s, st).udp(s.addr, c.addr, sport, cport, &d),
+                );
+            }
+        }
+        2 => {
+            let id = rng.below(65536) as u16;
+            for seq in 0..rng.range(1, 2) as u16 {
+                let d = payload(rng);
+                cap.push(
+                    c.iface,
+                    builder(w, c, ct).icmp_echo(c.addr, s.addr, true, id, seq, &d),
+                );
+                if rng.chance(70) {
+                    cap.push(
+                        s.iface,
+                        builder(w, s, st).icmp_echo(s.addr, c.addr, false, id, seq, &d),
+                    );
+                }
+            }
+        }
+        3 => {
+            // to the router itself
+            let dsts: Vec<IpAddr> = w
+                .router_addrs
+                .iter()
+                .copied()
+                .filter(|a| a.is_ipv6() == v6)
+                .collect();
+            let d = *rng.pick(&dsts);
+            let b = builder(w, c, ct);
+            let f = match rng.below(3) {
+                0 => b.tcp(
+                    c.addr,
+                    d,
+                    &Tcp::new(cport, *rng.pick(&[22, 53, 80]), tf::SYN),
+                    &[],
+                ),
+                1 => b.udp(c.addr, d, cport, *rng.pick(&[53, 67, 123]), &payload(rng)),
+                _ => b.icmp_echo(c.addr, d, true, 7, 1, &payload(rng)),
+            };
+            cap.push(c.iface, f);
+        }
+        4 => {
+            // TTL 1 and 2: not forwarded / forwarded with 1
+            let ttl = *rng.pick(&[1u8, 2]);
+            cap.push(
+                c.iface,
+                builder(w, c, ttl).udp(c.addr, s.addr, cport, 33434, &[]),
+            );
+        }
+        5 => {
+            let flags = *rng.pick(&[
+                tf::FIN | tf::PSH | tf::URG,
+                0,
+                tf::RST,
+                tf::SYN | tf::FIN,
+                tf::RST | tf::ACK,
+                tf::ACK,
+                tf::FIN,
+                tf::SYN | tf::ECE | tf::CWR,
+            ]);
+            cap.push(
+                c.iface,
+                builder(w, c, ct).tcp(
+                    c.addr,
+                    s.addr,
+                    &Tcp::new(cport, sport, flags).seq(rng.next_u64() as u32),
+                    &payload(rng),
+                ),
+            );
+        }
+        6 => {
+            // a spoofed source: arrives on an interface where it does not live
+            let iif = rng.below(w.router.ifaces.len() as u64) as usize;
+            let f = Builder::new()
+                .macs(c.mac, w.router.ifaces[iif].mac)
+                .ttl(ct)
+                .tcp(c.addr, s.addr, &Tcp::new(cport, sport, tf::SYN), &[]);
+            cap.push(iif, f);
+        }
+        7 => {
+            // an ICMP error from the server quoting the client's datagram
+            let orig = Builder::raw()
+                .ttl(1)
+                .udp(c.addr, s.addr, cport, sport, &payload(rng));
+            let (t, code) = if v6 {
+                (*rng.pick(&[1u8, 3]), 0)
+            } else {
+                (*rng.pick(&[3u8, 11]), *rng.pick(&[0u8, 1, 3]))
+            };
+            let keep = if v6 { 48 } else { 28 };
+            cap.push(
+                s.iface,
+                builder(w, s, st).icmp_error(
+                    s.addr,
+                    c.addr,
+                    t,
+                    code,
+                    &orig,
+                    keep.max(orig.len().min(64)),
+                ),
+            );
+        }
+        8 => {
+            // fragments: a first and a later one (no reassembly without conntrack)
+            let d = rng.bytes(64);
+            let id = rng.below(65536) as u16;
+            let first = builder(w, c, ct)
+                .ip_id(id)
+                .fragment(0, true)
+                .udp(c.addr, s.addr, cport, sport, &d);
+            cap.push(c.iface, first);
+            let later = builder(w, c, ct).ip_id(id).fragment(9, false).ip(
+                c.addr,
+                s.addr,
+                17,
+                &rng.bytes(24),
+            );
+            cap.push(c.iface, later);
+        }
+        10 => hostile(rng, w, cap, c, s, ct, cport, sport),
+        _ => {
+            // IPv6 extension headers in front of TCP (IPv4: options)
+            if v6 {
+                let b = builder(w, c, ct);
+                let b = if rng.chance(50) {
+                    b.hop_by_hop()
+                } else {
+                    b.dest_opts()
+                };
+                cap.push(
+                    c.iface,
+                    b.tcp(c.addr, s.addr, &Tcp::new(cport, sport, tf::SYN), &[]),
+                );
+            } else {
+                let b = builder(w, c, ct).ipv4_options(&[1, 1, 1, 1]);
+                cap.push(
+                    c.iface,
+                    b.tcp(c.addr, s.addr, &Tcp::new(cport, sport, tf::SYN), &[]),
+                );
+            }
+        }
+    }
+}
+
+/// Malformed and unusual packets: what the kernel's IP input drops before any hook, and what
+/// reaches the hooks with a broken transport header.
+#[allow(clippy::too_many_arguments)]
+fn hostile(
+    rng: &mut Rng,
+    w: &World,
+    cap: &mut GenCapture,
+    c: &Host,
+    s: &Host,
+    ttl: u8,
+    cport: u16,
+    sport: u16,
+) {
+    use weir_wire::build::hostile as h;
+    let e = LinkType::Ethernet;
+    let b = builder(w, c, ttl);
+    let n = *rng.pick(&[0usize, 4, 30]);
+    let data = rng.bytes(n);
+    let tcp = |b: &Builder| {
+        b.tcp(
+            c.addr,
+            s.addr,
+            &Tcp::new(cport, sport, tf::SYN | tf::ACK),
+            &data,
+        )
+    };
+    let udp = |b: &Builder| b.udp(c.addr, s.addr, cport, sport, &data);
+    let f = match rng.below(12) {
+        0 => {
+            let mut f = tcp(&b);
+            h::set_tcp_doff(&mut f, e, *rng.pick(&[0u8, 3, 4]));
+            f
+        }
+        1 => {
+            let mut f = tcp(&b);
+            h::set_tcp_doff(&mut f, e, 15);
+            f
+        }
+        2 => {
+            let mut f = udp(&b);
+            h::set_udp_length(&mut f, e, *rng.pick(&[0u16, 4, 7]));
+            f
+        }
+        3 => {
+            let mut f = udp(&b);
+            h::set_udp_length(&mut f, e, 8 + data.len() as u16 + 20);
+            f
+        }
+        4 if c.addr.is_ipv4() => {
+            let mut f = udp(&b);
+            f[24] ^= 0x5a; // the IPv4 header checksum
+            f
+        }
+        5 if c.addr.is_ipv4() => {
+            let mut f = udp(&b);
+            let n = (f.len() - 14) as u16;
+            h::set_ipv4_total_length(&mut f, e, n + 16);
+            f
+        }
+        6 => {
+            // link padding with garbage after the IP packet
+            let mut f = udp(&b);
+            let n = f.len();
+            f.resize(n.max(60) + 6, 0xee);
+            f
+        }
+        7 => b.clone().vlan(100).udp(c.addr, s.addr, cport, sport, &data),
+        8 if c.addr.is_ipv6() => b
+            .clone()
+            .hop_by_hop()
+            .dest_opts()
+            .routing()
+            .dest_opts()
+            .tcp(c.addr, s.addr, &Tcp::new(cport, sport, tf::SYN), &[]),
+        9 => {
+            // an ICMP header cut to 4 bytes
+            let (p, t) = if c.addr.is_ipv4() {
+                (1u8, 8u8)
+            } else {
+                (58, 128)
+            };
+            b.ip(c.addr, s.addr, p, &[t, 0, 0x12, 0x34])
+        }
+        10 if c.addr.is_ipv4() => b
+            .clone()
+            .ipv4_options(&[1, 1, 1, 0])
+            .udp(c.addr, s.addr, cport, sport, &data),
+        _ if c.addr.is_ipv6() => {
+            // payload length shorter than what follows: the rest is trimmed
+            let mut f = udp(&b);
+            let n = (f.len() - 14 - 40) as u16;
+            h::set_ipv6_payload_length(&mut f, e, n - (data.len() as u16).min(4));
+            f
+        }
+        _ => {
+            let mut f = tcp(&b);
+            h::set_tcp_doff(&mut f, e, 4);
+            f
+        }
+    };
+    cap.push(c.iface, f);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{prepare, EngineMode, Fate, Model, Variant};
+
+    #[test]
+    fn world_is_valid_and_hosts_route_to_their_interface() {
+        let w = world();
+        for h in &w.hosts {
+            match w.router.route(h.addr) {
+                crate::topology::Dest::Forward { dev, nexthop } => {
+                    assert_eq!(dev, h.iface, "{}", h.addr);
+                    assert!(
+                        w.router.neighbor(nexthop, dev).is_some(),
+                        "{} has a neighbour entry",
+                        h.addr
+                    );
+                }
+                d => panic!("{}: {d:?}", h.addr),
+            }
+            assert!(crate::topology::in_lab_range(h.addr));
+        }
+        for a in &w.router_addrs {
+            assert!(w.router.is_local(*a), "{a}");
+        }
+    }
+
+    #[test]
+    fn rulesets_check_in_weir_and_are_reproducible() {
+        let w = world();
+        for i in 0..300 {
+            let g = ruleset(&mut Rng::for_item(42, i), &w);
+            assert_eq!(g, ruleset(&mut Rng::for_item(42, i), &w));
+            let text = g.render();
+            if let Err((sm, d)) = weir_lang::load_str("gen.nft", &text) {
+                panic!(
+                    "ruleset {i} does not check:\n{text}\n{}",
+                    weir_lang::diag::render_all(&d, &sm)
+                );
+            }
+            for r in g
+                .tables
+                .iter()
+                .flat_map(|t| &t.chains)
+                .flat_map(|c| &c.rules)
+            {
+                assert!(
+                    req_of(r).is_some(),
+                    "ruleset {i}: rule with conflicting protocols: {r}"
+                );
+            }
+            for k in 0..g.rule_count() {
+                let h = g.without_rule(k).prune();
+                assert!(
+                    weir_lang::load_str("min.nft", &h.render()).is_ok(),
+                    "ruleset {i} without rule {k}:\n{}",
+                    h.render()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn captures_are_valid_and_varied() {
+        let w = world();
+        let mut fates = [0usize; 3];
+        let rules = "table inet f { chain forward { type filter hook forward priority 0; policy accept; } }";
+        let (rs, _) = weir_lang::load_str("t", rules).unwrap();
+        for i in 0..40 {
+            let cap = capture(&mut Rng::for_item(9, i), &w, 40);
+            assert!(cap.packets.len() <= 40 && !cap.packets.is_empty());
+            let topo = cap.topology(&w);
+            let r = Router::from_topology(&topo).unwrap();
+            let prep = prepare(&r, &cap.packets, &r.packets);
+            let mut m = Model::new(&rs, r);
+            for p in &prep {
+                assert_eq!(p.skip, None, "generated packets are all injected");
+                match m.predict(p, Variant::WEIR, EngineMode::Compiled).fate {
+                    Fate::Forwarded { .. } => fates[0] += 1,
+                    Fate::Local => fates[1] += 1,
+                    Fate::Dropped => fates[2] += 1,
+                }
+            }
+        }
+        assert!(
+            fates.iter().all(|&n| n > 0),
+            "forwarded, local and dropped all occur: {fates:?}"
+        );
+        assert!(fates[0] > fates[2] * 3, "{fates:?}");
+    }
+}

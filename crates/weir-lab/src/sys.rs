@@ -1,0 +1,274 @@
+//! The few Linux system calls the kernel lab needs, wrapped safely: entering a network
+//! namespace on a scratch thread, AF_PACKET and raw IP sockets, poll, receive timestamps, CPU
+//! pinning. Every call returns `io::Result`; nothing here panics.
+//!
+//! A socket belongs to the namespace of the thread that created it, whatever thread uses it
+//! later: [`in_netns`] runs a closure on a new thread that first `setns(2)`s into the
+//! namespace, so the process's own threads never change namespace.
+
+use std::fs::File;
+use std::io;
+use std::mem;
+use std::net::{IpAddr, Ipv6Addr};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const SIOCGSTAMPNS: libc::c_ulong = 0x8907;
+const SOL_PACKET: libc::c_int = 263;
+
+fn check(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// The effective user id (0: root).
+pub fn euid() -> u32 {
+    unsafe { libc::geteuid() }
+}
+
+/// Run `f` on a new thread inside the network namespace `ns` (an open `/run/netns/NAME`).
+pub fn in_netns<T: Send>(ns: &File, f: impl FnOnce() -> io::Result<T> + Send) -> io::Result<T> {
+    let fd = ns.as_raw_fd();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            check(unsafe { libc::setns(fd, libc::CLONE_NEWNET) })?;
+            f()
+        })
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("namespace thread panicked")))
+    })
+}
+
+/// Write a sysctl through /proc/sys (the current thread's network namespace).
+pub fn sysctl(path: &str, value: &str) -> io::Result<()> {
+    let p = format!("/proc/sys/{}", path.replace('.', "/"));
+    std::fs::write(&p, value).map_err(|e| io::Error::new(e.kind(), format!("{p}: {e}")))
+}
+
+/// Interface index of a name in the current thread's namespace.
+pub fn ifindex(name: &str) -> io::Result<u32> {
+    let c = std::ffi::CString::new(name)
+        .map_err(|_| io::Error::other("interface name with a NUL byte"))?;
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no interface {name}"),
+        ))
+    } else {
+        Ok(i)
+    }
+}
+
+/// Interface flags (`IFF_UP`, `IFF_RUNNING`, ...) of a name in the current namespace.
+pub fn if_flags(name: &str) -> io::Result<u32> {
+    let s = unsafe {
+        OwnedFd::from_raw_fd(check(libc::socket(
+            libc::AF_INET,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            0,
+        ))?)
+    };
+    let mut req: libc::ifreq = unsafe { mem::zeroed() };
+    for (i, b) in name.bytes().take(15).enumerate() {
+        req.ifr_name[i] = b as libc::c_char;
+    }
+    check(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) })?;
+    Ok(unsafe { req.ifr_ifru.ifru_flags } as u16 as u32)
+}
+
+fn set_int(fd: RawFd, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
+    check(unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            opt,
+            &v as *const _ as *const libc::c_void,
+            mem::size_of::<libc::c_int>() as u32,
+        )
+    })
+    .map(|_| ())
+}
+
+fn enable_stamps(fd: RawFd) {
+    // The first SIOCGSTAMPNS turns receive timestamps on (and fails with ENOENT).
+    let mut ts: libc::timespec = unsafe { mem::zeroed() };
+    unsafe { libc::ioctl(fd, SIOCGSTAMPNS, &mut ts) };
+}
+
+/// An AF_PACKET socket bound to `ifname` (current namespace) for every EtherType, that does not
+/// see its own transmissions. Non-blocking.
+pub fn packet_socket(ifname: &str) -> io::Result<OwnedFd> {
+    let idx = ifindex(ifname)?;
+    let proto = (libc::ETH_P_ALL as u16).to_be() as libc::c_int;
+    let fd = check(unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            proto,
+        )
+    })?;
+    let s = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut sll: libc::sockaddr_ll = unsafe { mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+    sll.sll_ifindex = idx as i32;
+    check(unsafe {
+        libc::bind(
+            fd,
+            &sll as *const _ as *const libc::sockaddr,
+            mem::size_of::<libc::sockaddr_ll>() as u32,
+        )
+    })?;
+    set_int(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)?;
+    set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 4 << 20)?;
+    enable_stamps(fd);
+    Ok(s)
+}
+
+/// A raw IP socket for one protocol (current namespace): receives a copy of every packet of
+/// that protocol delivered to the local stack (after the `input` hook). Non-blocking.
+pub fn raw_ip_socket(v6: bool, proto: u8) -> io::Result<OwnedFd> {
+    let fam = if v6 { libc::AF_INET6 } else { libc::AF_INET };
+    let fd = check(unsafe {
+        libc::socket(
+            fam,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            proto as libc::c_int,
+        )
+    })?;
+    let s = unsafe { OwnedFd::from_raw_fd(fd) };
+    set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 1 << 20)?;
+    enable_stamps(fd);
+    Ok(s)
+}
+
+/// Send one frame on a bound packet socket.
+pub fn send(fd: &OwnedFd, frame: &[u8]) -> io::Result<()> {
+    let n = unsafe {
+        libc::send(
+            fd.as_raw_fd(),
+            frame.as_ptr() as *const libc::c_void,
+            frame.len(),
+            0,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if n as usize != frame.len() {
+        return Err(io::Error::other(format!(
+            "sent {n} of {} bytes",
+            frame.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Receive one datagram if there is one (non-blocking): its length and the source address (for
+/// raw IPv6 sockets, which do not deliver the IPv6 header).
+pub fn recv(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<(usize, Option<IpAddr>)>> {
+    let mut ss: libc::sockaddr_storage = unsafe { mem::zeroed() };
+    let mut sl = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    let n = unsafe {
+        libc::recvfrom(
+            fd.as_raw_fd(),
+            buf.as_mut_ptr() as *mut libc::c_void,
+            buf.len(),
+            libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+            &mut ss as *mut _ as *mut libc::sockaddr,
+            &mut sl,
+        )
+    };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+            _ => Err(e),
+        };
+    }
+    let src = if ss.ss_family as libc::c_int == libc::AF_INET6 {
+        let a: &libc::sockaddr_in6 = unsafe { &*(&ss as *const _ as *const libc::sockaddr_in6) };
+        Some(IpAddr::V6(Ipv6Addr::from(a.sin6_addr.s6_addr)))
+    } else {
+        None
+    };
+    Ok(Some(((n as usize).min(buf.len()), src)))
+}
+
+/// Receive time of the last datagram read from a socket, nanoseconds since the epoch (the
+/// current time if the kernel has none).
+pub fn last_stamp_ns(fd: &OwnedFd) -> u64 {
+    let mut ts: libc::timespec = unsafe { mem::zeroed() };
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), SIOCGSTAMPNS, &mut ts) };
+    if r == 0 {
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    } else {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+    }
+}
+
+/// Wait until one of the sockets is readable or `timeout_ms` passes; the indices of the
+/// readable ones.
+pub fn poll_readable(fds: &[RawFd], timeout_ms: i32) -> io::Result<Vec<usize>> {
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(Vec::new());
+        }
+        return Err(e);
+    }
+    Ok(p.iter()
+        .enumerate()
+        .filter(|(_, x)| x.revents != 0)
+        .map(|(i, _)| i)
+        .collect())
+}
+
+/// Pin the calling thread to the CPU it runs on (so that a frame and the barrier sent after it
+/// are processed in order by the same CPU's backlog). Returns false if it could not.
+pub fn pin_to_current_cpu() -> bool {
+    unsafe {
+        let cpu = libc::sched_getcpu();
+        if cpu < 0 {
+            return false;
+        }
+        let mut set: libc::cpu_set_t = mem::zeroed();
+        libc::CPU_SET(cpu as usize, &mut set);
+        libc::sched_setaffinity(0, mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Catch SIGINT and SIGTERM: the lab stops between packets and tears down its namespaces.
+pub fn catch_interrupts() {
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+}
+
+/// True once SIGINT or SIGTERM arrived (after [`catch_interrupts`]).
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst)
+}
