@@ -4,9 +4,11 @@ use anyhow::Context;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::io::BufWriter;
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use weir_engine::{Compiled, Decision, DropReason, Engine, Meta, Mode, Pkt};
+use weir_lab::topology::{from_bits, parse_mac, Mac, Prefix};
 use weir_lang::ir::Hook;
 use weir_wire::pcap::{self, PcapWriter};
 use weir_wire::{PacketMeta, L3};
@@ -71,26 +73,15 @@ pub struct Args {
     linear: bool,
 }
 
+/// Interfaces by destination MAC (input) and by prefix (routes), as given with `--iface`.
 struct IfMap {
-    v: Vec<(u8, u128, u32, String)>, // (version, network, prefix length, name)
-    macs: Vec<([u8; 6], String)>,
-}
-
-fn parse_mac(s: &str) -> Option<[u8; 6]> {
-    let parts: Vec<&str> = s.split(':').collect();
-    if parts.len() != 6 || parts.iter().any(|p| p.len() != 2) {
-        return None;
-    }
-    let mut m = [0u8; 6];
-    for (i, p) in parts.iter().enumerate() {
-        m[i] = u8::from_str_radix(p, 16).ok()?;
-    }
-    Some(m)
+    routes: Vec<(Prefix, String)>,
+    macs: Vec<(Mac, String)>,
 }
 
 impl IfMap {
     fn parse(specs: &[String]) -> anyhow::Result<IfMap> {
-        let mut v = Vec::new();
+        let mut routes = Vec::new();
         let mut macs = Vec::new();
         for s in specs {
             let (p, name) = s
@@ -104,31 +95,13 @@ impl IfMap {
                 macs.push((m, name.to_string()));
                 continue;
             }
-            let (addr, len) = p.split_once('/').unwrap_or((p, ""));
-            let ip: std::net::IpAddr = addr
-                .parse()
-                .with_context(|| format!("--iface {s}: '{addr}' is not an address"))?;
-            let (ver, val, bits) = match ip {
-                std::net::IpAddr::V4(a) => (4u8, u32::from(a) as u128, 32),
-                std::net::IpAddr::V6(a) => (6u8, u128::from(a), 128),
-            };
-            let len: u32 = if len.is_empty() {
-                bits
-            } else {
-                len.parse()
-                    .with_context(|| format!("--iface {s}: bad prefix length"))?
-            };
-            anyhow::ensure!(len <= bits, "--iface {s}: prefix length over {bits}");
-            anyhow::ensure!(
-                name.len() <= 15 && !name.is_empty(),
-                "--iface {s}: interface names are 1-15 characters"
-            );
-            v.push((ver, val, len, name.to_string()));
+            let prefix = Prefix::parse(p).map_err(|e| anyhow::anyhow!("--iface {s}: {e}"))?;
+            routes.push((prefix.network(), name.to_string()));
         }
-        Ok(IfMap { v, macs })
+        Ok(IfMap { routes, macs })
     }
 
-    fn input(&self, frame: &[u8], link: weir_wire::LinkType, ver: u8, saddr: u128) -> &str {
+    fn input(&self, frame: &[u8], link: weir_wire::LinkType, addr: Option<IpAddr>) -> &str {
         if link == weir_wire::LinkType::Ethernet {
             if let Some(d) = frame.get(..6) {
                 if let Some((_, n)) = self.macs.iter().find(|(m, _)| m[..] == *d) {
@@ -136,26 +109,16 @@ impl IfMap {
                 }
             }
         }
-        if ver == 0 {
-            return "";
-        }
-        self.lookup(ver, saddr)
+        addr.map_or("", |a| self.lookup(a))
     }
 
-    fn lookup(&self, ver: u8, addr: u128) -> &str {
-        let bits = if ver == 4 { 32 } else { 128 };
-        let mut best: Option<(u32, &str)> = None;
-        for (v, net, len, name) in &self.v {
-            if *v != ver {
-                continue;
-            }
-            let shift = bits - len;
-            let m = |x: u128| if shift >= 128 { 0 } else { x >> shift };
-            if m(addr) == m(*net) && best.is_none_or(|(l, _)| *len > l) {
-                best = Some((*len, name));
-            }
-        }
-        best.map(|b| b.1).unwrap_or("")
+    /// The interface of the longest prefix holding an address ("" when none does).
+    fn lookup(&self, addr: IpAddr) -> &str {
+        self.routes
+            .iter()
+            .filter(|(p, _)| p.contains(addr))
+            .max_by_key(|(p, _)| p.len)
+            .map_or("", |(_, n)| n)
     }
 }
 
@@ -240,10 +203,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         if let Some(m) = pm.malformed {
             *malformed.entry(m.reason()).or_default() += 1;
         }
-        let (ver, is_ip) = match pm.l3 {
-            L3::Ipv4 => (4, true),
-            L3::Ipv6 => (6, true),
-            _ => (0, false),
+        let is_ip = matches!(pm.l3, L3::Ipv4 | L3::Ipv6);
+        let (src, dst) = if is_ip {
+            let v4 = pm.l3 == L3::Ipv4;
+            (Some(from_bits(pm.saddr, v4)), Some(from_bits(pm.daddr, v4)))
+        } else {
+            (None, None)
         };
         if !is_ip && pm.malformed.is_none() {
             not_ip += 1;
@@ -251,14 +216,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         let iif = a
             .iif
             .clone()
-            .unwrap_or_else(|| ifmap.input(&pk.data, pk.link, ver, pm.saddr).to_string());
-        let oif = a.oif.clone().unwrap_or_else(|| {
-            if is_ip {
-                ifmap.lookup(ver, pm.daddr).to_string()
-            } else {
-                String::new()
-            }
-        });
+            .unwrap_or_else(|| ifmap.input(&pk.data, pk.link, src).to_string());
+        let oif = a
+            .oif
+            .clone()
+            .unwrap_or_else(|| dst.map_or(String::new(), |d| ifmap.lookup(d).to_string()));
         // as the kernel: no output device before routing, no input device for local output
         let (iif, oif) = match hook {
             Hook::Ingress | Hook::Prerouting | Hook::Input => (iif, String::new()),
