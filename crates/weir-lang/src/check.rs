@@ -1035,14 +1035,7 @@ fn key_ranges(cx: &mut Cx, types: &[DataType], v: &Val) -> Option<Vec<(u128, u12
                     comps.len()
                 ),
             )
-            .note(format!(
-                "the key is {}",
-                types
-                    .iter()
-                    .map(|t| t.nft_name())
-                    .collect::<Vec<_>>()
-                    .join(" . ")
-            )),
+            .note(format!("the key is {}", type_names(&types))),
         );
         return None;
     }
@@ -1409,6 +1402,15 @@ fn types_compatible(a: &[DataType], b: &[DataType]) -> bool {
         })
 }
 
+/// Types as nftables writes them: `ipv4_addr . inet_service`.
+fn type_names(types: &[DataType]) -> String {
+    types
+        .iter()
+        .map(|t| t.nft_name())
+        .collect::<Vec<_>>()
+        .join(" . ")
+}
+
 fn key_types(k: &Key) -> Vec<DataType> {
     k.iter().map(|p| p.dtype).collect()
 }
@@ -1460,17 +1462,8 @@ fn set_ref(cx: &mut Cx, types: &[DataType], r: &ast::SetRef, span: Span) -> Opti
                 return None;
             }
             if !s.key_types.is_empty() && !types_compatible(&s.key_types, types) {
-                let have = s
-                    .key_types
-                    .iter()
-                    .map(|t| t.nft_name())
-                    .collect::<Vec<_>>()
-                    .join(" . ");
-                let want = types
-                    .iter()
-                    .map(|t| t.nft_name())
-                    .collect::<Vec<_>>()
-                    .join(" . ");
+                let have = type_names(&s.key_types);
+                let want = type_names(&types);
                 err(
                     cx,
                     span,
@@ -1522,16 +1515,8 @@ fn map_ref(
                     format!(
                         "map '@{}' is keyed by {}, but the key is {}",
                         id.name,
-                        s.key_types
-                            .iter()
-                            .map(|t| t.nft_name())
-                            .collect::<Vec<_>>()
-                            .join(" . "),
-                        types
-                            .iter()
-                            .map(|t| t.nft_name())
-                            .collect::<Vec<_>>()
-                            .join(" . ")
+                        type_names(&s.key_types),
+                        type_names(&types)
                     ),
                 );
                 return None;
@@ -1547,15 +1532,8 @@ fn map_ref(
                     format!(
                         "map '@{}' gives {}, but {} is needed here",
                         id.name,
-                        s.data_types
-                            .iter()
-                            .map(|t| t.nft_name())
-                            .collect::<Vec<_>>()
-                            .join(" . "),
-                        data.iter()
-                            .map(|t| t.nft_name())
-                            .collect::<Vec<_>>()
-                            .join(" . ")
+                        type_names(&s.data_types),
+                        type_names(&data)
                     ),
                 );
                 return None;
@@ -1741,15 +1719,8 @@ fn lower_value(cx: &mut Cx, types: &[DataType], e: &ast::Expr) -> Option<ValueEx
                     other.span(),
                     format!(
                         "this gives {}, but {} is needed",
-                        kt.iter()
-                            .map(|t| t.nft_name())
-                            .collect::<Vec<_>>()
-                            .join(" . "),
-                        types
-                            .iter()
-                            .map(|t| t.nft_name())
-                            .collect::<Vec<_>>()
-                            .join(" . ")
+                        type_names(&kt),
+                        type_names(&types)
                     ),
                 );
                 return None;
@@ -2380,18 +2351,7 @@ fn lower_item(
             };
             let st = &cx.sets[si];
             if !types_compatible(&st.key_types, &key_types(&k)) {
-                let (a, b) = (
-                    st.key_types
-                        .iter()
-                        .map(|t| t.nft_name())
-                        .collect::<Vec<_>>()
-                        .join(" . "),
-                    key_types(&k)
-                        .iter()
-                        .map(|t| t.nft_name())
-                        .collect::<Vec<_>>()
-                        .join(" . "),
-                );
+                let (a, b) = (type_names(&st.key_types), type_names(&key_types(&k)));
                 err(
                     cx,
                     *span,
