@@ -10,6 +10,7 @@
 pub mod ast;
 pub mod check;
 pub mod diag;
+pub mod iptables;
 pub mod ir;
 pub mod lexer;
 pub mod parser;
