@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 use std::net::Ipv4Addr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use weir_classify::classbench::{parse_rules, CbRule};
 
@@ -70,6 +70,64 @@ pub fn classbench(file: &Path) -> anyhow::Result<ExitCode> {
         }
         Err(e) => {
             eprintln!("{}: {e}", file.display());
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct IptArgs {
+    /// iptables-save output, or - for standard input.
+    file: PathBuf,
+    /// The input is ip6tables-save output.
+    #[arg(long)]
+    v6: bool,
+    /// `ipset save` output for the sets named by `-m set --match-set`.
+    #[arg(long)]
+    ipsets: Option<PathBuf>,
+    /// Drop rules with unsupported options (a warning each, and a count) instead of failing.
+    #[arg(long)]
+    skip_unsupported: bool,
+}
+
+fn read_input(p: &Path) -> anyhow::Result<String> {
+    if p.as_os_str() == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)?;
+        Ok(s)
+    } else {
+        std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))
+    }
+}
+
+/// `weir import iptables`: print the translation, warnings for skipped rules on stderr.
+pub fn iptables(a: IptArgs) -> anyhow::Result<ExitCode> {
+    let text = read_input(&a.file)?;
+    let ipsets = match &a.ipsets {
+        Some(p) => Some(read_input(p)?),
+        None => None,
+    };
+    let opts = weir_lang::iptables::IptOptions {
+        skip_unsupported: a.skip_unsupported,
+        family_v6: a.v6,
+        ipsets,
+    };
+    let name = a.file.display().to_string();
+    match weir_lang::iptables::import_iptables(&text, &name, &opts) {
+        Ok(imp) => {
+            for (line, why) in &imp.skipped {
+                eprintln!("{name}:{line}: warning: rule skipped: {why}");
+            }
+            if !imp.skipped.is_empty() {
+                eprintln!("{} rule(s) skipped", imp.skipped.len());
+            }
+            print!("{}", imp.nft);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(errors) => {
+            for e in &errors {
+                eprintln!("{e}");
+            }
             Ok(ExitCode::from(1))
         }
     }

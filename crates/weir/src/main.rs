@@ -55,6 +55,8 @@ enum Cmd {
 enum ImportCmd {
     /// A ClassBench rule file (first line wins; addresses, ports and protocol; flags ignored).
     Classbench { file: PathBuf },
+    /// iptables-save / ip6tables-save output (or - for stdin), one nft rule per iptables rule.
+    Iptables(import::IptArgs),
 }
 
 #[derive(Subcommand)]
@@ -64,6 +66,12 @@ enum BenchCmd {
 }
 
 fn main() -> ExitCode {
+    // SAFETY: restoring the default action of SIGPIPE at start-up, before any thread exists,
+    // so that `weir ... | head` ends quietly like other command-line tools instead of
+    // panicking on a broken pipe.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Check { file, json } => check::run(&file, json),
@@ -72,6 +80,9 @@ fn main() -> ExitCode {
         Cmd::Import {
             what: ImportCmd::Classbench { file },
         } => import::classbench(&file),
+        Cmd::Import {
+            what: ImportCmd::Iptables(a),
+        } => import::iptables(a),
         Cmd::Bench {
             what: BenchCmd::Classify(a),
         } => bench::classify(a),

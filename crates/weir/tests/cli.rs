@@ -205,3 +205,43 @@ fn classbench_import_matches_classbench_semantics() {
     }
     assert!(checked > 1000);
 }
+
+#[test]
+fn import_iptables_then_check() {
+    let rules = tmp("ipt.rules");
+    std::fs::write(
+        &rules,
+        "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n\
+         -A FORWARD -s 198.18.0.5/32 -m state --state NEW,ESTABLISHED,RELATED -j ACCEPT\n\
+         -A FORWARD -p tcp --dport 22 -m foo -j DROP\nCOMMIT\n",
+    )
+    .unwrap();
+    // an unsupported match is an error naming the line
+    let out = weir()
+        .args(["import", "iptables"])
+        .arg(&rules)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ipt.rules:6:"));
+    // skipped with a warning, the rest imports and checks
+    let out = weir()
+        .args(["import", "iptables", "--skip-unsupported"])
+        .arg(&rules)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 rule(s) skipped"));
+    let nft = tmp("ipt.nft");
+    std::fs::write(&nft, &out.stdout).unwrap();
+    let v = json(
+        &weir()
+            .arg("check")
+            .arg(&nft)
+            .arg("--json")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(v["rules"], 1);
+    assert_eq!(v["base_chains"], 3);
+}
