@@ -160,7 +160,6 @@ pub enum CExpr {
         field: Field,
         value: Box<CValue>,
     },
-    Numgen,
     /// Evaluated by the stateful engine (ct count, NAT, notrack, flow add, dynamic sets); the
     /// stateless engine passes over them and counts them.
     Stateful(Box<ir::Expr>),
@@ -379,17 +378,14 @@ fn rule_entries<const D: usize>(r: &CRule, slot: u32, v6: bool) -> Option<Vec<En
     if (v6 && !r.v6) || (!v6 && !r.v4) {
         return None;
     }
-    let proto_dim = if v6 { 6 } else { 4 };
     // per logical dimension (v6 addresses as one 128-bit dimension first)
-    let ndims_logical = if v6 { 5 } else { 5 };
+    // logical dimensions: saddr, daddr, sport, dport, proto (v6 addresses split later)
     let logical_max: [u128; 5] = if v6 {
         [u128::MAX, u128::MAX, 0x1_FFFF, 0x1_FFFF, 255]
     } else {
         [u32::MAX as u128, u32::MAX as u128, 0x1_FFFF, 0x1_FFFF, 255]
     };
-    let mut dims: Vec<Vec<(u128, u128)>> = (0..ndims_logical)
-        .map(|i| vec![(0, logical_max[i])])
-        .collect();
+    let mut dims: Vec<Vec<(u128, u128)>> = (0..5).map(|i| vec![(0, logical_max[i])]).collect();
     let mut residual = false;
     let to_logical = |d: usize| -> usize {
         if v6 {
@@ -404,7 +400,6 @@ fn rule_entries<const D: usize>(r: &CRule, slot: u32, v6: bool) -> Option<Vec<En
             d
         }
     };
-    let _ = proto_dim;
     for e in &r.exprs[..r.first_stmt] {
         // implicit protocol requirements of every field read
         {

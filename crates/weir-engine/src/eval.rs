@@ -648,7 +648,6 @@ impl Engine {
                         _ => st.rewrites_skipped += 1,
                     }
                 }
-                CExpr::Numgen => {}
                 CExpr::Stateful(_) => st.stateful_skipped += 1,
             }
         }

@@ -42,6 +42,9 @@ pub struct SetIndex {
     index: Index,
     live: usize,
     exact: HashMap<Vec<(u128, u128)>, u32>,
+    /// Some interval element was split around another one (only inline sets overlap; nftables
+    /// refuses overlapping intervals in named sets).
+    overlaps: bool,
 }
 
 fn hash_key(k: &[u128]) -> u64 {
@@ -81,6 +84,7 @@ impl SetIndex {
             index,
             live: 0,
             exact: HashMap::new(),
+            overlaps: false,
         };
         for e in &set.elements {
             s.insert(e.clone());
@@ -118,7 +122,7 @@ impl SetIndex {
             Index::Points(m) => {
                 m.insert(key[0].0, id);
             }
-            Index::Intervals(v) => insert_interval(v, key[0].0, key[0].1, id),
+            Index::Intervals(v) => self.overlaps |= insert_interval(v, key[0].0, key[0].1, id),
             Index::ConcatPoints(m) => {
                 let k: Vec<u128> = key.iter().map(|r| r.0).collect();
                 m.entry(hash_key(&k)).or_default().push(id);
@@ -144,6 +148,10 @@ impl SetIndex {
             Index::Points(m) => {
                 m.remove(&key[0].0);
             }
+            // without overlaps an element is one piece, keyed by its start
+            Index::Intervals(v) if !self.overlaps => {
+                v.remove(&key[0].0);
+            }
             Index::Intervals(v) => v.retain(|_, x| x.1 != id),
             Index::ConcatPoints(m) => {
                 let k: Vec<u128> = key.iter().map(|r| r.0).collect();
@@ -162,9 +170,11 @@ impl SetIndex {
         self.exact.remove(key);
         self.free.push(id);
         self.live -= 1;
-        // an interval set may have been split around the removed element: rebuild its pieces
-        if let Index::Intervals(_) = self.index {
-            self.rebuild_intervals();
+        // only where intervals overlapped can another element now cover the freed range
+        if self.overlaps {
+            if let Index::Intervals(_) = self.index {
+                self.rebuild_intervals();
+            }
         }
         true
     }
@@ -256,8 +266,9 @@ impl SetIndex {
 }
 
 /// Insert [lo, hi] -> id into disjoint intervals; where it overlaps existing intervals, those
-/// keep their element (first added wins) and only the uncovered parts take `id`.
-fn insert_interval(v: &mut BTreeMap<u128, (u128, u32)>, lo: u128, hi: u128, id: u32) {
+/// keep their element (first added wins) and only the uncovered parts take `id`. Returns
+/// whether it overlapped any.
+fn insert_interval(v: &mut BTreeMap<u128, (u128, u32)>, lo: u128, hi: u128, id: u32) -> bool {
     let mut pieces = Vec::new();
     let mut cur = lo;
     let mut covered_to_end = false;
@@ -279,9 +290,11 @@ fn insert_interval(v: &mut BTreeMap<u128, (u128, u32)>, lo: u128, hi: u128, id: 
     if !covered_to_end && cur <= hi {
         pieces.push((cur, hi));
     }
+    let overlapped = pieces.len() != 1 || pieces[0] != (lo, hi);
     for (a, b) in pieces {
         v.insert(a, (b, id));
     }
+    overlapped
 }
 
 #[cfg(test)]
@@ -322,6 +335,21 @@ mod tests {
         assert_eq!(which(5), Some((0, 100)));
         assert_eq!(which(99), Some((0, 100)));
         assert_eq!(which(101), None);
+    }
+
+    #[test]
+    fn interval_removal() {
+        // disjoint: one piece each, removed in place
+        let mut s = SetIndex::build(&set(&[vec![(0, 9)], vec![(10, 19)], vec![(30, 39)]]));
+        assert!(s.remove(&[(10, 19)]));
+        assert!(s.contains(&[5]) && !s.contains(&[15]) && s.contains(&[35]));
+        // overlapping: the freed range goes to the element that also covers it
+        let mut s = SetIndex::build(&set(&[vec![(10, 20)], vec![(0, 100)]]));
+        assert_eq!(s.lookup(&[15]).map(|e| e.key[0]), Some((10, 20)));
+        assert!(s.remove(&[(10, 20)]));
+        assert_eq!(s.lookup(&[15]).map(|e| e.key[0]), Some((0, 100)));
+        assert!(s.remove(&[(0, 100)]));
+        assert!(!s.contains(&[15]));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use proptest::prelude::*;
 use std::net::{Ipv4Addr, Ipv6Addr};
-use weir_engine::{Compiled, Engine, Meta, Mode, Pkt};
+use weir_engine::{Compiled, Decision, Engine, Meta, Mode, Pkt};
 use weir_lang::ir::Hook;
 use weir_wire::{build, LinkType, PacketMeta};
 
@@ -223,6 +223,25 @@ fn frame(p: &P) -> Vec<u8> {
     }
 }
 
+/// A packet through both engines: (decision, final mark) of each.
+fn both(c: &mut Engine, l: &mut Engine, p: &P) -> ((Decision, u32), (Decision, u32)) {
+    let f = frame(p);
+    let pm = PacketMeta::parse(&f, LinkType::Ethernet);
+    let mut meta = Meta::with_ifnames(p.iif, "wan0");
+    meta.mark = p.mark;
+    let run = |e: &mut Engine| {
+        let mut k = Pkt {
+            frame: &f,
+            pm: &pm,
+            meta,
+            now_ns: 0,
+        };
+        let d = e.process(Hook::Forward, &mut k);
+        (d, k.meta.mark)
+    };
+    (run(c), run(l))
+}
+
 fn cases() -> u32 {
     std::env::var("WEIR_PROPTEST_CASES")
         .ok()
@@ -242,16 +261,9 @@ proptest! {
         let mut c = Engine::new(Compiled::build(&rs, Mode::Compiled));
         let mut l = Engine::new(Compiled::build(&rs, Mode::Linear));
         for p in &pkts {
-            let f = frame(p);
-            let pm = PacketMeta::parse(&f, LinkType::Ethernet);
-            let mut meta = Meta::with_ifnames(p.iif, "wan0");
-            meta.mark = p.mark;
-            let mut pc = Pkt { frame: &f, pm: &pm, meta, now_ns: 0 };
-            let mut pl = Pkt { frame: &f, pm: &pm, meta, now_ns: 0 };
-            let dc = c.process(Hook::Forward, &mut pc);
-            let dl = l.process(Hook::Forward, &mut pl);
+            let ((dc, mc), (dl, ml)) = both(&mut c, &mut l, p);
             prop_assert_eq!(dc, dl, "packet {:?}\nruleset:\n{}", p, text);
-            prop_assert_eq!(pc.meta.mark, pl.meta.mark, "mark differs for {:?}\n{}", p, text);
+            prop_assert_eq!(mc, ml, "mark differs for {:?}\n{}", p, text);
         }
         prop_assert_eq!(&c.st.rule_hits, &l.st.rule_hits, "counters differ\n{}", text);
     }
@@ -332,16 +344,9 @@ proptest! {
         c.sync_state();
         let mut l = Engine::new(Compiled::build(&rs, Mode::Linear));
         for p in &pkts {
-            let f = frame(p);
-            let pm = PacketMeta::parse(&f, LinkType::Ethernet);
-            let mut meta = Meta::with_ifnames(p.iif, "wan0");
-            meta.mark = p.mark;
-            let mut pc = Pkt { frame: &f, pm: &pm, meta, now_ns: 0 };
-            let mut pl = Pkt { frame: &f, pm: &pm, meta, now_ns: 0 };
-            let dc = c.process(Hook::Forward, &mut pc);
-            let dl = l.process(Hook::Forward, &mut pl);
+            let ((dc, mc), (dl, ml)) = both(&mut c, &mut l, p);
             prop_assert_eq!(dc.is_accept(), dl.is_accept(), "packet {:?}\nops {:?}\nruleset:\n{}", p, ops, text);
-            prop_assert_eq!(pc.meta.mark, pl.meta.mark);
+            prop_assert_eq!(mc, ml);
         }
     }
 }

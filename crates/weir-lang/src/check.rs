@@ -1139,16 +1139,8 @@ fn lower_verdict(cx: &mut Cx, v: &ast::VerdictAst) -> Option<Verdict> {
             let Some(&ci) = cx.chain_names.get(&t.name) else {
                 let known: Vec<&String> = cx.chain_names.keys().collect();
                 cx.diags.push(
-                    Diagnostic::error(t.span, format!("no chain '{}' in this table", t.name)).note(
-                        format!(
-                            "chains: {}",
-                            known
-                                .iter()
-                                .map(|s| s.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    ),
+                    Diagnostic::error(t.span, format!("no chain '{}' in this table", t.name))
+                        .note(listing("chains", known.iter().map(|s| s.as_str()))),
                 );
                 return None;
             };
@@ -1400,6 +1392,11 @@ fn types_compatible(a: &[DataType], b: &[DataType]) -> bool {
                     && x.bits() == y.bits())
                 || (matches!(x, DataType::Integer(_)) && matches!(y, DataType::Integer(_)))
         })
+}
+
+/// A note listing names: `label: a, b, c`.
+fn listing<'a>(label: &str, names: impl Iterator<Item = &'a str>) -> String {
+    format!("{label}: {}", names.collect::<Vec<_>>().join(", "))
 }
 
 /// Types as nftables writes them: `ipv4_addr . inet_service`.
@@ -2294,16 +2291,8 @@ fn lower_item(
             };
             if !ASSIGNABLE.contains(&f) {
                 cx.diags.push(
-                    Diagnostic::error(target.span(), format!("'{}' cannot be set", f.name())).note(
-                        format!(
-                            "settable: {}",
-                            ASSIGNABLE
-                                .iter()
-                                .map(|f| f.name())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    ),
+                    Diagnostic::error(target.span(), format!("'{}' cannot be set", f.name()))
+                        .note(listing("settable", ASSIGNABLE.iter().map(|f| f.name()))),
                 );
                 return false;
             }
