@@ -146,6 +146,19 @@ pub fn import_iptables(
             }
             continue;
         }
+        // `-N CHAIN` (as iptables-restore accepts it): a user chain, like `:CHAIN - [0:0]`
+        if let Some(rest) = line
+            .strip_prefix("-N ")
+            .or(line.strip_prefix("--new-chain "))
+        {
+            let name = rest.trim();
+            if name.split_whitespace().count() != 1 {
+                err(format!("-N takes one chain name, found '{}'", short(name)));
+            } else if let Err(m) = table.declare(&format!("{name} -")) {
+                err(m);
+            }
+            continue;
+        }
         let words = match split_words(line) {
             Ok(w) => w,
             Err(m) => {
@@ -608,6 +621,13 @@ fn parse_rule(words: &[String], table: &mut Table, v6: bool) -> Result<Rule, Rul
                 };
                 let list: Result<Vec<String>, String> = a.split(',').map(|x| addr(x, v6)).collect();
                 let list = list.map_err(|e| Unsupported(format!("option '{w}': {e}")))?;
+                if n && list.len() > 1 {
+                    // iptables expands a list into one rule per address, so a negated list
+                    // would mean "not a OR not b": iptables refuses it
+                    return Err(Unsupported(format!(
+                        "option '! {w}' with several addresses (iptables refuses it: '!' is not allowed with multiple source or destination IP addresses)"
+                    )));
+                }
                 if list.iter().any(|x| x == "*") {
                     // 0.0.0.0/0: matches everything (or nothing, negated)
                     if n {

@@ -90,13 +90,51 @@ pub struct IptArgs {
     skip_unsupported: bool,
 }
 
-fn read_input(p: &Path) -> anyhow::Result<String> {
+pub fn read_input(p: &Path) -> anyhow::Result<String> {
     if p.as_os_str() == "-" {
         let mut s = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)?;
         Ok(s)
     } else {
         std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))
+    }
+}
+
+/// Translate iptables-save text, printing skipped-rule warnings and errors on stderr; None when
+/// it has errors.
+pub fn import_text(
+    text: &str,
+    name: &str,
+    v6: bool,
+    ipsets: Option<String>,
+    skip_unsupported: bool,
+) -> Option<String> {
+    let opts = weir_lang::iptables::IptOptions {
+        skip_unsupported,
+        family_v6: v6,
+        ipsets,
+    };
+    match weir_lang::iptables::import_iptables(text, name, &opts) {
+        Ok(imp) => {
+            for (line, why) in &imp.skipped {
+                eprintln!("{name}:{line}: warning: rule skipped: {why}");
+            }
+            if !imp.skipped.is_empty() {
+                eprintln!("{} rule(s) skipped", imp.skipped.len());
+            }
+            Some(imp.nft)
+        }
+        Err(errors) => {
+            for e in &errors {
+                eprintln!("{e}");
+            }
+            eprintln!(
+                "{} error{} in {name}",
+                errors.len(),
+                if errors.len() == 1 { "" } else { "s" }
+            );
+            None
+        }
     }
 }
 
@@ -107,28 +145,12 @@ pub fn iptables(a: IptArgs) -> anyhow::Result<ExitCode> {
         Some(p) => Some(read_input(p)?),
         None => None,
     };
-    let opts = weir_lang::iptables::IptOptions {
-        skip_unsupported: a.skip_unsupported,
-        family_v6: a.v6,
-        ipsets,
-    };
     let name = a.file.display().to_string();
-    match weir_lang::iptables::import_iptables(&text, &name, &opts) {
-        Ok(imp) => {
-            for (line, why) in &imp.skipped {
-                eprintln!("{name}:{line}: warning: rule skipped: {why}");
-            }
-            if !imp.skipped.is_empty() {
-                eprintln!("{} rule(s) skipped", imp.skipped.len());
-            }
-            print!("{}", imp.nft);
+    match import_text(&text, &name, a.v6, ipsets, a.skip_unsupported) {
+        Some(nft) => {
+            print!("{nft}");
             Ok(ExitCode::SUCCESS)
         }
-        Err(errors) => {
-            for e in &errors {
-                eprintln!("{e}");
-            }
-            Ok(ExitCode::from(1))
-        }
+        None => Ok(ExitCode::from(1)),
     }
 }

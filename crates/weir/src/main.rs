@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod bench;
+mod bench_ipt;
 mod check;
 mod import;
 mod lab;
@@ -29,11 +30,13 @@ struct Cli {
 enum Cmd {
     /// Check a ruleset: print a summary and exit 0, or the errors and exit 1.
     Check {
-        /// Ruleset file (nftables syntax).
+        /// Ruleset file (nftables syntax, or iptables-save output with --format iptables).
         file: PathBuf,
         /// Print the summary as JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        format: RulesFormat,
     },
     /// Run every packet of a pcap/pcapng capture through the base chains of one hook.
     Replay(replay::Args),
@@ -63,6 +66,12 @@ enum ImportCmd {
 enum BenchCmd {
     /// Compiled classifier vs the linear reference on a rule set and a ClassBench trace.
     Classify(bench::ClassifyArgs),
+    /// Print the classic large iptables ruleset: N `-A FORWARD -s ADDR -m state --state
+    /// NEW,ESTABLISHED,RELATED -j ACCEPT` rules, policy DROP (iptables-save format).
+    GenIptables(bench_ipt::GenArgs),
+    /// That ruleset imported, for several N: compiled vs linear Mpps through the whole engine
+    /// with traffic matching the last rule, and the import and compile times.
+    Iptables(bench_ipt::IptBenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -74,7 +83,7 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Check { file, json } => check::run(&file, json),
+        Cmd::Check { file, json, format } => check::run(&file, json, &format),
         Cmd::Replay(a) => replay::run(a),
         Cmd::Lab(a) => lab::run(a),
         Cmd::Import {
@@ -86,12 +95,77 @@ fn main() -> ExitCode {
         Cmd::Bench {
             what: BenchCmd::Classify(a),
         } => bench::classify(a),
+        Cmd::Bench {
+            what: BenchCmd::GenIptables(a),
+        } => bench_ipt::gen(a),
+        Cmd::Bench {
+            what: BenchCmd::Iptables(a),
+        } => bench_ipt::bench(a),
     };
     match r {
         Ok(code) => code,
         Err(e) => {
             eprintln!("weir: {e:#}");
             ExitCode::from(2)
+        }
+    }
+}
+
+/// How a ruleset file is written (`--format`), for the commands that load one.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct RulesFormat {
+    /// Format of the ruleset file: nft (default), iptables (iptables-save output) or ip6tables
+    /// (ip6tables-save output), imported as `weir import iptables` does.
+    #[arg(long, value_name = "nft|iptables|ip6tables")]
+    pub format: Option<String>,
+    /// With --format iptables: `ipset save` output for the sets of `-m set --match-set`.
+    #[arg(long)]
+    pub ipsets: Option<PathBuf>,
+    /// With --format iptables: drop rules with unsupported options (a warning each) instead of
+    /// failing.
+    #[arg(long)]
+    pub skip_unsupported: bool,
+}
+
+/// Load a ruleset in the given format, printing the diagnostics; None when it has errors.
+pub fn load_rules_as(path: &std::path::Path, f: &RulesFormat) -> Option<weir_lang::ir::Ruleset> {
+    let v6 = match f.format.as_deref().unwrap_or("nft") {
+        "nft" => {
+            if f.ipsets.is_some() || f.skip_unsupported {
+                eprintln!("weir: --ipsets and --skip-unsupported go with --format iptables");
+                return None;
+            }
+            return load_rules(path);
+        }
+        "iptables" => false,
+        "ip6tables" => true,
+        other => {
+            eprintln!("weir: unknown format '{other}' (nft, iptables or ip6tables)");
+            return None;
+        }
+    };
+    let name = path.display().to_string();
+    let read = |p: &std::path::Path| match import::read_input(p) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            eprintln!("weir: {e:#}");
+            None
+        }
+    };
+    let text = read(path)?;
+    let ipsets = match &f.ipsets {
+        Some(p) => Some(read(p)?),
+        None => None,
+    };
+    let nft = import::import_text(&text, &name, v6, ipsets, f.skip_unsupported)?;
+    match weir_lang::load_str(&format!("{name} (imported)"), &nft) {
+        Ok((rs, _)) => Some(rs),
+        Err((sources, diags)) => {
+            eprint!("{}", weir_lang::diag::render_all(&diags, &sources));
+            eprintln!(
+                "{name}: the imported ruleset does not check (an importer bug: please report it)"
+            );
+            None
         }
     }
 }

@@ -32,9 +32,11 @@ const EXAMPLE_IFACES: &[&str] = &[
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Ruleset file (nftables syntax).
+    /// Ruleset file (nftables syntax, or iptables-save output with --format iptables).
     #[arg(long, required_unless_present = "example")]
     rules: Option<PathBuf>,
+    #[command(flatten)]
+    format: crate::RulesFormat,
     /// Capture to replay (pcap or pcapng; Ethernet or raw IP).
     #[arg(required_unless_present = "example")]
     input: Option<PathBuf>,
@@ -142,7 +144,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
     } else {
         let path = a.rules.clone().unwrap();
-        let Some(rs) = crate::load_rules(&path) else {
+        let Some(rs) = crate::load_rules_as(&path, &a.format) else {
             return Ok(ExitCode::from(1));
         };
         (rs, path.display().to_string())

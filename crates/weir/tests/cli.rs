@@ -245,3 +245,71 @@ fn import_iptables_then_check() {
     assert_eq!(v["rules"], 1);
     assert_eq!(v["base_chains"], 3);
 }
+
+#[test]
+fn format_iptables_loads_directly_and_equals_the_import() {
+    let rules = tmp("ipt-direct.rules");
+    std::fs::write(
+        &rules,
+        "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n\
+         -N WEB\n\
+         -A FORWARD -p tcp -m multiport --dports 22,23 -j DROP\n\
+         -A FORWARD -s 198.18.0.0/24 -p tcp -j WEB\n\
+         -A FORWARD -p udp ! --dport 53 -j DROP\n\
+         -A WEB -p tcp --dport 443 -j ACCEPT\n\
+         -A WEB -p tcp --syn -j DROP\nCOMMIT\n",
+    )
+    .unwrap();
+    // check --format iptables
+    let v = json(
+        &weir()
+            .args(["check", "--json", "--format", "iptables"])
+            .arg(&rules)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(v["rules"], 5);
+    // the same file as nft syntax fails to check (it is not nft)
+    let out = weir().arg("check").arg(&rules).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    // replay --format iptables gives what replaying the imported nft text gives
+    let out = weir().args(["import", "iptables"]).arg(&rules).output().unwrap();
+    assert!(out.status.success());
+    let nft = tmp("ipt-direct.nft");
+    std::fs::write(&nft, &out.stdout).unwrap();
+    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/gateway.pcap");
+    let run = |args: &[&str], file: &Path| {
+        json(
+            &weir()
+                .args(["replay", "--json", "--rules"])
+                .arg(file)
+                .args(args)
+                .arg(&pcap)
+                .output()
+                .unwrap(),
+        )
+    };
+    let direct = run(&["--format", "iptables"], &rules);
+    let imported = run(&[], &nft);
+    assert_eq!(direct["accepted"], imported["accepted"]);
+    assert_eq!(direct["dropped"], imported["dropped"]);
+    let hits = |v: &serde_json::Value| -> Vec<u64> {
+        v["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["packets"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(hits(&direct), hits(&imported));
+    assert!(direct["dropped"].as_u64().unwrap() > 0);
+    assert!(hits(&direct).iter().sum::<u64>() > 0);
+    // an unknown format and an unsupported option are clear errors
+    let out = weir()
+        .args(["check", "--format", "pf"])
+        .arg(&rules)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown format 'pf'"));
+}
