@@ -160,7 +160,16 @@ pub enum CExpr {
         field: Field,
         value: Box<CValue>,
     },
-    /// Evaluated by the stateful engine (ct count, NAT, notrack, flow add, dynamic sets); the
+    /// `notrack`: the packet will not be tracked (it must run before connection tracking).
+    Notrack,
+    /// `snat`, `dnat`, `masquerade`, `redirect`: evaluated to a [`crate::NatAction`] for the
+    /// stateful layer; it ends the chain like `accept`.
+    Nat {
+        nat: Box<ir::Nat>,
+        addr: Option<Box<CValue>>,
+        port: Option<Box<CValue>>,
+    },
+    /// Evaluated by the stateful engine (ct count, flow add, dynamic sets); the
     /// stateless engine passes over them and counts them.
     Stateful(Box<ir::Expr>),
 }
@@ -610,17 +619,27 @@ fn compile_expr(e: &Expr, slots: &mut Slots) -> CExpr {
         Expr::Reject(r) => CExpr::Reject(r.clone()),
         Expr::Assign { field, value } => CExpr::Assign {
             field: *field,
-            value: Box::new(match value {
-                ir::ValueExpr::Const(c) => CValue::Const(c.clone()),
-                ir::ValueExpr::Range(a, b) => CValue::Range(*a, *b),
-                ir::ValueExpr::Key(k) => CValue::Key(k.clone()),
-                ir::ValueExpr::Map { key, map } => CValue::Map {
-                    key: key.clone(),
-                    map: compile_set_ref(map),
-                },
-            }),
+            value: Box::new(compile_value(value)),
+        },
+        Expr::Notrack => CExpr::Notrack,
+        Expr::Nat(n) => CExpr::Nat {
+            nat: Box::new(n.clone()),
+            addr: n.addr.as_ref().map(|v| Box::new(compile_value(v))),
+            port: n.port.as_ref().map(|v| Box::new(compile_value(v))),
         },
         other => CExpr::Stateful(Box::new(other.clone())),
+    }
+}
+
+fn compile_value(value: &ir::ValueExpr) -> CValue {
+    match value {
+        ir::ValueExpr::Const(c) => CValue::Const(c.clone()),
+        ir::ValueExpr::Range(a, b) => CValue::Range(*a, *b),
+        ir::ValueExpr::Key(k) => CValue::Key(k.clone()),
+        ir::ValueExpr::Map { key, map } => CValue::Map {
+            key: key.clone(),
+            map: compile_set_ref(map),
+        },
     }
 }
 

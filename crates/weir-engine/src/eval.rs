@@ -26,6 +26,11 @@ pub enum DropReason {
     Policy(usize, usize),
     /// A packet whose network header cannot be trusted, dropped by a policy.
     Malformed(weir_wire::Malformed),
+    /// An IP fragment met by connection tracking: the kernel holds it for reassembly, weir does
+    /// not reassemble.
+    Fragment,
+    /// A new connection that could not be entered in the connection table (full, or a clash).
+    CtRefused,
 }
 
 /// The final decision for one packet at one hook.
@@ -41,6 +46,42 @@ impl Decision {
     }
 }
 
+/// What connection tracking knows of the packet's connection, as `ct` expressions read it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtView {
+    /// 0: original, 1: reply.
+    pub dir: u8,
+    /// IPS_* status bits as Linux numbers them (expected 1, seen-reply 2, assured 4, confirmed 8,
+    /// src-nat 16, dst-nat 32, ...).
+    pub status: u32,
+    /// Milliseconds until the entry times out.
+    pub expiration_ms: u32,
+    /// 2 (IPv4) or 10 (IPv6).
+    pub l3proto: u8,
+    pub protocol: u8,
+    pub orig_src: u128,
+    pub orig_dst: u128,
+    pub orig_sport: u16,
+    pub orig_dport: u16,
+    pub reply_src: u128,
+    pub reply_dst: u128,
+    /// (original, reply) packets and bytes.
+    pub packets: [u64; 2],
+    pub bytes: [u64; 2],
+}
+
+/// A NAT statement's result: what the stateful layer binds the new connection to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NatAction {
+    pub kind: ir::NatKind,
+    /// Address range (inclusive), None: keep (or the interface address for masquerade).
+    pub addr: Option<(u128, u128)>,
+    /// Port range (inclusive), None: keep the port if free.
+    pub port: Option<(u16, u16)>,
+    pub random: bool,
+    pub persistent: bool,
+}
+
 /// Per-packet metadata the packet itself does not carry.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Meta {
@@ -54,6 +95,13 @@ pub struct Meta {
     /// Connection state bits (the stateless engine sees every packet as untracked).
     pub ct_state: u32,
     pub ct_mark: u32,
+    /// The packet has a connection entry (`ct` expressions other than `ct state` read `ct`).
+    pub has_ct: bool,
+    pub ct: CtView,
+    /// A `notrack` statement ran.
+    pub notrack: bool,
+    /// A NAT statement ran (the last one wins, as it ends its chain).
+    pub nat: Option<NatAction>,
 }
 
 impl Meta {
@@ -179,8 +227,33 @@ impl<'a> Pkt<'a> {
                 }
             }
             Field::CtState => Some(self.meta.ct_state as u128),
-            Field::CtMark => (self.meta.ct_state != 64).then_some(self.meta.ct_mark as u128),
-            f if f.is_conntrack() => None,
+            f if f.is_conntrack() => {
+                if !self.meta.has_ct {
+                    return None;
+                }
+                let c = &self.meta.ct;
+                let v4 = c.l3proto == 2;
+                Some(match f {
+                    Field::CtMark => self.meta.ct_mark as u128,
+                    Field::CtStatus => c.status as u128,
+                    Field::CtDirection => c.dir as u128,
+                    Field::CtExpiration => c.expiration_ms as u128,
+                    Field::CtL3proto => c.l3proto as u128,
+                    Field::CtProtocol => c.protocol as u128,
+                    Field::CtOriginalPackets => c.packets[0] as u128,
+                    Field::CtOriginalBytes => c.bytes[0] as u128,
+                    Field::CtReplyPackets => c.packets[1] as u128,
+                    Field::CtReplyBytes => c.bytes[1] as u128,
+                    // the address keys are typed IPv4 here: an IPv6 entry does not match
+                    Field::CtOriginalSaddr if v4 => c.orig_src,
+                    Field::CtOriginalDaddr if v4 => c.orig_dst,
+                    Field::CtReplySaddr if v4 => c.reply_src,
+                    Field::CtReplyDaddr if v4 => c.reply_dst,
+                    Field::CtOriginalProtoSrc => c.orig_sport as u128,
+                    Field::CtOriginalProtoDst => c.orig_dport as u128,
+                    _ => return None,
+                })
+            }
             f => pm.get(self.frame, f),
         }
     }
@@ -410,32 +483,39 @@ impl Engine {
     /// packet run (ip: IPv4, ip6: IPv6, inet: both, netdev and bridge: all).
     pub fn process(&mut self, hook: ir::Hook, p: &mut Pkt) -> Decision {
         let n = self.rs.hooks[hook as usize].len();
-        let l3_bad = p.pm.malformed.filter(|m| m.is_l3());
         for i in 0..n {
             let h = self.rs.hooks[hook as usize][i];
-            let sees = match h.family {
-                ir::Family::Ip => p.pm.l3 == L3::Ipv4,
-                ir::Family::Ip6 => p.pm.l3 == L3::Ipv6,
-                ir::Family::Inet => matches!(p.pm.l3, L3::Ipv4 | L3::Ipv6),
-                ir::Family::Arp => p.pm.l3 == L3::Other(0x0806),
-                _ => true,
-            };
-            if !sees && l3_bad.is_none() {
-                continue;
-            }
-            if let Some(m) = l3_bad {
-                // the network header cannot be trusted: the chain's policy decides
-                if h.policy == Policy::Drop {
-                    return Decision::Drop(DropReason::Malformed(m));
-                }
-                continue;
-            }
-            match self.run_chain(h.table, h.chain, p) {
+            match self.process_base(h, p) {
                 Decision::Accept => continue,
                 d => return d,
             }
         }
         Decision::Accept
+    }
+
+    /// Run a packet through one base chain (one entry of `rs.hooks`); Accept when the chain's
+    /// family does not see the packet. The stateful layer calls this chain by chain, with
+    /// connection tracking and NAT between them.
+    pub fn process_base(&mut self, h: HookEntry, p: &mut Pkt) -> Decision {
+        let l3_bad = p.pm.malformed.filter(|m| m.is_l3());
+        if let Some(m) = l3_bad {
+            // the network header cannot be trusted: the chain's policy decides
+            if h.policy == Policy::Drop {
+                return Decision::Drop(DropReason::Malformed(m));
+            }
+            return Decision::Accept;
+        }
+        let sees = match h.family {
+            ir::Family::Ip => p.pm.l3 == L3::Ipv4,
+            ir::Family::Ip6 => p.pm.l3 == L3::Ipv6,
+            ir::Family::Inet => matches!(p.pm.l3, L3::Ipv4 | L3::Ipv6),
+            ir::Family::Arp => p.pm.l3 == L3::Other(0x0806),
+            _ => true,
+        };
+        if !sees {
+            return Decision::Accept;
+        }
+        self.run_chain(h.table, h.chain, p)
     }
 
     /// The next candidate rule at or after priority `from` in a chain.
@@ -647,6 +727,61 @@ impl Engine {
                         Field::CtMark => p.meta.ct_mark = v as u32,
                         _ => st.rewrites_skipped += 1,
                     }
+                }
+                CExpr::Notrack => p.meta.notrack = true,
+                CExpr::Nat { nat, addr, port } => {
+                    let range = |v: &CValue,
+                                 p: &Pkt,
+                                 st: &mut State|
+                     -> Option<(u128, u128, Option<u128>)> {
+                        match v {
+                            CValue::Const(c) => c.first().map(|&a| (a, a, c.get(1).copied())),
+                            CValue::Range(a, b) => Some((*a, *b, None)),
+                            CValue::Key(k) => {
+                                let mut kv = [0u128; MAX_KEY];
+                                p.key(k, st, &mut kv).map(|_| (kv[0], kv[0], None))
+                            }
+                            CValue::Map { key, map } => {
+                                let mut kv = [0u128; MAX_KEY];
+                                let n = p.key(key, st, &mut kv)?;
+                                match set_get(t, map, &kv[..n]) {
+                                    Some(MapValue::Value(v)) => {
+                                        v.first().map(|&a| (a, a, v.get(1).copied()))
+                                    }
+                                    _ => None,
+                                }
+                            }
+                        }
+                    };
+                    let mut a = None;
+                    let mut pr = nat.port_range;
+                    if let Some(v) = addr {
+                        // a failed map lookup stops the rule (nftables: NFT_BREAK)
+                        let Some((lo, hi, port)) = range(v, p, st) else {
+                            return Outcome::Next;
+                        };
+                        a = Some((lo, hi));
+                        if let (None, Some(pt)) = (pr, port) {
+                            pr = Some((pt as u16, pt as u16));
+                        }
+                    }
+                    if let Some(v) = port {
+                        let Some((lo, hi, _)) = range(v, p, st) else {
+                            return Outcome::Next;
+                        };
+                        pr = Some((lo as u16, hi as u16));
+                    }
+                    p.meta.nat = Some(NatAction {
+                        kind: nat.kind,
+                        addr: a,
+                        port: pr,
+                        random: nat.random || nat.fully_random,
+                        persistent: nat.persistent,
+                    });
+                    let h = &mut st.rule_hits[r.gid];
+                    h.0 += 1;
+                    h.1 += bytes;
+                    return Outcome::Verdict(Verdict::Accept);
                 }
                 CExpr::Stateful(_) => st.stateful_skipped += 1,
             }

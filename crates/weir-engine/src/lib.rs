@@ -10,6 +10,7 @@ pub mod compile;
 pub mod eval;
 pub mod hash;
 pub mod sets;
+pub mod stateful;
 
 pub use compile::{Compiled, Mode};
-pub use eval::{Decision, DropReason, Engine, Meta, Pkt};
+pub use eval::{CtView, Decision, DropReason, Engine, Meta, NatAction, Pkt};

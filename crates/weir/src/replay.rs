@@ -7,6 +7,8 @@ use std::io::BufWriter;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use weir_conntrack::Config as CtConfig;
+use weir_engine::stateful::{PacketCt, Stateful};
 use weir_engine::{Compiled, Decision, DropReason, Engine, Meta, Mode, Pkt};
 use weir_lab::topology::{from_bits, parse_mac, Mac, Prefix};
 use weir_lang::ir::Hook;
@@ -175,7 +177,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             Mode::Compiled
         },
     );
-    let mut eng = Engine::new(compiled);
+    let mut sf = Stateful::new(Engine::new(compiled), CtConfig::default());
 
     let open =
         |p: &Option<PathBuf>| -> anyhow::Result<Option<PcapWriter<BufWriter<std::fs::File>>>> {
@@ -236,7 +238,17 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             now_ns: pk.ts_nanos,
         };
         bytes += p.bytes();
-        let d = eng.process(hook, &mut p);
+        let mut pc = PacketCt::default();
+        let mut d = Decision::Accept;
+        if !matches!(hook, Hook::Prerouting | Hook::Output) {
+            d = sf.track_only(&mut p, &mut pc);
+        }
+        if d.is_accept() {
+            d = sf.hook(hook, &mut p, &mut pc);
+        }
+        if d.is_accept() {
+            d = sf.finish(&mut pc, pk.ts_nanos);
+        }
         match d {
             Decision::Accept => {
                 accepted += 1;
@@ -252,6 +264,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                     DropReason::Reject(_) => "reject",
                     DropReason::Policy(..) => "policy",
                     DropReason::Malformed(_) => "malformed",
+                    DropReason::Fragment => "fragment",
+                    DropReason::CtRefused => "conntrack-full",
                 };
                 *drop_by.entry(why).or_default() += 1;
                 if let Some(w) = drops.as_mut() {
@@ -268,10 +282,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
 
     // per-rule counters in ruleset order
     let mut rules = Vec::new();
-    for t in &eng.rs.tables {
+    for t in &sf.eng.rs.tables {
         for c in &t.chains {
             for r in c.rules() {
-                let (pk, by) = eng.st.rule_hits[r.gid];
+                let (pk, by) = sf.eng.st.rule_hits[r.gid];
                 rules.push((
                     t.family.name(),
                     t.name.clone(),
@@ -294,8 +308,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             "rules_file": rules_name, "capture": cap_name, "hook": hook.name(),
             "packets": total, "bytes": bytes, "accepted": accepted, "dropped": dropped,
             "drop_reasons": drop_by, "malformed": malformed, "not_ip": not_ip,
-            "rules": rules_json, "log_lines": eng.st.log_count,
-            "stateful_items_passed_over": eng.st.stateful_skipped,
+            "rules": rules_json, "log_lines": sf.eng.st.log_count,
+            "stateful_items_passed_over": sf.eng.st.stateful_skipped,
+            "ct_confirmed": sf.stats.confirmed, "ct_entries": sf.ct.len(),
+            "nat_not_applied": sf.stats.nat_not_applied,
         });
         if let Some(e) = &cap.trailing_error {
             o["capture_error"] = json!(e.to_string());
@@ -341,26 +357,34 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
         println!("  {h:>6} {pk:>9} {by:>11}  {text}");
     }
-    if eng.st.log_count > 0 {
+    if sf.eng.st.log_count > 0 {
         println!();
         println!(
             "  log statements fired {} times{}",
-            eng.st.log_count,
+            sf.eng.st.log_count,
             if a.log { ":" } else { " (--log prints them)" }
         );
         if a.log {
-            for l in &eng.st.logs {
+            for l in &sf.eng.st.logs {
                 println!("    {l}");
             }
         }
     }
     if stateful {
         println!();
-        println!("  note: this ruleset uses connection tracking or NAT; this build evaluates them statelessly:");
-        println!("        every packet is 'ct state untracked', and nat, notrack, flow add and set updates are");
         println!(
-            "        passed over ({} times here).",
-            eng.st.stateful_skipped
+            "  connection tracking: {} connections confirmed, {} entries now; {} fragments dropped (not reassembled)",
+            sf.stats.confirmed,
+            sf.ct.len(),
+            sf.stats.fragments
+        );
+        println!(
+            "  note: this build does not yet apply NAT ({} bindings chosen and not applied) nor run",
+            sf.stats.nat_not_applied
+        );
+        println!(
+            "        flow add, ct count and set updates ({} passed over).",
+            sf.eng.st.stateful_skipped
         );
     }
     Ok(ExitCode::SUCCESS)
