@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 mod bench;
 mod bench_ipt;
+mod bench_pipeline;
 mod check;
 mod import;
 mod lab;
@@ -72,6 +73,9 @@ enum BenchCmd {
     /// That ruleset imported, for several N: compiled vs linear Mpps through the whole engine
     /// with traffic matching the last rule, and the import and compile times.
     Iptables(bench_ipt::IptBenchArgs),
+    /// The stateful pipeline on one core: new connections per second, established packets
+    /// through conntrack and the chains, bytes per connection entry.
+    Pipeline(bench_pipeline::PipelineArgs),
 }
 
 fn main() -> ExitCode {
@@ -101,6 +105,9 @@ fn main() -> ExitCode {
         Cmd::Bench {
             what: BenchCmd::Iptables(a),
         } => bench_ipt::bench(a),
+        Cmd::Bench {
+            what: BenchCmd::Pipeline(a),
+        } => bench_pipeline::pipeline(a),
     };
     match r {
         Ok(code) => code,
