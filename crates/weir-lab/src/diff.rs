@@ -81,6 +81,42 @@ pub fn rewrite_merged_flags(text: &str) -> Option<String> {
     changed.then(|| lines.join("\n"))
 }
 
+/// iptables' `-m icmp --icmp-type` / `-m icmp6 --icmpv6-type` (xt_icmp, used through
+/// nft_compat by iptables-nft too) *drops* the packet ("hotdrop") when its ICMP header is
+/// shorter than 8 bytes, whatever the rule says; nft's `icmp type` (what weir's importer emits)
+/// just does not match. Spell the drop out before each imported rule (lines tagged
+/// `comment "iptables line N"`) with an ICMP type match: the rule's matches before it, then
+/// "ICMP header shorter than 8 bytes" (IPv4 without options: `ip length < 28`; IPv6 without
+/// extension headers: `ip6 length < 8`), then `drop`.
+pub fn rewrite_xt_hotdrop(text: &str) -> Option<String> {
+    let mut changed = false;
+    let mut out = Vec::new();
+    for l in text.lines() {
+        if l.contains("comment \"iptables line ") {
+            let (indent, body) = l.split_at(l.len() - l.trim_start().len());
+            // the matches: the importer puts `counter` after them (`reject with icmp type`
+            // is a statement)
+            let matches = body.split(" counter").next().unwrap_or(body);
+            for (sel, short) in [
+                ("icmp type ", "ip hdrlength 5 ip length < 28"),
+                ("icmpv6 type ", "ip6 nexthdr ipv6-icmp ip6 length < 8"),
+            ] {
+                let at = matches
+                    .find(&format!(" {sel}"))
+                    .map(|i| i + 1)
+                    .or_else(|| matches.starts_with(sel).then_some(0));
+                if let Some(i) = at {
+                    out.push(format!("{indent}{}{short} drop", &body[..i]));
+                    changed = true;
+                    break;
+                }
+            }
+        }
+        out.push(l.to_string());
+    }
+    changed.then(|| out.join("\n"))
+}
+
 /// Every known difference. Each has a section in `KNOWN_DIFFERENCES.md` (a test checks it).
 pub const KNOWN: &[KnownDifference] = &[
     KnownDifference {
@@ -102,6 +138,13 @@ pub const KNOWN: &[KnownDifference] = &[
         summary: "nft 1.0.6 bug: `tcp flags ack` next to `tcp window N` is merged into an exact compare of the flags",
         variant: Variant::WEIR,
         rewrite: Some(rewrite_merged_flags),
+        fix: None,
+    },
+    KnownDifference {
+        id: "xt-icmp-hotdrop",
+        summary: "iptables' icmp/icmp6 match drops a packet whose ICMP header is cut short; nft's `icmp type` (weir's import) does not match it",
+        variant: Variant::WEIR,
+        rewrite: Some(rewrite_xt_hotdrop),
         fix: None,
     },
 ];
@@ -807,15 +850,12 @@ fn render_diags(sm: &weir_lang::SourceMap, d: &[weir_lang::Diagnostic]) -> Strin
     weir_lang::diag::render_all(d, sm)
 }
 
-/// Run one ruleset and capture through both sides. `repro_dir`: where to write a reproducer
-/// when there are unexplained differences.
-pub fn diff_files(
-    rules: &Path,
+/// The topology, its router, the capture and notes (a capture read only in part) of
+/// `--pcap --topology`, checked against each other.
+pub(crate) fn read_case(
     pcap: &Path,
     topology: &Path,
-    opts: LabOptions,
-    repro_dir: Option<&Path>,
-) -> Result<FileDiff, Error> {
+) -> Result<(Topology, Router, weir_wire::pcap::Capture, Vec<String>), Error> {
     let ttext = std::fs::read_to_string(topology)
         .map_err(|e| Error::Input(format!("{}: {e}", topology.display())))?;
     let topo =
@@ -841,6 +881,19 @@ pub fn diff_files(
             cap.packets.len()
         )));
     }
+    Ok((topo, router, cap, notes))
+}
+
+/// Run one ruleset and capture through both sides. `repro_dir`: where to write a reproducer
+/// when there are unexplained differences.
+pub fn diff_files(
+    rules: &Path,
+    pcap: &Path,
+    topology: &Path,
+    opts: LabOptions,
+    repro_dir: Option<&Path>,
+) -> Result<FileDiff, Error> {
+    let (topo, router, cap, mut notes) = read_case(pcap, topology)?;
     let rules_text = std::fs::read_to_string(rules)
         .map_err(|e| Error::Input(format!("{}: {e}", rules.display())))?;
     let rs = match weir_lang::load_file(rules) {
@@ -962,17 +1015,27 @@ pub struct CampaignReport {
     pub reproducers: Vec<PathBuf>,
     /// The first differences, in words.
     pub examples: Vec<String>,
+    /// iptables campaign: the iptables version and backend (`iptables v1.8.9 (nf_tables)`).
+    pub iptables: Option<String>,
+    /// iptables campaign: generated rulesets both iptables-restore and weir's importer refused
+    /// (a generator problem, not a difference).
+    pub refused_both: usize,
 }
 
 impl CampaignReport {
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut v = json!({
             "rulesets": self.rulesets, "packets": self.packets, "differences": self.differences, "explained": self.explained,
             "seed": self.seed, "explained_by": self.explained_by, "kernel_fates": self.kernel_fates, "load_mismatches": self.load_mismatches,
             "rulesets_with_differences": self.rulesets_with_differences, "late_frames": self.late_frames,
             "barrier_misses": self.barrier_misses, "seconds": (self.seconds * 100.0).round() / 100.0,
             "reproducers": self.reproducers.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-        })
+        });
+        if let Some(i) = &self.iptables {
+            v["iptables"] = json!(i);
+            v["refused_both"] = json!(self.refused_both);
+        }
+        v
     }
 }
 
@@ -1338,6 +1401,25 @@ mod tests {
             &format!("table inet t {{ chain c {{ type filter hook forward priority 0;\n{r}\n}} }}")
         )
         .is_ok());
+    }
+
+    #[test]
+    fn xt_hotdrop_rewrite() {
+        let text = "table ip filter {\n\tchain FORWARD {\n\t\ttype filter hook forward priority filter; policy accept;\n\t\tip saddr 198.18.0.0/24 meta l4proto icmp icmp type != 8 counter accept comment \"iptables line 5\"\n\t\ticmp type 3 counter comment \"x\"\n\t}\n}\n";
+        let r = rewrite_xt_hotdrop(text).unwrap();
+        assert!(r.contains("\t\tip saddr 198.18.0.0/24 meta l4proto icmp ip hdrlength 5 ip length < 28 drop\n\t\tip saddr 198.18.0.0/24 meta l4proto icmp icmp type != 8"), "{r}");
+        assert!(!r.contains("\t\tip hdrlength"), "only imported rules: {r}");
+        assert!(weir_lang::load_str("r", &r).is_ok(), "{r}");
+        let six =
+            "\t\tmeta l4proto ipv6-icmp icmpv6 type 128 counter accept comment \"iptables line 3\"";
+        assert_eq!(
+            rewrite_xt_hotdrop(six).unwrap(),
+            format!("\t\tmeta l4proto ipv6-icmp ip6 nexthdr ipv6-icmp ip6 length < 8 drop\n{six}")
+        );
+        assert_eq!(rewrite_xt_hotdrop("tcp dport 22 accept"), None);
+        // `reject with icmp type` is a statement, not a match
+        let rej = "\t\tmeta l4proto tcp counter reject with icmp type host-prohibited comment \"iptables line 8\"";
+        assert_eq!(rewrite_xt_hotdrop(rej), None);
     }
 
     #[test]

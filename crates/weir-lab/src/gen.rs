@@ -58,7 +58,7 @@ pub struct World {
     pub nets6: Vec<&'static str>,
 }
 
-const IFS: [(&str, &str); 4] = [
+pub(crate) const IFS: [(&str, &str); 4] = [
     ("weirlan0", "02:77:65:00:00:01"),
     ("weirdmz0", "02:77:65:00:01:01"),
     ("weirwan0", "02:77:65:00:02:01"),
@@ -372,8 +372,8 @@ impl GenRuleset {
     }
 }
 
-const PORTS: [u16; 12] = [22, 25, 53, 80, 123, 443, 993, 3306, 5432, 8080, 9100, 1001];
-const PORT_RANGES: [(u16, u16); 6] = [
+pub(crate) const PORTS: [u16; 12] = [22, 25, 53, 80, 123, 443, 993, 3306, 5432, 8080, 9100, 1001];
+pub(crate) const PORT_RANGES: [(u16, u16); 6] = [
     (1000, 1010),
     (8000, 8999),
     (1024, 65535),
@@ -399,7 +399,7 @@ struct Ctx<'a> {
     vm: bool,
 }
 
-fn disjoint(cands: Vec<(String, u128, u128)>, max: usize) -> Vec<String> {
+pub(crate) fn disjoint(cands: Vec<(String, u128, u128)>, max: usize) -> Vec<String> {
     let mut out: Vec<(String, u128, u128)> = Vec::new();
     for c in cands {
         if out.len() >= max {
@@ -412,7 +412,7 @@ fn disjoint(cands: Vec<(String, u128, u128)>, max: usize) -> Vec<String> {
     out.into_iter().map(|c| c.0).collect()
 }
 
-fn prefix_interval(p: &str) -> (u128, u128) {
+pub(crate) fn prefix_interval(p: &str) -> (u128, u128) {
     let pr = crate::topology::Prefix::parse(p).expect("generated prefix");
     let (lo, _) = addr_bits(pr.network().addr);
     let (hi, _) = addr_bits(pr.last());

@@ -136,6 +136,87 @@ pub fn unavailable() -> Option<String> {
     None
 }
 
+/// Which iptables the lab loads rulesets with (`weir lab diff --iptables`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IptBackend {
+    /// Whatever `iptables-restore` is on this system (Debian: the nf_tables one).
+    #[default]
+    System,
+    /// `iptables-nft-restore`: rules become nftables tables (`table ip filter`).
+    Nft,
+    /// `iptables-legacy-restore`: x_tables.
+    Legacy,
+}
+
+impl IptBackend {
+    /// The restore command for a family.
+    pub fn restore(self, v6: bool) -> &'static str {
+        match (self, v6) {
+            (IptBackend::System, false) => "iptables-restore",
+            (IptBackend::System, true) => "ip6tables-restore",
+            (IptBackend::Nft, false) => "iptables-nft-restore",
+            (IptBackend::Nft, true) => "ip6tables-nft-restore",
+            (IptBackend::Legacy, false) => "iptables-legacy-restore",
+            (IptBackend::Legacy, true) => "ip6tables-legacy-restore",
+        }
+    }
+
+    /// `WEIR_LAB_IPT_BACKEND` / `--iptables-backend`: `system`, `nft` or `legacy`.
+    pub fn parse(s: &str) -> Option<IptBackend> {
+        match s.trim() {
+            "" | "system" | "default" => Some(IptBackend::System),
+            "nft" | "nf_tables" => Some(IptBackend::Nft),
+            "legacy" => Some(IptBackend::Legacy),
+            _ => None,
+        }
+    }
+}
+
+/// The empty `filter` table: every built-in chain with policy ACCEPT.
+pub const EMPTY_FILTER: &str =
+    "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n";
+
+/// Why the iptables lab cannot run here (the nft lab's reasons, or `iptables-restore` /
+/// `ip6tables-restore` of the backend missing); `None` when it can.
+pub fn unavailable_iptables(backend: IptBackend) -> Option<String> {
+    if let Some(why) = unavailable() {
+        return Some(why);
+    }
+    for v6 in [false, true] {
+        let tool = backend.restore(v6);
+        let ok = Command::new(tool)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !ok {
+            return Some(format!(
+                "`{tool}` is not installed (apt-get install -y iptables)"
+            ));
+        }
+    }
+    None
+}
+
+/// The version line of the backend's iptables, e.g. `iptables v1.8.9 (nf_tables)` (None when
+/// it cannot run).
+pub fn iptables_version(backend: IptBackend) -> Option<String> {
+    let tool = match backend {
+        IptBackend::System => "iptables",
+        IptBackend::Nft => "iptables-nft",
+        IptBackend::Legacy => "iptables-legacy",
+    };
+    let out = Command::new(tool)
+        .arg("-V")
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !s.is_empty()).then_some(s)
+}
+
 fn run(cmd: &mut Command, stdin: Option<&str>, what: &str) -> Result<String, String> {
     cmd.stdin(if stdin.is_some() {
         Stdio::piped()
@@ -498,6 +579,35 @@ impl Lab {
             cmd.current_dir(p);
         }
         run(&mut cmd, None, "nft").map(|_| ())
+    }
+
+    /// Replace the router's rules with iptables-save text (`v4`, for iptables-restore) and
+    /// ip6tables-save text (`v6`): `nft flush ruleset` first, then each family restored with
+    /// the backend's restore command (which replaces the tables the text names); a family
+    /// without text gets the empty `filter` table. Err: the restore command's own message.
+    pub fn load_iptables(
+        &self,
+        backend: IptBackend,
+        v4: Option<&str>,
+        v6: Option<&str>,
+    ) -> Result<(), String> {
+        self.flush()?;
+        for (is6, text) in [(false, v4), (true, v6)] {
+            let tool = backend.restore(is6);
+            run(
+                Command::new("ip").args(["netns", "exec", &self.names[0], tool]),
+                Some(text.unwrap_or(EMPTY_FILTER)),
+                tool,
+            )
+            .map_err(|e| format!("{tool}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Empty the router's iptables `filter` tables (both families) and its nft ruleset.
+    pub fn flush_iptables(&self, backend: IptBackend) -> Result<(), String> {
+        self.load_iptables(backend, None, None)?;
+        self.flush()
     }
 
     /// Empty the router's ruleset.

@@ -18,11 +18,16 @@
 //!   reproducer folders, `diff_files` (one given ruleset and capture) and the `campaign`.
 //! - [`gen`] and [`rng`]: the campaign's router, random stateless rulesets and random
 //!   conversations from a fixed seed.
+//! - [`gen_ipt`] and [`ipt`]: the same for iptables: random stateless iptables-save /
+//!   ip6tables-save rulesets, loaded in the kernel with `iptables-restore` and in weir with its
+//!   importer, and their campaign.
 //!
 //! `weir lab` (crates/weir/src/lab.rs) is the command line over this crate.
 
 pub mod diff;
 pub mod gen;
+pub mod gen_ipt;
+pub mod ipt;
 pub mod kernel;
 pub mod model;
 pub mod rng;
@@ -30,7 +35,7 @@ pub mod sys;
 pub mod topology;
 
 pub use diff::{campaign, diff_files, CampaignOptions, CampaignReport, Report};
-pub use kernel::{Lab, LabOptions};
+pub use kernel::{IptBackend, Lab, LabOptions};
 pub use topology::{Router, Topology};
 
 use std::fmt;
@@ -45,7 +50,7 @@ pub enum Error {
     Unavailable(String),
     /// Bad input (a file that cannot be read, parsed or checked).
     Input(String),
-    /// nft refused the ruleset: its own message.
+    /// nft (or iptables-restore) refused the ruleset: its own message.
     KernelRefused(String),
     /// A system call or a command failed.
     System(String),
@@ -58,7 +63,7 @@ impl fmt::Display for Error {
         match self {
             Error::Unavailable(s) => write!(f, "the kernel lab cannot run here: {s}"),
             Error::Input(s) => write!(f, "{s}"),
-            Error::KernelRefused(s) => write!(f, "nft refuses the ruleset:\n{s}"),
+            Error::KernelRefused(s) => write!(f, "the kernel refuses the ruleset:\n{s}"),
             Error::System(s) => write!(f, "lab: {s}"),
             Error::Interrupted => write!(f, "interrupted; the lab's namespaces were removed"),
         }

@@ -355,6 +355,11 @@ impl Model {
             DropReason::Malformed(m) => {
                 format!("malformed ({}) and the chain's policy is drop", m.reason())
             }
+            DropReason::Fragment => {
+                "a fragment held for reassembly by connection tracking (weir does not reassemble)"
+                    .into()
+            }
+            DropReason::CtRefused => "the connection table refused a new entry".into(),
         }
     }
 

@@ -563,6 +563,8 @@ fn parse_rule(words: &[String], table: &mut Table, v6: bool) -> Result<Rule, Rul
     let mut target: Option<(String, bool)> = None; // (name, goto)
     let mut tgt_opts: Vec<(bool, String, Vec<String>)> = Vec::new();
     let mut seen_p = false;
+    // iptables refuses a negated -s/-d when -s or -d is a list of addresses
+    let (mut addr_negated, mut addr_list) = (false, false);
 
     let mut neg = false;
     while i < words.len() {
@@ -621,11 +623,13 @@ fn parse_rule(words: &[String], table: &mut Table, v6: bool) -> Result<Rule, Rul
                 };
                 let list: Result<Vec<String>, String> = a.split(',').map(|x| addr(x, v6)).collect();
                 let list = list.map_err(|e| Unsupported(format!("option '{w}': {e}")))?;
-                if n && list.len() > 1 {
-                    // iptables expands a list into one rule per address, so a negated list
+                addr_negated |= n;
+                addr_list |= list.len() > 1;
+                if addr_negated && addr_list {
+                    // iptables expands lists into one rule per address pair, so a negation
                     // would mean "not a OR not b": iptables refuses it
                     return Err(Unsupported(format!(
-                        "option '! {w}' with several addresses (iptables refuses it: '!' is not allowed with multiple source or destination IP addresses)"
+                        "option '{w}': '!' with several addresses (iptables refuses it: '!' is not allowed with multiple source or destination IP addresses)"
                     )));
                 }
                 if list.iter().any(|x| x == "*") {
@@ -845,11 +849,13 @@ fn parse_rule(words: &[String], table: &mut Table, v6: bool) -> Result<Rule, Rul
                 }
                 let mask = mask.map_err(|e| Unsupported(format!("option '{w}': {e}")))?;
                 let comp = comp.map_err(|e| Unsupported(format!("option '{w}': {e}")))?;
+                // the kernel compares `flags & mask == comp` as given (xt_tcp): a comp with
+                // bits outside the mask never matches, so it is not masked here
                 matches.push(format!(
                     "tcp flags & {:#04x} {} {:#04x}",
                     mask,
                     if n { "!=" } else { "==" },
-                    comp & mask
+                    comp
                 ));
             }
             "--icmp-type" | "--icmpv6-type" => {
@@ -889,7 +895,9 @@ fn parse_rule(words: &[String], table: &mut Table, v6: bool) -> Result<Rule, Rul
                 let cmp = if n { "!=" } else { "==" };
                 match m {
                     None | Some(0xffff_ffff) => matches.push(format!("meta mark {cmp} {v:#x}")),
-                    Some(m) => matches.push(format!("meta mark & {m:#x} {cmp} {:#x}", v & m)),
+                    // xt_mark compares `mark & mask == value` as given: a value with bits
+                    // outside the mask never matches, so it is not masked here
+                    Some(m) => matches.push(format!("meta mark & {m:#x} {cmp} {v:#x}")),
                 }
             }
             "--comment" => {
@@ -1592,13 +1600,12 @@ fn tcp_flags(s: &str) -> Result<u8, String> {
             "PSH" => 0x08,
             "ACK" => 0x10,
             "URG" => 0x20,
-            "ECE" => 0x40,
-            "CWR" => 0x80,
-            "ALL" => 0xff,
+            // iptables knows these six (libxt_tcp): ALL is 0x3f, ECE and CWR have no name
+            "ALL" => 0x3f,
             "NONE" => 0,
             _ => {
                 return Err(format!(
-                    "unknown TCP flag '{}' (supported: FIN, SYN, RST, PSH, ACK, URG, ECE, CWR, ALL, NONE)",
+                    "unknown TCP flag '{}' (supported: FIN, SYN, RST, PSH, ACK, URG, ALL, NONE)",
                     short(f)
                 ))
             }
@@ -1609,7 +1616,8 @@ fn tcp_flags(s: &str) -> Result<u8, String> {
 
 /// iptables' ICMP type names: (type, code); `(None, _)` for "any".
 fn icmp_type(s: &str, v6: bool) -> Result<(Option<u8>, Option<u8>), String> {
-    if s == "any" {
+    // ip6tables' libxt_icmp6 has no "any" (iptables' libxt_icmp has)
+    if s == "any" && !v6 {
         return Ok((None, None));
     }
     if let Some((t, c)) = s.split_once('/') {

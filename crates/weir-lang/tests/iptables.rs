@@ -518,3 +518,115 @@ proptest! {
         }
     }
 }
+
+/// Found by the iptables lab campaign (weir-lab, issue 3): iptables-restore refuses `!` before
+/// a comma list of addresses ("! not allowed with multiple source or destination IP
+/// addresses": the list becomes one rule per address, so `! -s a,b` would mean "not a OR not
+/// b"); the importer made it `ip saddr != { a, b }` instead of refusing it.
+#[test]
+fn negated_address_list_is_refused_like_iptables() {
+    for opt in ["-s", "-d"] {
+        let text = format!(
+            "*filter\n:FORWARD ACCEPT [0:0]\n-A FORWARD ! {opt} 198.18.0.1,198.18.0.0/24 -j DROP\nCOMMIT\n"
+        );
+        let e = import_iptables(&text, "t", &opts()).unwrap_err();
+        assert!(
+            e[0].starts_with("t:3:") && e[0].contains("several addresses"),
+            "{e:?}"
+        );
+        let r = import_ok(
+            &text,
+            &IptOptions {
+                skip_unsupported: true,
+                ..opts()
+            },
+        );
+        assert_eq!((r.rules, r.skipped.len()), (0, 1));
+    }
+    // `!` on one option and a list on the other: refused too
+    let text = "*filter\n:FORWARD ACCEPT [0:0]\n-A FORWARD ! -s 198.18.1.83 -d 198.19.66.5,198.19.13.9 -j DROP\nCOMMIT\n";
+    let e = import_iptables(text, "t", &opts()).unwrap_err();
+    assert!(e[0].contains("several addresses"), "{e:?}");
+    let text = "*filter\n:FORWARD ACCEPT [0:0]\n-A FORWARD -s 198.18.1.83,198.18.1.84 ! -d 198.19.66.5 -j DROP\nCOMMIT\n";
+    assert!(import_iptables(text, "t", &opts()).is_err());
+    // a list without `!`, and `!` with one address, still import
+    let text = "*filter\n:FORWARD ACCEPT [0:0]\n-A FORWARD -s 198.18.0.1,198.18.0.2 -j DROP\n-A FORWARD ! -d 198.18.0.0/24 -j DROP\nCOMMIT\n";
+    let r = import_ok(text, &opts());
+    load(&r.nft);
+    assert!(rule_of(&r.nft, 3).starts_with("ip saddr { 198.18.0.1, 198.18.0.2 } counter drop"));
+    assert!(rule_of(&r.nft, 4).starts_with("ip daddr != 198.18.0.0/24 counter drop"));
+}
+
+/// Found by the iptables lab campaign: iptables' TCP flag names are FIN, SYN, RST, PSH, ACK,
+/// URG, ALL and NONE, with ALL = 0x3f (libxt_tcp); ECE and CWR have no name there. The importer
+/// took ALL as 0xff, so `--tcp-flags ALL SYN` did not match a SYN with ECE|CWR set (the kernel
+/// matches it), and accepted ECE/CWR, which iptables-restore refuses ("Unknown TCP flag").
+#[test]
+fn tcp_flag_names_are_iptables_own() {
+    let text = "*filter\n:FORWARD ACCEPT [0:0]\n-A FORWARD -p tcp -m tcp --tcp-flags ALL SYN -j DROP\n-A FORWARD -p tcp -m tcp --tcp-flags ALL NONE -j DROP\nCOMMIT\n";
+    let r = import_ok(text, &opts());
+    load(&r.nft);
+    assert!(
+        rule_of(&r.nft, 3).contains("tcp flags & 0x3f == 0x02"),
+        "{}",
+        r.nft
+    );
+    assert!(
+        rule_of(&r.nft, 4).contains("tcp flags & 0x3f == 0x00"),
+        "{}",
+        r.nft
+    );
+    for f in ["ECE", "CWR"] {
+        let text = format!(
+            "*filter\n:FORWARD ACCEPT [0:0]\n-A FORWARD -p tcp -m tcp --tcp-flags SYN,{f} SYN -j DROP\nCOMMIT\n"
+        );
+        let e = import_iptables(&text, "t", &opts()).unwrap_err();
+        assert!(e[0].contains("unknown TCP flag"), "{e:?}");
+    }
+}
+
+/// Found by the iptables lab campaign: `--icmp-type any` is iptables' (libxt_icmp), but
+/// ip6tables-restore refuses `--icmpv6-type any` ("Unknown ICMPv6 type"); the importer took it.
+#[test]
+fn icmpv6_type_any_is_refused_like_ip6tables() {
+    let v4 = "*filter\n:FORWARD ACCEPT [0:0]\n-A FORWARD -p icmp -m icmp --icmp-type any -j ACCEPT\nCOMMIT\n";
+    let r = import_ok(v4, &opts());
+    assert!(
+        rule_of(&r.nft, 3).starts_with("meta l4proto icmp counter accept"),
+        "{}",
+        r.nft
+    );
+    let v6 = "*filter\n:FORWARD ACCEPT [0:0]\n-A FORWARD -p ipv6-icmp -m icmp6 --icmpv6-type any -j ACCEPT\nCOMMIT\n";
+    let o6 = IptOptions {
+        family_v6: true,
+        ..opts()
+    };
+    let e = import_iptables(v6, "t", &o6).unwrap_err();
+    assert!(e[0].contains("unknown ICMP type 'any'"), "{e:?}");
+}
+
+/// Found by the iptables lab campaign: xt_mark and xt_tcp compare `value & mask == cmp` with
+/// the value as given, so `--mark 0x3/0x1` and `--tcp-flags SYN SYN,ACK` never match (nor do
+/// they negated: they always match). The importer masked the value (`meta mark & 0x1 == 0x1`),
+/// which matches every odd mark.
+#[test]
+fn mark_and_flags_values_are_not_masked() {
+    let text = "*filter\n:FORWARD ACCEPT [0:0]\n-A FORWARD -m mark --mark 0x3/0x1 -j DROP\n-A FORWARD -p tcp -m tcp --tcp-flags SYN SYN,ACK -j DROP\n-A FORWARD -m mark ! --mark 0x3/0x1 -j ACCEPT\nCOMMIT\n";
+    let r = import_ok(text, &opts());
+    load(&r.nft);
+    assert!(
+        rule_of(&r.nft, 3).starts_with("meta mark & 0x1 == 0x3 counter drop"),
+        "{}",
+        r.nft
+    );
+    assert!(
+        rule_of(&r.nft, 4).contains("tcp flags & 0x02 == 0x12 counter drop"),
+        "{}",
+        r.nft
+    );
+    assert!(
+        rule_of(&r.nft, 5).starts_with("meta mark & 0x1 != 0x3 counter accept"),
+        "{}",
+        r.nft
+    );
+}

@@ -2,11 +2,12 @@
 //!
 //! `diff` runs rulesets and captures through a real Linux router (nftables in network
 //! namespaces, root only) and through weir's model of the same router, and compares them packet
-//! by packet; `gen` writes a generated ruleset, capture and topology; `predict` shows the weir
+//! by packet (`--iptables` / `--format iptables`: iptables-save text, loaded in the kernel with
+//! iptables-restore and in weir with its importer); `gen` writes a generated ruleset, capture and topology; `predict` shows the weir
 //! side alone; `cleanup` removes namespaces left by a lab run that died.
 //!
 //! Exit codes: 0 no unexplained difference, 1 differences (or nft refused the ruleset),
-//! 2 bad input or failure, 77 the lab cannot run here (not root, `ip`/`nft` missing),
+//! 2 bad input or failure, 77 the lab cannot run here (not root, `ip`/`nft`/`iptables` missing),
 //! 130 interrupted (the namespaces are removed).
 
 use anyhow::Context;
@@ -17,7 +18,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 use weir_lab::diff::{self, CampaignOptions, Status};
 use weir_lab::model::{prepare, EngineMode, Model, Variant};
-use weir_lab::{Error, LabOptions, Router, Topology, EXIT_UNAVAILABLE};
+use weir_lab::{Error, IptBackend, LabOptions, Router, Topology, EXIT_UNAVAILABLE};
 
 #[derive(clap::Args)]
 pub struct LabArgs {
@@ -28,7 +29,8 @@ pub struct LabArgs {
 #[derive(clap::Subcommand)]
 enum LabCmd {
     /// Compare the kernel and weir: one ruleset and capture (--rules --pcap --topology), or a
-    /// campaign of generated rulesets (--rulesets N --seed S). Needs root.
+    /// campaign of generated rulesets (--rulesets N --seed S); --iptables / --format iptables:
+    /// iptables-save rulesets through iptables-restore and weir's importer. Needs root.
     Diff(DiffArgs),
     /// Write generated ruleset number --index of a campaign, with its capture and topology, to a
     /// folder (no root needed).
@@ -41,9 +43,24 @@ enum LabCmd {
 
 #[derive(clap::Args)]
 struct DiffArgs {
-    /// Ruleset file (nftables syntax).
+    /// Ruleset file (nftables syntax, or iptables-save / ip6tables-save text with --format).
     #[arg(long, requires_all = ["pcap", "topology"], conflicts_with = "rulesets", required_unless_present = "rulesets")]
     rules: Option<PathBuf>,
+    /// Format of --rules: nft, iptables (iptables-save, IPv4) or ip6tables (ip6tables-save).
+    /// The iptables formats are loaded in the kernel with iptables-restore / ip6tables-restore
+    /// and in weir with its importer.
+    #[arg(long, default_value = "nft", value_parser = ["nft", "iptables", "ip6tables"])]
+    format: String,
+    /// With --format iptables: an ip6tables-save file loaded alongside --rules (IPv6 rules).
+    #[arg(long, requires = "rules")]
+    rules6: Option<PathBuf>,
+    /// The campaign generates iptables-save and ip6tables-save rulesets instead of nft ones.
+    #[arg(long, requires = "rulesets")]
+    iptables: bool,
+    /// Which iptables loads the iptables rulesets: system (what `iptables-restore` is), nft
+    /// (iptables-nft-restore) or legacy (iptables-legacy-restore).
+    #[arg(long, default_value = "system", value_parser = ["system", "nft", "legacy"])]
+    iptables_backend: String,
     /// Capture (pcap or pcapng, Ethernet or raw IP).
     #[arg(long, requires = "rules")]
     pcap: Option<PathBuf>,
@@ -116,10 +133,16 @@ pub fn run(a: LabArgs) -> anyhow::Result<ExitCode> {
     match a.cmd {
         LabCmd::Diff(d) => {
             weir_lab::sys::catch_interrupts();
-            let r = if let Some(n) = d.rulesets {
-                campaign(&d, n)
-            } else {
-                one(&d)
+            let ipt = d.iptables || d.format != "nft";
+            let r = match (d.rulesets, ipt) {
+                (Some(n), false) => campaign(&d, n),
+                (Some(n), true) => ipt_campaign(&d, n),
+                (None, false) if d.rules6.is_some() => {
+                    eprintln!("weir lab: --rules6 goes with --format iptables");
+                    return Ok(ExitCode::from(2));
+                }
+                (None, false) => one(&d),
+                (None, true) => ipt_one(&d),
             };
             match r {
                 Ok(c) => Ok(c),
@@ -128,7 +151,8 @@ pub fn run(a: LabArgs) -> anyhow::Result<ExitCode> {
                     Ok(ExitCode::from(EXIT_UNAVAILABLE))
                 }
                 Err(Error::KernelRefused(msg)) => {
-                    eprintln!("weir lab: nft refuses the ruleset (weir accepts it):\n{msg}");
+                    let who = if ipt { "iptables-restore" } else { "nft" };
+                    eprintln!("weir lab: {who} refuses the ruleset (weir accepts it):\n{msg}");
                     Ok(ExitCode::from(1))
                 }
                 Err(Error::Interrupted) => {
@@ -167,7 +191,6 @@ fn lab_opts(d: &DiffArgs) -> LabOptions {
 }
 
 fn one(d: &DiffArgs) -> Result<ExitCode, Error> {
-    let mut o = String::new();
     let (rules, pcap, topo) = (
         d.rules.as_ref().unwrap(),
         d.pcap.as_ref().unwrap(),
@@ -175,13 +198,50 @@ fn one(d: &DiffArgs) -> Result<ExitCode, Error> {
     );
     let repro = (!d.no_repro).then_some(d.repro_dir.as_path());
     let fd = diff::diff_files(rules, pcap, topo, lab_opts(d), repro)?;
+    Ok(print_file_diff(d, &fd))
+}
+
+fn backend(d: &DiffArgs) -> IptBackend {
+    IptBackend::parse(&d.iptables_backend).unwrap_or_default()
+}
+
+/// `--format iptables|ip6tables --rules F [--rules6 F6] --pcap --topology`.
+fn ipt_one(d: &DiffArgs) -> Result<ExitCode, Error> {
+    let (rules, pcap, topo) = (
+        d.rules.as_ref().unwrap(),
+        d.pcap.as_ref().unwrap(),
+        d.topology.as_ref().unwrap(),
+    );
+    let (v4, v6) = match d.format.as_str() {
+        "ip6tables" => {
+            if d.rules6.is_some() {
+                return Err(Error::Input(
+                    "--rules6 goes with --format iptables (--format ip6tables: --rules is the ip6tables-save file)".into(),
+                ));
+            }
+            (None, Some(rules.as_path()))
+        }
+        _ => (Some(rules.as_path()), d.rules6.as_deref()),
+    };
+    let repro = (!d.no_repro).then_some(d.repro_dir.as_path());
+    let fd = weir_lab::ipt::diff_files(v4, v6, pcap, topo, backend(d), lab_opts(d), repro)?;
+    Ok(print_file_diff(d, &fd))
+}
+
+fn print_file_diff(d: &DiffArgs, fd: &diff::FileDiff) -> ExitCode {
+    let mut o = String::new();
+    let (rules, pcap, topo) = (
+        d.rules.as_ref().unwrap(),
+        d.pcap.as_ref().unwrap(),
+        d.topology.as_ref().unwrap(),
+    );
     let r = &fd.report;
     if d.json {
         let obj = json!({
             "rulesets": 1, "packets": r.injected(), "differences": r.differences(), "explained": r.explained(),
             "same": r.same(), "skipped": r.skipped(), "late_frames": r.late, "barrier_misses": r.barrier_misses,
             "kernel_seconds": (r.kernel_seconds * 1000.0).round() / 1000.0,
-            "rules": rules.display().to_string(), "pcap": pcap.display().to_string(), "topology": topo.display().to_string(),
+            "rules": rules.display().to_string(), "format": d.format, "pcap": pcap.display().to_string(), "topology": topo.display().to_string(),
             "notes": fd.notes, "reproducer": fd.reproducer.as_ref().map(|p| p.display().to_string()),
             "results": r.packets.iter().map(|p| p.to_json()).collect::<Vec<_>>(),
         });
@@ -234,16 +294,15 @@ fn one(d: &DiffArgs) -> Result<ExitCode, Error> {
         }
     }
     emit(&o);
-    Ok(if r.differences() > 0 {
+    if r.differences() > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
-    })
+    }
 }
 
-fn campaign(d: &DiffArgs, n: usize) -> Result<ExitCode, Error> {
-    let mut o = String::new();
-    let opts = CampaignOptions {
+fn campaign_opts(d: &DiffArgs, n: usize) -> CampaignOptions {
+    CampaignOptions {
         rulesets: n,
         seed: d.seed,
         packets: d.packets.clamp(8, 1000),
@@ -251,16 +310,42 @@ fn campaign(d: &DiffArgs, n: usize) -> Result<ExitCode, Error> {
         repro_dir: (!d.no_repro).then(|| d.repro_dir.clone()),
         minimize: !d.no_minimize,
         progress: !d.json,
+    }
+}
+
+fn campaign(d: &DiffArgs, n: usize) -> Result<ExitCode, Error> {
+    let r = diff::campaign(&campaign_opts(d, n))?;
+    Ok(print_campaign(d, &r))
+}
+
+fn ipt_campaign(d: &DiffArgs, n: usize) -> Result<ExitCode, Error> {
+    let opts = weir_lab::ipt::IptCampaignOptions {
+        campaign: campaign_opts(d, n),
+        backend: backend(d),
     };
-    let r = diff::campaign(&opts)?;
+    let r = weir_lab::ipt::campaign(&opts)?;
+    Ok(print_campaign(d, &r))
+}
+
+fn print_campaign(d: &DiffArgs, r: &diff::CampaignReport) -> ExitCode {
+    let mut o = String::new();
     if d.json {
         let _ = writeln!(o, "{}", r.to_json());
     } else {
         let _ = writeln!(
             o,
-            "weir lab diff: {} generated rulesets, seed {}",
-            r.rulesets, r.seed
+            "weir lab diff: {} generated {}rulesets, seed {}",
+            r.rulesets,
+            if r.iptables.is_some() {
+                "iptables "
+            } else {
+                ""
+            },
+            r.seed
         );
+        if let Some(v) = &r.iptables {
+            let _ = writeln!(o, "  kernel side: {v}");
+        }
         o.push('\n');
         let _ = writeln!(o, "  rulesets      {:>8}", r.rulesets);
         let _ = writeln!(o, "  packets       {:>8}", r.packets);
@@ -274,6 +359,9 @@ fn campaign(d: &DiffArgs, n: usize) -> Result<ExitCode, Error> {
                 String::new()
             }
         );
+        if r.refused_both > 0 {
+            let _ = writeln!(o, "  refused by both {:>6}", r.refused_both);
+        }
         let by: Vec<String> = r
             .explained_by
             .iter()
@@ -310,11 +398,11 @@ fn campaign(d: &DiffArgs, n: usize) -> Result<ExitCode, Error> {
         }
     }
     emit(&o);
-    Ok(if r.differences > 0 {
+    if r.differences > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
-    })
+    }
 }
 
 fn generate(g: &GenArgs) -> anyhow::Result<ExitCode> {
