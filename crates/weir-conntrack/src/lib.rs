@@ -575,6 +575,7 @@ pub struct Stats {
 }
 
 /// The connection table. `X` is per-entry engine data.
+#[derive(Clone, Debug)]
 pub struct Conntrack<X> {
     cfg: Config,
     entries: Vec<Entry<X>>,

@@ -9,6 +9,7 @@
 pub mod compile;
 pub mod eval;
 pub mod hash;
+pub mod nat;
 pub mod sets;
 pub mod stateful;
 

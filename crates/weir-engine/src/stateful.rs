@@ -17,16 +17,18 @@
 //! with a counted reason instead (see KNOWN_DIFFERENCES).
 
 use crate::compile::HookEntry;
-use crate::eval::{CtView, Decision, DropReason, Engine, Pkt};
-use weir_conntrack::{Config, Conntrack, CtInfo, Dir, EntryId, Pending, Track};
+use crate::eval::{CtView, Decision, DropReason, Engine, Meta, Pkt};
+use crate::nat::{self, Manip, NatError, Request};
+use weir_conntrack::{Config, Conntrack, CtInfo, Dir, EntryId, Pending, Track, Tuple};
 use weir_lang::ir::{self, ChainType, Family, Hook};
-use weir_wire::{Frag, L3};
+use weir_wire::{Frag, PacketMeta, L3};
 
 /// Engine data kept in each connection entry.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CtExt {
-    /// Linux IPS_* status bits weir sets itself (src-nat 16, dst-nat 32).
-    pub nat_status: u8,
+    /// Linux IPS_* NAT status bits (src-nat 16, dst-nat 32, src-nat-done 128, dst-nat-done
+    /// 256), see [`nat::status`].
+    pub nat_status: u16,
 }
 
 /// `ct state` bits.
@@ -59,11 +61,28 @@ pub enum CtPkt {
     New(Pending<CtExt>),
 }
 
+/// A connection's tuples and NAT status as conntrack found them for this packet (the entry
+/// may end with the packet, a RST, and still be translated).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CtTuples {
+    pub orig: Tuple,
+    pub reply: Tuple,
+    pub nat_status: u16,
+}
+
 /// One packet's connection-tracking context.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PacketCt {
     pub ct: CtPkt,
     pub notrack: bool,
+    /// The address of the packet's family on the output interface (masquerade), set by the
+    /// caller once the route is known (before `postrouting`).
+    pub oif_addr: Option<u128>,
+    /// The address of the packet's family on the input interface (redirect at `prerouting`).
+    pub iif_addr: Option<u128>,
+    /// Filled by the stateful layer for packets of existing connections and related ICMP
+    /// errors.
+    pub tuples: Option<CtTuples>,
 }
 
 /// Counters of the stateful layer.
@@ -75,8 +94,21 @@ pub struct StatefulStats {
     pub refused: u64,
     /// Connections confirmed.
     pub confirmed: u64,
-    /// NAT statements that chose a binding this build does not apply yet.
+    /// Packets whose NAT rewrite was due but not applied: they went through
+    /// [`Stateful::hook`], which cannot write the frame (use [`Stateful::hook_mut`]).
     pub nat_not_applied: u64,
+    /// NAT bindings made (a statement's translation chosen for a new connection).
+    pub nat_bound: u64,
+    /// Packets rewritten by NAT (each manip counts once).
+    pub nat_rewritten: u64,
+    /// New connections dropped because NAT found no free port / id in the range
+    /// (`DropReason::CtRefused`).
+    pub nat_no_port: u64,
+    /// New connections dropped because masquerade / redirect had no interface address of the
+    /// packet's family, or the statement's address was of the other family.
+    pub nat_no_address: u64,
+    /// Header fields written by rules (`ip daddr set ...`: stateless NAT).
+    pub header_writes: u64,
 }
 
 /// The engine plus a connection table.
@@ -87,6 +119,36 @@ pub struct Stateful {
     pub track_v4: bool,
     pub track_v6: bool,
     pub stats: StatefulStats,
+    /// State of the generator of `random` / `fully-random` port offsets.
+    pub nat_rng: u64,
+    /// The ruleset has nat chains for IPv4 / IPv6: netfilter's NAT hooks are registered, and
+    /// every connection gets a binding (a null one when no rule binds it).
+    pub nat_v4: bool,
+    pub nat_v6: bool,
+}
+
+/// Priority of netfilter's NAT hooks: destination NAT (prerouting, output) at -100, source
+/// NAT (postrouting, input) at 100.
+fn nat_priority(m: Manip) -> i32 {
+    match m {
+        Manip::Dst => -100,
+        Manip::Src => 100,
+    }
+}
+
+/// The frame of a packet: read-only ([`Stateful::hook`]) or writable ([`Stateful::hook_mut`]).
+enum Buf<'a> {
+    Ro(&'a [u8]),
+    Rw(&'a mut [u8]),
+}
+
+impl Buf<'_> {
+    fn get(&self) -> &[u8] {
+        match self {
+            Buf::Ro(f) => f,
+            Buf::Rw(f) => f,
+        }
+    }
 }
 
 /// Whether a table's rules need connection tracking.
@@ -125,7 +187,16 @@ fn expr_needs_ct(e: &ir::Expr) -> bool {
 impl Stateful {
     pub fn new(eng: Engine, cfg: Config) -> Stateful {
         let (mut v4, mut v6) = (false, false);
+        let (mut n4, mut n6) = (false, false);
         for t in &eng.rs.tables {
+            let has_nat =
+                t.ir.chains
+                    .iter()
+                    .any(|c| c.base.as_ref().is_some_and(|b| b.ty == ChainType::Nat));
+            if has_nat {
+                n4 |= matches!(t.family, Family::Ip | Family::Inet);
+                n6 |= matches!(t.family, Family::Ip6 | Family::Inet);
+            }
             if table_needs_ct(&t.ir) {
                 match t.family {
                     Family::Ip => v4 = true,
@@ -144,6 +215,9 @@ impl Stateful {
             track_v4: v4,
             track_v6: v6,
             stats: StatefulStats::default(),
+            nat_rng: 0x2545_f491_4f6c_dd1d,
+            nat_v4: n4,
+            nat_v6: n6,
         }
     }
 
@@ -156,15 +230,14 @@ impl Stateful {
     }
 
     /// Fill the packet's `ct` view from its context.
-    fn load_view(&self, p: &mut Pkt, pc: &PacketCt) {
-        let m = &mut p.meta;
+    fn load_view(&self, m: &mut Meta, l3: L3, now_ns: u64, pc: &PacketCt) {
         m.has_ct = false;
         let (id, dir, bits) = match pc.ct {
             CtPkt::NotYet => {
                 // before conntrack (raw priority): no entry, and not marked untracked
                 m.ct_state = if pc.notrack {
                     state::UNTRACKED
-                } else if self.tracks(p.pm.l3) {
+                } else if self.tracks(l3) {
                     state::INVALID
                 } else {
                     state::UNTRACKED
@@ -187,8 +260,8 @@ impl Stateful {
                 m.ct_mark = e.mark;
                 m.ct = CtView {
                     dir: 0,
-                    status: (e.ext.nat_status as u32) << 4 & 0x30,
-                    expiration_ms: e.timeout_remaining(p.now_ns).as_millis() as u32,
+                    status: e.ext.nat_status as u32,
+                    expiration_ms: e.timeout_remaining(now_ns).as_millis() as u32,
                     l3proto: if o.v6 { 10 } else { 2 },
                     protocol: o.proto,
                     orig_src: o.src,
@@ -231,11 +304,11 @@ impl Stateful {
         if e.assured() {
             status |= 4;
         }
-        status |= (e.ext.nat_status as u32) & 0x30;
+        status |= e.ext.nat_status as u32;
         m.ct = CtView {
             dir: dir as u8,
             status,
-            expiration_ms: e.timeout_remaining(p.now_ns).as_millis() as u32,
+            expiration_ms: e.timeout_remaining(now_ns).as_millis() as u32,
             l3proto: if o.v6 { 10 } else { 2 },
             protocol: o.proto,
             orig_src: o.src,
@@ -250,11 +323,11 @@ impl Stateful {
     }
 
     /// Write what the chain changed (`ct mark set`) back to the entry.
-    fn store_mark(&mut self, p: &Pkt, pc: &mut PacketCt) {
-        if !p.meta.has_ct {
+    fn store_mark(&mut self, m: &Meta, pc: &mut PacketCt) {
+        if !m.has_ct {
             return;
         }
-        let mark = p.meta.ct_mark;
+        let mark = m.ct_mark;
         match &mut pc.ct {
             CtPkt::New(pend) => pend.entry.mark = mark,
             CtPkt::Entry { id, .. } | CtPkt::Related { master: id, .. } => {
@@ -270,80 +343,298 @@ impl Stateful {
     /// here (replaying one hook): the state later hooks see.
     pub fn track_only(&mut self, p: &mut Pkt, pc: &mut PacketCt) -> Decision {
         pc.ct = CtPkt::NotYet;
-        self.conntrack(p, pc).unwrap_or(Decision::Accept)
+        self.conntrack(p.frame, p.pm, p.now_ns, pc)
+            .unwrap_or(Decision::Accept)
     }
 
     /// Connection tracking proper (netfilter's `nf_conntrack_in` at priority -200).
-    fn conntrack(&mut self, p: &mut Pkt, pc: &mut PacketCt) -> Option<Decision> {
-        if pc.notrack || !self.tracks(p.pm.l3) {
+    fn conntrack(
+        &mut self,
+        frame: &[u8],
+        pm: &PacketMeta,
+        now_ns: u64,
+        pc: &mut PacketCt,
+    ) -> Option<Decision> {
+        pc.tuples = None;
+        if pc.notrack || !self.tracks(pm.l3) {
             pc.ct = CtPkt::Untracked;
             return None;
         }
-        if p.pm.frag != Frag::None {
+        if pm.frag != Frag::None {
             // the kernel's defragmentation (priority -400) holds fragments until reassembled
             self.stats.fragments += 1;
             return Some(Decision::Drop(DropReason::Fragment));
         }
-        pc.ct = match self.ct.track(p.pm, p.frame, p.now_ns) {
+        pc.ct = match self.ct.track(pm, frame, now_ns) {
             Track::Untracked => CtPkt::Untracked,
             Track::Invalid(_) => CtPkt::Invalid,
             Track::Existing { id, dir, info } => CtPkt::Entry { id, dir, info },
             Track::Related { master, dir } => CtPkt::Related { master, dir },
             Track::New(pend) => CtPkt::New(pend),
         };
+        if let CtPkt::Entry { id, .. } | CtPkt::Related { master: id, .. } = pc.ct {
+            if let (Some(e), Some(orig), Some(reply)) = (
+                self.ct.get(id),
+                self.ct.tuple(id, Dir::Original),
+                self.ct.tuple(id, Dir::Reply),
+            ) {
+                pc.tuples = Some(CtTuples {
+                    orig,
+                    reply,
+                    nat_status: e.ext.nat_status,
+                });
+            }
+        }
         None
+    }
+
+    fn chain_type(&self, h: HookEntry) -> Option<ChainType> {
+        self.eng.rs.tables[h.table].chains[h.chain]
+            .base
+            .as_ref()
+            .map(|b| b.ty)
     }
 
     /// Run the base chains of `hook` for a packet, with connection tracking where netfilter
     /// does it. The caller then calls [`Stateful::finish`] when the packet leaves the host.
+    ///
+    /// The frame is not written: NAT bindings are made (so replies are recognised) but the
+    /// packets are not translated (counted in `stats.nat_not_applied`); header assignments
+    /// (`ip daddr set`) are not performed. [`Stateful::hook_mut`] does both.
     pub fn hook(&mut self, hook: Hook, p: &mut Pkt, pc: &mut PacketCt) -> Decision {
+        let mut pm = *p.pm;
+        self.run_hook(hook, Buf::Ro(p.frame), &mut pm, &mut p.meta, p.now_ns, pc)
+    }
+
+    /// [`Stateful::hook`] on a writable frame: NAT rewrites the packet (at priority -100 for
+    /// destination NAT at prerouting / output, +100 for source NAT at postrouting / input,
+    /// where netfilter's NAT hooks sit) and `pm` is parsed again after each rewrite, so the
+    /// chains after that point see the translated header, as in Linux. Header assignments
+    /// (`ip saddr set`, `tcp dport set`...: stateless NAT) are written too, with checksum
+    /// updates. The frame's length never changes.
+    pub fn hook_mut(
+        &mut self,
+        hook: Hook,
+        frame: &mut [u8],
+        pm: &mut PacketMeta,
+        meta: &mut Meta,
+        now_ns: u64,
+        pc: &mut PacketCt,
+    ) -> Decision {
+        self.run_hook(hook, Buf::Rw(frame), pm, meta, now_ns, pc)
+    }
+
+    /// One base chain.
+    fn run_chain(
+        &mut self,
+        h: HookEntry,
+        buf: &Buf,
+        pm: &PacketMeta,
+        meta: &mut Meta,
+        now_ns: u64,
+    ) -> Decision {
+        let mut p = Pkt {
+            frame: buf.get(),
+            pm,
+            meta: *meta,
+            now_ns,
+        };
+        let d = self.eng.process_base(h, &mut p);
+        *meta = p.meta;
+        d
+    }
+
+    fn run_hook(
+        &mut self,
+        hook: Hook,
+        mut buf: Buf,
+        pm: &mut PacketMeta,
+        meta: &mut Meta,
+        now_ns: u64,
+        pc: &mut PacketCt,
+    ) -> Decision {
         let ct_point = matches!(hook, Hook::Prerouting | Hook::Output);
         if ct_point {
             pc.ct = CtPkt::NotYet;
         }
+        let manip = Manip::of_hook(hook);
         let n = self.eng.rs.hooks[hook as usize].len();
         let mut tracked = !ct_point;
-        self.load_view(p, pc);
+        let mut nat_done = manip.is_none();
+        self.load_view(meta, pm.l3, now_ns, pc);
         for i in 0..n {
             let h: HookEntry = self.eng.rs.hooks[hook as usize][i];
             if !tracked && h.priority >= -200 {
                 tracked = true;
-                if let Some(d) = self.conntrack(p, pc) {
+                if let Some(d) = self.conntrack(buf.get(), pm, now_ns, pc) {
                     return d;
                 }
-                self.load_view(p, pc);
+                self.load_view(meta, pm.l3, now_ns, pc);
             }
-            let ty = self.eng.rs.tables[h.table].chains[h.chain]
-                .base
-                .as_ref()
-                .map(|b| b.ty);
-            if ty == Some(ChainType::Nat) && !matches!(pc.ct, CtPkt::New(_)) {
-                // nat chains see a connection's first packet only
+            if let Some(m) = manip {
+                if !nat_done && tracked && h.priority > nat_priority(m) {
+                    nat_done = true;
+                    if let Some(d) = self.nat_point(hook, m, &mut buf, pm, meta, now_ns, pc) {
+                        return d;
+                    }
+                }
+            }
+            if self.chain_type(h) == Some(ChainType::Nat) {
+                // nat chains run inside the NAT hook (nat_point), for a connection's first
+                // packet only
                 continue;
             }
-            p.meta.notrack = false;
-            p.meta.nat = None;
-            let d = self.eng.process_base(h, p);
-            if p.meta.nat.is_some() {
-                self.stats.nat_not_applied += 1;
-            }
-            if p.meta.notrack && !tracked {
+            meta.notrack = false;
+            meta.nat = None;
+            let d = self.run_chain(h, &buf, pm, meta, now_ns);
+            if meta.notrack && !tracked {
                 pc.notrack = true;
             }
-            self.store_mark(p, pc);
+            self.store_mark(meta, pc);
             if !d.is_accept() {
                 return d;
             }
             if !tracked {
-                self.load_view(p, pc);
+                self.load_view(meta, pm.l3, now_ns, pc);
             }
         }
         if !tracked {
-            if let Some(d) = self.conntrack(p, pc) {
+            if let Some(d) = self.conntrack(buf.get(), pm, now_ns, pc) {
+                return d;
+            }
+            self.load_view(meta, pm.l3, now_ns, pc);
+        }
+        if let (Some(m), false) = (manip, nat_done) {
+            if let Some(d) = self.nat_point(hook, m, &mut buf, pm, meta, now_ns, pc) {
                 return d;
             }
         }
         Decision::Accept
+    }
+
+    /// Netfilter's NAT hook (`nf_nat_inet_fn`): for a new connection whose `m` half is not
+    /// bound yet, run the hook's nat chains in priority order until one binds (or bind to
+    /// nothing: `nf_nat_alloc_null_binding`); then translate the packet.
+    #[allow(clippy::too_many_arguments)]
+    fn nat_point(
+        &mut self,
+        hook: Hook,
+        m: Manip,
+        buf: &mut Buf,
+        pm: &mut PacketMeta,
+        meta: &mut Meta,
+        now_ns: u64,
+        pc: &mut PacketCt,
+    ) -> Option<Decision> {
+        if let CtPkt::New(pend) = pc.ct {
+            if pend.entry.ext.nat_status & m.done_bit() == 0 {
+                let v6 = pend.orig().v6;
+                let n = self.eng.rs.hooks[hook as usize].len();
+                let has_nat = if v6 { self.nat_v6 } else { self.nat_v4 };
+                for i in 0..n {
+                    let h: HookEntry = self.eng.rs.hooks[hook as usize][i];
+                    if self.chain_type(h) != Some(ChainType::Nat) {
+                        continue;
+                    }
+                    let fam_ok = match h.family {
+                        Family::Ip => !v6,
+                        Family::Ip6 => v6,
+                        Family::Inet => true,
+                        _ => false,
+                    };
+                    if !fam_ok {
+                        continue;
+                    }
+                    meta.notrack = false;
+                    meta.nat = None;
+                    let d = self.run_chain(h, buf, pm, meta, now_ns);
+                    self.store_mark(meta, pc);
+                    if !d.is_accept() {
+                        return Some(d);
+                    }
+                    let Some(act) = meta.nat.take() else {
+                        continue;
+                    };
+                    if Manip::of_kind(act.kind) != m {
+                        continue;
+                    }
+                    if let Err(e) = self.bind(hook, m, &act, pc) {
+                        match e {
+                            NatError::NoPort => self.stats.nat_no_port += 1,
+                            _ => self.stats.nat_no_address += 1,
+                        }
+                        return Some(Decision::Drop(DropReason::CtRefused));
+                    }
+                    break;
+                }
+                if has_nat {
+                    if let CtPkt::New(pend) = &mut pc.ct {
+                        pend.entry.ext.nat_status |= m.done_bit();
+                    }
+                }
+                self.load_view(meta, pm.l3, now_ns, pc);
+            }
+        }
+        // the translation of this packet
+        let (t, reply, related) = match pc.ct {
+            CtPkt::New(pend) => (
+                CtTuples {
+                    orig: *pend.orig(),
+                    reply: *pend.reply(),
+                    nat_status: pend.entry.ext.nat_status,
+                },
+                false,
+                false,
+            ),
+            CtPkt::Entry { dir, .. } => (pc.tuples?, dir == Dir::Reply, false),
+            CtPkt::Related { dir, .. } => (pc.tuples?, dir == Dir::Reply, true),
+            _ => return None,
+        };
+        if !m.applies(t.nat_status, reply) {
+            return None;
+        }
+        let Buf::Rw(frame) = buf else {
+            self.stats.nat_not_applied += 1;
+            return None;
+        };
+        let changed = if related {
+            nat::icmp_reply_translation(frame, pm, &t.orig, &t.reply, reply, m)
+        } else {
+            let other = if reply { t.orig } else { t.reply };
+            nat::manip_pkt(frame, pm, &other.invert(), m, false)
+        };
+        if changed {
+            self.stats.nat_rewritten += 1;
+            *pm = PacketMeta::parse(frame, pm.link);
+        }
+        None
+    }
+
+    /// Bind the `m` half of a new connection as the statement asks (`nf_nat_setup_info`).
+    fn bind(
+        &mut self,
+        hook: Hook,
+        m: Manip,
+        act: &crate::eval::NatAction,
+        pc: &mut PacketCt,
+    ) -> Result<(), NatError> {
+        let CtPkt::New(pend) = &mut pc.ct else {
+            return Ok(());
+        };
+        let cur = pend.reply().invert();
+        let req = Request::from_action(act, cur.v6, hook, pc.oif_addr, pc.iif_addr)?;
+        debug_assert_eq!(req.manip, m);
+        let ct = &self.ct;
+        let new = nat::unique_tuple(&cur, &req, &mut self.nat_rng, |t| {
+            ct.reply_in_use(&t.invert())
+        })?;
+        if new != cur {
+            pend.set_reply(new.invert());
+            pend.entry.ext.nat_status |= m.status_bit();
+        }
+        pend.entry.ext.nat_status |= m.done_bit();
+        self.stats.nat_bound += 1;
+        Ok(())
     }
 
     /// The packet leaves the host (forwarded after postrouting, or delivered after input):

@@ -261,3 +261,34 @@ fn full_table_refuses_new_connections_and_keeps_established_ones() {
         assert_eq!(st, 2);
     }
 }
+
+#[test]
+fn ipv6_connection_is_tracked_both_ways() {
+    use std::net::Ipv6Addr;
+    let c: Ipv6Addr = "2001:db8:100::5".parse().unwrap();
+    let s: Ipv6Addr = "2001:db8:0:1::11".parse().unwrap();
+    let mut sf = stateful(FIREWALL, Mode::Compiled);
+    let seg6 = |fc: bool, fl: u8, seq: u32, ack: u32, d: &[u8]| {
+        let (a, b, sp, dp) = if fc { (c, s, 5432, 80) } else { (s, c, 80, 5432) };
+        Builder::new().tcp(a, b, &Tcp::new(sp, dp, fl).seq(seq).ack(ack), d)
+    };
+    let t = 1_000_000_000;
+    let mut states = Vec::new();
+    for (i, f) in [
+        seg6(true, tf::SYN, 100, 0, &[]),
+        seg6(false, tf::SYN | tf::ACK, 500, 101, &[]),
+        seg6(true, tf::ACK, 101, 501, &[]),
+        seg6(true, tf::PSH | tf::ACK, 101, 501, &[7; 100]),
+        seg6(false, tf::PSH | tf::ACK, 501, 201, &[]),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let (d, st) = forward(&mut sf, f, t + i as u64 * 1_000_000);
+        states.push((d.is_accept(), st));
+    }
+    assert_eq!(
+        states,
+        vec![(true, 8), (true, 2), (true, 2), (true, 2), (true, 2)]
+    );
+}

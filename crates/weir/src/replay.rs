@@ -31,6 +31,15 @@ const EXAMPLE_IFACES: &[&str] = &[
     "2001:db8:0:2::/64=dmz0",
     "::/0=wan0",
 ];
+/// The example gateway's own addresses per interface (masquerade takes wan0's), see
+/// examples/README.md and the drawing in examples/gateway.nft.
+const EXAMPLE_IFACE_ADDRS: &[&str] = &[
+    "lan0=198.18.0.1",
+    "lan0=2001:db8:0:1::1",
+    "dmz0=198.18.1.1",
+    "dmz0=2001:db8:0:2::1",
+    "wan0=198.19.0.2",
+];
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -45,13 +54,28 @@ pub struct Args {
     /// Run the built-in example (a gateway ruleset and a capture of traffic crossing it).
     #[arg(long)]
     example: bool,
-    /// The hook whose base chains run: ingress, prerouting, input, forward, output, postrouting.
-    #[arg(long, default_value = "forward")]
-    hook: String,
-    /// Write the accepted packets here (pcap).
+    /// The hook whose base chains run: ingress, prerouting, input, forward, output,
+    /// postrouting; or `router`: each packet crosses a router's hooks as netfilter orders
+    /// them, prerouting (conntrack, destination NAT), then input when its destination (after
+    /// DNAT) is a --local address or else forward, then postrouting (source NAT, masquerade),
+    /// with NAT applied to the packets (--out writes them translated). Without --hook: router
+    /// when the ruleset uses connection tracking or NAT (a `ct` expression, `notrack`, a NAT
+    /// statement or a nat chain), forward otherwise.
+    #[arg(long)]
+    hook: Option<String>,
+    /// The router's own addresses (repeatable): a packet to one of them goes to input instead
+    /// of forward (router mode). Every --iface-addr address is local too.
+    #[arg(long = "local", value_name = "ADDR")]
+    locals: Vec<IpAddr>,
+    /// An interface's address (repeatable, one per family): masquerade uses the output
+    /// interface's, redirect the input interface's (router mode).
+    #[arg(long = "iface-addr", value_name = "NAME=ADDR")]
+    iface_addrs: Vec<String>,
+    /// Write the accepted packets here (pcap), as they leave (translated by NAT in router
+    /// mode).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Write the dropped packets here (pcap).
+    /// Write the dropped packets here (pcap), as they arrived.
     #[arg(long)]
     drops: Option<PathBuf>,
     /// Print one JSON object instead of text.
@@ -134,8 +158,20 @@ fn hook_of(s: &str) -> anyhow::Result<Hook> {
     })
 }
 
+fn addr_bits(a: IpAddr) -> (u128, bool) {
+    match a {
+        IpAddr::V4(x) => (u32::from(x) as u128, false),
+        IpAddr::V6(x) => (u128::from(x), true),
+    }
+}
+
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    let hook = hook_of(&a.hook)?;
+    let hook_arg = a.hook.clone();
+    let explicit_router = hook_arg.as_deref() == Some("router");
+    let hook = match hook_arg.as_deref() {
+        None | Some("router") => Hook::Forward,
+        Some(h) => hook_of(h)?,
+    };
     let (rs, rules_name) = if a.example {
         match weir_lang::load_str("examples/gateway.nft", EXAMPLE_RULES) {
             Ok((rs, _)) => (rs, "examples/gateway.nft (built in)".to_string()),
@@ -169,6 +205,31 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     let ifmap = IfMap::parse(&ifspecs)?;
     let stateful = rs.uses_state();
+    let router = explicit_router || (hook_arg.is_none() && stateful);
+    let mut addr_specs = a.iface_addrs.clone();
+    if a.example && addr_specs.is_empty() {
+        addr_specs = EXAMPLE_IFACE_ADDRS.iter().map(|s| s.to_string()).collect();
+    }
+    // (interface, address bits, is IPv6)
+    let mut if_addrs: Vec<(String, u128, bool)> = Vec::new();
+    for s in &addr_specs {
+        let (name, ad) = s
+            .split_once('=')
+            .with_context(|| format!("--iface-addr {s}: expected NAME=ADDR"))?;
+        let ip: IpAddr = ad
+            .parse()
+            .with_context(|| format!("--iface-addr {s}: '{ad}' is not an address"))?;
+        let (b, v6) = addr_bits(ip);
+        if_addrs.push((name.to_string(), b, v6));
+    }
+    let mut locals: Vec<(u128, bool)> = a.locals.iter().map(|x| addr_bits(*x)).collect();
+    locals.extend(if_addrs.iter().map(|(_, b, v6)| (*b, *v6)));
+    let if_addr = |name: &str, v6: bool| -> Option<u128> {
+        if_addrs
+            .iter()
+            .find(|(n, _, f)| n == name && *f == v6)
+            .map(|(_, b, _)| *b)
+    };
     let compiled = Compiled::build(
         &rs,
         if a.linear {
@@ -231,29 +292,98 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             Hook::Output => (String::new(), oif),
             _ => (iif, oif),
         };
-        let mut p = Pkt {
-            frame: &pk.data,
-            pm: &pm,
-            meta: Meta::with_ifnames(&iif, &oif),
-            now_ns: pk.ts_nanos,
+        let mut frame_out: Option<Vec<u8>> = None;
+        let d = if router {
+            let mut frame = pk.data.clone();
+            let mut pm = pm;
+            let v6 = pm.l3 == L3::Ipv6;
+            bytes += Pkt {
+                frame: &frame,
+                pm: &pm,
+                meta: Meta::default(),
+                now_ns: 0,
+            }
+            .bytes();
+            let mut pc = PacketCt {
+                iif_addr: if_addr(&iif, v6),
+                ..PacketCt::default()
+            };
+            let mut meta = Meta::with_ifnames(&iif, "");
+            let now = pk.ts_nanos;
+            let mut d = sf.hook_mut(
+                Hook::Prerouting,
+                &mut frame,
+                &mut pm,
+                &mut meta,
+                now,
+                &mut pc,
+            );
+            if d.is_accept() {
+                // the route, after destination NAT
+                let is_ip = matches!(pm.l3, L3::Ipv4 | L3::Ipv6);
+                let local = is_ip && locals.iter().any(|&(b, f)| f == v6 && b == pm.daddr);
+                let set_names = |m: &mut Meta, i: &str, o: &str| {
+                    let n = Meta::with_ifnames(i, o);
+                    m.iifname = n.iifname;
+                    m.oifname = n.oifname;
+                };
+                if local {
+                    set_names(&mut meta, &iif, "");
+                    d = sf.hook_mut(Hook::Input, &mut frame, &mut pm, &mut meta, now, &mut pc);
+                } else {
+                    let oif = a.oif.clone().unwrap_or_else(|| {
+                        if is_ip {
+                            ifmap.lookup(from_bits(pm.daddr, !v6)).to_string()
+                        } else {
+                            String::new()
+                        }
+                    });
+                    set_names(&mut meta, &iif, &oif);
+                    d = sf.hook_mut(Hook::Forward, &mut frame, &mut pm, &mut meta, now, &mut pc);
+                    if d.is_accept() {
+                        pc.oif_addr = if_addr(&oif, v6);
+                        d = sf.hook_mut(
+                            Hook::Postrouting,
+                            &mut frame,
+                            &mut pm,
+                            &mut meta,
+                            now,
+                            &mut pc,
+                        );
+                    }
+                }
+            }
+            if d.is_accept() {
+                d = sf.finish(&mut pc, now);
+            }
+            frame_out = Some(frame);
+            d
+        } else {
+            let mut p = Pkt {
+                frame: &pk.data,
+                pm: &pm,
+                meta: Meta::with_ifnames(&iif, &oif),
+                now_ns: pk.ts_nanos,
+            };
+            bytes += p.bytes();
+            let mut pc = PacketCt::default();
+            let mut d = Decision::Accept;
+            if !matches!(hook, Hook::Prerouting | Hook::Output) {
+                d = sf.track_only(&mut p, &mut pc);
+            }
+            if d.is_accept() {
+                d = sf.hook(hook, &mut p, &mut pc);
+            }
+            if d.is_accept() {
+                d = sf.finish(&mut pc, pk.ts_nanos);
+            }
+            d
         };
-        bytes += p.bytes();
-        let mut pc = PacketCt::default();
-        let mut d = Decision::Accept;
-        if !matches!(hook, Hook::Prerouting | Hook::Output) {
-            d = sf.track_only(&mut p, &mut pc);
-        }
-        if d.is_accept() {
-            d = sf.hook(hook, &mut p, &mut pc);
-        }
-        if d.is_accept() {
-            d = sf.finish(&mut pc, pk.ts_nanos);
-        }
         match d {
             Decision::Accept => {
                 accepted += 1;
                 if let Some(w) = out.as_mut() {
-                    w.write(pk.ts_nanos, &pk.data)
+                    w.write(pk.ts_nanos, frame_out.as_deref().unwrap_or(&pk.data))
                         .map_err(|e| anyhow::anyhow!("writing accepted packets: {e}"))?;
                 }
             }
@@ -305,13 +435,15 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             .map(|(fam, t, c, h, text, pk, by)| json!({"table": format!("{fam} {t}"), "chain": c, "handle": h, "text": text, "packets": pk, "bytes": by}))
             .collect();
         let mut o = json!({
-            "rules_file": rules_name, "capture": cap_name, "hook": hook.name(),
+            "rules_file": rules_name, "capture": cap_name, "hook": if router { "router" } else { hook.name() },
             "packets": total, "bytes": bytes, "accepted": accepted, "dropped": dropped,
             "drop_reasons": drop_by, "malformed": malformed, "not_ip": not_ip,
             "rules": rules_json, "log_lines": sf.eng.st.log_count,
             "stateful_items_passed_over": sf.eng.st.stateful_skipped,
             "ct_confirmed": sf.stats.confirmed, "ct_entries": sf.ct.len(),
             "nat_not_applied": sf.stats.nat_not_applied,
+            "nat_bindings": sf.stats.nat_bound, "nat_rewrites": sf.stats.nat_rewritten,
+            "nat_dropped": sf.stats.nat_no_port + sf.stats.nat_no_address,
         });
         if let Some(e) = &cap.trailing_error {
             o["capture_error"] = json!(e.to_string());
@@ -320,7 +452,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     println!("weir replay: {cap_name}");
-    println!("  through the {} hook of {rules_name}", hook.name());
+    if router {
+        println!("  through the hooks of a router (prerouting, forward or input, postrouting) of {rules_name}");
+    } else {
+        println!("  through the {} hook of {rules_name}", hook.name());
+    }
     println!();
     println!(
         "  packets   {total:>8}   ({})",
@@ -378,12 +514,21 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             sf.ct.len(),
             sf.stats.fragments
         );
+        if router {
+            println!(
+                "  NAT: {} bindings, {} packet rewrites, {} new connections dropped (no free port or address)",
+                sf.stats.nat_bound,
+                sf.stats.nat_rewritten,
+                sf.stats.nat_no_port + sf.stats.nat_no_address
+            );
+        } else {
+            println!(
+                "  note: one hook alone does not translate packets ({} NAT rewrites not applied; --hook router does)",
+                sf.stats.nat_not_applied
+            );
+        }
         println!(
-            "  note: this build does not yet apply NAT ({} bindings chosen and not applied) nor run",
-            sf.stats.nat_not_applied
-        );
-        println!(
-            "        flow add, ct count and set updates ({} passed over).",
+            "  not run yet: flow add, ct count and set updates ({} passed over).",
             sf.eng.st.stateful_skipped
         );
     }

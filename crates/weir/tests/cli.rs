@@ -70,6 +70,71 @@ fn replay_example_json_is_consistent() {
     );
     assert_eq!(v["rules"], lin["rules"]);
     assert_eq!(v["accepted"], lin["accepted"]);
+    // router mode with NAT: the kernel's verdicts (examples/README.md): 248 accepted, 69
+    // dropped by a rule or a policy (9 rejects), 1 fragment held, 4 malformed
+    assert_eq!(v["hook"], "router");
+    assert_eq!(v["accepted"].as_u64().unwrap(), 248);
+    assert_eq!(v["drop_reasons"]["fragment"], 1);
+    assert_eq!(v["drop_reasons"]["malformed"], 4);
+    assert_eq!(v["drop_reasons"]["reject"], 9);
+    let by_rule =
+        v["drop_reasons"]["rule"].as_u64().unwrap() + v["drop_reasons"]["policy"].as_u64().unwrap();
+    assert_eq!(by_rule + 9, 69);
+    let hits = |prefix: &str| {
+        rules
+            .iter()
+            .find(|r| r["text"].as_str().unwrap().starts_with(prefix))
+            .unwrap()["packets"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(hits("ct state established, related counter accept"), 217);
+    assert_eq!(v["nat_bindings"].as_u64().unwrap(), 17);
+    // the single-hook mode is still there
+    let fwd = json(
+        &weir()
+            .args(["replay", "--example", "--json", "--hook", "forward"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(fwd["hook"], "forward");
+    assert!(fwd["accepted"].as_u64().unwrap() < 248);
+}
+
+#[test]
+fn replay_example_out_is_translated() {
+    let acc = tmp("nat-acc.pcap");
+    let out = weir()
+        .args(["replay", "--example", "--json", "--out"])
+        .arg(&acc)
+        .output()
+        .unwrap();
+    let v = json(&out);
+    let cap = weir_wire::pcap::read_file(&acc).unwrap();
+    assert_eq!(cap.packets.len() as u64, v["accepted"].as_u64().unwrap());
+    let (mut lan_to_wan, mut to_gw, mut masqueraded) = (0, 0, 0);
+    for p in &cap.packets {
+        let pm = weir_wire::PacketMeta::parse(&p.data, p.link);
+        if pm.l3 != weir_wire::L3::Ipv4 {
+            continue;
+        }
+        let inside = |a: u128| a >> 8 == 0xc61200 || a >> 8 == 0xc61201;
+        if pm.saddr >> 8 == 0xc61200 && !inside(pm.daddr) {
+            lan_to_wan += 1;
+        }
+        if pm.daddr == 0xc6130002 {
+            to_gw += 1;
+        }
+        if pm.saddr == 0xc6130002 {
+            masqueraded += 1;
+            assert!(pm.ipv4_checksum_ok(&p.data));
+        }
+    }
+    // every desk packet to the internet leaves masqueraded; nothing forwarded is still
+    // addressed to the gateway (replies and the port forward were translated)
+    assert_eq!(lan_to_wan, 0);
+    assert_eq!(to_gw, 0);
+    assert!(masqueraded > 0);
 }
 
 #[test]
@@ -273,7 +338,11 @@ fn format_iptables_loads_directly_and_equals_the_import() {
     let out = weir().arg("check").arg(&rules).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     // replay --format iptables gives what replaying the imported nft text gives
-    let out = weir().args(["import", "iptables"]).arg(&rules).output().unwrap();
+    let out = weir()
+        .args(["import", "iptables"])
+        .arg(&rules)
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let nft = tmp("ipt-direct.nft");
     std::fs::write(&nft, &out.stdout).unwrap();
