@@ -504,8 +504,10 @@ impl TcpConn {
             ack = self.end[r];
             sack = ack;
         }
-        if seq == end && (!rst || (seq == 0 && state == SS)) {
-            // No data: only the ACK is checked (RSTs are checked by their seq).
+        if rst && seq == 0 && state == SS {
+            // A RST answering a SYN. (Old kernels also let any segment without data through
+            // on its ACK alone; current ones check its sequence number like any other, which
+            // the kernel lab confirms: an empty segment far out of the window is invalid.)
             seq = self.end[d];
             end = seq;
         }

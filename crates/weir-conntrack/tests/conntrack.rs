@@ -269,9 +269,25 @@ fn tcp_out_of_window_is_invalid_and_changes_nothing() {
         track(&mut ct, &ack_future, S),
         Track::Invalid(Invalid::AckOverWindow)
     );
+    // An empty segment is checked by its sequence number too (found by the kernel lab: an
+    // empty ACK 2^30 past the window is invalid in Linux 6.x), in both directions.
+    let far_empty = seg(
+        b(),
+        a(),
+        80,
+        40000,
+        PSH | ACK,
+        5001 + 0x4000_0000,
+        1001,
+        b"",
+    );
+    assert_eq!(
+        track(&mut ct, &far_empty, S),
+        Track::Invalid(Invalid::SeqOverWindow)
+    );
     assert_eq!(*ct.get(id).unwrap().tcp().unwrap(), before);
     assert_eq!(ct.get(id).unwrap().packets(O), pk);
-    assert_eq!(ct.stats().invalid, 2);
+    assert_eq!(ct.stats().invalid, 3);
     // be_liberal accepts it.
     let mut lib = ct_with(Config {
         tcp_be_liberal: true,

@@ -19,7 +19,7 @@
 
 use crate::gen::{self, GenRuleset};
 use crate::kernel::{Injection, Lab, LabOptions, Observed};
-use crate::model::{prepare, EngineMode, Fate, Model, Prediction, Prepared, Variant};
+use crate::model::{prepare, EngineMode, Fate, Model, ModelState, Prediction, Prepared, Variant};
 use crate::rng::Rng;
 use crate::topology::{mac_text, Router, Topology};
 use crate::Error;
@@ -454,10 +454,22 @@ fn ifname(router: &Router, i: usize) -> &str {
 /// weir's prediction in words.
 pub fn describe_prediction(router: &Router, p: &Prediction) -> String {
     match &p.fate {
-        Fate::Forwarded { oif, .. } => format!("forwarded out of {}", ifname(router, *oif)),
-        Fate::Local => "delivered locally".into(),
+        Fate::Forwarded { oif, .. } => format!(
+            "forwarded out of {}{}",
+            ifname(router, *oif),
+            ct_note(&p.why)
+        ),
+        Fate::Local => format!("delivered locally{}", ct_note(&p.why)),
         Fate::Dropped => format!("not forwarded: {}", p.why),
     }
+}
+
+/// " (ct state X)" when the model's path says what connection tracking decided.
+fn ct_note(why: &str) -> String {
+    why.split("; ")
+        .find(|s| s.starts_with("ct state "))
+        .map(|s| format!(" ({s})"))
+        .unwrap_or_default()
 }
 
 /// The kernel's handling in words.
@@ -655,7 +667,9 @@ pub fn compare_all(
 ) -> Report {
     let mut model = Model::new(rs, router.clone());
     // the rewritten rulesets' models, built when a difference needs them
-    let mut rewritten: Vec<Option<Option<Model>>> = (0..KNOWN.len()).map(|_| None).collect();
+    let mut rewritten: Vec<Option<Option<(Model, usize)>>> =
+        (0..KNOWN.len()).map(|_| None).collect();
+    let tracks = model.tracks();
     let mut rep = Report {
         late: inj.late.len(),
         barrier_misses: inj.barrier_misses,
@@ -678,6 +692,9 @@ pub fn compare_all(
             continue;
         }
         let kv = kernel_view(p, ob);
+        // with connection tracking, a packet is predicted again (variants) from the state
+        // before it
+        let before = tracks.then(|| model.save());
         let pred = model.predict(p, Variant::WEIR, EngineMode::Compiled);
         let lin = model.predict(p, Variant::WEIR, EngineMode::Linear);
         let mut details = compare(router, &pred, &kv);
@@ -693,9 +710,17 @@ pub fn compare_all(
             Status::Different
         };
         if status == Status::Different && lin.fate == pred.fate {
-            status = explain(rs, &mut model, &mut rewritten, text, router, p, &kv)
+            let after = before.as_ref().map(|_| model.save());
+            let cx = ExplainCx {
+                before: before.as_ref(),
+                history: &prepared[..p.index.min(prepared.len())],
+            };
+            status = explain(rs, &mut model, &mut rewritten, text, router, p, &kv, &cx)
                 .map(Status::Explained)
                 .unwrap_or(Status::Different);
+            if let Some(a) = &after {
+                model.restore(a);
+            }
         }
         rep.packets.push(PacketReport {
             number: p.index + 1,
@@ -720,14 +745,23 @@ pub fn compare_all(
 /// The known difference(s) whose model variant predicts what the kernel did. Variants run on
 /// weir's linear reference: the compiled classifier folds some of weir's own rules into its
 /// index (`th dport` implies TCP/UDP/SCTP/DCCP/UDP-Lite), which the variants change.
+/// What re-predicting a packet with connection tracking needs: the model's state before it,
+/// and the packets before it (a rewritten ruleset's model sees them first).
+struct ExplainCx<'a> {
+    before: Option<&'a ModelState>,
+    history: &'a [Prepared],
+}
+
+#[allow(clippy::too_many_arguments)]
 fn explain(
     rs: &ir::Ruleset,
     model: &mut Model,
-    rewritten: &mut [Option<Option<Model>>],
+    rewritten: &mut [Option<Option<(Model, usize)>>],
     text: Option<&str>,
     router: &Router,
     p: &Prepared,
     kv: &KernelView,
+    cx: &ExplainCx,
 ) -> Option<String> {
     // every combination of the packet-level variants, smallest first, on the ruleset as it is
     // and on each rewrite
@@ -756,7 +790,12 @@ fn explain(
         }
         let ids: Vec<&str> = ks.iter().map(|k| k.id).collect();
         let pred = match rw.first() {
-            None => model.predict(p, v, EngineMode::Linear),
+            None => {
+                if let Some(b) = cx.before {
+                    model.restore(b);
+                }
+                model.predict(p, v, EngineMode::Linear)
+            }
             Some(&i) => {
                 let slot = &mut rewritten[i];
                 if slot.is_none() {
@@ -764,13 +803,31 @@ fn explain(
                         (Some(rw), _) => text
                             .and_then(rw)
                             .and_then(|t| weir_lang::load_str("rewritten.nft", &t).ok())
-                            .map(|(rs, _)| Model::new(&rs, router.clone())),
-                        (None, Some(fix)) => Model::with_fix(rs, router.clone(), fix),
+                            .map(|(rs, _)| (Model::new(&rs, router.clone()), 0)),
+                        (None, Some(fix)) => {
+                            Model::with_fix(rs, router.clone(), fix).map(|m| (m, 0))
+                        }
                         (None, None) => None,
                     });
                 }
                 match slot.as_mut().and_then(|m| m.as_mut()) {
-                    Some(alt) => alt.predict(p, v, EngineMode::Linear),
+                    Some((alt, seen)) => {
+                        if alt.tracks() {
+                            // the packets before this one, then this one from that state
+                            for h in cx.history.get(*seen..).unwrap_or(&[]) {
+                                if h.skip.is_none() {
+                                    alt.predict(h, Variant::WEIR, EngineMode::Linear);
+                                }
+                            }
+                            *seen = cx.history.len();
+                            let st = alt.save();
+                            let r = alt.predict(p, v, EngineMode::Linear);
+                            alt.restore(&st);
+                            r
+                        } else {
+                            alt.predict(p, v, EngineMode::Linear)
+                        }
+                    }
                     None => continue,
                 }
             }
@@ -1122,19 +1179,27 @@ pub fn campaign(opts: &CampaignOptions) -> Result<CampaignReport, Error> {
                 ));
             }
             if let Some(dir) = &repro_dir {
-                let p = prepared[first.number - 1].clone();
-                let (g2, single) = if opts.minimize {
-                    minimize(&mut lab, &g, &p)
+                let prefix = &prepared[..first.number];
+                let (g2, single, used) = if opts.minimize {
+                    minimize(&mut lab, &g, prefix)
                 } else {
-                    (g.clone(), None)
+                    (g.clone(), None, prefix.to_vec())
                 };
-                let (pkts, rep1): (Vec<&Prepared>, &PacketReport) = match &single {
-                    Some(r) => (vec![&p], &r.packets[0]),
-                    None => (vec![&prepared[first.number - 1]], first),
+                let rep1: &PacketReport = match &single {
+                    Some(r) => r.packets.last().unwrap_or(first),
+                    None => first,
+                };
+                let kept = if used.len() == 1 {
+                    "one packet".to_string()
+                } else {
+                    format!(
+                        "the {} packets up to the one that differs (connection state)",
+                        used.len()
+                    )
                 };
                 let notes = vec![
                     format!(
-                        "Campaign seed {}, ruleset {i} (`weir lab gen --seed {} --index {i}` regenerates the original); {} of its {} packets differed. Minimised to one packet and {} of {} rules.\n",
+                        "Campaign seed {}, ruleset {i} (`weir lab gen --seed {} --index {i}` regenerates the original); {} of its {} packets differed. Minimised to {kept} and {} of {} rules.\n",
                         opts.seed,
                         opts.seed,
                         rep.differences(),
@@ -1144,14 +1209,13 @@ pub fn campaign(opts: &CampaignOptions) -> Result<CampaignReport, Error> {
                     ),
                     rep1.text(),
                 ];
-                let mut p0 = pkts[0].clone();
-                p0.index = 0;
+                let pkts: Vec<&Prepared> = used.iter().collect();
                 out.reproducers.push(write_reproducer(
                     dir,
                     &g2.render(),
                     &w.topo,
                     &w.router,
-                    &[&p0],
+                    &pkts,
                     &notes,
                 )?);
             }
@@ -1193,23 +1257,44 @@ fn load_mismatch(
     Ok(())
 }
 
-/// Shrink a ruleset while packet `p` alone still shows an unexplained difference. Returns the
-/// smallest ruleset found and its one-packet report (None: the packet alone does not reproduce,
-/// the original is returned).
-fn minimize(lab: &mut Lab, g: &GenRuleset, p: &Prepared) -> (GenRuleset, Option<Report>) {
+/// Shrink a ruleset while the last packet of `prefix` still shows an unexplained difference:
+/// alone if it does so alone, else after the packets before it (connection state). Returns the
+/// smallest ruleset found, its report (None: it does not reproduce, the original is returned)
+/// and the packets used (renumbered from 0).
+fn minimize(
+    lab: &mut Lab,
+    g: &GenRuleset,
+    prefix: &[Prepared],
+) -> (GenRuleset, Option<Report>, Vec<Prepared>) {
     let path = lab.scratch().join("min.nft");
-    let mut p = p.clone();
-    p.index = 0;
-    let check = |lab: &mut Lab, g: &GenRuleset| -> Option<Report> {
+    let renumber = |v: &[Prepared]| -> Vec<Prepared> {
+        v.iter()
+            .enumerate()
+            .map(|(i, p)| Prepared {
+                index: i,
+                ..p.clone()
+            })
+            .collect()
+    };
+    let last = prefix.len().saturating_sub(1);
+    let check = |lab: &mut Lab, g: &GenRuleset, pkts: &[Prepared]| -> Option<Report> {
         let text = g.render();
         let (rs, _) = weir_lang::load_str("min.nft", &text).ok()?;
         std::fs::write(&path, &text).ok()?;
-        let rep = run_case(lab, &rs, Some(&text), &path, std::slice::from_ref(&p)).ok()?;
-        (rep.differences() == 1).then_some(rep)
+        let rep = run_case(lab, &rs, Some(&text), &path, pkts).ok()?;
+        (rep.packets.last()?.status == Status::Different).then_some(rep)
     };
-    let Some(mut best_rep) = check(lab, g) else {
-        return (g.clone(), None);
+    let single = renumber(&prefix[last..]);
+    let mut pkts = single.clone();
+    let mut first = check(lab, g, &pkts);
+    if first.is_none() && prefix.len() > 1 {
+        pkts = renumber(prefix);
+        first = check(lab, g, &pkts);
+    }
+    let Some(mut best_rep) = first else {
+        return (g.clone(), None, renumber(prefix));
     };
+    let check = |lab: &mut Lab, g: &GenRuleset| check(lab, g, &pkts);
     let mut best = g.clone();
     let mut attempts = 0;
     let mut k = best.rule_count();
@@ -1229,7 +1314,7 @@ fn minimize(lab: &mut Lab, g: &GenRuleset, p: &Prepared) -> (GenRuleset, Option<
             best_rep = r;
         }
     }
-    (best, Some(best_rep))
+    (best, Some(best_rep), pkts)
 }
 
 #[cfg(test)]

@@ -397,6 +397,44 @@ struct Ctx<'a> {
     /// The named verdict map `@vm` exists and this is the base forward chain (the map jumps
     /// to user chains, so only that chain may use it without a loop).
     vm: bool,
+    /// The ruleset uses connection tracking (`ct` matches).
+    ct: bool,
+}
+
+/// A connection-tracking match.
+fn ct_item(rng: &mut Rng) -> String {
+    match rng.weighted(&[30, 20, 10, 8, 8, 8, 6, 5, 5]) {
+        0 => format!(
+            "ct state {}",
+            rng.pick(&["new", "established", "related", "invalid", "untracked"])
+        ),
+        1 => format!(
+            "ct state {}",
+            rng.pick(&[
+                "established,related",
+                "new,established",
+                "invalid,untracked",
+                "{ established, related }",
+                "{ new, invalid }",
+            ])
+        ),
+        2 => format!(
+            "ct state != {}",
+            rng.pick(&["established", "new", "invalid"])
+        ),
+        3 => format!("ct direction {}", rng.pick(&["original", "reply"])),
+        4 => format!(
+            "ct status {}",
+            rng.pick(&["seen-reply", "assured", "confirmed"])
+        ),
+        5 => format!("ct mark {}", rng.pick(&["0", "0x1", "!= 0x1"])),
+        6 => format!(
+            "ct original packets {}",
+            rng.pick(&["1", "2", "< 3", "> 2", "1-2"])
+        ),
+        7 => format!("ct protocol {}", rng.pick(&["tcp", "udp", "icmp"])),
+        _ => format!("ct reply packets {}", rng.pick(&["0", "1", ">= 1"])),
+    }
 }
 
 pub(crate) fn disjoint(cands: Vec<(String, u128, u128)>, max: usize) -> Vec<String> {
@@ -551,6 +589,9 @@ fn ifname_match(rng: &mut Rng, c: &Ctx) -> String {
 
 fn match_item(rng: &mut Rng, c: &Ctx) -> String {
     let w = c.w;
+    if c.ct && rng.chance(25) {
+        return ct_item(rng);
+    }
     loop {
         let k = rng.weighted(&[26, 24, 8, 12, 8, 6, 8, 5, 3, 3, 2, 2, 6, 5]);
         let s = match k {
@@ -1297,6 +1338,7 @@ pub fn ruleset(rng: &mut Rng, w: &World) -> GenRuleset {
     let mut flags = (false, false, false, false, false, false);
     let sets = set_defs(rng, w, fam, &mut flags, &users);
     let (s4, s6, ports, c4, vm, ci) = flags;
+    let ct = rng.chance(55);
     let ctx = |hook: &'static str, targets: Vec<String>| Ctx {
         w,
         fam,
@@ -1308,6 +1350,7 @@ pub fn ruleset(rng: &mut Rng, w: &World) -> GenRuleset {
         c4,
         ci,
         vm: false,
+        ct,
     };
     let mut chains = Vec::new();
     // forward: the main chain
@@ -1317,14 +1360,43 @@ pub fn ruleset(rng: &mut Rng, w: &World) -> GenRuleset {
         ..ctx("forward", users.clone())
     };
     let n = rng.range(3, 14);
+    let mut rules: Vec<String> = Vec::new();
+    // the classic stateful firewall's first rules
+    if ct && rng.chance(60) {
+        rules.push("ct state established,related accept".into());
+    }
+    if ct && rng.chance(45) {
+        rules.push(format!(
+            "ct state invalid {}",
+            rng.pick(&["drop", "counter drop"])
+        ));
+    }
+    rules.extend((0..n).map(|_| rule(rng, &c, false)));
     chains.push(GenChain {
         name: "forward".into(),
         base: Some(format!(
             "type filter hook forward priority {}; policy {fwd_policy};",
             rng.pick(&[0, 0, 0, -10, 10])
         )),
-        rules: (0..n).map(|_| rule(rng, &c, false)).collect(),
+        rules,
     });
+    if ct && rng.chance(20) {
+        // a raw chain before connection tracking: what it sees, and notrack
+        chains.push(GenChain {
+            name: "raw".into(),
+            base: Some("type filter hook prerouting priority raw; policy accept;".into()),
+            rules: vec![
+                format!(
+                    "{} notrack",
+                    rng.pick(&["udp dport { 53, 123 }", "meta l4proto icmp", "tcp dport 22"])
+                ),
+                format!(
+                    "ct state {} counter",
+                    rng.pick(&["invalid", "untracked", "new"])
+                ),
+            ],
+        });
+    }
     for (i, u) in users.iter().enumerate() {
         let c = ctx("forward", users[i + 1..].to_vec());
         let n = rng.range(1, 6);
@@ -1378,6 +1450,7 @@ pub fn ruleset(rng: &mut Rng, w: &World) -> GenRuleset {
             c4: false,
             ci: false,
             vm: false,
+            ct,
         };
         let pol = if rng.chance(20) { "drop" } else { "accept" };
         let n = rng.range(1, 4);
@@ -1539,6 +1612,40 @@ fn conversation(rng: &mut Rng, w: &World, cap: &mut GenCapture) {
                 put(seg(false, tf::PSH | tf::ACK, b, a, &d));
                 b = b.wrapping_add(d.len() as u32);
             }
+            if steps > 3 && rng.chance(25) {
+                // far outside the receiver's window (connection tracking: invalid)
+                let d = payload(rng);
+                let from_client = rng.chance(50);
+                let (sq, ak) = if from_client { (a, b) } else { (b, a) };
+                put(seg(
+                    from_client,
+                    tf::PSH | tf::ACK,
+                    sq.wrapping_add(0x4000_0000),
+                    ak,
+                    &d,
+                ));
+            }
+            if steps > 2 && rng.chance(15) {
+                // an ICMP error about the client's segment, on its way back (related)
+                let orig = Builder::raw().ttl(1).tcp(
+                    c.addr,
+                    s.addr,
+                    &Tcp::new(cport, sport, tf::ACK).seq(a).ack(b),
+                    &[],
+                );
+                let (t, code) = if v6 { (1u8, 4u8) } else { (3u8, 3u8) };
+                put((
+                    s.iface,
+                    builder(w, s, st).icmp_error(
+                        s.addr,
+                        c.addr,
+                        t,
+                        code,
+                        &orig,
+                        orig.len().min(64),
+                    ),
+                ));
+            }
             if steps > 5 {
                 if rng.chance(75) {
                     put(seg(true, tf::FIN | tf::ACK, a, b, &[]));
@@ -1550,10 +1657,24 @@ fn conversation(rng: &mut Rng, w: &World, cap: &mut GenCapture) {
         }
         1 => {
             let d = payload(rng);
-            cap.push(
-                c.iface,
-                builder(w, c, ct).udp(c.addr, s.addr, cport, sport, &d),
-            );
+            let req = builder(w, c, ct).udp(c.addr, s.addr, cport, sport, &d);
+            cap.push(c.iface, req);
+            if rng.chance(20) {
+                // port unreachable quoting the request (related to it)
+                let orig = Builder::raw().ttl(ct).udp(c.addr, s.addr, cport, sport, &d);
+                let (t, code) = if v6 { (1u8, 4u8) } else { (3u8, 3u8) };
+                cap.push(
+                    s.iface,
+                    builder(w, s, st).icmp_error(
+                        s.addr,
+                        c.addr,
+                        t,
+                        code,
+                        &orig,
+                        orig.len().min(64),
+                    ),
+                );
+            }
             for _ in 0..rng.range(0, 2) {
                 let d = payload(rng);
                 cap.push(
@@ -1670,7 +1791,9 @@ fn conversation(rng: &mut Rng, w: &World, cap: &mut GenCapture) {
                 .fragment(0, true)
                 .udp(c.addr, s.addr, cport, sport, &d);
             cap.push(c.iface, first);
-            let later = builder(w, c, ct).ip_id(id).fragment(9, false).ip(
+            // "more fragments" set on the later one too: never a whole datagram, so a kernel
+            // that reassembles (connection tracking on) holds both
+            let later = builder(w, c, ct).ip_id(id).fragment(9, true).ip(
                 c.addr,
                 s.addr,
                 17,

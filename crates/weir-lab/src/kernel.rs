@@ -119,7 +119,11 @@ pub fn unavailable() -> Option<String> {
     if sys::euid() != 0 {
         return Some("needs root for network namespaces (run as root, or use `weir lab predict` for the weir side only)".into());
     }
-    for (tool, arg, pkg) in [("ip", "-V", "iproute2"), ("nft", "--version", "nftables")] {
+    for (tool, arg, pkg) in [
+        ("ip", "-V", "iproute2"),
+        ("nft", "--version", "nftables"),
+        ("conntrack", "--version", "conntrack"),
+    ] {
         let ok = Command::new(tool)
             .arg(arg)
             .stdout(Stdio::null())
@@ -578,7 +582,19 @@ impl Lab {
         if let Some(p) = abs.parent() {
             cmd.current_dir(p);
         }
-        run(&mut cmd, None, "nft").map(|_| ())
+        run(&mut cmd, None, "nft")?;
+        self.flush_conntrack();
+        Ok(())
+    }
+
+    /// Empty the router's connection table, so that a case starts with no connection from the
+    /// previous one (`conntrack -F`; it fails harmlessly when nothing is tracked).
+    pub fn flush_conntrack(&self) {
+        let _ = Command::new("ip")
+            .args(["netns", "exec", &self.names[0], "conntrack", "-F"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
     }
 
     /// Replace the router's rules with iptables-save text (`v4`, for iptables-restore) and

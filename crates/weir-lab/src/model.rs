@@ -30,7 +30,9 @@
 
 use crate::topology::{in_lab_range, mac_text, Dest, Mac, Router, MTU};
 use std::net::IpAddr;
-use weir_engine::{Compiled, Decision, DropReason, Engine, Meta, Mode, Pkt};
+use weir_conntrack::Conntrack;
+use weir_engine::stateful::{CtExt, PacketCt, Stateful, StatefulStats};
+use weir_engine::{Compiled, Decision, DropReason, Engine, Meta, Mode};
 use weir_lang::ir::{self, Hook};
 use weir_wire::pcap::Packet;
 use weir_wire::{Frag, LinkType, Malformed, PacketMeta, L3};
@@ -274,11 +276,30 @@ pub enum EngineMode {
     Linear,
 }
 
-/// The weir model of the router for one ruleset.
+/// The weir model of the router for one ruleset: the engine with connection tracking, in
+/// compiled and linear mode (each sees every packet, in order).
 pub struct Model {
     pub router: Router,
-    compiled: Engine,
-    linear: Engine,
+    compiled: Stateful,
+    linear: Stateful,
+}
+
+/// The connection tables of a model, saved to replay a packet with a variant and come back.
+pub struct ModelState {
+    tables: [(Conntrack<CtExt>, StatefulStats); 2],
+}
+
+/// Connection table size in the lab (small: the model's state is saved packet by packet).
+const LAB_CT_ENTRIES: usize = 4096;
+
+fn stateful(c: Compiled) -> Stateful {
+    Stateful::new(
+        Engine::new(c),
+        weir_conntrack::Config {
+            max_entries: LAB_CT_ENTRIES,
+            ..weir_conntrack::Config::default()
+        },
+    )
 }
 
 /// IPv4 TTL decrement exactly as Linux's `ip_decrease_ttl` does it on a little-endian CPU:
@@ -295,9 +316,31 @@ impl Model {
     pub fn new(rs: &ir::Ruleset, router: Router) -> Model {
         Model {
             router,
-            compiled: Engine::new(Compiled::build(rs, Mode::Compiled)),
-            linear: Engine::new(Compiled::build(rs, Mode::Linear)),
+            compiled: stateful(Compiled::build(rs, Mode::Compiled)),
+            linear: stateful(Compiled::build(rs, Mode::Linear)),
         }
+    }
+
+    /// Whether connection tracking runs for some family (the kernel tracks then too).
+    pub fn tracks(&self) -> bool {
+        self.compiled.track_v4 || self.compiled.track_v6
+    }
+
+    /// Save the connection tables (cheap: the lab's tables are small).
+    pub fn save(&self) -> ModelState {
+        ModelState {
+            tables: [
+                (self.compiled.ct.clone(), self.compiled.stats),
+                (self.linear.ct.clone(), self.linear.stats),
+            ],
+        }
+    }
+
+    pub fn restore(&mut self, s: &ModelState) {
+        self.compiled.ct = s.tables[0].0.clone();
+        self.compiled.stats = s.tables[0].1;
+        self.linear.ct = s.tables[1].0.clone();
+        self.linear.stats = s.tables[1].1;
     }
 
     /// The model of a ruleset whose compiled form `fix` changes (None when it changes nothing):
@@ -315,8 +358,8 @@ impl Model {
         fix(&mut l);
         Some(Model {
             router,
-            compiled: Engine::new(c),
-            linear: Engine::new(l),
+            compiled: stateful(c),
+            linear: stateful(l),
         })
     }
 
@@ -366,7 +409,7 @@ impl Model {
     /// Predict what the router does with a prepared packet.
     pub fn predict(&mut self, p: &Prepared, variant: Variant, mode: EngineMode) -> Prediction {
         let router = &self.router;
-        let eng = match mode {
+        let sf = match mode {
             EngineMode::Compiled => &mut self.compiled,
             EngineMode::Linear => &mut self.linear,
         };
@@ -398,8 +441,8 @@ impl Model {
             return drop("bad IPv4 header checksum: dropped by IP input before any hook".into());
         }
         // IP input trims link padding after the IP packet before any hook (pskb_trim_rcsum)
-        let frame = &p.frame[..pm.l3_end().min(p.frame.len())];
-        let pm = transport_view(PacketMeta::parse(frame, LinkType::Ethernet), frame, variant);
+        let mut buf: Vec<u8> = p.frame[..pm.l3_end().min(p.frame.len())].to_vec();
+        let mut pm = transport_view(PacketMeta::parse(&buf, LinkType::Ethernet), &buf, variant);
         let iif = p.iif;
         let iname = router.ifaces[iif].name.as_str();
         let missing: u128 = if variant.empty_ifname { 1 } else { 0 };
@@ -408,17 +451,51 @@ impl Model {
         meta.iif = router.ifaces[iif].ifindex;
         meta.oifname = missing;
         // 2. prerouting
-        let mut pkt = Pkt {
-            frame,
-            pm: &pm,
-            meta,
-            now_ns: p.ts_ns,
+        let tracks = match pm.l3 {
+            L3::Ipv4 => sf.track_v4,
+            _ => sf.track_v6,
         };
-        match eng.process(Hook::Prerouting, &mut pkt) {
+        if tracks && pm.frag != Frag::None {
+            // nf_defrag (priority -400) holds fragments until the datagram is whole
+            return drop(
+                "a fragment: connection tracking holds it for reassembly before any chain (weir does not reassemble)"
+                    .into(),
+            );
+        }
+        let mut pc = PacketCt {
+            iif_addr: iface_addr(router, iif, v4),
+            ..PacketCt::default()
+        };
+        let mut meta = meta;
+        let d = sf.hook_mut(
+            Hook::Prerouting,
+            &mut buf,
+            &mut pm,
+            &mut meta,
+            p.ts_ns,
+            &mut pc,
+        );
+        let frame: &[u8] = &buf;
+        let pkt = PktView { meta };
+        match d {
             Decision::Accept => {}
-            Decision::Drop(r) => return drop(format!("prerouting: {}", Self::describe(eng, r))),
+            Decision::Drop(r) => {
+                return drop(format!("prerouting: {}", Self::describe(&sf.eng, r)))
+            }
         }
         let mark = pkt.meta.mark;
+        if tracks {
+            let st = pkt.meta.ct_state;
+            let name = match st {
+                1 => "invalid",
+                2 => "established",
+                4 => "related",
+                8 => "new",
+                64 => "untracked",
+                _ => "?",
+            };
+            path.push(format!("ct state {name}"));
+        }
         let dst = crate::topology::from_bits(pm.daddr, v4);
         // 3. routing
         match router.route(dst) {
@@ -434,21 +511,32 @@ impl Model {
                 meta.iif = router.ifaces[iif].ifindex;
                 meta.oifname = missing;
                 meta.mark = mark;
-                let mut pkt = Pkt {
-                    frame,
-                    pm: &pm,
-                    meta,
-                    now_ns: p.ts_ns,
-                };
-                match eng.process(Hook::Input, &mut pkt) {
+                let mut meta = meta;
+                let mut local = frame.to_vec();
+                let mut pm = pm;
+                match sf.hook_mut(
+                    Hook::Input,
+                    &mut local,
+                    &mut pm,
+                    &mut meta,
+                    p.ts_ns,
+                    &mut pc,
+                ) {
                     Decision::Accept => {}
                     Decision::Drop(r) => {
                         return drop(format!(
                             "{}; input: {}",
                             path.join("; "),
-                            Self::describe(eng, r)
+                            Self::describe(&sf.eng, r)
                         ))
                     }
+                }
+                if let Decision::Drop(r) = sf.finish(&mut pc, p.ts_ns) {
+                    return drop(format!(
+                        "{}; input: {}",
+                        path.join("; "),
+                        Self::describe(&sf.eng, r)
+                    ));
                 }
                 if pm.frag != Frag::None {
                     return drop(format!(
@@ -498,25 +586,28 @@ impl Model {
                     let c = u16::from_be_bytes([out[l3 + 10], out[l3 + 11]]);
                     out[l3 + 10..l3 + 12].copy_from_slice(&kernel_ttl_checksum(c).to_be_bytes());
                 }
-                let opm =
+                let mut opm =
                     transport_view(PacketMeta::parse(&out, LinkType::Ethernet), &out, variant);
                 let mut meta = Meta::with_ifnames(iname, oname);
                 meta.iif = router.ifaces[iif].ifindex;
                 meta.oif = router.ifaces[dev].ifindex;
                 meta.mark = mark;
-                let mut pkt = Pkt {
-                    frame: &out,
-                    pm: &opm,
-                    meta,
-                    now_ns: p.ts_ns,
-                };
-                match eng.process(Hook::Forward, &mut pkt) {
+                let d = sf.hook_mut(
+                    Hook::Forward,
+                    &mut out,
+                    &mut opm,
+                    &mut meta,
+                    p.ts_ns,
+                    &mut pc,
+                );
+                let pkt = PktView { meta };
+                match d {
                     Decision::Accept => {}
                     Decision::Drop(r) => {
                         return drop(format!(
                             "{}; forward: {}",
                             path.join("; "),
-                            Self::describe(eng, r)
+                            Self::describe(&sf.eng, r)
                         ))
                     }
                 }
@@ -525,21 +616,31 @@ impl Model {
                 meta.iif = router.ifaces[iif].ifindex;
                 meta.oif = router.ifaces[dev].ifindex;
                 meta.mark = pkt.meta.mark;
-                let mut pkt = Pkt {
-                    frame: &out,
-                    pm: &opm,
-                    meta,
-                    now_ns: p.ts_ns,
-                };
-                match eng.process(Hook::Postrouting, &mut pkt) {
+                pc.oif_addr = iface_addr(router, dev, v4);
+                match sf.hook_mut(
+                    Hook::Postrouting,
+                    &mut out,
+                    &mut opm,
+                    &mut meta,
+                    p.ts_ns,
+                    &mut pc,
+                ) {
                     Decision::Accept => {}
                     Decision::Drop(r) => {
                         return drop(format!(
                             "{}; postrouting: {}",
                             path.join("; "),
-                            Self::describe(eng, r)
+                            Self::describe(&sf.eng, r)
                         ))
                     }
+                }
+                // confirmed at the end of postrouting, before the neighbour lookup
+                if let Decision::Drop(r) = sf.finish(&mut pc, p.ts_ns) {
+                    return drop(format!(
+                        "{}; postrouting: {}",
+                        path.join("; "),
+                        Self::describe(&sf.eng, r)
+                    ));
                 }
                 let Some(nmac) = router.neighbor(nexthop, dev) else {
                     return drop(format!(
@@ -563,6 +664,23 @@ impl Model {
             }
         }
     }
+}
+
+/// What the model keeps of a packet after a hook (its metadata: the mark).
+struct PktView {
+    meta: Meta,
+}
+
+/// The first address of an interface in a family (masquerade, redirect), as a field value.
+fn iface_addr(router: &Router, i: usize, v4: bool) -> Option<u128> {
+    router.ifaces[i]
+        .addrs
+        .iter()
+        .find(|p| p.addr.is_ipv4() == v4)
+        .map(|p| match p.addr {
+            IpAddr::V4(a) => u32::from(a) as u128,
+            IpAddr::V6(a) => u128::from(a),
+        })
 }
 
 /// The address family and addresses of a parsed IP packet.
