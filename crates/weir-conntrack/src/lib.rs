@@ -590,6 +590,18 @@ pub struct Conntrack<X> {
     gc_cursor: usize,
     max_ticks: u32,
     stats: Stats,
+    killed: Option<Killed<X>>,
+}
+
+/// An entry that the last tracked packet ended (a RST before any reply: Linux
+/// `nf_ct_kill_acct`). The packet still belongs to it (its NAT binding applies), so
+/// [`Conntrack::take_killed`] gives it back once.
+#[derive(Clone, Copy, Debug)]
+pub struct Killed<X> {
+    pub id: EntryId,
+    pub orig: Tuple,
+    pub reply: Tuple,
+    pub entry: Entry<X>,
 }
 
 #[inline]
@@ -651,6 +663,7 @@ impl<X: Copy + Default> Conntrack<X> {
             gc_cursor: 0,
             max_ticks,
             stats: Stats::default(),
+            killed: None,
         }
     }
 
@@ -756,8 +769,14 @@ impl<X: Copy + Default> Conntrack<X> {
         removed
     }
 
+    /// The entry the last [`Conntrack::track`] call ended, if it ended one.
+    pub fn take_killed(&mut self) -> Option<Killed<X>> {
+        self.killed.take()
+    }
+
     /// Track one packet (see the crate docs).
     pub fn track(&mut self, pm: &PacketMeta, frame: &[u8], now_ns: u64) -> Track<X> {
+        self.killed = None;
         let r = self.track_inner(pm, frame, now_ns);
         if let Track::Invalid(_) = r {
             self.stats.invalid += 1;
@@ -1125,6 +1144,12 @@ impl<X: Copy + Default> Conntrack<X> {
                     let assured = e.assured();
                     let in_lru = e.tcp.ct_status & S_IN_LRU != 0;
                     if kill {
+                        self.killed = Some(Killed {
+                            id,
+                            orig: self.tuple_of(idx as u32, 0),
+                            reply: self.tuple_of(idx as u32, 1),
+                            entry: self.entries[idx],
+                        });
                         self.remove_idx(idx as u32);
                     } else if set_assured && !closing {
                         self.lru_unlink(idx as u32);

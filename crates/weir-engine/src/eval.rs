@@ -730,6 +730,16 @@ impl Engine {
                 }
                 CExpr::Notrack => p.meta.notrack = true,
                 CExpr::Nat { nat, addr, port } => {
+                    // `snat ip to` / `dnat ip6 to` in an inet table: nothing for the other
+                    // family (nft_nat_inet_eval), and the rule goes on
+                    let fam = match p.pm.l3 {
+                        L3::Ipv4 => 4,
+                        L3::Ipv6 => 6,
+                        _ => 0,
+                    };
+                    if nat.family.is_some_and(|f| f != fam) {
+                        continue;
+                    }
                     let range = |v: &CValue,
                                  p: &Pkt,
                                  st: &mut State|

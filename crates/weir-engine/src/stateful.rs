@@ -85,6 +85,10 @@ pub struct PacketCt {
     pub tuples: Option<CtTuples>,
 }
 
+/// A weir-private bit of [`CtExt::nat_status`]: source NAT changed the port because the
+/// original was taken (Linux chooses the new one at random).
+pub const NAT_PORT_CHOSEN: u16 = 0x8000;
+
 /// Counters of the stateful layer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StatefulStats {
@@ -107,6 +111,11 @@ pub struct StatefulStats {
     /// New connections dropped because masquerade / redirect had no interface address of the
     /// packet's family, or the statement's address was of the other family.
     pub nat_no_address: u64,
+    /// Source NAT bindings that had to change the port (the original was taken): Linux picks
+    /// the new port at random, weir by a hash of the tuple.
+    pub nat_port_changed: u64,
+    /// Packets rewritten for such a connection (their port is weir's choice).
+    pub nat_port_changed_packets: u64,
     /// Header fields written by rules (`ip daddr set ...`: stateless NAT).
     pub header_writes: u64,
 }
@@ -260,7 +269,7 @@ impl Stateful {
                 m.ct_mark = e.mark;
                 m.ct = CtView {
                     dir: 0,
-                    status: e.ext.nat_status as u32,
+                    status: (e.ext.nat_status & !NAT_PORT_CHOSEN) as u32,
                     expiration_ms: e.timeout_remaining(now_ns).as_millis() as u32,
                     l3proto: if o.v6 { 10 } else { 2 },
                     protocol: o.proto,
@@ -304,7 +313,7 @@ impl Stateful {
         if e.assured() {
             status |= 4;
         }
-        status |= e.ext.nat_status as u32;
+        status |= (e.ext.nat_status & !NAT_PORT_CHOSEN) as u32;
         m.ct = CtView {
             dir: dir as u8,
             status,
@@ -382,6 +391,13 @@ impl Stateful {
                     orig,
                     reply,
                     nat_status: e.ext.nat_status,
+                });
+            } else if let Some(k) = self.ct.take_killed().filter(|k| k.id == id) {
+                // ended by this packet, which still belongs to it (and to its NAT binding)
+                pc.tuples = Some(CtTuples {
+                    orig: k.orig,
+                    reply: k.reply,
+                    nat_status: k.entry.ext.nat_status,
                 });
             }
         }
@@ -558,7 +574,11 @@ impl Stateful {
                     if Manip::of_kind(act.kind) != m {
                         continue;
                     }
-                    if let Err(e) = self.bind(hook, m, &act, pc) {
+                    let req = match Request::from_action(&act, v6, hook, pc.oif_addr, pc.iif_addr) {
+                        Ok(r) => Ok(r),
+                        Err(e) => Err(e),
+                    };
+                    if let Err(e) = req.and_then(|r| self.bind(m, &r, pc, true)) {
                         match e {
                             NatError::NoPort => self.stats.nat_no_port += 1,
                             _ => self.stats.nat_no_address += 1,
@@ -567,9 +587,21 @@ impl Stateful {
                     }
                     break;
                 }
-                if has_nat {
-                    if let CtPkt::New(pend) = &mut pc.ct {
-                        pend.entry.ext.nat_status |= m.done_bit();
+                let bound =
+                    matches!(pc.ct, CtPkt::New(p) if p.entry.ext.nat_status & m.done_bit() != 0);
+                if has_nat && !bound {
+                    // nf_nat_alloc_null_binding: the same address, a unique tuple (a source
+                    // port is changed when the reply tuple is taken)
+                    let null = Request {
+                        manip: m,
+                        addr: None,
+                        port: None,
+                        random: false,
+                        persistent: false,
+                    };
+                    if self.bind(m, &null, pc, false).is_err() {
+                        self.stats.nat_no_port += 1;
+                        return Some(Decision::Drop(DropReason::CtRefused));
                     }
                 }
                 self.load_view(meta, pm.l3, now_ns, pc);
@@ -605,6 +637,9 @@ impl Stateful {
         };
         if changed {
             self.stats.nat_rewritten += 1;
+            if t.nat_status & NAT_PORT_CHOSEN != 0 {
+                self.stats.nat_port_changed_packets += 1;
+            }
             *pm = PacketMeta::parse(frame, pm.link);
         }
         None
@@ -613,27 +648,33 @@ impl Stateful {
     /// Bind the `m` half of a new connection as the statement asks (`nf_nat_setup_info`).
     fn bind(
         &mut self,
-        hook: Hook,
         m: Manip,
-        act: &crate::eval::NatAction,
+        req: &Request,
         pc: &mut PacketCt,
+        by_rule: bool,
     ) -> Result<(), NatError> {
         let CtPkt::New(pend) = &mut pc.ct else {
             return Ok(());
         };
         let cur = pend.reply().invert();
-        let req = Request::from_action(act, cur.v6, hook, pc.oif_addr, pc.iif_addr)?;
+        let req = *req;
         debug_assert_eq!(req.manip, m);
         let ct = &self.ct;
         let new = nat::unique_tuple(&cur, &req, &mut self.nat_rng, |t| {
             ct.reply_in_use(&t.invert())
         })?;
         if new != cur {
+            if m == Manip::Src && (new.sport != cur.sport) && req.port.is_none() {
+                self.stats.nat_port_changed += 1;
+                pend.entry.ext.nat_status |= NAT_PORT_CHOSEN;
+            }
             pend.set_reply(new.invert());
             pend.entry.ext.nat_status |= m.status_bit();
         }
         pend.entry.ext.nat_status |= m.done_bit();
-        self.stats.nat_bound += 1;
+        if by_rule {
+            self.stats.nat_bound += 1;
+        }
         Ok(())
     }
 

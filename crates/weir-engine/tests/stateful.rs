@@ -269,7 +269,11 @@ fn ipv6_connection_is_tracked_both_ways() {
     let s: Ipv6Addr = "2001:db8:0:1::11".parse().unwrap();
     let mut sf = stateful(FIREWALL, Mode::Compiled);
     let seg6 = |fc: bool, fl: u8, seq: u32, ack: u32, d: &[u8]| {
-        let (a, b, sp, dp) = if fc { (c, s, 5432, 80) } else { (s, c, 80, 5432) };
+        let (a, b, sp, dp) = if fc {
+            (c, s, 5432, 80)
+        } else {
+            (s, c, 80, 5432)
+        };
         Builder::new().tcp(a, b, &Tcp::new(sp, dp, fl).seq(seq).ack(ack), d)
     };
     let t = 1_000_000_000;

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 use weir_lang::ir;
 use weir_wire::pcap::PcapWriter;
-use weir_wire::{LinkType, PacketMeta, L3};
+use weir_wire::{Frag, LinkType, PacketMeta, L3};
 
 /// A documented, intentional (or acknowledged) difference between weir and the kernel.
 #[derive(Clone, Copy, Debug)]
@@ -183,6 +183,47 @@ fn ident(frame: &[u8], link: LinkType) -> Option<Ident> {
     })
 }
 
+/// What NAT does not change in a packet: family, protocol, IPv4 identification and the
+/// transport bytes other than ports, ICMP identifier and checksums (TCP sequence numbers,
+/// flags, options and data; UDP length and data; ICMP type, code, sequence and data). A copy
+/// that left the router with other addresses or ports is the packet, translated.
+fn nat_key(v6: bool, proto: u8, ip_id: Option<u16>, t: &[u8]) -> Vec<u8> {
+    let mut k = vec![v6 as u8, proto];
+    if let Some(id) = ip_id {
+        k.extend_from_slice(&id.to_be_bytes());
+    }
+    let part = |a: usize, b: usize| t.get(a..b.min(t.len())).unwrap_or(&[]).to_vec();
+    match proto {
+        6 if t.len() >= 20 => {
+            k.extend(part(4, 14));
+            k.extend(part(20, t.len()));
+        }
+        17 if t.len() >= 8 => {
+            k.extend(part(4, 6));
+            k.extend(part(8, t.len()));
+        }
+        1 | 58 if t.len() >= 8 => {
+            k.extend(part(0, 2));
+            k.extend(part(6, t.len()));
+        }
+        _ => k.extend_from_slice(t),
+    }
+    k
+}
+
+fn frame_nat_key(frame: &[u8], link: LinkType) -> Option<Vec<u8>> {
+    let pm = PacketMeta::parse(frame, link);
+    if !pm.l3_ok() || pm.frag == Frag::Later {
+        return None;
+    }
+    let l3 = pm.l3_off as usize;
+    let v6 = pm.l3 == L3::Ipv6;
+    let ip_id = (!v6).then(|| u16::from_be_bytes([frame[l3 + 4], frame[l3 + 5]]));
+    let l4 = pm.l4_off as usize;
+    let end = pm.l3_end().min(frame.len());
+    Some(nat_key(v6, pm.l4proto, ip_id, frame.get(l4..end)?))
+}
+
 /// The kernel's handling of one packet.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KernelView {
@@ -202,23 +243,30 @@ pub fn kernel_view(p: &Prepared, ob: &Observed) -> KernelView {
         ..KernelView::default()
     };
     let id = ident(&p.frame, LinkType::Ethernet);
+    let nk = frame_nat_key(&p.frame, LinkType::Ethernet);
     for c in &ob.frames {
-        match &id {
-            Some(i) if ident(&c.frame, LinkType::Ethernet).as_ref() == Some(i) => {
-                v.forwarded.push((c.iface, c.frame.clone()))
-            }
-            _ => v.other.push((c.iface, c.frame.clone())),
+        let same = match &id {
+            Some(i) => ident(&c.frame, LinkType::Ethernet).as_ref() == Some(i),
+            None => false,
+        };
+        let translated = nk.is_some() && frame_nat_key(&c.frame, LinkType::Ethernet) == nk;
+        if same || translated {
+            v.forwarded.push((c.iface, c.frame.clone()))
+        } else {
+            v.other.push((c.iface, c.frame.clone()))
         }
     }
     if let Some(i) = &id {
         v.local = ob.local.iter().any(|l| {
             if l.v6 {
-                l.src == Some(IpAddr::V6(i.saddr.into()))
+                (l.src == Some(IpAddr::V6(i.saddr.into()))
                     && l.proto == i.proto
                     && i.v6
-                    && l.data.starts_with(&i.head)
+                    && l.data.starts_with(&i.head))
+                    || (i.v6 && nk.as_ref() == Some(&nat_key(true, l.proto, None, &l.data)))
             } else {
                 ident(&l.data, LinkType::RawIp).as_ref() == Some(i)
+                    || (nk.is_some() && frame_nat_key(&l.data, LinkType::RawIp) == nk)
             }
         });
     }
@@ -709,6 +757,14 @@ pub fn compare_all(
         } else {
             Status::Different
         };
+        if status == Status::Different
+            && pred.why.ends_with(crate::model::NAT_PORT_NOTE)
+            && details
+                .iter()
+                .all(|d| d.starts_with("ports: ") || d.starts_with("transport checksum: "))
+        {
+            status = Status::Explained("nat-random-port".into());
+        }
         if status == Status::Different && lin.fate == pred.fate {
             let after = before.as_ref().map(|_| model.save());
             let cx = ExplainCx {

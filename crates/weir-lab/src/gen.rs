@@ -1468,7 +1468,78 @@ pub fn ruleset(rng: &mut Rng, w: &World) -> GenRuleset {
             }],
         });
     }
+    if ct && rng.chance(50) {
+        tables.push(nat_table(rng, fam));
+    }
     GenRuleset { tables }
+}
+
+/// A `nat` table: masquerade / snat towards the WAN, port forwards from it.
+fn nat_table(rng: &mut Rng, fam: Fam) -> GenTable {
+    // the family keyword nft wants in an inet table (`snat ip to ...`)
+    let (k4, k6) = match fam {
+        Fam::Inet => ("ip ", "ip6 "),
+        _ => ("", ""),
+    };
+    let mut post = Vec::new();
+    let mut pre = Vec::new();
+    if fam.v4() {
+        post.push(
+            [
+                "oifname \"weirwan0\" masquerade".to_string(),
+                format!("oifname \"weirwan0\" ip saddr 198.18.0.0/23 snat {k4}to 198.19.0.2"),
+                "oifname \"weirwan0\" meta l4proto udp masquerade".to_string(),
+                format!("ip saddr 198.18.1.0/24 oifname \"weirlan0\" snat {k4}to 198.18.0.1"),
+            ][rng.weighted(&[45, 25, 15, 15])]
+            .clone(),
+        );
+        pre.push(
+            [
+                format!(
+                    "iifname \"weirwan0\" ip daddr 198.19.0.2 tcp dport {{ 80, 443 }} dnat {k4}to 198.18.1.16"
+                ),
+                format!(
+                    "iifname \"weirwan0\" ip daddr 198.19.0.2 tcp dport 8080 dnat {k4}to 198.18.1.16:80"
+                ),
+                format!("iifname \"weirwan0\" tcp dport 443 dnat {k4}to 198.18.1.16"),
+                "iifname \"weirlan0\" tcp dport 22 redirect to :2222".to_string(),
+            ][rng.weighted(&[40, 30, 20, 10])]
+            .clone(),
+        );
+    }
+    if fam.v6() {
+        post.push(
+            [
+                "oifname \"weirwan0\" ip6 saddr 2001:db8::/32 masquerade".to_string(),
+                format!("oifname \"weirwan0\" snat {k6}to 2001:db8:ffff::2"),
+            ][rng.weighted(&[60, 40])]
+            .clone(),
+        );
+        pre.push(format!(
+            "iifname \"weirwan0\" ip6 daddr 2001:db8:ffff::2 tcp dport {{ 80, 443, 8080 }} dnat {k6}to 2001:db8:0:2::10"
+        ));
+    }
+    let mut chains = Vec::new();
+    if rng.chance(85) {
+        chains.push(GenChain {
+            name: "post".into(),
+            base: Some("type nat hook postrouting priority srcnat; policy accept;".into()),
+            rules: post,
+        });
+    }
+    if rng.chance(70) {
+        chains.push(GenChain {
+            name: "pre".into(),
+            base: Some("type nat hook prerouting priority dstnat; policy accept;".into()),
+            rules: pre,
+        });
+    }
+    GenTable {
+        family: fam,
+        name: "weirnat".into(),
+        sets: Vec::new(),
+        chains,
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1532,6 +1603,27 @@ fn ttl_of(rng: &mut Rng, h: &Host) -> u8 {
     }
 }
 
+/// The WAN interface of the world's router (index into its interfaces).
+const WAN: usize = 2;
+
+/// The router's address on the WAN (what masquerade uses, what a port forward targets).
+fn wan_addr(v6: bool) -> IpAddr {
+    if v6 {
+        "2001:db8:ffff::2".parse().unwrap()
+    } else {
+        "198.19.0.2".parse().unwrap()
+    }
+}
+
+/// The DMZ server port forwards go to.
+fn dmz_server(v6: bool) -> IpAddr {
+    if v6 {
+        "2001:db8:0:2::10".parse().unwrap()
+    } else {
+        "198.18.1.16".parse().unwrap()
+    }
+}
+
 /// A random capture of a few conversations (at most `max` packets).
 pub fn capture(rng: &mut Rng, w: &World, max: usize) -> GenCapture {
     let mut cap = GenCapture::default();
@@ -1571,22 +1663,27 @@ fn conversation(rng: &mut Rng, w: &World, cap: &mut GenCapture) {
             None => b,
         }
     };
-    match rng.weighted(&[30, 20, 12, 10, 5, 7, 5, 5, 4, 3, 8]) {
+    // answers addressed to the router's WAN address, as they come back when the router
+    // masquerades the client (a ruleset without NAT delivers them to the router itself)
+    let wan = wan_addr(v6);
+    let masq = c.iface != WAN && s.iface == WAN && rng.chance(40);
+    let c_dst = if masq { wan } else { c.addr };
+    match rng.weighted(&[30, 20, 12, 10, 5, 7, 5, 5, 4, 3, 8, 6]) {
         0 => {
             // TCP: handshake, data both ways, FIN or RST; sometimes cut short
             let (mut a, mut b) = (rng.next_u64() as u32, rng.next_u64() as u32);
             let steps = rng.range(1, 7);
             let seg = |from_client: bool, flags: u8, seq: u32, ack: u32, data: &[u8]| {
-                let (h, t, ttl, sp, dp) = if from_client {
-                    (c, s, ct, cport, sport)
+                let (h, dst, ttl, sp, dp) = if from_client {
+                    (c, s.addr, ct, cport, sport)
                 } else {
-                    (s, c, st, sport, cport)
+                    (s, c_dst, st, sport, cport)
                 };
                 (
                     h.iface,
                     builder(w, h, ttl).tcp(
                         h.addr,
-                        t.addr,
+                        dst,
                         &Tcp::new(sp, dp, flags).seq(seq).ack(ack),
                         data,
                     ),
@@ -1679,7 +1776,7 @@ fn conversation(rng: &mut Rng, w: &World, cap: &mut GenCapture) {
                 let d = payload(rng);
                 cap.push(
                     s.iface,
-                    builder(w, s, st).udp(s.addr, c.addr, sport, cport, &d),
+                    builder(w, s, st).udp(s.addr, c_dst, sport, cport, &d),
                 );
             }
         }
@@ -1694,7 +1791,7 @@ fn conversation(rng: &mut Rng, w: &World, cap: &mut GenCapture) {
                 if rng.chance(70) {
                     cap.push(
                         s.iface,
-                        builder(w, s, st).icmp_echo(s.addr, c.addr, false, id, seq, &d),
+                        builder(w, s, st).icmp_echo(s.addr, c_dst, false, id, seq, &d),
                     );
                 }
             }
@@ -1802,6 +1899,57 @@ fn conversation(rng: &mut Rng, w: &World, cap: &mut GenCapture) {
             cap.push(c.iface, later);
         }
         10 => hostile(rng, w, cap, c, s, ct, cport, sport),
+        11 => {
+            // a port forward: a WAN host to the router's WAN address, the answer from the DMZ
+            // server a `dnat` would send it to
+            let clients: Vec<&Host> = w
+                .hosts
+                .iter()
+                .filter(|h| h.iface == WAN && h.addr.is_ipv6() == v6)
+                .collect();
+            let client = *rng.pick(&clients);
+            let srv_addr = dmz_server(v6);
+            let Some(server) = w.hosts.iter().find(|h| h.addr == srv_addr) else {
+                return;
+            };
+            let dport = *rng.pick(&[80u16, 443, 8080]);
+            let sport_srv = if dport == 8080 { 80 } else { dport };
+            let (a, b) = (rng.next_u64() as u32, rng.next_u64() as u32);
+            let tc = ttl_of(rng, client);
+            cap.push(
+                client.iface,
+                builder(w, client, tc).tcp(
+                    client.addr,
+                    wan,
+                    &Tcp::new(cport, dport, tf::SYN).seq(a),
+                    &[],
+                ),
+            );
+            cap.push(
+                server.iface,
+                builder(w, server, 64).tcp(
+                    server.addr,
+                    client.addr,
+                    &Tcp::new(sport_srv, cport, tf::SYN | tf::ACK)
+                        .seq(b)
+                        .ack(a.wrapping_add(1)),
+                    &[],
+                ),
+            );
+            if rng.chance(70) {
+                cap.push(
+                    client.iface,
+                    builder(w, client, tc).tcp(
+                        client.addr,
+                        wan,
+                        &Tcp::new(cport, dport, tf::ACK)
+                            .seq(a.wrapping_add(1))
+                            .ack(b.wrapping_add(1)),
+                        &[],
+                    ),
+                );
+            }
+        }
         _ => {
             // IPv6 extension headers in front of TCP (IPv4: options)
             if v6 {

@@ -408,6 +408,23 @@ impl Model {
 
     /// Predict what the router does with a prepared packet.
     pub fn predict(&mut self, p: &Prepared, variant: Variant, mode: EngineMode) -> Prediction {
+        let sf = match mode {
+            EngineMode::Compiled => &self.compiled,
+            EngineMode::Linear => &self.linear,
+        };
+        let changed = sf.stats.nat_port_changed + sf.stats.nat_port_changed_packets;
+        let mut pred = self.predict_inner(p, variant, mode);
+        let sf = match mode {
+            EngineMode::Compiled => &self.compiled,
+            EngineMode::Linear => &self.linear,
+        };
+        if sf.stats.nat_port_changed + sf.stats.nat_port_changed_packets != changed {
+            pred.why.push_str(NAT_PORT_NOTE);
+        }
+        pred
+    }
+
+    fn predict_inner(&mut self, p: &Prepared, variant: Variant, mode: EngineMode) -> Prediction {
         let router = &self.router;
         let sf = match mode {
             EngineMode::Compiled => &mut self.compiled,
@@ -665,6 +682,10 @@ impl Model {
         }
     }
 }
+
+/// Appended to a prediction whose source NAT had to change a port: Linux picks that port at
+/// random (`nf_nat_l4proto_unique_tuple`), weir by a hash, so only the port can differ.
+pub const NAT_PORT_NOTE: &str = "; nat: source port changed (the kernel picks it at random)";
 
 /// What the model keeps of a packet after a hook (its metadata: the mark).
 struct PktView {
