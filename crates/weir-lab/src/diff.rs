@@ -202,6 +202,11 @@ fn nat_key(v6: bool, proto: u8, ip_id: Option<u16>, t: &[u8]) -> Vec<u8> {
             k.extend(part(4, 6));
             k.extend(part(8, t.len()));
         }
+        // ICMP errors: NAT rewrites the quoted packet too; type, code and size remain
+        1 | 58 if t.len() >= 8 && is_icmp_error(v6, t[0]) => {
+            k.extend(part(0, 2));
+            k.extend_from_slice(&(t.len() as u32).to_be_bytes());
+        }
         1 | 58 if t.len() >= 8 => {
             k.extend(part(0, 2));
             k.extend(part(6, t.len()));
@@ -209,6 +214,14 @@ fn nat_key(v6: bool, proto: u8, ip_id: Option<u16>, t: &[u8]) -> Vec<u8> {
         _ => k.extend_from_slice(t),
     }
     k
+}
+
+fn is_icmp_error(v6: bool, ty: u8) -> bool {
+    if v6 {
+        ty < 128
+    } else {
+        matches!(ty, 3 | 4 | 5 | 11 | 12)
+    }
 }
 
 fn frame_nat_key(frame: &[u8], link: LinkType) -> Option<Vec<u8>> {
@@ -477,7 +490,22 @@ pub fn field_diffs(weir: &[u8], kernel: &[u8]) -> Vec<String> {
         let pa = a.payload(weir).map(|(o, n)| &weir[o..o + n]);
         let pb = b.payload(kernel).map(|(o, n)| &kernel[o..o + n]);
         if pa != pb {
-            d.push("transport payload differs".into());
+            let (x, y) = (pa.unwrap_or(&[]), pb.unwrap_or(&[]));
+            let at = x.iter().zip(y).position(|(p, q)| p != q).unwrap_or(x.len().min(y.len()));
+            let show = |v: &[u8]| -> String {
+                v.iter()
+                    .skip(at)
+                    .take(8)
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            d.push(format!(
+                "transport payload differs at byte {at} of {}: weir {}, kernel {}",
+                x.len(),
+                show(x),
+                show(y)
+            ));
         }
     }
     if d.is_empty() {
@@ -759,9 +787,12 @@ pub fn compare_all(
         };
         if status == Status::Different
             && pred.why.ends_with(crate::model::NAT_PORT_NOTE)
-            && details
-                .iter()
-                .all(|d| d.starts_with("ports: ") || d.starts_with("transport checksum: "))
+            && details.iter().all(|d| {
+                d.starts_with("ports: ")
+                    || d.starts_with("transport checksum: ")
+                    // an ICMP error quotes the connection's packet, port included
+                    || (d.starts_with("transport payload differs") && p.frame_is_icmp_error())
+            })
         {
             status = Status::Explained("nat-random-port".into());
         }

@@ -51,6 +51,14 @@ pub struct Prepared {
     pub skip: Option<String>,
 }
 
+impl Prepared {
+    /// The frame is an ICMP or ICMPv6 error message.
+    pub fn frame_is_icmp_error(&self) -> bool {
+        let pm = PacketMeta::parse(&self.frame, LinkType::Ethernet);
+        pm.is_icmp_error(&self.frame)
+    }
+}
+
 /// The MAC address of the lab's peer interface `i` (the sender/receiver on that side).
 pub fn peer_mac(i: usize) -> Mac {
     [0x02, 0x77, 0x6c, 0x61, 0x62, i as u8]
@@ -561,6 +569,9 @@ impl Model {
                         path.join("; ")
                     ));
                 }
+                if tracks {
+                    answer_locally(sf, router, &local, &pm, p.ts_ns);
+                }
                 Prediction {
                     fate: Fate::Local,
                     why: format!("{}; input accept: delivered locally", path.join("; ")),
@@ -690,6 +701,63 @@ pub const NAT_PORT_NOTE: &str = "; nat: source port changed (the kernel picks it
 /// What the model keeps of a packet after a hook (its metadata: the mark).
 struct PktView {
     meta: Meta,
+}
+
+/// The router's own answer to a packet delivered to it (nothing listens in the lab's router):
+/// a TCP reset, or an ICMP echo reply. It leaves through `output` and `postrouting`, so
+/// connection tracking sees it: a reset ends a connection that never saw a reply, an echo
+/// reply is the reply of the echo's. Only the connection table matters here; the answer itself
+/// is not compared.
+fn answer_locally(sf: &mut Stateful, router: &Router, frame: &[u8], pm: &PacketMeta, now: u64) {
+    let v4 = pm.l3 == L3::Ipv4;
+    let (src, dst) = (
+        crate::topology::from_bits(pm.daddr, v4),
+        crate::topology::from_bits(pm.saddr, v4),
+    );
+    let l4 = pm.l4_off as usize;
+    let end = pm.l3_end().min(frame.len());
+    let b = weir_wire::build::Builder::new();
+    let answer = match pm.l4proto {
+        6 if pm.has_ports && l4 + 20 <= end && pm.tcp_flags & 0x04 == 0 => {
+            let rd = |i: usize| u32::from_be_bytes([frame[i], frame[i + 1], frame[i + 2], frame[i + 3]]);
+            let (seq, ack) = (rd(l4 + 4), rd(l4 + 8));
+            let doff = ((frame[l4 + 12] >> 4) as usize * 4).max(20);
+            let len = end.saturating_sub(l4 + doff) as u32
+                + (pm.tcp_flags & 0x02 != 0) as u32
+                + (pm.tcp_flags & 0x01 != 0) as u32;
+            let t = if pm.tcp_flags & 0x10 != 0 {
+                weir_wire::build::Tcp::new(pm.dport, pm.sport, 0x04).seq(ack)
+            } else {
+                weir_wire::build::Tcp::new(pm.dport, pm.sport, 0x14)
+                    .seq(0)
+                    .ack(seq.wrapping_add(len))
+            };
+            b.tcp(src, dst, &t, &[])
+        }
+        1 | 58 if l4 + 8 <= end && frame[l4] == if v4 { 8 } else { 128 } => {
+            let id = u16::from_be_bytes([frame[l4 + 4], frame[l4 + 5]]);
+            let sq = u16::from_be_bytes([frame[l4 + 6], frame[l4 + 7]]);
+            b.icmp_echo(src, dst, false, id, sq, &frame[l4 + 8..end])
+        }
+        _ => return,
+    };
+    let mut apm = PacketMeta::parse(&answer, LinkType::Ethernet);
+    let mut buf = answer.clone();
+    let oname = match router.route(dst) {
+        Dest::Forward { dev, .. } => router.ifaces[dev].name.clone(),
+        _ => String::new(),
+    };
+    let mut pc = PacketCt::default();
+    for hook in [Hook::Output, Hook::Postrouting] {
+        let mut meta = Meta::with_ifnames("", &oname);
+        if !sf
+            .hook_mut(hook, &mut buf, &mut apm, &mut meta, now, &mut pc)
+            .is_accept()
+        {
+            return;
+        }
+    }
+    sf.finish(&mut pc, now);
 }
 
 /// The first address of an interface in a family (masquerade, redirect), as a field value.
