@@ -491,7 +491,11 @@ pub fn field_diffs(weir: &[u8], kernel: &[u8]) -> Vec<String> {
         let pb = b.payload(kernel).map(|(o, n)| &kernel[o..o + n]);
         if pa != pb {
             let (x, y) = (pa.unwrap_or(&[]), pb.unwrap_or(&[]));
-            let at = x.iter().zip(y).position(|(p, q)| p != q).unwrap_or(x.len().min(y.len()));
+            let at = x
+                .iter()
+                .zip(y)
+                .position(|(p, q)| p != q)
+                .unwrap_or(x.len().min(y.len()));
             let show = |v: &[u8]| -> String {
                 v.iter()
                     .skip(at)

@@ -184,6 +184,27 @@ struct Ctx<'a> {
     kind: Kind,
     /// Chains this chain may jump to or goto.
     targets: Vec<String>,
+    /// The table uses connection tracking (`-m state`, `-m conntrack`).
+    state: bool,
+}
+
+/// A connection-state match.
+fn state_match(rng: &mut Rng) -> String {
+    let st = *rng.pick(&[
+        "NEW",
+        "ESTABLISHED",
+        "RELATED",
+        "INVALID",
+        "UNTRACKED",
+        "ESTABLISHED,RELATED",
+        "NEW,ESTABLISHED,RELATED",
+        "RELATED,ESTABLISHED",
+    ]);
+    if rng.chance(50) {
+        format!("-m state {}--state {st}", neg(rng, 10))
+    } else {
+        format!("-m conntrack {}--ctstate {st}", neg(rng, 10))
+    }
 }
 
 fn hosts(w: &World, v6: bool) -> Vec<&Host> {
@@ -355,6 +376,9 @@ fn rule(rng: &mut Rng, c: &Ctx) -> String {
         }
     }
     parts.extend(addrs);
+    if c.state && rng.chance(25) {
+        parts.push(state_match(rng));
+    }
     let (iif_ok, oif_ok) = match c.kind {
         Kind::Input => (true, false),
         Kind::Output => (false, true),
@@ -590,11 +614,13 @@ fn table(rng: &mut Rng, w: &World, v6: bool) -> IptTable {
             }
         })
         .collect();
+    let state = rng.chance(50);
     let ctx = |kind, targets: Vec<String>| Ctx {
         w,
         v6,
         kind,
         targets,
+        state,
     };
     let pol = |rng: &mut Rng, pct: u64| if rng.chance(pct) { "DROP" } else { "ACCEPT" };
     let mut chains = Vec::new();
@@ -609,10 +635,19 @@ fn table(rng: &mut Rng, w: &World, v6: bool) -> IptTable {
     let c = ctx(Kind::Forward, users.clone());
     let policy = pol(rng, 45);
     let n = rng.range(3, 14);
+    let mut rules = Vec::new();
+    // the classic stateful firewall's first rules
+    if state && rng.chance(60) {
+        rules.push("-m state --state RELATED,ESTABLISHED -j ACCEPT".to_string());
+    }
+    if state && rng.chance(40) {
+        rules.push("-m conntrack --ctstate INVALID -j DROP".to_string());
+    }
+    rules.extend((0..n).map(|_| rule(rng, &c)));
     chains.push(IptChain {
         name: "FORWARD".into(),
         policy: Some(policy),
-        rules: (0..n).map(|_| rule(rng, &c)).collect(),
+        rules,
     });
     let c = ctx(Kind::Output, Vec::new());
     let policy = pol(rng, 10);

@@ -617,6 +617,7 @@ impl Lab {
             )
             .map_err(|e| format!("{tool}: {e}"))?;
         }
+        self.flush_conntrack();
         Ok(())
     }
 

@@ -719,7 +719,8 @@ fn answer_locally(sf: &mut Stateful, router: &Router, frame: &[u8], pm: &PacketM
     let b = weir_wire::build::Builder::new();
     let answer = match pm.l4proto {
         6 if pm.has_ports && l4 + 20 <= end && pm.tcp_flags & 0x04 == 0 => {
-            let rd = |i: usize| u32::from_be_bytes([frame[i], frame[i + 1], frame[i + 2], frame[i + 3]]);
+            let rd =
+                |i: usize| u32::from_be_bytes([frame[i], frame[i + 1], frame[i + 2], frame[i + 3]]);
             let (seq, ack) = (rd(l4 + 4), rd(l4 + 8));
             let doff = ((frame[l4 + 12] >> 4) as usize * 4).max(20);
             let len = end.saturating_sub(l4 + doff) as u32
