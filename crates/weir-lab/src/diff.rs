@@ -216,6 +216,16 @@ fn nat_key(v6: bool, proto: u8, ip_id: Option<u16>, t: &[u8]) -> Vec<u8> {
     k
 }
 
+/// Whether one side of the packet (source address and port, or destination address and port)
+/// is the same in both frames: NAT rewrites one side of a packet.
+fn one_side_kept(a: &[u8], b: &[u8]) -> bool {
+    let (x, y) = (
+        PacketMeta::parse(a, LinkType::Ethernet),
+        PacketMeta::parse(b, LinkType::Ethernet),
+    );
+    (x.saddr, x.sport) == (y.saddr, y.sport) || (x.daddr, x.dport) == (y.daddr, y.dport)
+}
+
 fn is_icmp_error(v6: bool, ty: u8) -> bool {
     if v6 {
         ty < 128
@@ -262,7 +272,10 @@ pub fn kernel_view(p: &Prepared, ob: &Observed) -> KernelView {
             Some(i) => ident(&c.frame, LinkType::Ethernet).as_ref() == Some(i),
             None => false,
         };
-        let translated = nk.is_some() && frame_nat_key(&c.frame, LinkType::Ethernet) == nk;
+        // translated: the same packet with one side (source or destination) rewritten
+        let translated = nk.is_some()
+            && frame_nat_key(&c.frame, LinkType::Ethernet) == nk
+            && one_side_kept(&p.frame, &c.frame);
         if same || translated {
             v.forwarded.push((c.iface, c.frame.clone()))
         } else {
@@ -1478,8 +1491,13 @@ mod tests {
         let b = mk(98);
         let c = mk(99);
         let oa = fwd(&a, &mut model);
-        // b (dropped by weir): the window holds a's frame, which is not a copy of b
-        let ob = oa.clone();
+        // b (dropped by weir): the window holds a's frame, which is not a copy of b (a's
+        // payload differs too: a frame differing from b in its ports only could be b after
+        // NAT)
+        let mut ob = oa.clone();
+        if let Some(x) = ob.frames[0].frame.last_mut() {
+            *x ^= 0xff;
+        }
         // c: weir forwards, the kernel drops (iifname is "" there): explained
         let oc = Observed {
             barrier: true,
