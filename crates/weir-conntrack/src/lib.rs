@@ -438,6 +438,13 @@ impl<X> Entry<X> {
     pub fn tcp(&self) -> Option<&TcpConn> {
         (self.tcp.ct_proto == proto::TCP).then_some(&self.tcp)
     }
+    /// Forget the TCP windows, as Linux does when a connection leaves a flowtable
+    /// (`flow_offload_fixup_tcp`): the next packet of each side sets them again, so segments
+    /// the fast path let through unseen do not make the connection invalid.
+    pub fn forget_windows(&mut self) {
+        self.tcp.maxwin = [0, 0];
+    }
+
     /// TCP connection state (`None` for other protocols).
     pub fn tcp_state(&self) -> Option<TcpState> {
         self.tcp().map(|t| t.state())
@@ -463,7 +470,9 @@ impl<X> Entry<X> {
         self.packets[d] = self.packets[d].wrapping_add(1);
         self.bytes[d] = self.bytes[d].wrapping_add(len as u64);
     }
-    fn refresh(&mut self, now_ns: u64, t: Duration) {
+    /// Push the entry's timeout to `now + t` (a fast path that bypasses tracking keeps its
+    /// connections alive this way).
+    pub fn refresh(&mut self, now_ns: u64, t: Duration) {
         self.deadline = tick(now_ns.saturating_add(t.as_nanos() as u64));
     }
 }

@@ -102,6 +102,8 @@ pub struct Meta {
     pub notrack: bool,
     /// A NAT statement ran (the last one wins, as it ends its chain).
     pub nat: Option<NatAction>,
+    /// A `flow add @ft` statement ran (the flowtable's index in its table, and the table).
+    pub flow_add: Option<(u16, u16)>,
 }
 
 impl Meta {
@@ -793,7 +795,10 @@ impl Engine {
                     h.1 += bytes;
                     return Outcome::Verdict(Verdict::Accept);
                 }
-                CExpr::Stateful(_) => st.stateful_skipped += 1,
+                CExpr::Stateful(e) => match **e {
+                    ir::Expr::FlowAdd(ft) => p.meta.flow_add = Some((ti as u16, ft as u16)),
+                    _ => st.stateful_skipped += 1,
+                },
             }
         }
         let h = &mut st.rule_hits[r.gid];

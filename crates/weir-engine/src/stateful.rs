@@ -29,6 +29,19 @@ pub struct CtExt {
     /// Linux IPS_* NAT status bits (src-nat 16, dst-nat 32, src-nat-done 128, dst-nat-done
     /// 256), see [`nat::status`].
     pub nat_status: u16,
+    /// The flowtable the connection is offloaded to (index + 1 into
+    /// [`Stateful::flowtables`]; 0: not offloaded).
+    pub flowtable: u8,
+    /// Route cache: the output interface of each direction (caller's index + 1; 0: unknown).
+    pub route: [u16; 2],
+}
+
+/// What the flowtable fast path did with a packet of an offloaded connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FastPath {
+    /// The output interface cached for the packet's direction (caller's index).
+    pub oif: u16,
+    pub dir: Dir,
 }
 
 /// `ct state` bits.
@@ -116,6 +129,12 @@ pub struct StatefulStats {
     pub nat_port_changed: u64,
     /// Packets rewritten for such a connection (their port is weir's choice).
     pub nat_port_changed_packets: u64,
+    /// Connections put in a flowtable (`flow add`).
+    pub offloaded: u64,
+    /// Packets forwarded by the flowtable fast path.
+    pub fast_path: u64,
+    /// Offloaded connections sent back to the slow path (FIN or RST).
+    pub offload_teardowns: u64,
     /// Header fields written by rules (`ip daddr set ...`: stateless NAT).
     pub header_writes: u64,
 }
@@ -134,6 +153,8 @@ pub struct Stateful {
     /// every connection gets a binding (a null one when no rule binds it).
     pub nat_v4: bool,
     pub nat_v6: bool,
+    /// The ruleset's flowtables: (table, flowtable in the table, devices).
+    pub flowtables: Vec<(usize, usize, Vec<String>)>,
 }
 
 /// Priority of netfilter's NAT hooks: destination NAT (prerouting, output) at -100, source
@@ -218,6 +239,12 @@ impl Stateful {
                 }
             }
         }
+        let mut flowtables = Vec::new();
+        for (ti, t) in eng.rs.tables.iter().enumerate() {
+            for (fi, f) in t.ir.flowtables.iter().enumerate() {
+                flowtables.push((ti, fi, f.devices.clone()));
+            }
+        }
         Stateful {
             eng,
             ct: Conntrack::new(cfg),
@@ -227,7 +254,169 @@ impl Stateful {
             nat_rng: 0x2545_f491_4f6c_dd1d,
             nat_v4: n4,
             nat_v6: n6,
+            flowtables,
         }
+    }
+
+    /// Mark the packet's connection offloaded (`flow add @ft`), as `nft_flow_offload_eval`
+    /// allows it: a confirmed TCP connection in the established state (not on a FIN or RST)
+    /// or a UDP one.
+    fn flow_add(&mut self, ft: (u16, u16), pm: &PacketMeta, pc: &PacketCt) {
+        let CtPkt::Entry { id, .. } = pc.ct else {
+            return;
+        };
+        let Some(gi) = self
+            .flowtables
+            .iter()
+            .position(|f| (f.0 as u16, f.1 as u16) == ft)
+        else {
+            return;
+        };
+        let Some(e) = self.ct.get_mut(id) else {
+            return;
+        };
+        let ok = match e.proto() {
+            6 => {
+                pm.tcp_flags & 0x05 == 0
+                    && e.tcp_state() == Some(weir_conntrack::TcpState::Established)
+            }
+            17 => true,
+            _ => false,
+        };
+        if ok && e.ext.flowtable == 0 {
+            e.ext.flowtable = (gi + 1) as u8;
+            self.stats.offloaded += 1;
+        }
+    }
+
+    /// Remember the output interface of the packet's direction in its connection (the route
+    /// cache; the flowtable fast path forwards with it).
+    pub fn cache_route(&mut self, pc: &PacketCt, oif: u16) {
+        if let CtPkt::Entry { id, dir, .. } = pc.ct {
+            if let Some(e) = self.ct.get_mut(id) {
+                e.ext.route[dir as usize] = oif.saturating_add(1);
+            }
+        }
+    }
+
+    /// The packet's connection (original and reply tuples) and the packet's direction.
+    pub fn conn(&self, pc: &PacketCt) -> Option<(weir_conntrack::Tuple, weir_conntrack::Tuple, Dir)> {
+        match pc.ct {
+            CtPkt::Entry { id, dir, .. } => Some((
+                self.ct.tuple(id, Dir::Original)?,
+                self.ct.tuple(id, Dir::Reply)?,
+                dir,
+            )),
+            _ => None,
+        }
+    }
+
+    /// Whether the packet's connection is in a flowtable, and whether a direction's route is
+    /// cached.
+    pub fn offloaded(&self, pc: &PacketCt) -> Option<[bool; 2]> {
+        match pc.ct {
+            CtPkt::Entry { id, .. } => {
+                let e = self.ct.get(id)?;
+                (e.ext.flowtable != 0).then_some([e.ext.route[0] != 0, e.ext.route[1] != 0])
+            }
+            _ => None,
+        }
+    }
+
+    /// Cache the output interface of one direction of the packet's connection.
+    pub fn cache_route_dir(&mut self, pc: &PacketCt, dir: Dir, oif: u16) {
+        if let CtPkt::Entry { id, .. } = pc.ct {
+            if let Some(e) = self.ct.get_mut(id) {
+                e.ext.route[dir as usize] = oif.saturating_add(1);
+            }
+        }
+    }
+
+    /// The output interface cached for the packet's connection and direction (after
+    /// `prerouting`), if any: the route cache.
+    pub fn cached_route(&self, pc: &PacketCt) -> Option<u16> {
+        match pc.ct {
+            CtPkt::Entry { id, dir, .. } => {
+                let r = self.ct.get(id)?.ext.route[dir as usize];
+                r.checked_sub(1)
+            }
+            _ => None,
+        }
+    }
+
+    /// The flowtable fast path (netfilter's flowtable ingress hook): a packet of an offloaded
+    /// connection arriving on one of the flowtable's devices skips every chain and connection
+    /// tracking; it gets its NAT translation and leaves by the cached output interface (the
+    /// caller decrements the TTL and writes the link header). A FIN or RST takes the
+    /// connection out of the flowtable and the packet to the slow path, as do IPv4 options,
+    /// fragments and a TTL of 1 or less. None: the slow path.
+    pub fn fast_path(
+        &mut self,
+        frame: &mut [u8],
+        pm: &mut PacketMeta,
+        iifname: &str,
+        now_ns: u64,
+    ) -> Option<FastPath> {
+        if self.flowtables.is_empty()
+            || !matches!(pm.l3, L3::Ipv4 | L3::Ipv6)
+            || pm.malformed.is_some()
+            || pm.frag != Frag::None
+            || !pm.has_ports
+            || !matches!(pm.l4proto, 6 | 17)
+        {
+            return None;
+        }
+        let l3 = pm.l3_off as usize;
+        let v6 = pm.l3 == L3::Ipv6;
+        if !v6 && (frame.get(l3).map(|b| b & 0x0f) != Some(5)) {
+            return None;
+        }
+        if frame.get(l3 + if v6 { 7 } else { 8 }).is_none_or(|&t| t <= 1) {
+            return None;
+        }
+        let t = weir_conntrack::Tuple {
+            src: pm.saddr,
+            dst: pm.daddr,
+            sport: pm.sport,
+            dport: pm.dport,
+            proto: pm.l4proto,
+            v6,
+        };
+        let (id, dir) = self.ct.find(&t)?;
+        let e = self.ct.get(id)?;
+        let gi = e.ext.flowtable.checked_sub(1)? as usize;
+        if !self.flowtables[gi].2.iter().any(|d| d == iifname) {
+            return None;
+        }
+        if pm.l4proto == 6 && pm.tcp_flags & 0x05 != 0 {
+            // flow_offload_teardown: back to conntrack, which relearns the windows
+            let e = self.ct.get_mut(id)?;
+            e.ext.flowtable = 0;
+            e.forget_windows();
+            self.stats.offload_teardowns += 1;
+            return None;
+        }
+        let oif = e.ext.route[dir as usize].checked_sub(1)?;
+        let (orig, reply) = (self.ct.tuple(id, Dir::Original)?, self.ct.tuple(id, Dir::Reply)?);
+        let nat_status = e.ext.nat_status;
+        let is_reply = dir == Dir::Reply;
+        for m in [Manip::Dst, Manip::Src] {
+            if m.applies(nat_status, is_reply) {
+                let other = if is_reply { orig } else { reply };
+                if nat::manip_pkt(frame, pm, &other.invert(), m, false) {
+                    *pm = PacketMeta::parse(frame, pm.link);
+                }
+            }
+        }
+        let timeout = match pm.l4proto {
+            6 => self.ct.config().timeouts.tcp_established,
+            _ => self.ct.config().timeouts.udp_stream,
+        };
+        if let Some(e) = self.ct.get_mut(id) {
+            e.refresh(now_ns, timeout);
+        }
+        self.stats.fast_path += 1;
+        Some(FastPath { oif, dir })
     }
 
     fn tracks(&self, l3: L3) -> bool {
@@ -502,7 +691,11 @@ impl Stateful {
             }
             meta.notrack = false;
             meta.nat = None;
+            meta.flow_add = None;
             let d = self.run_chain(h, &buf, pm, meta, now_ns);
+            if let Some(ft) = meta.flow_add.take() {
+                self.flow_add(ft, pm, pc);
+            }
             if meta.notrack && !tracked {
                 pc.notrack = true;
             }

@@ -1361,6 +1361,19 @@ pub fn ruleset(rng: &mut Rng, w: &World) -> GenRuleset {
     };
     let n = rng.range(3, 14);
     let mut rules: Vec<String> = Vec::new();
+    // no flowtables: this kernel is built without CONFIG_NF_FLOW_TABLE (nft refuses them), so
+    // the fast path is tested against weir's own slow path (weir-engine tests/flowtable.rs)
+    let flow = false;
+    if flow {
+        rules.push(
+            rng.pick(&[
+                "meta l4proto { tcp, udp } flow add @ft",
+                "ct state established flow add @ft",
+                "ip protocol tcp flow add @ft",
+            ])
+            .to_string(),
+        );
+    }
     // the classic stateful firewall's first rules
     if ct && rng.chance(60) {
         rules.push("ct state established,related accept".into());
@@ -1429,6 +1442,20 @@ pub fn ruleset(rng: &mut Rng, w: &World) -> GenRuleset {
                 rng.pick(prios)
             )),
             rules: (0..n).map(|_| rule(rng, &c, false)).collect(),
+        });
+    }
+    let mut sets = sets;
+    if flow {
+        sets.push(GenSet {
+            kind: "flowtable",
+            name: "ft".into(),
+            lines: vec![
+                "hook ingress priority 0;".into(),
+                format!(
+                    "devices = {{ {} }};",
+                    IFS.iter().map(|i| i.0).collect::<Vec<_>>().join(", ")
+                ),
+            ],
         });
     }
     let mut tables = vec![GenTable {

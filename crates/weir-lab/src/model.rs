@@ -468,6 +468,38 @@ impl Model {
         // IP input trims link padding after the IP packet before any hook (pskb_trim_rcsum)
         let mut buf: Vec<u8> = p.frame[..pm.l3_end().min(p.frame.len())].to_vec();
         let mut pm = transport_view(PacketMeta::parse(&buf, LinkType::Ethernet), &buf, variant);
+        // 1b. the flowtable's ingress hook: offloaded connections skip everything else
+        let in_name = router.ifaces[p.iif].name.clone();
+        if let Some(fp) = sf.fast_path(&mut buf, &mut pm, &in_name, p.ts_ns) {
+            let dev = fp.oif as usize;
+            let l3 = pm.l3_off as usize;
+            let ttl_at = l3 + if v4 { 8 } else { 7 };
+            buf[ttl_at] -= 1;
+            if v4 {
+                let c = u16::from_be_bytes([buf[l3 + 10], buf[l3 + 11]]);
+                buf[l3 + 10..l3 + 12].copy_from_slice(&kernel_ttl_checksum(c).to_be_bytes());
+            }
+            let dst = crate::topology::from_bits(pm.daddr, v4);
+            let nexthop = match router.route(dst) {
+                Dest::Forward { nexthop, .. } => nexthop,
+                _ => dst,
+            };
+            let oname = &router.ifaces[dev].name;
+            let Some(nmac) = router.neighbor(nexthop, dev) else {
+                return drop(format!(
+                    "flowtable fast path out of {oname}; no neighbour entry for {nexthop}"
+                ));
+            };
+            buf[..6].copy_from_slice(&nmac);
+            buf[6..12].copy_from_slice(&router.ifaces[dev].mac);
+            return Prediction {
+                fate: Fate::Forwarded {
+                    oif: dev,
+                    frame: buf,
+                },
+                why: format!("flowtable fast path (offloaded connection) out of {oname}"),
+            };
+        }
         let iif = p.iif;
         let iname = router.ifaces[iif].name.as_str();
         let missing: u128 = if variant.empty_ifname { 1 } else { 0 };
@@ -669,6 +701,26 @@ impl Model {
                         path.join("; "),
                         Self::describe(&sf.eng, r)
                     ));
+                }
+                // the route cache; a connection just put in a flowtable learns the route of
+                // its other direction now, as `flow add` looks both up
+                sf.cache_route(&pc, dev as u16);
+                if let (Some(routes), Some((o, r, dir))) = (sf.offloaded(&pc), sf.conn(&pc)) {
+                    let other = 1 - dir as usize;
+                    if !routes[other] {
+                        // the other direction's packets go to this direction's source
+                        let back = if other == 0 { r.src } else { o.src };
+                        if let Dest::Forward { dev: d2, .. } =
+                            router.route(crate::topology::from_bits(back, v4))
+                        {
+                            let od = if other == 0 {
+                                weir_conntrack::Dir::Original
+                            } else {
+                                weir_conntrack::Dir::Reply
+                            };
+                            sf.cache_route_dir(&pc, od, d2 as u16);
+                        }
+                    }
                 }
                 let Some(nmac) = router.neighbor(nexthop, dev) else {
                     return drop(format!(
