@@ -613,6 +613,21 @@ pub struct Killed<X> {
     pub entry: Entry<X>,
 }
 
+/// A hint to load the cache line holding `r` (no effect on other targets).
+#[inline(always)]
+fn prefetch<T>(r: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint: it never faults and reads nothing into the program;
+    // the pointer comes from a reference, so it is valid anyway.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+            r as *const T as *const i8,
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = r;
+}
+
 #[inline]
 fn mix(a: u64, b: u64) -> u64 {
     let r = (a as u128).wrapping_mul(b as u128);
@@ -1301,6 +1316,28 @@ impl<X: Copy + Default> Conntrack<X> {
             i += 1;
             if i == n {
                 i = 0;
+            }
+        }
+    }
+
+    /// Start loading the hash index slot a lookup of `t` reads first (the first stage of a
+    /// batch: the cache misses of several packets overlap). Returns the tuple's hash.
+    #[inline]
+    pub fn prefetch_index(&self, t: &Tuple) -> u64 {
+        let h = self.hash(t);
+        prefetch(&self.slots[self.home(h)]);
+        h
+    }
+
+    /// Start loading the entry the index slot of `t` names (the second stage, once the slot
+    /// is in the cache).
+    #[inline]
+    pub fn prefetch_entry(&self, h: u64) {
+        let s = self.slots[self.home(h)];
+        if s != 0 {
+            let idx = ((s & self.id_mask) - 1) >> 1;
+            if let Some(e) = self.entries.get(idx as usize) {
+                prefetch(e);
             }
         }
     }

@@ -289,6 +289,32 @@ impl Stateful {
         }
     }
 
+    /// Start loading the connection entries of a batch of packets (hash index slots first,
+    /// then the entries they name), so that their cache misses overlap instead of adding up:
+    /// call it on a received batch before running its packets one by one.
+    pub fn prefetch(&self, pms: &[PacketMeta]) {
+        const MAX: usize = 64;
+        let mut hs = [0u64; MAX];
+        let n = pms.len().min(MAX);
+        for (h, pm) in hs.iter_mut().zip(&pms[..n]) {
+            if pm.has_ports && matches!(pm.l3, L3::Ipv4 | L3::Ipv6) {
+                *h = self.ct.prefetch_index(&weir_conntrack::Tuple {
+                    src: pm.saddr,
+                    dst: pm.daddr,
+                    sport: pm.sport,
+                    dport: pm.dport,
+                    proto: pm.l4proto,
+                    v6: pm.l3 == L3::Ipv6,
+                });
+            }
+        }
+        for &h in &hs[..n] {
+            if h != 0 {
+                self.ct.prefetch_entry(h);
+            }
+        }
+    }
+
     /// Remember the output interface of the packet's direction in its connection (the route
     /// cache; the flowtable fast path forwards with it).
     pub fn cache_route(&mut self, pc: &PacketCt, oif: u16) {
@@ -300,7 +326,10 @@ impl Stateful {
     }
 
     /// The packet's connection (original and reply tuples) and the packet's direction.
-    pub fn conn(&self, pc: &PacketCt) -> Option<(weir_conntrack::Tuple, weir_conntrack::Tuple, Dir)> {
+    pub fn conn(
+        &self,
+        pc: &PacketCt,
+    ) -> Option<(weir_conntrack::Tuple, weir_conntrack::Tuple, Dir)> {
         match pc.ct {
             CtPkt::Entry { id, dir, .. } => Some((
                 self.ct.tuple(id, Dir::Original)?,
@@ -371,7 +400,10 @@ impl Stateful {
         if !v6 && (frame.get(l3).map(|b| b & 0x0f) != Some(5)) {
             return None;
         }
-        if frame.get(l3 + if v6 { 7 } else { 8 }).is_none_or(|&t| t <= 1) {
+        if frame
+            .get(l3 + if v6 { 7 } else { 8 })
+            .is_none_or(|&t| t <= 1)
+        {
             return None;
         }
         let t = weir_conntrack::Tuple {
@@ -397,11 +429,14 @@ impl Stateful {
             return None;
         }
         let oif = e.ext.route[dir as usize].checked_sub(1)?;
-        let (orig, reply) = (self.ct.tuple(id, Dir::Original)?, self.ct.tuple(id, Dir::Reply)?);
         let nat_status = e.ext.nat_status;
         let is_reply = dir == Dir::Reply;
         for m in [Manip::Dst, Manip::Src] {
             if m.applies(nat_status, is_reply) {
+                let (orig, reply) = (
+                    self.ct.tuple(id, Dir::Original)?,
+                    self.ct.tuple(id, Dir::Reply)?,
+                );
                 let other = if is_reply { orig } else { reply };
                 if nat::manip_pkt(frame, pm, &other.invert(), m, false) {
                     *pm = PacketMeta::parse(frame, pm.link);

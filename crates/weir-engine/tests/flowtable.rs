@@ -54,7 +54,10 @@ fn send(sf: &mut Stateful, frame: &mut Vec<u8>, from_lan: bool, now: u64) -> Way
     };
     for hook in [Hook::Prerouting, Hook::Forward, Hook::Postrouting] {
         let mut meta = Meta::with_ifnames(iif, if hook == Hook::Prerouting { "" } else { oif });
-        if !sf.hook_mut(hook, frame, &mut pm, &mut meta, now, &mut pc).is_accept() {
+        if !sf
+            .hook_mut(hook, frame, &mut pm, &mut meta, now, &mut pc)
+            .is_accept()
+        {
             return Way::Dropped;
         }
     }
@@ -81,7 +84,10 @@ fn transport_ok(f: &[u8], pm: &PacketMeta) -> bool {
     let (l4, end) = (pm.l4_off as usize, pm.l3_end());
     let src: [u8; 4] = f[l3 + 12..l3 + 16].try_into().unwrap();
     let dst: [u8; 4] = f[l3 + 16..l3 + 20].try_into().unwrap();
-    checksum_with(pseudo_v4(src, dst, pm.l4proto, (end - l4) as u16), &f[l4..end]) == 0
+    checksum_with(
+        pseudo_v4(src, dst, pm.l4proto, (end - l4) as u16),
+        &f[l4..end],
+    ) == 0
 }
 
 fn stateful(mode: Mode) -> Stateful {
@@ -148,9 +154,10 @@ fn other_devices_ttl_one_and_new_connections_stay_on_the_slow_path() {
         assert_eq!(send(&mut sf, &mut f, out, t), Way::Slow);
     }
     // TTL 1: the slow path (which forwards it here: the model does not decrement)
-    let mut f = Builder::new()
-        .ttl(1)
-        .tcp(C, S, &Tcp::new(40000, 80, tf::ACK).seq(101).ack(501), &[]);
+    let mut f =
+        Builder::new()
+            .ttl(1)
+            .tcp(C, S, &Tcp::new(40000, 80, tf::ACK).seq(101).ack(501), &[]);
     let mut pm = PacketMeta::parse(&f, LinkType::Ethernet);
     assert!(sf.fast_path(&mut f, &mut pm, "lan0", t).is_none());
     // a device the flowtable does not list

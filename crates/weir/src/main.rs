@@ -76,6 +76,9 @@ enum BenchCmd {
     /// The stateful pipeline on one core: new connections per second, established packets
     /// through conntrack and the chains, bytes per connection entry.
     Pipeline(bench_pipeline::PipelineArgs),
+    /// A SYN flood of distinct connections through a bounded connection table, with
+    /// established connections checked throughout.
+    Synflood(bench_pipeline::SynfloodArgs),
 }
 
 fn main() -> ExitCode {
@@ -108,6 +111,9 @@ fn main() -> ExitCode {
         Cmd::Bench {
             what: BenchCmd::Pipeline(a),
         } => bench_pipeline::pipeline(a),
+        Cmd::Bench {
+            what: BenchCmd::Synflood(a),
+        } => bench_pipeline::synflood(a),
     };
     match r {
         Ok(code) => code,
