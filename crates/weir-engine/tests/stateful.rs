@@ -296,3 +296,48 @@ fn ipv6_connection_is_tracked_both_ways() {
         vec![(true, 8), (true, 2), (true, 2), (true, 2), (true, 2)]
     );
 }
+
+#[test]
+fn syn_flood_is_bounded_and_established_connections_survive() {
+    let (rs, _) = weir_lang::load_str(
+        "t",
+        "table ip f { chain fwd { type filter hook forward priority 0; policy drop;
+            ct state established,related accept
+            ct state new tcp flags syn tcp dport 80 accept } }",
+    )
+    .unwrap();
+    let cfg = Config {
+        max_entries: 1000,
+        ..Config::default()
+    };
+    let mut sf = Stateful::new(Engine::new(Compiled::build(&rs, Mode::Compiled)), cfg);
+    let t = 1_000_000_000u64;
+    // 50 established connections (handshake done: assured)
+    for p in 0..50u16 {
+        let c = Ipv4Addr::new(198, 18, 1, p as u8);
+        let syn = Builder::new().tcp(c, S, &Tcp::new(1000 + p, 80, tf::SYN).seq(1), &[]);
+        let sa = Builder::new().tcp(S, c, &Tcp::new(80, 1000 + p, tf::SYN | tf::ACK).seq(9).ack(2), &[]);
+        let ack = Builder::new().tcp(c, S, &Tcp::new(1000 + p, 80, tf::ACK).seq(2).ack(10), &[]);
+        for f in [syn, sa, ack] {
+            assert!(forward(&mut sf, &f, t).0.is_accept());
+        }
+    }
+    // 20,000 SYNs of distinct connections
+    for k in 0..20_000u32 {
+        let src = Ipv4Addr::from(u32::from_be_bytes([198, 18, 100, 0]) + k / 1000);
+        let f = Builder::new().tcp(src, S, &Tcp::new(2000 + (k % 1000) as u16, 80, tf::SYN), &[]);
+        assert!(forward(&mut sf, &f, t + 1 + k as u64).0.is_accept(), "SYN {k}");
+        assert!(sf.ct.len() <= 1000);
+    }
+    assert!(sf.ct.stats().evicted >= 19_000, "{:?}", sf.ct.stats());
+    // every established connection still passes, as established, both ways
+    for p in 0..50u16 {
+        let c = Ipv4Addr::new(198, 18, 1, p as u8);
+        let f = Builder::new().tcp(c, S, &Tcp::new(1000 + p, 80, tf::ACK).seq(2).ack(10), &[]);
+        let (d, st) = forward(&mut sf, &f, t + 100_000);
+        assert!(d.is_accept());
+        assert_eq!(st, 2);
+        let f = Builder::new().tcp(S, c, &Tcp::new(80, 1000 + p, tf::ACK).seq(10).ack(2), &[]);
+        assert_eq!(forward(&mut sf, &f, t + 100_001).1, 2);
+    }
+}
