@@ -217,6 +217,9 @@ pub struct CChain {
 
 #[derive(Clone, Debug)]
 pub struct CTable {
+    /// Its index in `Compiled::tables` (the per-worker state of its dynamic sets is kept by
+    /// this index).
+    pub index: usize,
     pub family: Family,
     pub name: String,
     pub chains: Vec<CChain>,
@@ -792,6 +795,7 @@ impl Compiled {
                 }
             }
             tables.push(CTable {
+                index: tables.len(),
                 family: t.family,
                 name: t.name.clone(),
                 chains,

@@ -124,6 +124,54 @@ struct Bucket {
     init: bool,
 }
 
+/// An element added from the packet path (`add @s`, `update @s`).
+#[derive(Clone, Copy, Debug, Default)]
+struct DynElem {
+    /// When it expires (0: never).
+    expires_ns: u64,
+    /// Its own `limit`, `counter`.
+    bucket: Bucket,
+    packets: u64,
+    bytes: u64,
+}
+
+/// The elements a set gained from the packet path (exact keys), beside its static elements.
+#[derive(Clone, Debug, Default)]
+pub struct DynSet {
+    elems: std::collections::HashMap<Vec<u128>, DynElem>,
+}
+
+impl DynSet {
+    fn live(&self, k: &[u128], now_ns: u64) -> bool {
+        self.elems
+            .get(k)
+            .is_some_and(|e| e.expires_ns == 0 || e.expires_ns > now_ns)
+    }
+
+    /// Live elements now.
+    pub fn len_at(&self, now_ns: u64) -> usize {
+        self.elems
+            .values()
+            .filter(|e| e.expires_ns == 0 || e.expires_ns > now_ns)
+            .count()
+    }
+
+    /// Live elements with their (packets, bytes) counters and expiry (0: none).
+    pub fn elements(&self, now_ns: u64) -> Vec<(Vec<u128>, u64, u64, u64)> {
+        let mut v: Vec<_> = self
+            .elems
+            .iter()
+            .filter(|(_, e)| e.expires_ns == 0 || e.expires_ns > now_ns)
+            .map(|(k, e)| (k.clone(), e.packets, e.bytes, e.expires_ns))
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+/// Default size of a set filled from the packet path when it gives none (nftables: 65535).
+pub const DYNSET_DEFAULT_SIZE: usize = 65535;
+
 /// Mutable per-worker state: counters, rate limiters, quotas.
 #[derive(Clone, Debug, Default)]
 pub struct State {
@@ -143,6 +191,17 @@ pub struct State {
     pub stateful_skipped: u64,
     /// Header rewrites not yet performed by this engine (`ip saddr set ...`).
     pub rewrites_skipped: u64,
+    /// Elements added from the packet path, per table and set (empty until a rule adds one).
+    pub dynsets: Vec<Vec<DynSet>>,
+    /// `add @s` refused because the set was full.
+    pub dynset_full: u64,
+}
+
+impl State {
+    /// The packet-path elements of a table's set (None when it has none).
+    pub fn dynset(&self, table: usize, set: usize) -> Option<&DynSet> {
+        self.dynsets.get(table)?.get(set)
+    }
 }
 
 pub const MAX_LOG_LINES: usize = 1000;
@@ -382,9 +441,16 @@ impl<'a> Pkt<'a> {
 }
 
 #[inline]
-fn set_contains(t: &CTable, s: &SetSlot, k: &[u128]) -> bool {
+fn set_contains(t: &CTable, s: &SetSlot, k: &[u128], st: &State, now_ns: u64) -> bool {
     match s {
-        SetSlot::Named(i) => t.sets[*i].contains(k),
+        SetSlot::Named(i) => {
+            t.sets[*i].contains(k)
+                || st
+                    .dynsets
+                    .get(t.index)
+                    .and_then(|v| v.get(*i))
+                    .is_some_and(|d| d.live(k, now_ns))
+        }
         SetSlot::Anon(b) => b.contains(k),
         SetSlot::Small { comps, ranges } => ranges
             .chunks_exact(*comps)
@@ -408,7 +474,7 @@ fn eval_match(t: &CTable, key: &Key, negate: bool, set: &SetSlot, p: &Pkt, st: &
     let Some(n) = p.key(key, st, &mut kv) else {
         return false;
     };
-    set_contains(t, set, &kv[..n]) != negate
+    set_contains(t, set, &kv[..n], st, p.now_ns) != negate
 }
 
 /// Evaluate a pure match item (false for statements).
@@ -425,7 +491,7 @@ fn eval_item(t: &CTable, e: &CExpr, p: &Pkt, st: &mut State) -> bool {
             None => false,
         },
         CExpr::In { field, negate, set } => match p.field(*field) {
-            Some(v) => set_contains(t, set, &[v]) != *negate,
+            Some(v) => set_contains(t, set, &[v], st, p.now_ns) != *negate,
             None => false,
         },
         CExpr::Match { key, negate, set } => eval_match(t, key, *negate, set, p, st),
@@ -795,8 +861,13 @@ impl Engine {
                     h.1 += bytes;
                     return Outcome::Verdict(Verdict::Accept);
                 }
-                CExpr::Stateful(e) => match **e {
-                    ir::Expr::FlowAdd(ft) => p.meta.flow_add = Some((ti as u16, ft as u16)),
+                CExpr::Stateful(e) => match &**e {
+                    ir::Expr::FlowAdd(ft) => p.meta.flow_add = Some((ti as u16, *ft as u16)),
+                    ir::Expr::SetOp(op) => {
+                        if !dynset_op(t, op, p, st, bytes) {
+                            return Outcome::Next;
+                        }
+                    }
                     _ => st.stateful_skipped += 1,
                 },
             }
@@ -829,6 +900,66 @@ fn linear_next(t: &CTable, c: &CChain, from: u32, p: &Pkt, st: &mut State) -> Op
         }
     }
     None
+}
+
+/// `add @s { key ... }`, `update @s { key ... }`, `delete @s { key }` from the packet path
+/// (`nft_dynset`): false stops the rule (the key cannot be built, the set is full, or the
+/// element's own `limit` does not let the packet on).
+fn dynset_op(t: &CTable, op: &ir::SetOp, p: &Pkt, st: &mut State, bytes: u64) -> bool {
+    let mut kv = [0u128; MAX_KEY];
+    let Some(n) = p.key(&op.key, st, &mut kv) else {
+        return false;
+    };
+    let key = &kv[..n];
+    let now = p.now_ns;
+    let set = &t.ir.sets[op.set];
+    let size = set.size.map_or(DYNSET_DEFAULT_SIZE, |s| s as usize);
+    let timeout_ms = op.timeout_ms.or(set.timeout_ms);
+    let expires = timeout_ms.map_or(0, |ms| now.saturating_add(ms.saturating_mul(1_000_000)).max(1));
+    if st.dynsets.len() <= t.index {
+        st.dynsets.resize(t.index + 1, Vec::new());
+    }
+    let sets = &mut st.dynsets[t.index];
+    if sets.len() <= op.set {
+        sets.resize(op.set + 1, DynSet::default());
+    }
+    let ds = &mut sets[op.set];
+    if op.op == ir::SetOpKind::Delete {
+        ds.elems.remove(key);
+        return true;
+    }
+    let live = ds.live(key, now);
+    if !live {
+        // a static element counts as present
+        if t.sets[op.set].contains(key) && op.limit.is_none() && !op.counter {
+            return true;
+        }
+        if ds.elems.len() >= size {
+            ds.elems
+                .retain(|_, e| e.expires_ns == 0 || e.expires_ns > now);
+        }
+        if ds.elems.len() >= size && !ds.elems.contains_key(key) {
+            st.dynset_full += 1;
+            return false;
+        }
+        ds.elems.insert(
+            key.to_vec(),
+            DynElem {
+                expires_ns: expires,
+                ..DynElem::default()
+            },
+        );
+    }
+    let e = ds.elems.get_mut(key).expect("inserted");
+    if live && op.op == ir::SetOpKind::Update {
+        e.expires_ns = expires;
+    }
+    e.packets += 1;
+    e.bytes += bytes;
+    match &op.limit {
+        Some(l) => limit_pass(&mut e.bucket, l, now, bytes),
+        None => true,
+    }
 }
 
 /// The kernel's nft_limit token bucket, in nanoseconds: a packet costs `unit / rate` (bytes:
