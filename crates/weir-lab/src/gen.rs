@@ -1385,6 +1385,44 @@ pub fn ruleset(rng: &mut Rng, w: &World) -> GenRuleset {
         ));
     }
     rules.extend((0..n).map(|_| rule(rng, &c, false)));
+    // sets filled from the packet path, and rules that look them up
+    let mut dyn_sets = Vec::new();
+    if rng.chance(25) {
+        for (v6, name, ty, kw, icmp) in [
+            (false, "dyn4", "ipv4_addr", "ip", "icmp"),
+            (true, "dyn6", "ipv6_addr", "ip6", "icmpv6"),
+        ] {
+            if (v6 && !fam.v6()) || (!v6 && !fam.v4()) {
+                continue;
+            }
+            dyn_sets.push(GenSet {
+                kind: "set",
+                name: name.into(),
+                lines: vec![
+                    format!("type {ty};"),
+                    "flags dynamic, timeout;".into(),
+                    "timeout 60s;".into(),
+                ],
+            });
+            let learn = [
+                format!("meta l4proto udp add @{name} {{ {kw} saddr }}"),
+                format!("tcp flags syn update @{name} {{ {kw} saddr }}"),
+                format!("meta l4proto {icmp} add @{name} {{ {kw} daddr }}"),
+                format!("udp dport 53 delete @{name} {{ {kw} saddr }}"),
+                format!("add @{name} {{ {kw} saddr }} counter"),
+            ];
+            let look = [
+                format!("{kw} daddr @{name} accept"),
+                format!("{kw} saddr @{name} counter drop"),
+                format!("{kw} saddr != @{name} tcp dport 22 drop"),
+                format!("{kw} saddr @{name} meta mark set 0x3"),
+            ];
+            for r in [rng.pick(&learn).clone(), rng.pick(&look).clone()] {
+                let at = rng.below(rules.len() as u64 + 1) as usize;
+                rules.insert(at, r);
+            }
+        }
+    }
     chains.push(GenChain {
         name: "forward".into(),
         base: Some(format!(
@@ -1445,6 +1483,7 @@ pub fn ruleset(rng: &mut Rng, w: &World) -> GenRuleset {
         });
     }
     let mut sets = sets;
+    sets.extend(dyn_sets);
     if flow {
         sets.push(GenSet {
             kind: "flowtable",
