@@ -613,19 +613,47 @@ pub struct Killed<X> {
     pub entry: Entry<X>,
 }
 
+/// An empty vector with room for `n` items, its memory advised to use huge pages when it is
+/// big (the table is read at random: with 4 KiB pages nearly every lookup would also miss the
+/// TLB). The room is only address space until items are written.
+fn huge_vec<T>(n: usize) -> Vec<T> {
+    let v: Vec<T> = Vec::with_capacity(n);
+    let bytes = n.saturating_mul(std::mem::size_of::<T>());
+    #[cfg(target_os = "linux")]
+    if bytes >= 4 << 20 {
+        let start = (v.as_ptr() as usize).next_multiple_of(4096);
+        let end = (v.as_ptr() as usize + bytes) & !4095;
+        if end > start {
+            // SAFETY: madvise only gives the kernel a hint about pages of this process's own
+            // allocation (the vector's reserved capacity, page-aligned inside it); it does not
+            // change their contents or validity. A failure is harmless and ignored.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = bytes;
+    v
+}
+
 /// A hint to load the cache line holding `r` (no effect on other targets).
 #[inline(always)]
 fn prefetch<T>(r: &T) {
+    prefetch_addr(r as *const T as *const u8);
+}
+
+/// A hint to load the cache line holding address `p` (any address: nothing is read).
+#[inline(always)]
+fn prefetch_addr(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint: it never faults and reads nothing into the program;
-    // the pointer comes from a reference, so it is valid anyway.
+    // SAFETY: a prefetch is only a hint: it never faults, whatever the address, and reads
+    // nothing into the program.
     unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-            r as *const T as *const i8,
-        );
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = r;
+    let _ = p;
 }
 
 #[inline]
@@ -675,11 +703,15 @@ impl<X: Copy + Default> Conntrack<X> {
         };
         Conntrack {
             cfg,
-            entries: Vec::new(),
+            entries: huge_vec(cfg.max_entries),
             free_head: NIL,
             v6: Vec::new(),
             v6_free: Vec::new(),
-            slots: vec![0; nslots],
+            slots: {
+                let mut v = huge_vec(nslots);
+                v.resize(nslots, 0);
+                v
+            },
             id_mask,
             lru_head: NIL,
             lru_tail: NIL,
@@ -1337,7 +1369,9 @@ impl<X: Copy + Default> Conntrack<X> {
         if s != 0 {
             let idx = ((s & self.id_mask) - 1) >> 1;
             if let Some(e) = self.entries.get(idx as usize) {
+                // an entry spans two cache lines
                 prefetch(e);
+                prefetch_addr((e as *const Entry<X> as *const u8).wrapping_add(64));
             }
         }
     }
