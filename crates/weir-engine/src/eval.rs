@@ -104,9 +104,38 @@ pub struct Meta {
     pub nat: Option<NatAction>,
     /// A `flow add @ft` statement ran (the flowtable's index in its table, and the table).
     pub flow_add: Option<(u16, u16)>,
+    /// Header fields written by statements (`ip daddr set ...`: stateless NAT), in order;
+    /// later matches read these values, and the stateful layer writes them into the frame
+    /// when the base chain ends.
+    pub writes: [Option<(Field, u128)>; MAX_WRITES],
+    pub nwrites: u8,
+}
+
+/// Header writes a base chain can make before they are applied.
+pub const MAX_WRITES: usize = 4;
+
+/// The port fields that read the same bytes (`th dport`, `tcp dport`, `udp dport` ...).
+fn same_bytes(a: Field, b: Field) -> bool {
+    use Field::*;
+    a == b
+        || (matches!(a, ThSport | TcpSport | UdpSport | SctpSport)
+            && matches!(b, ThSport | TcpSport | UdpSport | SctpSport))
+        || (matches!(a, ThDport | TcpDport | UdpDport | SctpDport)
+            && matches!(b, ThDport | TcpDport | UdpDport | SctpDport))
 }
 
 impl Meta {
+    /// The value a statement wrote to field `f` (the last write wins).
+    #[inline]
+    pub fn written(&self, f: Field) -> Option<u128> {
+        self.writes[..self.nwrites as usize]
+            .iter()
+            .rev()
+            .flatten()
+            .find(|(g, _)| same_bytes(*g, f))
+            .map(|(_, v)| *v)
+    }
+
     pub fn with_ifnames(iif: &str, oif: &str) -> Meta {
         Meta {
             iifname: if iif.is_empty() { 0 } else { ifname_value(iif) },
@@ -240,6 +269,12 @@ impl<'a> Pkt<'a> {
     #[inline]
     pub fn field(&self, f: Field) -> Option<u128> {
         let pm = self.pm;
+        if self.meta.nwrites > 0 {
+            if let Some(v) = self.meta.written(f) {
+                // only a field the packet carries was written
+                return Some(v);
+            }
+        }
         match f {
             Field::IpSaddr if pm.l3 == L3::Ipv4 => Some(pm.saddr),
             Field::IpDaddr if pm.l3 == L3::Ipv4 => Some(pm.daddr),
@@ -592,6 +627,11 @@ impl Engine {
         let t = &self.rs.tables[ti];
         let c = &t.chains[ci];
         let st = &mut self.st;
+        // after a header write the classifier's key (read from the parsed headers) is stale:
+        // the rest of this packet's walk is linear
+        if p.meta.nwrites > 0 {
+            return linear_next(t, c, from, p, st);
+        }
         match self.rs.mode {
             Mode::Compiled => match p.pm.l3 {
                 L3::Ipv4 => c.v4.first_match(&p.key4(), from, |slot| {
@@ -793,6 +833,15 @@ impl Engine {
                         Field::MetaMark => p.meta.mark = v as u32,
                         Field::MetaPriority => p.meta.priority = v as u32,
                         Field::CtMark => p.meta.ct_mark = v as u32,
+                        f if f.is_header() && p.field(*f).is_some() => {
+                            let n = p.meta.nwrites as usize;
+                            if n < MAX_WRITES {
+                                p.meta.writes[n] = Some((*f, v));
+                                p.meta.nwrites += 1;
+                            } else {
+                                st.rewrites_skipped += 1;
+                            }
+                        }
                         _ => st.rewrites_skipped += 1,
                     }
                 }
@@ -915,7 +964,9 @@ fn dynset_op(t: &CTable, op: &ir::SetOp, p: &Pkt, st: &mut State, bytes: u64) ->
     let set = &t.ir.sets[op.set];
     let size = set.size.map_or(DYNSET_DEFAULT_SIZE, |s| s as usize);
     let timeout_ms = op.timeout_ms.or(set.timeout_ms);
-    let expires = timeout_ms.map_or(0, |ms| now.saturating_add(ms.saturating_mul(1_000_000)).max(1));
+    let expires = timeout_ms.map_or(0, |ms| {
+        now.saturating_add(ms.saturating_mul(1_000_000)).max(1)
+    });
     if st.dynsets.len() <= t.index {
         st.dynsets.resize(t.index + 1, Vec::new());
     }

@@ -684,6 +684,28 @@ impl Stateful {
         d
     }
 
+    /// Write the header fields the chain's statements set (stateless NAT) into the frame,
+    /// with checksum updates, and parse it again.
+    fn apply_writes(&mut self, buf: &mut Buf, pm: &mut PacketMeta, meta: &mut Meta) {
+        let n = meta.nwrites as usize;
+        if n == 0 {
+            return;
+        }
+        match buf {
+            Buf::Rw(frame) => {
+                for (f, v) in meta.writes[..n].iter().flatten() {
+                    if nat::set_header_field(frame, pm, *f, *v) {
+                        self.stats.header_writes += 1;
+                        *pm = PacketMeta::parse(frame, pm.link);
+                    }
+                }
+            }
+            Buf::Ro(_) => self.stats.nat_not_applied += n as u64,
+        }
+        meta.writes = Default::default();
+        meta.nwrites = 0;
+    }
+
     fn run_hook(
         &mut self,
         hook: Hook,
@@ -712,7 +734,13 @@ impl Stateful {
                 self.load_view(meta, pm.l3, now_ns, pc);
             }
             if let Some(m) = manip {
-                if !nat_done && tracked && h.priority > nat_priority(m) {
+                // the NAT hook runs where the kernel registered it: at the first nat chain
+                // of the hook (equal priorities: the newest registration first, as the
+                // hook entries are ordered), or at its priority when the hook has none
+                let here = h.priority > nat_priority(m)
+                    || (self.chain_type(h) == Some(ChainType::Nat)
+                        && h.priority == nat_priority(m));
+                if !nat_done && tracked && here {
                     nat_done = true;
                     if let Some(d) = self.nat_point(hook, m, &mut buf, pm, meta, now_ns, pc) {
                         return d;
@@ -728,6 +756,7 @@ impl Stateful {
             meta.nat = None;
             meta.flow_add = None;
             let d = self.run_chain(h, &buf, pm, meta, now_ns);
+            self.apply_writes(&mut buf, pm, meta);
             if let Some(ft) = meta.flow_add.take() {
                 self.flow_add(ft, pm, pc);
             }
@@ -792,6 +821,7 @@ impl Stateful {
                     meta.notrack = false;
                     meta.nat = None;
                     let d = self.run_chain(h, buf, pm, meta, now_ns);
+                    self.apply_writes(buf, pm, meta);
                     self.store_mark(meta, pc);
                     if !d.is_accept() {
                         return Some(d);

@@ -72,7 +72,9 @@ fn update_refreshes_and_per_element_limits_are_per_source() {
     let b = Ipv4Addr::new(198, 18, 0, 6);
     // a burst of 2 passes, the rest of the same second is over the rate and dropped
     let t = 100 * S;
-    let got: Vec<bool> = (0..5).map(|i| run(&mut e, a, 53, t + i).is_accept()).collect();
+    let got: Vec<bool> = (0..5)
+        .map(|i| run(&mut e, a, 53, t + i).is_accept())
+        .collect();
     assert_eq!(got, vec![true, true, false, false, false]);
     // b has its own bucket
     assert!(run(&mut e, b, 53, t + 10).is_accept());
@@ -82,8 +84,14 @@ fn update_refreshes_and_per_element_limits_are_per_source() {
         run(&mut e, a, 53, t + i * S);
     }
     let d = e.st.dynset(0, 0).unwrap();
-    assert!(d.elements(t + 10 * S).iter().any(|(k, ..)| k[0] == u32::from(a) as u128));
-    assert!(d.elements(t + 12 * S).iter().all(|(k, ..)| k[0] != u32::from(a) as u128));
+    assert!(d
+        .elements(t + 10 * S)
+        .iter()
+        .any(|(k, ..)| k[0] == u32::from(a) as u128));
+    assert!(d
+        .elements(t + 12 * S)
+        .iter()
+        .all(|(k, ..)| k[0] != u32::from(a) as u128));
 }
 
 #[test]

@@ -316,7 +316,12 @@ fn syn_flood_is_bounded_and_established_connections_survive() {
     for p in 0..50u16 {
         let c = Ipv4Addr::new(198, 18, 1, p as u8);
         let syn = Builder::new().tcp(c, S, &Tcp::new(1000 + p, 80, tf::SYN).seq(1), &[]);
-        let sa = Builder::new().tcp(S, c, &Tcp::new(80, 1000 + p, tf::SYN | tf::ACK).seq(9).ack(2), &[]);
+        let sa = Builder::new().tcp(
+            S,
+            c,
+            &Tcp::new(80, 1000 + p, tf::SYN | tf::ACK).seq(9).ack(2),
+            &[],
+        );
         let ack = Builder::new().tcp(c, S, &Tcp::new(1000 + p, 80, tf::ACK).seq(2).ack(10), &[]);
         for f in [syn, sa, ack] {
             assert!(forward(&mut sf, &f, t).0.is_accept());
@@ -325,8 +330,16 @@ fn syn_flood_is_bounded_and_established_connections_survive() {
     // 20,000 SYNs of distinct connections
     for k in 0..20_000u32 {
         let src = Ipv4Addr::from(u32::from_be_bytes([198, 18, 100, 0]) + k / 1000);
-        let f = Builder::new().tcp(src, S, &Tcp::new(2000 + (k % 1000) as u16, 80, tf::SYN), &[]);
-        assert!(forward(&mut sf, &f, t + 1 + k as u64).0.is_accept(), "SYN {k}");
+        let f = Builder::new().tcp(
+            src,
+            S,
+            &Tcp::new(2000 + (k % 1000) as u16, 80, tf::SYN),
+            &[],
+        );
+        assert!(
+            forward(&mut sf, &f, t + 1 + k as u64).0.is_accept(),
+            "SYN {k}"
+        );
         assert!(sf.ct.len() <= 1000);
     }
     assert!(sf.ct.stats().evicted >= 19_000, "{:?}", sf.ct.stats());
@@ -339,5 +352,56 @@ fn syn_flood_is_bounded_and_established_connections_survive() {
         assert_eq!(st, 2);
         let f = Builder::new().tcp(S, c, &Tcp::new(80, 1000 + p, tf::ACK).seq(10).ack(2), &[]);
         assert_eq!(forward(&mut sf, &f, t + 100_001).1, 2);
+    }
+}
+
+#[test]
+fn stateless_nat_writes_headers_and_later_rules_see_them() {
+    let rules = "table ip raw {
+        chain pre { type filter hook prerouting priority raw; policy accept;
+            ip daddr 198.19.0.2 tcp dport 8080 ip daddr set 198.18.1.16 tcp dport set 80 notrack
+            ip daddr 198.18.1.16 tcp dport 80 meta mark set 7
+        }
+        chain fwd { type filter hook forward priority 0; policy drop;
+            ip daddr 198.18.1.16 tcp dport 80 meta mark 7 ct state untracked counter accept
+        }
+    }";
+    for mode in [Mode::Compiled, Mode::Linear] {
+        let mut sf = stateful(rules, mode);
+        let mut f = Builder::new().tcp(
+            C,
+            Ipv4Addr::new(198, 19, 0, 2),
+            &Tcp::new(40000, 8080, tf::SYN).seq(5),
+            &[],
+        );
+        let mut pm = PacketMeta::parse(&f, LinkType::Ethernet);
+        let mut pc = PacketCt::default();
+        let mut mark = 0;
+        for hook in [Hook::Prerouting, Hook::Forward] {
+            let mut meta = Meta::with_ifnames("wan0", "");
+            meta.mark = mark;
+            let d = sf.hook_mut(hook, &mut f, &mut pm, &mut meta, 1, &mut pc);
+            assert!(d.is_accept(), "{mode:?} {hook:?}");
+            mark = meta.mark;
+        }
+        assert_eq!(mark, 7, "the rule after the write saw the new header");
+        assert_eq!(&f[30..34], &[198, 18, 1, 16]);
+        assert_eq!(u16::from_be_bytes([f[36], f[37]]), 80);
+        assert!(pm.ipv4_checksum_ok(&f));
+        // the TCP checksum still verifies over the new pseudo-header and port
+        let l4 = pm.l4_off as usize;
+        let end = pm.l3_end();
+        let sum = weir_wire::checksum::checksum_with(
+            weir_wire::checksum::pseudo_v4(
+                f[26..30].try_into().unwrap(),
+                f[30..34].try_into().unwrap(),
+                6,
+                (end - l4) as u16,
+            ),
+            &f[l4..end],
+        );
+        assert_eq!(sum, 0);
+        assert_eq!(sf.stats.header_writes, 2);
+        assert_eq!(sf.ct.len(), 0, "notrack");
     }
 }

@@ -1482,6 +1482,43 @@ pub fn ruleset(rng: &mut Rng, w: &World) -> GenRuleset {
             rules: (0..n).map(|_| rule(rng, &c, false)).collect(),
         });
     }
+    // stateless NAT: header writes in prerouting / postrouting chains
+    for ch in chains.iter_mut() {
+        if !matches!(ch.name.as_str(), "prerouting" | "postrouting") || !rng.chance(35) {
+            continue;
+        }
+        let mut cands = Vec::new();
+        if fam.v4() {
+            if ch.name == "prerouting" {
+                cands.push(
+                    "ip daddr 198.19.0.2 tcp dport 8080 ip daddr set 198.18.1.16 tcp dport set 80"
+                        .to_string(),
+                );
+                cands
+                    .push("iifname \"weirwan0\" udp dport 53 ip daddr set 198.18.1.83".to_string());
+                cands.push("udp dport 1000-1010 udp dport set 53".to_string());
+            } else {
+                cands.push(
+                    "oifname \"weirwan0\" ip saddr 198.18.0.0/24 ip saddr set 198.19.0.2"
+                        .to_string(),
+                );
+                cands.push("tcp sport 80 tcp sport set 8080".to_string());
+            }
+        }
+        if fam.v6() {
+            if ch.name == "prerouting" {
+                cands.push(
+                    "ip6 daddr 2001:db8:ffff::2 tcp dport 443 ip6 daddr set 2001:db8:0:2::10"
+                        .to_string(),
+                );
+            } else {
+                cands.push("oifname \"weirwan0\" ip6 saddr 2001:db8:0:1::/64 ip6 saddr set 2001:db8:ffff::2".to_string());
+            }
+        }
+        let r = rng.pick(&cands).clone();
+        let at = rng.below(ch.rules.len() as u64 + 1) as usize;
+        ch.rules.insert(at, r);
+    }
     let mut sets = sets;
     sets.extend(dyn_sets);
     if flow {
