@@ -1203,7 +1203,7 @@ impl Parser {
             Tok::Word(w) => w.clone(),
             _ => return Err(self.err_expected("a match or a statement")),
         };
-        if STMT_HEADS.contains(&w.as_str()) && !(w == "add" && false) {
+        if STMT_HEADS.contains(&w.as_str()) {
             return self.statement(&w, start);
         }
         if !EXPR_HEADS.contains(&w.as_str()) {
