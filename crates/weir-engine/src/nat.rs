@@ -400,23 +400,21 @@ pub fn manip_pkt(
                 wr16(frame, poff, new_port);
                 changed = true;
             }
-        } else if (p == proto::ICMP && !v6) || (p == proto::ICMPV6 && v6) {
-            if l4 + 8 <= end {
-                let typ = frame[l4];
-                let mut c = rd16(frame, l4 + 2);
-                if v6 {
-                    c = upd_addr(c, old_addr, new_addr, true);
-                }
-                if icmp_has_id(v6, typ) {
-                    let old_id = rd16(frame, l4 + 4);
-                    c = cs::update16(c, old_id, target.sport);
-                    if old_id != target.sport {
-                        wr16(frame, l4 + 4, target.sport);
-                        changed = true;
-                    }
-                }
-                wr16(frame, l4 + 2, c);
+        } else if ((p == proto::ICMP && !v6) || (p == proto::ICMPV6 && v6)) && l4 + 8 <= end {
+            let typ = frame[l4];
+            let mut c = rd16(frame, l4 + 2);
+            if v6 {
+                c = upd_addr(c, old_addr, new_addr, true);
             }
+            if icmp_has_id(v6, typ) {
+                let old_id = rd16(frame, l4 + 4);
+                c = cs::update16(c, old_id, target.sport);
+                if old_id != target.sport {
+                    wr16(frame, l4 + 4, target.sport);
+                    changed = true;
+                }
+            }
+            wr16(frame, l4 + 2, c);
         }
     }
     if old_addr != new_addr {

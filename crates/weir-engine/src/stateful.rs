@@ -832,10 +832,7 @@ impl Stateful {
                     if Manip::of_kind(act.kind) != m {
                         continue;
                     }
-                    let req = match Request::from_action(&act, v6, hook, pc.oif_addr, pc.iif_addr) {
-                        Ok(r) => Ok(r),
-                        Err(e) => Err(e),
-                    };
+                    let req = Request::from_action(&act, v6, hook, pc.oif_addr, pc.iif_addr);
                     if let Err(e) = req.and_then(|r| self.bind(m, &r, pc, true)) {
                         match e {
                             NatError::NoPort => self.stats.nat_no_port += 1,

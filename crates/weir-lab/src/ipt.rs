@@ -119,7 +119,7 @@ pub fn write_reproducer(
         readme.push('\n');
     }
     readme.push_str("\n`rules.nft` is weir's import of the iptables text (for reading).\n\nRerun (as root, in this folder):\n\n    weir lab diff ");
-    readme.push_str(&match (v4, v6) {
+    readme.push_str(match (v4, v6) {
         (Some(_), Some(_)) => "--format iptables --rules rules.iptables --rules6 rules.ip6tables",
         (None, Some(_)) => "--format ip6tables --rules rules.ip6tables",
         _ => "--format iptables --rules rules.iptables",

@@ -494,12 +494,9 @@ fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
             }
             "quota" => {
                 let words: Vec<&Val> = o.body.iter().collect();
-                match lower_quota_words(&mut cx, &words, o.name.span) {
-                    Some(q) => {
-                        cx.quotas.insert(o.name.name.clone(), quotas.len());
-                        quotas.push((o.name.name.clone(), q));
-                    }
-                    None => {}
+                if let Some(q) = lower_quota_words(&mut cx, &words, o.name.span) {
+                    cx.quotas.insert(o.name.name.clone(), quotas.len());
+                    quotas.push((o.name.name.clone(), q));
                 }
             }
             other => err(
@@ -1035,7 +1032,7 @@ fn key_ranges(cx: &mut Cx, types: &[DataType], v: &Val) -> Option<Vec<(u128, u12
                     comps.len()
                 ),
             )
-            .note(format!("the key is {}", type_names(&types))),
+            .note(format!("the key is {}", type_names(types))),
         );
         return None;
     }
@@ -1460,7 +1457,7 @@ fn set_ref(cx: &mut Cx, types: &[DataType], r: &ast::SetRef, span: Span) -> Opti
             }
             if !s.key_types.is_empty() && !types_compatible(&s.key_types, types) {
                 let have = type_names(&s.key_types);
-                let want = type_names(&types);
+                let want = type_names(types);
                 err(
                     cx,
                     span,
@@ -1521,7 +1518,7 @@ fn map_ref(
             if !verdict
                 && !data.is_empty()
                 && !types_compatible(&s.data_types, data)
-                && !(s.data_types.len() >= 1 && s.data_types[0] == data[0])
+                && !(!s.data_types.is_empty() && s.data_types[0] == data[0])
             {
                 err(
                     cx,
@@ -1530,7 +1527,7 @@ fn map_ref(
                         "map '@{}' gives {}, but {} is needed here",
                         id.name,
                         type_names(&s.data_types),
-                        type_names(&data)
+                        type_names(data)
                     ),
                 );
                 return None;
@@ -1717,7 +1714,7 @@ fn lower_value(cx: &mut Cx, types: &[DataType], e: &ast::Expr) -> Option<ValueEx
                     format!(
                         "this gives {}, but {} is needed",
                         type_names(&kt),
-                        type_names(&types)
+                        type_names(types)
                     ),
                 );
                 return None;

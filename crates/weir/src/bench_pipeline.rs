@@ -344,7 +344,7 @@ fn measure(
         }
         n += BATCH;
         b += 1;
-        if b % 4096 == 0 && t0.elapsed().as_secs_f64() >= secs {
+        if b.is_multiple_of(4096) && t0.elapsed().as_secs_f64() >= secs {
             break;
         }
     }
