@@ -102,6 +102,32 @@ pub struct PacketCt {
 /// original was taken (Linux chooses the new one at random).
 pub const NAT_PORT_CHOSEN: u16 = 0x8000;
 
+/// What `ct` expressions read of an entry (`status`: the IPS bits besides the NAT ones).
+fn ct_view(
+    e: &weir_conntrack::Entry<CtExt>,
+    o: &weir_conntrack::Tuple,
+    r: &weir_conntrack::Tuple,
+    dir: Dir,
+    status: u32,
+    now_ns: u64,
+) -> CtView {
+    CtView {
+        dir: dir as u8,
+        status: status | (e.ext.nat_status & !NAT_PORT_CHOSEN) as u32,
+        expiration_ms: e.timeout_remaining(now_ns).as_millis() as u32,
+        l3proto: if o.v6 { 10 } else { 2 },
+        protocol: o.proto,
+        orig_src: o.src,
+        orig_dst: o.dst,
+        orig_sport: o.sport,
+        orig_dport: o.dport,
+        reply_src: r.src,
+        reply_dst: r.dst,
+        packets: [e.packets(Dir::Original), e.packets(Dir::Reply)],
+        bytes: [e.bytes(Dir::Original), e.bytes(Dir::Reply)],
+    }
+}
+
 /// Counters of the stateful layer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StatefulStats {
@@ -491,21 +517,7 @@ impl Stateful {
                 let (o, r) = (pend.orig(), pend.reply());
                 let e = &pend.entry;
                 m.ct_mark = e.mark;
-                m.ct = CtView {
-                    dir: 0,
-                    status: (e.ext.nat_status & !NAT_PORT_CHOSEN) as u32,
-                    expiration_ms: e.timeout_remaining(now_ns).as_millis() as u32,
-                    l3proto: if o.v6 { 10 } else { 2 },
-                    protocol: o.proto,
-                    orig_src: o.src,
-                    orig_dst: o.dst,
-                    orig_sport: o.sport,
-                    orig_dport: o.dport,
-                    reply_src: r.src,
-                    reply_dst: r.dst,
-                    packets: [e.packets(Dir::Original), e.packets(Dir::Reply)],
-                    bytes: [e.bytes(Dir::Original), e.bytes(Dir::Reply)],
-                };
+                m.ct = ct_view(e, o, r, Dir::Original, 0, now_ns);
                 return;
             }
             CtPkt::Entry { id, dir, info } => (
@@ -537,22 +549,7 @@ impl Stateful {
         if e.assured() {
             status |= 4;
         }
-        status |= (e.ext.nat_status & !NAT_PORT_CHOSEN) as u32;
-        m.ct = CtView {
-            dir: dir as u8,
-            status,
-            expiration_ms: e.timeout_remaining(now_ns).as_millis() as u32,
-            l3proto: if o.v6 { 10 } else { 2 },
-            protocol: o.proto,
-            orig_src: o.src,
-            orig_dst: o.dst,
-            orig_sport: o.sport,
-            orig_dport: o.dport,
-            reply_src: r.src,
-            reply_dst: r.dst,
-            packets: [e.packets(Dir::Original), e.packets(Dir::Reply)],
-            bytes: [e.bytes(Dir::Original), e.bytes(Dir::Reply)],
-        };
+        m.ct = ct_view(e, &o, &r, dir, status, now_ns);
     }
 
     /// Write what the chain changed (`ct mark set`) back to the entry.

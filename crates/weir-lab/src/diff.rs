@@ -1184,6 +1184,42 @@ pub struct CampaignReport {
 }
 
 impl CampaignReport {
+    /// Add one ruleset's comparison (ruleset `i`) to the totals; its first difference, if any
+    /// (also kept as an example, named with `label`).
+    pub fn absorb<'r>(
+        &mut self,
+        i: usize,
+        rep: &'r Report,
+        label: &str,
+        seed: u64,
+    ) -> Option<&'r PacketReport> {
+        self.packets += rep.injected();
+        self.differences += rep.differences();
+        self.explained += rep.explained();
+        for p in &rep.packets {
+            if let Status::Explained(id) = &p.status {
+                *self.explained_by.entry(id.clone()).or_default() += 1;
+            }
+            if p.kernel_fate != "-" {
+                *self.kernel_fates.entry(p.kernel_fate).or_default() += 1;
+            }
+        }
+        self.late_frames += rep.late;
+        self.barrier_misses += rep.barrier_misses;
+        if rep.differences() == 0 {
+            return None;
+        }
+        self.rulesets_with_differences.push(i);
+        let first = rep.packets.iter().find(|p| p.status == Status::Different)?;
+        if self.examples.len() < 10 {
+            self.examples.push(format!(
+                "{label}ruleset {i} (seed {seed}):\n{}",
+                first.text()
+            ));
+        }
+        Some(first)
+    }
+
     pub fn to_json(&self) -> Value {
         let mut v = json!({
             "rulesets": self.rulesets, "packets": self.packets, "differences": self.differences, "explained": self.explained,
@@ -1255,33 +1291,7 @@ pub fn campaign(opts: &CampaignOptions) -> Result<CampaignReport, Error> {
         let prepared = prepare(&w.router, &cap.packets, &cap.iifs);
         let inj = lab.inject(&prepared)?;
         let rep = compare_all(&rs, Some(&text), &w.router, &prepared, &inj);
-        out.packets += rep.injected();
-        out.differences += rep.differences();
-        out.explained += rep.explained();
-        for p in &rep.packets {
-            if let Status::Explained(id) = &p.status {
-                *out.explained_by.entry(id.clone()).or_default() += 1;
-            }
-            if p.kernel_fate != "-" {
-                *out.kernel_fates.entry(p.kernel_fate).or_default() += 1;
-            }
-        }
-        out.late_frames += rep.late;
-        out.barrier_misses += rep.barrier_misses;
-        if rep.differences() > 0 {
-            out.rulesets_with_differences.push(i);
-            let first = rep
-                .packets
-                .iter()
-                .find(|p| p.status == Status::Different)
-                .expect("a difference");
-            if out.examples.len() < 10 {
-                out.examples.push(format!(
-                    "ruleset {i} (seed {}):\n{}",
-                    opts.seed,
-                    first.text()
-                ));
-            }
+        if let Some(first) = out.absorb(i, &rep, "", opts.seed) {
             if let Some(dir) = &repro_dir {
                 let prefix = &prepared[..first.number];
                 let (g2, single, used) = if opts.minimize {

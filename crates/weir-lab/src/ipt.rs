@@ -305,33 +305,7 @@ pub fn campaign(o: &IptCampaignOptions) -> Result<CampaignReport, Error> {
         let prepared = crate::model::prepare(&w.router, &cap.packets, &cap.iifs);
         let inj = lab.inject(&prepared)?;
         let rep = compare_all(&rs, Some(&nft), &w.router, &prepared, &inj);
-        out.packets += rep.injected();
-        out.differences += rep.differences();
-        out.explained += rep.explained();
-        for p in &rep.packets {
-            if let Status::Explained(id) = &p.status {
-                *out.explained_by.entry(id.clone()).or_default() += 1;
-            }
-            if p.kernel_fate != "-" {
-                *out.kernel_fates.entry(p.kernel_fate).or_default() += 1;
-            }
-        }
-        out.late_frames += rep.late;
-        out.barrier_misses += rep.barrier_misses;
-        if rep.differences() > 0 {
-            out.rulesets_with_differences.push(i);
-            let first = rep
-                .packets
-                .iter()
-                .find(|p| p.status == Status::Different)
-                .expect("a difference");
-            if out.examples.len() < 10 {
-                out.examples.push(format!(
-                    "iptables ruleset {i} (seed {}):\n{}",
-                    opts.seed,
-                    first.text()
-                ));
-            }
+        if let Some(first) = out.absorb(i, &rep, "iptables ", opts.seed) {
             if let Some(dir) = &repro_dir {
                 let p = prepared[first.number - 1].clone();
                 let (g2, single) = if opts.minimize {
