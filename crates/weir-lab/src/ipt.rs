@@ -307,19 +307,27 @@ pub fn campaign(o: &IptCampaignOptions) -> Result<CampaignReport, Error> {
         let rep = compare_all(&rs, Some(&nft), &w.router, &prepared, &inj);
         if let Some(first) = out.absorb(i, &rep, "iptables ", opts.seed) {
             if let Some(dir) = &repro_dir {
-                let p = prepared[first.number - 1].clone();
-                let (g2, single) = if opts.minimize {
-                    minimize(&mut lab, backend, &g, &p)
+                let prefix = &prepared[..first.number];
+                let (g2, single, used) = if opts.minimize {
+                    minimize(&mut lab, backend, &g, prefix)
                 } else {
-                    (g.clone(), None)
+                    (g.clone(), None, prefix.to_vec())
                 };
                 let rep1 = match &single {
-                    Some((r, _)) => &r.packets[0],
+                    Some((r, _)) => r.packets.last().unwrap_or(first),
                     None => first,
+                };
+                let kept = if used.len() == 1 {
+                    "one packet".to_string()
+                } else {
+                    format!(
+                        "the {} packets up to the one that differs (connection state)",
+                        used.len()
+                    )
                 };
                 let notes = vec![
                     format!(
-                        "iptables campaign seed {}, ruleset {i}; {} of its {} packets differed. Minimised to one packet and {} of {} rules.\n",
+                        "iptables campaign seed {}, ruleset {i}; {} of its {} packets differed. Minimised to {kept} and {} of {} rules.\n",
                         opts.seed,
                         rep.differences(),
                         rep.injected(),
@@ -329,8 +337,7 @@ pub fn campaign(o: &IptCampaignOptions) -> Result<CampaignReport, Error> {
                     rep1.text(),
                 ];
                 let nft2 = single.as_ref().map(|s| s.1.clone()).unwrap_or(nft.clone());
-                let mut p0 = p.clone();
-                p0.index = 0;
+                let pkts: Vec<&Prepared> = used.iter().collect();
                 let (a, b) = texts(&g2);
                 out.reproducers.push(write_reproducer(
                     dir,
@@ -339,7 +346,7 @@ pub fn campaign(o: &IptCampaignOptions) -> Result<CampaignReport, Error> {
                     &nft2,
                     &w.topo,
                     &w.router,
-                    &[&p0],
+                    &pkts,
                     &notes,
                     Some(&version),
                 )?);
@@ -364,33 +371,45 @@ pub fn campaign(o: &IptCampaignOptions) -> Result<CampaignReport, Error> {
 /// Shrink a ruleset pair while packet `p` alone still shows an unexplained difference: the
 /// packet's family alone, then rule by rule. Returns the smallest pair found with its
 /// one-packet report and nft import (None: the packet alone does not reproduce).
+/// Shrink a ruleset pair while the last packet of `prefix` still differs: alone if it does so
+/// alone, else after the packets before it (connection state). Returns the smallest pair, its
+/// report and nft text (None: it does not reproduce), and the packets used (renumbered).
 fn minimize(
     lab: &mut Lab,
     backend: IptBackend,
     g: &GenIpt,
-    p: &Prepared,
-) -> (GenIpt, Option<(Report, String)>) {
-    let mut p = p.clone();
-    p.index = 0;
-    let v6 = PacketMeta::parse(&p.frame, LinkType::Ethernet).l3 == L3::Ipv6;
-    let check = |lab: &mut Lab, g: &GenIpt| -> Option<(Report, String)> {
+    prefix: &[Prepared],
+) -> (GenIpt, Option<(Report, String)>, Vec<Prepared>) {
+    let renumber = |v: &[Prepared]| -> Vec<Prepared> {
+        v.iter()
+            .enumerate()
+            .map(|(i, p)| Prepared {
+                index: i,
+                ..p.clone()
+            })
+            .collect()
+    };
+    let last = prefix.len().saturating_sub(1);
+    let v6 = PacketMeta::parse(&prefix[last].frame, LinkType::Ethernet).l3 == L3::Ipv6;
+    let check = |lab: &mut Lab, g: &GenIpt, pkts: &[Prepared]| -> Option<(Report, String)> {
         let (a, b) = texts(g);
         let Loaded::Both(rs, nft) = load_case(lab, backend, a.as_deref(), b.as_deref()) else {
             return None;
         };
-        let inj = lab.inject(std::slice::from_ref(&p)).ok()?;
-        let rep = compare_all(
-            &rs,
-            Some(&nft),
-            lab.router(),
-            std::slice::from_ref(&p),
-            &inj,
-        );
-        (rep.differences() == 1).then_some((rep, nft))
+        let inj = lab.inject(pkts).ok()?;
+        let rep = compare_all(&rs, Some(&nft), lab.router(), pkts, &inj);
+        (rep.packets.last()?.status == Status::Different).then_some((rep, nft))
     };
-    let Some(mut best_rep) = check(lab, g) else {
-        return (g.clone(), None);
+    let mut pkts = renumber(&prefix[last..]);
+    let mut first = check(lab, g, &pkts);
+    if first.is_none() && prefix.len() > 1 {
+        pkts = renumber(prefix);
+        first = check(lab, g, &pkts);
+    }
+    let Some(mut best_rep) = first else {
+        return (g.clone(), None, renumber(prefix));
     };
+    let check = |lab: &mut Lab, g: &GenIpt| check(lab, g, &pkts);
     let mut best = g.clone();
     let one = g.only(v6);
     if let Some(r) = check(lab, &one) {
@@ -415,5 +434,5 @@ fn minimize(
             best_rep = r;
         }
     }
-    (best, Some(best_rep))
+    (best, Some(best_rep), pkts)
 }
