@@ -323,21 +323,36 @@ impl Stateful {
         let mut hs = [0u64; MAX];
         let n = pms.len().min(MAX);
         for (h, pm) in hs.iter_mut().zip(&pms[..n]) {
-            if pm.has_ports && matches!(pm.l3, L3::Ipv4 | L3::Ipv6) {
-                *h = self.ct.prefetch_index(&weir_conntrack::Tuple {
-                    src: pm.saddr,
-                    dst: pm.daddr,
-                    sport: pm.sport,
-                    dport: pm.dport,
-                    proto: pm.l4proto,
-                    v6: pm.l3 == L3::Ipv6,
-                });
-            }
+            *h = self.prefetch_index(pm);
         }
         for &h in &hs[..n] {
-            if h != 0 {
-                self.ct.prefetch_entry(h);
-            }
+            self.prefetch_entry(h);
+        }
+    }
+
+    /// The first stage of [`Stateful::prefetch`] for one packet (a receive loop may run the
+    /// stages on different batches): start loading its connection's hash slot; returns the
+    /// hash for the second stage (0: nothing to fetch).
+    #[inline]
+    pub fn prefetch_index(&self, pm: &PacketMeta) -> u64 {
+        if !pm.has_ports || !matches!(pm.l3, L3::Ipv4 | L3::Ipv6) {
+            return 0;
+        }
+        self.ct.prefetch_index(&weir_conntrack::Tuple {
+            src: pm.saddr,
+            dst: pm.daddr,
+            sport: pm.sport,
+            dport: pm.dport,
+            proto: pm.l4proto,
+            v6: pm.l3 == L3::Ipv6,
+        })
+    }
+
+    /// The second stage: start loading the entry the slot names.
+    #[inline]
+    pub fn prefetch_entry(&self, h: u64) {
+        if h != 0 {
+            self.ct.prefetch_entry(h);
         }
     }
 

@@ -943,6 +943,34 @@ fn explain(
     None
 }
 
+/// What a one-file diff's reproducer holds: its folder (`STEM-SECONDS` under `dir`), the
+/// packets that differ, and the notes (the original capture, then each difference).
+pub fn repro_parts<'p>(
+    dir: &Path,
+    stem: &str,
+    report: &Report,
+    prepared: &'p [Prepared],
+    pcap: &Path,
+) -> (PathBuf, Vec<&'p Prepared>, Vec<String>) {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let different = || {
+        report
+            .packets
+            .iter()
+            .filter(|r| r.status == Status::Different)
+    };
+    let diff = different().map(|r| &prepared[r.number - 1]).collect();
+    let mut text: Vec<String> = vec![format!(
+        "Packets of the original capture {} (renumbered here from 1):\n",
+        pcap.display()
+    )];
+    text.extend(different().map(|r| r.text()));
+    (dir.join(format!("{stem}-{secs}")), diff, text)
+}
+
 /// Load and run one ruleset and capture in the lab and compare.
 pub fn run_case(
     lab: &mut Lab,
@@ -1081,30 +1109,7 @@ pub fn diff_files(
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "rules".into());
-            let secs = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0);
-            let d = dir.join(format!("{stem}-{secs}"));
-            let diff: Vec<&Prepared> = report
-                .packets
-                .iter()
-                .filter(|r| r.status == Status::Different)
-                .map(|r| &prepared[r.number - 1])
-                .collect();
-            let mut text: Vec<String> = report
-                .packets
-                .iter()
-                .filter(|r| r.status == Status::Different)
-                .map(|r| r.text())
-                .collect();
-            text.insert(
-                0,
-                format!(
-                    "Packets of the original capture {} (renumbered here from 1):\n",
-                    pcap.display()
-                ),
-            );
+            let (d, diff, text) = repro_parts(dir, &stem, &report, &prepared, pcap);
             reproducer = Some(write_reproducer(
                 &d,
                 &rules_text,

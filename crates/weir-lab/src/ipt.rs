@@ -194,30 +194,7 @@ pub fn diff_files(
                 .and_then(|p| p.file_stem())
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "rules".into());
-            let secs = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0);
-            let d = dir.join(format!("{stem}-{secs}"));
-            let diff: Vec<&Prepared> = report
-                .packets
-                .iter()
-                .filter(|r| r.status == Status::Different)
-                .map(|r| &prepared[r.number - 1])
-                .collect();
-            let mut text: Vec<String> = report
-                .packets
-                .iter()
-                .filter(|r| r.status == Status::Different)
-                .map(|r| r.text())
-                .collect();
-            text.insert(
-                0,
-                format!(
-                    "Packets of the original capture {} (renumbered here from 1):\n",
-                    pcap.display()
-                ),
-            );
+            let (d, diff, text) = crate::diff::repro_parts(dir, &stem, &report, &prepared, pcap);
             reproducer = Some(write_reproducer(
                 &d,
                 t4.as_deref(),

@@ -119,25 +119,25 @@ pub fn unavailable() -> Option<String> {
     if sys::euid() != 0 {
         return Some("needs root for network namespaces (run as root, or use `weir lab predict` for the weir side only)".into());
     }
-    for (tool, arg, pkg) in [
+    [
         ("ip", "-V", "iproute2"),
         ("nft", "--version", "nftables"),
         ("conntrack", "--version", "conntrack"),
-    ] {
-        let ok = Command::new(tool)
-            .arg(arg)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        if !ok {
-            return Some(format!(
-                "`{tool}` is not installed (apt-get install -y {pkg})"
-            ));
-        }
-    }
-    None
+    ]
+    .into_iter()
+    .find_map(|(tool, arg, pkg)| tool_missing(tool, arg, pkg))
+}
+
+/// Why `tool arg` does not run (with the Debian package to install), or None.
+fn tool_missing(tool: &str, arg: &str, pkg: &str) -> Option<String> {
+    let ok = Command::new(tool)
+        .arg(arg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    (!ok).then(|| format!("`{tool}` is not installed (apt-get install -y {pkg})"))
 }
 
 /// Which iptables the lab loads rulesets with (`weir lab diff --iptables`).
@@ -186,22 +186,9 @@ pub fn unavailable_iptables(backend: IptBackend) -> Option<String> {
     if let Some(why) = unavailable() {
         return Some(why);
     }
-    for v6 in [false, true] {
-        let tool = backend.restore(v6);
-        let ok = Command::new(tool)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        if !ok {
-            return Some(format!(
-                "`{tool}` is not installed (apt-get install -y iptables)"
-            ));
-        }
-    }
-    None
+    [false, true]
+        .into_iter()
+        .find_map(|v6| tool_missing(backend.restore(v6), "--version", "iptables"))
 }
 
 /// The version line of the backend's iptables, e.g. `iptables v1.8.9 (nf_tables)` (None when

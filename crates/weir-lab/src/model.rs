@@ -472,13 +472,7 @@ impl Model {
         let in_name = router.ifaces[p.iif].name.clone();
         if let Some(fp) = sf.fast_path(&mut buf, &mut pm, &in_name, p.ts_ns) {
             let dev = fp.oif as usize;
-            let l3 = pm.l3_off as usize;
-            let ttl_at = l3 + if v4 { 8 } else { 7 };
-            buf[ttl_at] -= 1;
-            if v4 {
-                let c = u16::from_be_bytes([buf[l3 + 10], buf[l3 + 11]]);
-                buf[l3 + 10..l3 + 12].copy_from_slice(&kernel_ttl_checksum(c).to_be_bytes());
-            }
+            decrement_ttl(&mut buf, pm.l3_off as usize, v4);
             let dst = crate::topology::from_bits(pm.daddr, v4);
             let nexthop = match router.route(dst) {
                 Dest::Forward { nexthop, .. } => nexthop,
@@ -580,20 +574,10 @@ impl Model {
                     &mut pc,
                 ) {
                     Decision::Accept => {}
-                    Decision::Drop(r) => {
-                        return drop(format!(
-                            "{}; input: {}",
-                            path.join("; "),
-                            Self::describe(&sf.eng, r)
-                        ))
-                    }
+                    Decision::Drop(r) => return dropped_at(&path, "input", &sf.eng, r),
                 }
                 if let Decision::Drop(r) = sf.finish(&mut pc, p.ts_ns) {
-                    return drop(format!(
-                        "{}; input: {}",
-                        path.join("; "),
-                        Self::describe(&sf.eng, r)
-                    ));
+                    return dropped_at(&path, "input", &sf.eng, r);
                 }
                 if pm.frag != Frag::None {
                     return drop(format!(
@@ -641,11 +625,7 @@ impl Model {
                     ));
                 }
                 let mut out: Vec<u8> = frame[..pm.l3_end().min(frame.len())].to_vec();
-                out[ttl_at] = ttl - 1;
-                if v4 {
-                    let c = u16::from_be_bytes([out[l3 + 10], out[l3 + 11]]);
-                    out[l3 + 10..l3 + 12].copy_from_slice(&kernel_ttl_checksum(c).to_be_bytes());
-                }
+                decrement_ttl(&mut out, l3, v4);
                 let mut opm =
                     transport_view(PacketMeta::parse(&out, LinkType::Ethernet), &out, variant);
                 let mut meta = Meta::with_ifnames(iname, oname);
@@ -663,13 +643,7 @@ impl Model {
                 let pkt = PktView { meta };
                 match d {
                     Decision::Accept => {}
-                    Decision::Drop(r) => {
-                        return drop(format!(
-                            "{}; forward: {}",
-                            path.join("; "),
-                            Self::describe(&sf.eng, r)
-                        ))
-                    }
+                    Decision::Drop(r) => return dropped_at(&path, "forward", &sf.eng, r),
                 }
                 // ip_output / ip6_output pass the input device to postrouting too
                 let mut meta = Meta::with_ifnames(iname, oname);
@@ -686,21 +660,11 @@ impl Model {
                     &mut pc,
                 ) {
                     Decision::Accept => {}
-                    Decision::Drop(r) => {
-                        return drop(format!(
-                            "{}; postrouting: {}",
-                            path.join("; "),
-                            Self::describe(&sf.eng, r)
-                        ))
-                    }
+                    Decision::Drop(r) => return dropped_at(&path, "postrouting", &sf.eng, r),
                 }
                 // confirmed at the end of postrouting, before the neighbour lookup
                 if let Decision::Drop(r) = sf.finish(&mut pc, p.ts_ns) {
-                    return drop(format!(
-                        "{}; postrouting: {}",
-                        path.join("; "),
-                        Self::describe(&sf.eng, r)
-                    ));
+                    return dropped_at(&path, "postrouting", &sf.eng, r);
                 }
                 // the route cache; a connection just put in a flowtable learns the route of
                 // its other direction now, as `flow add` looks both up
@@ -749,6 +713,24 @@ impl Model {
 /// Appended to a prediction whose source NAT had to change a port: Linux picks that port at
 /// random (`nf_nat_l4proto_unique_tuple`), weir by a hash, so only the port can differ.
 pub const NAT_PORT_NOTE: &str = "; nat: source port changed (the kernel picks it at random)";
+
+/// A drop by a hook's chains, with the path that led there.
+fn dropped_at(path: &[String], hook: &str, eng: &Engine, r: DropReason) -> Prediction {
+    Prediction {
+        fate: Fate::Dropped,
+        why: format!("{}; {hook}: {}", path.join("; "), Model::describe(eng, r)),
+    }
+}
+
+/// The forwarding TTL / hop-limit decrement, with the kernel's IPv4 checksum arithmetic.
+fn decrement_ttl(frame: &mut [u8], l3: usize, v4: bool) {
+    let at = l3 + if v4 { 8 } else { 7 };
+    frame[at] -= 1;
+    if v4 {
+        let c = u16::from_be_bytes([frame[l3 + 10], frame[l3 + 11]]);
+        frame[l3 + 10..l3 + 12].copy_from_slice(&kernel_ttl_checksum(c).to_be_bytes());
+    }
+}
 
 /// What the model keeps of a packet after a hook (its metadata: the mark).
 struct PktView {

@@ -191,7 +191,16 @@ enum Path {
 #[inline]
 fn forward(sf: &mut Stateful, fib: &Fib, frame: &mut [u8], now: u64, path: Path) -> bool {
     let pm = PacketMeta::parse(frame, LinkType::Ethernet);
-    forward_parsed(sf, fib, frame, pm, now, path)
+    forward_parsed(sf, fib, frame, pm, now, path, &metas())
+}
+
+/// The packets' metadata before routing and after (interface names, as a receive loop knows
+/// them once).
+fn metas() -> (Meta, Meta) {
+    (
+        Meta::with_ifnames("lan0", ""),
+        Meta::with_ifnames("lan0", "wan0"),
+    )
 }
 
 /// [`forward`] for a frame already parsed (as the receive loop does for its batch).
@@ -203,12 +212,9 @@ fn forward_parsed(
     mut pm: PacketMeta,
     now: u64,
     path: Path,
+    metas: &(Meta, Meta),
 ) -> bool {
-    // interface names as the receive loop knows them (computed once)
-    thread_local! {
-        static METAS: (Meta, Meta) = (Meta::with_ifnames("lan0", ""), Meta::with_ifnames("lan0", "wan0"));
-    }
-    let (m_in, m_fwd) = METAS.with(|m| *m);
+    let (m_in, m_fwd) = *metas;
     if path == Path::Flowtable {
         if let Some(fp) = sf.fast_path(frame, &mut pm, "lan0", now) {
             let (_, mac) = fib.adj[fp.oif as usize];
@@ -281,10 +287,6 @@ struct Run {
 /// Packets handled as one receive batch (their connection entries are prefetched together).
 const BATCH: usize = 16;
 
-fn anyhow_free_assert(ok: bool) {
-    assert!(ok, "--flows must hold at least three batches of {BATCH}");
-}
-
 fn measure(
     sf: &mut Stateful,
     fib: &Fib,
@@ -301,7 +303,6 @@ fn measure(
     let mut pms = [[PacketMeta::default(); BATCH]; 3];
     let mut hs = [[0u64; BATCH]; 3];
     let nb = order.len() / BATCH;
-    anyhow_free_assert(nb >= 3);
     let receive = |b: usize,
                    slot: usize,
                    fr: &mut Frames,
@@ -314,31 +315,33 @@ fn measure(
             ring[slot][k].copy_from_slice(fr.get(i));
             let pm = PacketMeta::parse(&ring[slot][k], LinkType::Ethernet);
             pms[slot][k] = pm;
-            hs[slot][k] = sf.ct.prefetch_index(&weir_conntrack::Tuple {
-                src: pm.saddr,
-                dst: pm.daddr,
-                sport: pm.sport,
-                dport: pm.dport,
-                proto: pm.l4proto,
-                v6: false,
-            });
+            hs[slot][k] = sf.prefetch_index(&pm);
         }
     };
+    let m = metas();
     let t0 = Instant::now();
     receive(0, 0, fr, &mut ring, &mut pms, &mut hs, sf);
     receive(1, 1, fr, &mut ring, &mut pms, &mut hs, sf);
     for &h in &hs[0] {
-        sf.ct.prefetch_entry(h);
+        sf.prefetch_entry(h);
     }
     let mut b = 0usize;
     loop {
         let (cur, next, after) = (b % 3, (b + 1) % 3, (b + 2) % 3);
         receive(b + 2, after, fr, &mut ring, &mut pms, &mut hs, sf);
         for &h in &hs[next] {
-            sf.ct.prefetch_entry(h);
+            sf.prefetch_entry(h);
         }
         for k in 0..BATCH {
-            if !forward_parsed(sf, fib, &mut ring[cur][k], pms[cur][k], 2_000_000_000, path) {
+            if !forward_parsed(
+                sf,
+                fib,
+                &mut ring[cur][k],
+                pms[cur][k],
+                2_000_000_000,
+                path,
+                &m,
+            ) {
                 dropped += 1;
             }
         }
@@ -372,7 +375,11 @@ fn build(rules: usize, flow: bool, flows: usize) -> anyhow::Result<Stateful> {
 }
 
 pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
-    anyhow::ensure!(a.flows >= 1 && a.flows <= 1 << 24, "--flows: 1..=16777216");
+    anyhow::ensure!(
+        a.flows >= 3 * BATCH && a.flows <= 1 << 24,
+        "--flows: {}..=16777216 (three receive batches)",
+        3 * BATCH
+    );
     anyhow::ensure!(
         a.rules >= 1 && a.rules <= 65536,
         "--rules: 1..=65536 (one server each in 198.19.0.0/16)"
