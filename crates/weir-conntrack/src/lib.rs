@@ -51,19 +51,21 @@
 //! # How it is built
 //!
 //! - Entries live in a slab (`Vec<Entry<X>>`, ids are slab indexes). An IPv4 entry holds both
-//!   tuples with 32-bit addresses, so it is 112 bytes with `X = ()`; an IPv6 entry keeps its four
+//!   tuples with 32-bit addresses, so it is 104 bytes with `X = ()`; an IPv6 entry keeps its four
 //!   addresses in a side slab (64 more bytes).
 //! - The hash index is open addressing with linear probing over `u32` slots, sized for a load
 //!   of at most 3/4 at `max_entries` (two keys per entry: the original and the reply tuple).
 //!   A slot holds the entry index, the direction and, in its spare high bits, a tag from the
 //!   hash, so a lookup costs one hash, one or two adjacent slot reads and one entry read.
 //!   Deletion shifts the cluster back (no tombstones).
-//! - The table is bounded: when full, [`Conntrack::confirm`] evicts the oldest entry that is
-//!   not assured (Linux `IPS_ASSURED`: TCP established both ways, UDP stream), or a closing
-//!   TCP connection (Linux `tcp_can_early_drop`). These are kept in an intrusive FIFO list in
-//!   the order they were confirmed (or started closing), so finding the victim is O(1). When
-//!   the list is empty, up to 64 slab slots are searched for an expired entry; failing that,
-//!   the connection is refused and counted ([`Stats::refused`]).
+//! - The table is bounded: when full, [`Conntrack::confirm`] evicts an entry that has expired,
+//!   is not assured (Linux `IPS_ASSURED`: TCP established both ways, UDP stream), or is a
+//!   closing TCP connection (Linux `tcp_can_early_drop`). An eviction clock sweeps the slab
+//!   from where it last stopped and takes the first such entry; a freed slot is reused by the
+//!   next connection, just behind the clock, so under a flood of new connections the victim
+//!   is always the oldest unassured entry (FIFO), at the price of a sequential scan and no
+//!   per-entry list links. If 256 slots hold nothing evictable, the connection is refused and
+//!   counted ([`Stats::refused`]), as Linux's `early_drop` refuses after a bounded search.
 //! - Expiry is lazy (an expired entry found by a lookup is removed) plus [`Conntrack::gc`],
 //!   which examines a bounded number of slab slots per call.
 //! - Deadlines are stored as 32-bit ticks of 2^20 ns (about 1.05 ms). Timeouts are capped at
@@ -369,7 +371,6 @@ const S_V6: u8 = 0x01;
 const S_SEEN_REPLY: u8 = 0x02;
 const S_ASSURED: u8 = 0x04;
 const S_LIVE: u8 = 0x08;
-const S_IN_LRU: u8 = 0x10;
 
 #[inline]
 fn tick(now_ns: u64) -> u32 {
@@ -382,23 +383,24 @@ fn tick(now_ns: u64) -> u32 {
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 pub struct Entry<X> {
-    /// IPv4: original src, dst, reply src, dst. IPv6: `[side slot, 0, 0, 0]`.
+    // The fields a lookup and the flowtable fast path read (the tuple, the deadline, the
+    // engine data, the protocol and status bytes at the start of `tcp`) come first: about 40
+    // bytes, one cache line or two adjacent ones.
+    /// IPv4: original src, dst, reply src, dst. IPv6: `[side slot, 0, 0, 0]`. A free slab
+    /// slot keeps the free-list link in `addr[0]`.
     addr: [u32; 4],
     /// Original sport, dport, reply sport, dport.
     port: [u16; 4],
-    /// TCP state (UDP keeps its stream tick in `end[0]`); it starts with the protocol and
-    /// status bytes, so that a lookup reads the first 26 bytes of the entry only.
-    tcp: TcpConn,
     deadline: u32,
+    /// Engine data (NAT binding, cached forwarding decision, offload flag...).
+    pub ext: X,
+    /// TCP state (UDP keeps its stream tick in `end[0]`); it starts with the protocol and
+    /// status bytes.
+    tcp: TcpConn,
     /// The connection mark (`ct mark`).
     pub mark: u32,
     packets: [u32; 2],
     bytes: [u64; 2],
-    /// Evictable-list links (also the free-list link of a free slot).
-    prev: u32,
-    next: u32,
-    /// Engine data (NAT binding, cached forwarding decision, offload flag...).
-    pub ext: X,
 }
 
 impl<X: Copy + Default> Entry<X> {
@@ -410,8 +412,6 @@ impl<X: Copy + Default> Entry<X> {
             mark: 0,
             packets: [0; 2],
             bytes: [0; 2],
-            prev: NIL,
-            next: NIL,
             tcp: TcpConn::with_header(proto, if v6 { S_V6 } else { 0 }),
             ext: X::default(),
         }
@@ -593,8 +593,7 @@ pub struct Conntrack<X> {
     v6_free: Vec<u32>,
     slots: Vec<u32>,
     id_mask: u32,
-    lru_head: u32,
-    lru_tail: u32,
+    evict_cursor: usize,
     len: usize,
     gc_cursor: usize,
     max_ticks: u32,
@@ -662,8 +661,9 @@ fn mix(a: u64, b: u64) -> u64 {
     (r as u64) ^ ((r >> 64) as u64)
 }
 
-/// Slots examined for an expired entry when the table is full and nothing is evictable.
-const ROOM_GC: usize = 64;
+/// Slab slots the eviction clock looks at for one new connection when the table is full
+/// before the connection is refused.
+const EVICT_SCAN: usize = 256;
 
 impl<X: Copy + Default> Conntrack<X> {
     /// An empty table. The hash index is allocated now (about 10.7 bytes per entry of
@@ -713,8 +713,7 @@ impl<X: Copy + Default> Conntrack<X> {
                 v
             },
             id_mask,
-            lru_head: NIL,
-            lru_tail: NIL,
+            evict_cursor: 0,
             len: 0,
             gc_cursor: 0,
             max_ticks,
@@ -883,11 +882,9 @@ impl<X: Copy + Default> Conntrack<X> {
             ];
         }
         e.port = [p.orig.sport, p.orig.dport, p.reply.sport, p.reply.dport];
-        e.prev = NIL;
-        e.next = NIL;
         let idx = if self.free_head != NIL {
             let i = self.free_head;
-            self.free_head = self.entries[i as usize].next;
+            self.free_head = self.entries[i as usize].addr[0];
             self.entries[i as usize] = e;
             i
         } else {
@@ -896,13 +893,6 @@ impl<X: Copy + Default> Conntrack<X> {
         };
         self.index_insert(idx * 2 + 1, ho);
         self.index_insert(idx * 2 + 2, hr);
-        if e.tcp.ct_status & S_ASSURED == 0
-            || self.entries[idx as usize]
-                .tcp_state()
-                .is_some_and(|s| s.can_early_drop())
-        {
-            self.lru_push(idx);
-        }
         self.len += 1;
         self.stats.inserted += 1;
         Ok(EntryId(idx))
@@ -1105,7 +1095,6 @@ impl<X: Copy + Default> Conntrack<X> {
             }
             if now_assured {
                 e.tcp.ct_status |= S_ASSURED;
-                self.lru_unlink(idx as u32);
             }
             return Track::Existing {
                 id: EntryId(idx as u32),
@@ -1186,7 +1175,6 @@ impl<X: Copy + Default> Conntrack<X> {
                     timeout,
                     kill,
                     set_assured,
-                    state_changed,
                 } => {
                     e.refresh(now_ns, timeout);
                     e.account(d, len);
@@ -1196,9 +1184,6 @@ impl<X: Copy + Default> Conntrack<X> {
                     if set_assured {
                         e.tcp.ct_status |= S_ASSURED;
                     }
-                    let closing = e.tcp.state().can_early_drop();
-                    let assured = e.assured();
-                    let in_lru = e.tcp.ct_status & S_IN_LRU != 0;
                     if kill {
                         self.killed = Some(Killed {
                             id,
@@ -1207,10 +1192,6 @@ impl<X: Copy + Default> Conntrack<X> {
                             entry: self.entries[idx],
                         });
                         self.remove_idx(idx as u32);
-                    } else if set_assured && !closing {
-                        self.lru_unlink(idx as u32);
-                    } else if state_changed && closing && !in_lru && assured {
-                        self.lru_push(idx as u32);
                     }
                     return Track::Existing { id, dir, info };
                 }
@@ -1246,25 +1227,35 @@ impl<X: Copy + Default> Conntrack<X> {
         rem == 0 || rem > self.max_ticks
     }
 
-    /// Make room for one entry: evict the oldest evictable entry (counted as expired if its
-    /// time had passed), else collect expired entries among a bounded number of slots.
+    /// Make room for one entry: the eviction clock moves over the slab from where it last
+    /// stopped and removes the first entry that has expired or may be dropped early (not
+    /// assured, or a closing TCP connection), looking at no more than [`EVICT_SCAN`] slots.
     fn make_room(&mut self, now_ns: u64) -> bool {
-        if self.lru_head != NIL {
-            let v = self.lru_head;
-            self.stats.searched += 1;
-            let expired = self.is_expired(&self.entries[v as usize], tick(now_ns));
-            self.remove_idx(v);
-            if expired {
-                self.stats.expired += 1;
-            } else {
-                self.stats.evicted += 1;
+        let n = self.entries.len();
+        let now = tick(now_ns);
+        for _ in 0..EVICT_SCAN.min(n) {
+            if self.evict_cursor >= n {
+                self.evict_cursor = 0;
             }
-            return true;
+            let i = self.evict_cursor;
+            self.evict_cursor += 1;
+            self.stats.searched += 1;
+            let e = &self.entries[i];
+            if e.tcp.ct_status & S_LIVE == 0 {
+                continue;
+            }
+            let expired = self.is_expired(e, now);
+            if expired || !e.assured() || e.tcp_state().is_some_and(|s| s.can_early_drop()) {
+                self.remove_idx(i as u32);
+                if expired {
+                    self.stats.expired += 1;
+                } else {
+                    self.stats.evicted += 1;
+                }
+                return true;
+            }
         }
-        let before = self.len;
-        self.stats.searched += ROOM_GC.min(self.entries.len()) as u64;
-        self.gc(now_ns, ROOM_GC);
-        self.len < before
+        false
     }
 
     fn hash(&self, t: &Tuple) -> u64 {
@@ -1365,13 +1356,30 @@ impl<X: Copy + Default> Conntrack<X> {
     /// is in the cache).
     #[inline]
     pub fn prefetch_entry(&self, h: u64) {
-        let s = self.slots[self.home(h)];
-        if s != 0 {
-            let idx = ((s & self.id_mask) - 1) >> 1;
-            if let Some(e) = self.entries.get(idx as usize) {
-                // an entry spans two cache lines
-                prefetch(e);
-                prefetch_addr((e as *const Entry<X> as *const u8).wrapping_add(64));
+        // the first slot on the probe sequence whose tag matches (linear probing at load 3/4
+        // puts most keys past their home slot); its entry is the one a lookup will read
+        let n = self.slots.len();
+        let tag = (h as u32) & !self.id_mask;
+        let mut i = self.home(h);
+        for _ in 0..8 {
+            let s = self.slots[i];
+            if s == 0 {
+                return;
+            }
+            if s & !self.id_mask == tag {
+                let idx = ((s & self.id_mask) - 1) >> 1;
+                if let Some(e) = self.entries.get(idx as usize) {
+                    // all of the entry's two or three cache lines
+                    let p = e as *const Entry<X> as *const u8;
+                    prefetch_addr(p);
+                    prefetch_addr(p.wrapping_add(64));
+                    prefetch_addr(p.wrapping_add(std::mem::size_of::<Entry<X>>() - 1));
+                }
+                return;
+            }
+            i += 1;
+            if i == n {
+                i = 0;
             }
         }
     }
@@ -1450,53 +1458,14 @@ impl<X: Copy + Default> Conntrack<X> {
     fn remove_idx(&mut self, idx: u32) {
         self.index_remove(idx * 2 + 1);
         self.index_remove(idx * 2 + 2);
-        self.lru_unlink(idx);
         let e = &mut self.entries[idx as usize];
         if e.tcp.ct_status & S_V6 != 0 {
             self.v6_free.push(e.addr[0]);
         }
         e.tcp.ct_status = 0;
-        e.next = self.free_head;
-        e.prev = NIL;
+        e.addr[0] = self.free_head;
         self.free_head = idx;
         self.len -= 1;
-    }
-
-    fn lru_push(&mut self, idx: u32) {
-        let tail = self.lru_tail;
-        {
-            let e = &mut self.entries[idx as usize];
-            e.prev = tail;
-            e.next = NIL;
-            e.tcp.ct_status |= S_IN_LRU;
-        }
-        if tail == NIL {
-            self.lru_head = idx;
-        } else {
-            self.entries[tail as usize].next = idx;
-        }
-        self.lru_tail = idx;
-    }
-
-    fn lru_unlink(&mut self, idx: u32) {
-        let e = &mut self.entries[idx as usize];
-        if e.tcp.ct_status & S_IN_LRU == 0 {
-            return;
-        }
-        e.tcp.ct_status &= !S_IN_LRU;
-        let (p, n) = (e.prev, e.next);
-        e.prev = NIL;
-        e.next = NIL;
-        if p == NIL {
-            self.lru_head = n;
-        } else {
-            self.entries[p as usize].next = n;
-        }
-        if n == NIL {
-            self.lru_tail = p;
-        } else {
-            self.entries[n as usize].prev = p;
-        }
     }
 }
 

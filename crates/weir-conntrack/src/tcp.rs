@@ -356,7 +356,6 @@ pub(crate) enum TcpVerdict {
         timeout: Duration,
         kill: bool,
         set_assured: bool,
-        state_changed: bool,
     },
     /// Part of the connection but changes nothing (Linux `NFCT_TCP_IGNORE` / `sIG`).
     Ignore,
@@ -690,7 +689,6 @@ impl TcpConn {
             timeout,
             kill,
             set_assured,
-            state_changed: old != new,
         }
     }
 

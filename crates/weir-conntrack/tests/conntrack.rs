@@ -818,3 +818,63 @@ fn memory_per_entry() {
     });
     assert!(ct.bytes_per_entry() <= 128, "{}", ct.bytes_per_entry());
 }
+
+/// A flood of new connections through a full table evicts the unassured entries oldest first
+/// (the eviction clock sweeps the slab in the order it was filled) and never an assured one.
+#[test]
+fn flood_evicts_unassured_in_fifo_order() {
+    let mut ct = ct_with(Config {
+        max_entries: 100,
+        ..Config::default()
+    });
+    let mut assured = Vec::new();
+    let mut unassured = Vec::new();
+    let mut now = S;
+    for i in 0..100u16 {
+        now += 1000;
+        if i % 5 == 0 {
+            // a UDP stream: request, reply, more traffic 2 s later (assured)
+            let id = new_confirm(&mut ct, &udp(a(), b(), 10_000 + i, 53), now);
+            track(&mut ct, &udp(b(), a(), 53, 10_000 + i), now + 1);
+            now += 3 * S;
+            track(&mut ct, &udp(a(), b(), 10_000 + i, 53), now);
+            assert!(ct.get(id).unwrap().assured());
+            assured.push(10_000 + i);
+        } else {
+            new_confirm(&mut ct, &udp(a(), b(), 10_000 + i, 53), now);
+            unassured.push(10_000 + i);
+        }
+    }
+    assert_eq!(ct.len(), 100);
+    let present = |ct: &Conntrack<u32>, p: u16| {
+        ct.find(&Tuple {
+            src: u32::from(a()) as u128,
+            dst: u32::from(b()) as u128,
+            sport: p,
+            dport: 53,
+            proto: 17,
+            v6: false,
+        })
+        .is_some()
+    };
+    for k in 0..120u16 {
+        now += 1000;
+        new_confirm(&mut ct, &udp(a(), b(), 30_000 + k, 53), now);
+        assert_eq!(ct.len(), 100);
+        // the k+1 oldest of the original unassured flows are gone (after those, the flood's
+        // own oldest ones), every assured one stays
+        for (j, &p) in unassured.iter().enumerate() {
+            assert_eq!(present(&ct, p), j > k as usize, "flow {p} after {k} new");
+        }
+        for &p in &assured {
+            assert!(present(&ct, p), "assured flow {p} evicted");
+        }
+        if k as usize >= unassured.len() {
+            assert!(!present(&ct, 30_000 + k - unassured.len() as u16));
+        }
+    }
+    // the first unassured flows had outlived the UDP timeout (30 s) by then: counted as expired
+    assert!(ct.stats().expired > 0);
+    assert_eq!(ct.stats().evicted + ct.stats().expired, 120);
+    assert_eq!(ct.stats().refused, 0);
+}
