@@ -791,12 +791,7 @@ impl<X: Copy + Default> Conntrack<X> {
 
     /// Look a tuple up without side effects: the entry and the direction `t` matches.
     pub fn find(&self, t: &Tuple) -> Option<(EntryId, Dir)> {
-        self.lookup(t, self.hash(t)).map(|k| {
-            (
-                EntryId((k - 1) >> 1),
-                Dir::from_index(((k - 1) & 1) as usize),
-            )
-        })
+        self.find_hashed(t, self.hash(t))
     }
 
     /// Remove up to `budget` slab slots' worth of expired entries, resuming where the last call
@@ -1352,36 +1347,74 @@ impl<X: Copy + Default> Conntrack<X> {
         h
     }
 
-    /// Start loading the entry the index slot of `t` names (the second stage, once the slot
-    /// is in the cache).
+    /// Where the bytes a lookup or a flowtable fast path reads end in an entry: the protocol
+    /// and status bytes at the start of `tcp` are the last of them.
+    #[inline(always)]
+    fn hot_end() -> usize {
+        std::mem::offset_of!(Entry<X>, tcp) + 2
+    }
+
+    /// The slab index of the entry a lookup with hash `h` will most likely read: the first
+    /// slot on the probe sequence whose tag matches (linear probing at load 3/4 puts most
+    /// keys past their home slot). For prefetching only: the tuple is not compared.
     #[inline]
-    pub fn prefetch_entry(&self, h: u64) {
-        // the first slot on the probe sequence whose tag matches (linear probing at load 3/4
-        // puts most keys past their home slot); its entry is the one a lookup will read
+    fn probable_entry(&self, h: u64) -> Option<&Entry<X>> {
         let n = self.slots.len();
         let tag = (h as u32) & !self.id_mask;
         let mut i = self.home(h);
         for _ in 0..8 {
             let s = self.slots[i];
             if s == 0 {
-                return;
+                return None;
             }
             if s & !self.id_mask == tag {
-                let idx = ((s & self.id_mask) - 1) >> 1;
-                if let Some(e) = self.entries.get(idx as usize) {
-                    // all of the entry's two or three cache lines
-                    let p = e as *const Entry<X> as *const u8;
-                    prefetch_addr(p);
-                    prefetch_addr(p.wrapping_add(64));
-                    prefetch_addr(p.wrapping_add(std::mem::size_of::<Entry<X>>() - 1));
-                }
-                return;
+                return self.entries.get((((s & self.id_mask) - 1) >> 1) as usize);
             }
             i += 1;
             if i == n {
                 i = 0;
             }
         }
+        None
+    }
+
+    /// Start loading the first bytes of the entry the index names for hash `h` (the second
+    /// stage, once the slot is in the cache): the tuple, deadline, `ext`, protocol and status,
+    /// all that a lookup and a flowtable fast path read; one cache line or two.
+    #[inline]
+    pub fn prefetch_entry(&self, h: u64) {
+        if let Some(e) = self.probable_entry(h) {
+            let p = e as *const Entry<X> as *const u8;
+            prefetch_addr(p);
+            prefetch_addr(p.wrapping_add(Self::hot_end() - 1));
+        }
+    }
+
+    /// The third stage: once the entry's first bytes are in the cache, start loading the rest
+    /// of it (TCP state, counters) if `want(&entry.ext)` says the packet will need them.
+    #[inline]
+    pub fn prefetch_rest(&self, h: u64, want: impl Fn(&X) -> bool) {
+        if let Some(e) = self.probable_entry(h) {
+            if want(&e.ext) {
+                let p = e as *const Entry<X> as *const u8;
+                let (hot, size) = (Self::hot_end(), std::mem::size_of::<Entry<X>>());
+                prefetch_addr(p.wrapping_add(hot));
+                prefetch_addr(p.wrapping_add((hot + 64).min(size - 1)));
+                prefetch_addr(p.wrapping_add(size - 1));
+            }
+        }
+    }
+
+    /// [`Conntrack::find`] with the tuple's hash already computed (by
+    /// [`Conntrack::prefetch_index`]).
+    #[inline]
+    pub fn find_hashed(&self, t: &Tuple, h: u64) -> Option<(EntryId, Dir)> {
+        self.lookup(t, h).map(|k| {
+            (
+                EntryId((k - 1) >> 1),
+                Dir::from_index(((k - 1) & 1) as usize),
+            )
+        })
     }
 
     /// `lookup`, removing the entry found if it has expired.

@@ -246,7 +246,9 @@ pub struct Engine {
 pub struct Pkt<'a> {
     pub frame: &'a [u8],
     pub pm: &'a PacketMeta,
-    pub meta: Meta,
+    /// Borrowed, not copied: it is a few hundred bytes and the stateful layer keeps it
+    /// across the base chains of all hooks.
+    pub meta: &'a mut Meta,
     pub now_ns: u64,
 }
 

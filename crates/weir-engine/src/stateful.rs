@@ -36,6 +36,10 @@ pub struct CtExt {
     pub route: [u16; 2],
 }
 
+/// The flowtables whose devices include an interface (see [`Stateful::flowtable_devices`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FtDevices(pub u64);
+
 /// What the flowtable fast path did with a packet of an offloaded connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FastPath {
@@ -325,8 +329,11 @@ impl Stateful {
         for (h, pm) in hs.iter_mut().zip(&pms[..n]) {
             *h = self.prefetch_index(pm);
         }
-        for &h in &hs[..n] {
-            self.prefetch_entry(h);
+        for &h in (&hs[..n]).iter().filter(|&&h| h != 0) {
+            // the whole entry: its first bytes are not here yet to tell whether the rest is
+            // needed (a pipelined loop runs [`Stateful::prefetch_rest`] a batch later)
+            self.ct.prefetch_entry(h);
+            self.ct.prefetch_rest(h, |_| true);
         }
     }
 
@@ -348,11 +355,21 @@ impl Stateful {
         })
     }
 
-    /// The second stage: start loading the entry the slot names.
+    /// The second stage: start loading the first bytes of the entry the slot names (all
+    /// that the flowtable fast path reads).
     #[inline]
     pub fn prefetch_entry(&self, h: u64) {
         if h != 0 {
             self.ct.prefetch_entry(h);
+        }
+    }
+
+    /// The third stage: start loading the rest of the entry (TCP state, counters) unless the
+    /// connection is offloaded to a flowtable (the fast path does not read them).
+    #[inline]
+    pub fn prefetch_rest(&self, h: u64) {
+        if h != 0 {
+            self.ct.prefetch_rest(h, |x| x.flowtable == 0);
         }
     }
 
@@ -427,7 +444,36 @@ impl Stateful {
         iifname: &str,
         now_ns: u64,
     ) -> Option<FastPath> {
-        if self.flowtables.is_empty()
+        let devs = self.flowtable_devices(iifname);
+        self.fast_path_with(frame, pm, devs, 0, now_ns)
+    }
+
+    /// The flowtables that list a device (bit `i`: [`Stateful::flowtables`]`[i]`, the first
+    /// 64): a receive loop computes it once per interface, as the kernel registers a
+    /// flowtable's hook on its devices.
+    pub fn flowtable_devices(&self, ifname: &str) -> FtDevices {
+        let mut m = 0u64;
+        for (i, f) in self.flowtables.iter().enumerate().take(64) {
+            if f.2.iter().any(|d| d == ifname) {
+                m |= 1 << i;
+            }
+        }
+        FtDevices(m)
+    }
+
+    /// [`Stateful::fast_path`] for a receive loop: the arrival device's flowtables resolved
+    /// once ([`Stateful::flowtable_devices`]) and the tuple's hash from
+    /// [`Stateful::prefetch_index`] (0: compute it).
+    #[inline]
+    pub fn fast_path_with(
+        &mut self,
+        frame: &mut [u8],
+        pm: &mut PacketMeta,
+        devs: FtDevices,
+        hash: u64,
+        now_ns: u64,
+    ) -> Option<FastPath> {
+        if devs.0 == 0
             || !matches!(pm.l3, L3::Ipv4 | L3::Ipv6)
             || pm.malformed.is_some()
             || pm.frag != Frag::None
@@ -455,10 +501,14 @@ impl Stateful {
             proto: pm.l4proto,
             v6,
         };
-        let (id, dir) = self.ct.find(&t)?;
+        let (id, dir) = if hash == 0 {
+            self.ct.find(&t)?
+        } else {
+            self.ct.find_hashed(&t, hash)?
+        };
         let e = self.ct.get(id)?;
-        let gi = e.ext.flowtable.checked_sub(1)? as usize;
-        if !self.flowtables[gi].2.iter().any(|d| d == iifname) {
+        let gi = e.ext.flowtable.checked_sub(1)? as u32;
+        if devs.0.checked_shr(gi).unwrap_or(0) & 1 == 0 {
             return None;
         }
         if pm.l4proto == 6 && pm.tcp_flags & 0x05 != 0 {
@@ -688,12 +738,10 @@ impl Stateful {
         let mut p = Pkt {
             frame: buf.get(),
             pm,
-            meta: *meta,
+            meta,
             now_ns,
         };
-        let d = self.eng.process_base(h, &mut p);
-        *meta = p.meta;
-        d
+        self.eng.process_base(h, &mut p)
     }
 
     /// Write the header fields the chain's statements set (stateless NAT) into the frame,

@@ -233,7 +233,7 @@ fn both(c: &mut Engine, l: &mut Engine, p: &P) -> ((Decision, u32), (Decision, u
         let mut k = Pkt {
             frame: &f,
             pm: &pm,
-            meta,
+            meta: &mut { meta },
             now_ns: 0,
         };
         let d = e.process(Hook::Forward, &mut k);

@@ -20,7 +20,7 @@ fn run(e: &mut Engine, src: Ipv4Addr, dport: u16, now_ns: u64) -> Decision {
     let mut p = Pkt {
         frame: &f,
         pm: &pm,
-        meta: Meta::with_ifnames("lan0", "wan0"),
+        meta: &mut Meta::with_ifnames("lan0", "wan0"),
         now_ns,
     };
     e.process(Hook::Forward, &mut p)

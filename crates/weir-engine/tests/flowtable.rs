@@ -183,7 +183,7 @@ fn other_devices_ttl_one_and_new_connections_stay_on_the_slow_path() {
     let mut p = weir_engine::Pkt {
         frame: &f,
         pm: &pm,
-        meta: Meta::with_ifnames("lan0", ""),
+        meta: &mut Meta::with_ifnames("lan0", ""),
         now_ns: t,
     };
     sf.track_only(&mut p, &mut pc);

@@ -37,7 +37,7 @@ fn outcome(frame: &[u8], link: LinkType) -> (Want, Option<&'static str>) {
         let mut p = Pkt {
             frame,
             pm: &pm,
-            meta: Meta::default(),
+            meta: &mut Meta::default(),
             now_ns: 0,
         };
         let d = e.process(Hook::Forward, &mut p);

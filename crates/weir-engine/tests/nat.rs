@@ -535,7 +535,7 @@ fn read_only_hook_binds_but_counts_the_rewrite_not_applied() {
         let mut p = weir_engine::Pkt {
             frame: &f,
             pm: &pm,
-            meta: Meta::with_ifnames("lan0", "wan0"),
+            meta: &mut Meta::with_ifnames("lan0", "wan0"),
             now_ns: 1,
         };
         assert!(sf.hook(hook, &mut p, &mut pc).is_accept());

@@ -21,7 +21,7 @@ fn run(e: &mut Engine, frame: &[u8], meta: Meta) -> (Decision, u32) {
     let mut p = Pkt {
         frame,
         pm: &pm,
-        meta,
+        meta: &mut { meta },
         now_ns: 0,
     };
     let d = e.process(Hook::Forward, &mut p);
@@ -259,7 +259,7 @@ fn limit_and_quota() {
                 let mut k = Pkt {
                     frame: &p,
                     pm: &pm,
-                    meta: Meta::default(),
+                    meta: &mut Meta::default(),
                     now_ns: t,
                 };
                 e.process(Hook::Forward, &mut k).is_accept()

@@ -32,7 +32,7 @@ fn forward(sf: &mut Stateful, frame: &[u8], now_ns: u64) -> (Decision, u32) {
         let mut p = Pkt {
             frame,
             pm: &pm,
-            meta,
+            meta: &mut { meta },
             now_ns,
         };
         let d = sf.hook(hook, &mut p, &mut pc);

@@ -261,7 +261,7 @@ fn bench_nft(a: &ClassifyArgs, trace: &[CbHeader]) -> anyhow::Result<Option<Repo
         let p = Pkt {
             frame: &[],
             pm,
-            meta,
+            meta: &mut { meta },
             now_ns: 0,
         };
         e.first_candidate(ti, ci, &p)
@@ -343,7 +343,7 @@ fn bench_nft(a: &ClassifyArgs, trace: &[CbHeader]) -> anyhow::Result<Option<Repo
             let p = Pkt {
                 frame: &[],
                 pm: m,
-                meta,
+                meta: &mut { meta },
                 now_ns: 0,
             };
             let got = ce.first_candidate(ti, ci, &p).map(|g| {

@@ -115,7 +115,7 @@ fn run_for(
             let mut p = Pkt {
                 frame: &[],
                 pm,
-                meta,
+                meta: &mut { meta },
                 now_ns: 0,
             };
             acc += e.process(Hook::Forward, &mut p).is_accept() as usize;
@@ -278,7 +278,7 @@ mod tests {
         let mut p = Pkt {
             frame: &[],
             pm: &pm,
-            meta,
+            meta: &mut { meta },
             now_ns: 0,
         };
         assert!(!e.process(Hook::Forward, &mut p).is_accept());
@@ -286,7 +286,7 @@ mod tests {
         let mut p = Pkt {
             frame: &[],
             pm: &pm,
-            meta,
+            meta: &mut { meta },
             now_ns: 0,
         };
         assert!(e.process(Hook::Forward, &mut p).is_accept());
@@ -295,7 +295,7 @@ mod tests {
         let mut p = Pkt {
             frame: &[],
             pm: &pm,
-            meta,
+            meta: &mut { meta },
             now_ns: 0,
         };
         assert!(!e.process(Hook::Forward, &mut p).is_accept());

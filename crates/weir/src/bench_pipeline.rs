@@ -19,7 +19,7 @@ use std::net::Ipv4Addr;
 use std::process::ExitCode;
 use std::time::Instant;
 use weir_conntrack::Config as CtConfig;
-use weir_engine::stateful::{PacketCt, Stateful};
+use weir_engine::stateful::{FtDevices, PacketCt, Stateful};
 use weir_engine::{Compiled, Engine, Meta, Mode};
 use weir_lang::ir::Hook;
 use weir_wire::build::Builder;
@@ -42,6 +42,9 @@ pub struct PipelineArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// Measure one path only (for profiling; the others are reported as NaN / null).
+    #[arg(long, value_enum)]
+    only: Option<Path>,
 }
 
 /// A FIB: longest-prefix match over one hash table per prefix length (longest first), giving
@@ -180,7 +183,7 @@ impl Frames {
     }
 }
 
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy, PartialEq, clap::ValueEnum)]
 enum Path {
     Full,
     RouteCache,
@@ -191,7 +194,8 @@ enum Path {
 #[inline]
 fn forward(sf: &mut Stateful, fib: &Fib, frame: &mut [u8], now: u64, path: Path) -> bool {
     let pm = PacketMeta::parse(frame, LinkType::Ethernet);
-    forward_parsed(sf, fib, frame, pm, now, path, &metas())
+    let devs = sf.flowtable_devices("lan0");
+    forward_parsed(sf, fib, frame, pm, 0, now, path, &metas(), devs)
 }
 
 /// The packets' metadata before routing and after (interface names, as a receive loop knows
@@ -205,18 +209,21 @@ fn metas() -> (Meta, Meta) {
 
 /// [`forward`] for a frame already parsed (as the receive loop does for its batch).
 #[inline]
+#[allow(clippy::too_many_arguments)]
 fn forward_parsed(
     sf: &mut Stateful,
     fib: &Fib,
     frame: &mut [u8],
     mut pm: PacketMeta,
+    hash: u64,
     now: u64,
     path: Path,
     metas: &(Meta, Meta),
+    devs: FtDevices,
 ) -> bool {
     let (m_in, m_fwd) = *metas;
     if path == Path::Flowtable {
-        if let Some(fp) = sf.fast_path(frame, &mut pm, "lan0", now) {
+        if let Some(fp) = sf.fast_path_with(frame, &mut pm, devs, hash, now) {
             let (_, mac) = fib.adj[fp.oif as usize];
             frame[..6].copy_from_slice(&mac);
             frame[22] -= 1;
@@ -284,8 +291,8 @@ struct Run {
 }
 
 /// Established traffic in a fixed pseudo-random order over all flows, for `secs`.
-/// Packets handled as one receive batch (their connection entries are prefetched together).
-const BATCH: usize = 16;
+/// The prefetch distance of the pipeline (packets between its stages).
+const DIST: usize = 4;
 
 fn measure(
     sf: &mut Stateful,
@@ -297,57 +304,60 @@ fn measure(
 ) -> Run {
     let mut n = 0usize;
     let mut dropped = 0usize;
-    // three receive batches in flight: batch k+2's index slots and batch k+1's entries are
-    // fetched while batch k is processed (a software pipeline, as DPDK applications do)
-    let mut ring = [[[0u8; FRAME]; BATCH]; 3];
-    let mut pms = [[PacketMeta::default(); BATCH]; 3];
-    let mut hs = [[0u64; BATCH]; 3];
-    let nb = order.len() / BATCH;
-    let receive = |b: usize,
-                   slot: usize,
+    // A rolling software pipeline (as DPDK applications do): while packet k is processed,
+    // packet k+3d's index slot, packet k+2d's entry head and packet k+d's entry tail (unless
+    // offloaded) are being fetched, so their cache misses overlap without bursts that
+    // exhaust the core's line fill buffers.
+    const L: usize = 4 * DIST;
+    let mut ring = [[0u8; FRAME]; L];
+    let mut pms = [PacketMeta::default(); L];
+    let mut hs = [0u64; L];
+    let receive = |i: usize,
                    fr: &mut Frames,
-                   ring: &mut [[[u8; FRAME]; BATCH]; 3],
-                   pms: &mut [[PacketMeta; BATCH]; 3],
-                   hs: &mut [[u64; BATCH]; 3],
+                   ring: &mut [[u8; FRAME]; L],
+                   pms: &mut [PacketMeta; L],
+                   hs: &mut [u64; L],
                    sf: &Stateful| {
-        for k in 0..BATCH {
-            let i = order[(b % nb) * BATCH + k] as usize;
-            ring[slot][k].copy_from_slice(fr.get(i));
-            let pm = PacketMeta::parse(&ring[slot][k], LinkType::Ethernet);
-            pms[slot][k] = pm;
-            hs[slot][k] = sf.prefetch_index(&pm);
-        }
+        let slot = i % L;
+        ring[slot].copy_from_slice(fr.get(order[i % order.len()] as usize));
+        let pm = PacketMeta::parse(&ring[slot], LinkType::Ethernet);
+        pms[slot] = pm;
+        hs[slot] = sf.prefetch_index(&pm);
     };
     let m = metas();
+    let devs = sf.flowtable_devices("lan0");
     let t0 = Instant::now();
-    receive(0, 0, fr, &mut ring, &mut pms, &mut hs, sf);
-    receive(1, 1, fr, &mut ring, &mut pms, &mut hs, sf);
-    for &h in &hs[0] {
-        sf.prefetch_entry(h);
+    for i in 0..3 * DIST {
+        receive(i, fr, &mut ring, &mut pms, &mut hs, sf);
+        if i >= DIST {
+            sf.prefetch_entry(hs[(i - DIST) % L]);
+        }
     }
-    let mut b = 0usize;
+    for i in 0..DIST {
+        sf.prefetch_rest(hs[i]);
+    }
+    let mut k = 0usize;
     loop {
-        let (cur, next, after) = (b % 3, (b + 1) % 3, (b + 2) % 3);
-        receive(b + 2, after, fr, &mut ring, &mut pms, &mut hs, sf);
-        for &h in &hs[next] {
-            sf.prefetch_entry(h);
+        receive(k + 3 * DIST, fr, &mut ring, &mut pms, &mut hs, sf);
+        sf.prefetch_entry(hs[(k + 2 * DIST) % L]);
+        sf.prefetch_rest(hs[(k + DIST) % L]);
+        let cur = k % L;
+        if !forward_parsed(
+            sf,
+            fib,
+            &mut ring[cur],
+            pms[cur],
+            hs[cur],
+            2_000_000_000,
+            path,
+            &m,
+            devs,
+        ) {
+            dropped += 1;
         }
-        for k in 0..BATCH {
-            if !forward_parsed(
-                sf,
-                fib,
-                &mut ring[cur][k],
-                pms[cur][k],
-                2_000_000_000,
-                path,
-                &m,
-            ) {
-                dropped += 1;
-            }
-        }
-        n += BATCH;
-        b += 1;
-        if b.is_multiple_of(4096) && t0.elapsed().as_secs_f64() >= secs {
+        n += 1;
+        k += 1;
+        if k.is_multiple_of(65536) && t0.elapsed().as_secs_f64() >= secs {
             break;
         }
     }
@@ -376,9 +386,9 @@ fn build(rules: usize, flow: bool, flows: usize) -> anyhow::Result<Stateful> {
 
 pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(
-        a.flows >= 3 * BATCH && a.flows <= 1 << 24,
-        "--flows: {}..=16777216 (three receive batches)",
-        3 * BATCH
+        a.flows >= 4 * DIST && a.flows <= 1 << 24,
+        "--flows: {}..=16777216 (the packets in flight)",
+        4 * DIST
     );
     anyhow::ensure!(
         a.rules >= 1 && a.rules <= 65536,
@@ -391,6 +401,14 @@ pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
     let mut new_conn_per_s = 0.0;
     let mut bpe = (0, 0);
     for path in [Path::Full, Path::RouteCache, Path::Flowtable] {
+        if a.only.is_some_and(|o| o != path) {
+            out.push(Run {
+                mpps: f64::NAN,
+                packets: 0,
+                dropped: 0,
+            });
+            continue;
+        }
         let mut sf = build(a.rules, path == Path::Flowtable, a.flows)?;
         let mut fr = Frames::new(a.flows, a.rules, false);
         // new connections: the first packet of every flow
@@ -408,7 +426,7 @@ pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
             sf.ct.len(),
             a.flows
         );
-        if path == Path::Full {
+        if new_conn_per_s == 0.0 {
             new_conn_per_s = a.flows as f64 / s;
             bpe = (sf.ct.bytes_per_entry(), sf.ct.bytes_per_entry_v6());
         }

@@ -300,7 +300,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             bytes += Pkt {
                 frame: &frame,
                 pm: &pm,
-                meta: Meta::default(),
+                meta: &mut Meta::default(),
                 now_ns: 0,
             }
             .bytes();
@@ -362,7 +362,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             let mut p = Pkt {
                 frame: &pk.data,
                 pm: &pm,
-                meta: Meta::with_ifnames(&iif, &oif),
+                meta: &mut Meta::with_ifnames(&iif, &oif),
                 now_ns: pk.ts_nanos,
             };
             bytes += p.bytes();

@@ -258,7 +258,7 @@ fn classbench_import_matches_classbench_semantics() {
         let p = weir_engine::Pkt {
             frame: &[],
             pm: &pm,
-            meta: weir_engine::Meta::default(),
+            meta: &mut weir_engine::Meta::default(),
             now_ns: 0,
         };
         let got = e.first_candidate(0, 0, &p);
