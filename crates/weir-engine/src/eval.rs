@@ -729,6 +729,12 @@ impl Engine {
         let t = &rs.tables[ti];
         let r = t.chains[ci].slots[slot as usize].as_ref().unwrap();
         let bytes = p.bytes();
+        if let Some(v) = r.terminal {
+            let h = &mut st.rule_hits[r.gid];
+            h.0 += 1;
+            h.1 += bytes;
+            return Outcome::Verdict(v);
+        }
         for e in &r.exprs[r.first_stmt..] {
             match e {
                 CExpr::Cmp { .. } | CExpr::In { .. } | CExpr::Match { .. } => {

@@ -579,10 +579,7 @@ impl Stateful {
             CtPkt::New(pend) => {
                 m.ct_state = state::NEW;
                 m.has_ct = true;
-                let (o, r) = (pend.orig(), pend.reply());
-                let e = &pend.entry;
-                m.ct_mark = e.mark;
-                m.ct = ct_view(e, o, r, Dir::Original, 0, now_ns);
+                m.ct_mark = pend.entry.mark;
                 return;
             }
             CtPkt::Entry { id, dir, info } => (
@@ -597,16 +594,37 @@ impl Stateful {
             CtPkt::Related { master, dir } => (master, dir, state::RELATED),
         };
         m.ct_state = bits;
+        let _ = (dir, now_ns);
+        // the entry ended with this packet (a RST): the state stays, the rest is gone
+        if let Some(e) = self.ct.get(id) {
+            m.has_ct = true;
+            m.ct_mark = e.mark;
+        }
+    }
+
+    /// Fill `m.ct` (the `ct` fields other than state and mark) for a chain about to run: the
+    /// tuples, status, counters and expiration of the packet's connection. Done per chain,
+    /// not per hook, since most hooks run no chain.
+    fn load_ct_view(&self, m: &mut Meta, now_ns: u64, pc: &PacketCt) {
+        if !m.has_ct {
+            return;
+        }
+        let (id, dir) = match pc.ct {
+            CtPkt::New(pend) => {
+                let e = &pend.entry;
+                m.ct = ct_view(e, pend.orig(), pend.reply(), Dir::Original, 0, now_ns);
+                return;
+            }
+            CtPkt::Entry { id, dir, .. } | CtPkt::Related { master: id, dir } => (id, dir),
+            _ => return,
+        };
         let (Some(e), Some(o), Some(r)) = (
             self.ct.get(id),
             self.ct.tuple(id, Dir::Original),
             self.ct.tuple(id, Dir::Reply),
         ) else {
-            // the entry ended with this packet (a RST): the state stays, the rest is gone
             return;
         };
-        m.has_ct = true;
-        m.ct_mark = e.mark;
         let mut status = 8; // confirmed
         if e.seen_reply() {
             status |= 2;
@@ -734,7 +752,9 @@ impl Stateful {
         pm: &PacketMeta,
         meta: &mut Meta,
         now_ns: u64,
+        pc: &PacketCt,
     ) -> Decision {
+        self.load_ct_view(meta, now_ns, pc);
         let mut p = Pkt {
             frame: buf.get(),
             pm,
@@ -815,7 +835,7 @@ impl Stateful {
             meta.notrack = false;
             meta.nat = None;
             meta.flow_add = None;
-            let d = self.run_chain(h, &buf, pm, meta, now_ns);
+            let d = self.run_chain(h, &buf, pm, meta, now_ns, pc);
             self.apply_writes(&mut buf, pm, meta);
             if let Some(ft) = meta.flow_add.take() {
                 self.flow_add(ft, pm, pc);
@@ -880,7 +900,7 @@ impl Stateful {
                     }
                     meta.notrack = false;
                     meta.nat = None;
-                    let d = self.run_chain(h, buf, pm, meta, now_ns);
+                    let d = self.run_chain(h, buf, pm, meta, now_ns, pc);
                     self.apply_writes(buf, pm, meta);
                     self.store_mark(meta, pc);
                     if !d.is_accept() {

@@ -221,7 +221,7 @@ fn forward_parsed(
     metas: &(Meta, Meta),
     devs: FtDevices,
 ) -> bool {
-    let (m_in, m_fwd) = *metas;
+    let (m_in, m_fwd) = metas;
     if path == Path::Flowtable {
         if let Some(fp) = sf.fast_path_with(frame, &mut pm, devs, hash, now) {
             let (_, mac) = fib.adj[fp.oif as usize];
@@ -231,7 +231,7 @@ fn forward_parsed(
         }
     }
     let mut pc = PacketCt::default();
-    let mut meta = m_in;
+    let mut meta = *m_in;
     if !sf
         .hook_mut(Hook::Prerouting, frame, &mut pm, &mut meta, now, &mut pc)
         .is_accept()
@@ -252,7 +252,7 @@ fn forward_parsed(
             (route, mac)
         }
     };
-    let mut meta = m_fwd;
+    let mut meta = *m_fwd;
     for hook in [Hook::Forward, Hook::Postrouting] {
         if !sf
             .hook_mut(hook, frame, &mut pm, &mut meta, now, &mut pc)
