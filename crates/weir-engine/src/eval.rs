@@ -153,13 +153,76 @@ struct Bucket {
     init: bool,
 }
 
+/// The connection table as `ct count` sees it (nf_conncount looks the connections it counts
+/// up in conntrack); the stateful layer lends it to the evaluator in [`Pkt::conns`].
+pub trait Conns {
+    /// The connection whose original tuple is `t`, at `now_ns`: None when it is not in the
+    /// table (or has expired), else whether it has closed (TCP TIME_WAIT or CLOSE).
+    fn closed(&self, t: &weir_conntrack::Tuple, now_ns: u64) -> Option<bool>;
+}
+
+/// One `ct count` list (Linux `nf_conncount_list`): the original tuples of the connections
+/// counted, oldest first.
+#[derive(Clone, Debug, Default)]
+pub struct ConnList {
+    conns: Vec<weir_conntrack::Tuple>,
+}
+
+/// Connections a `ct count` evaluation may drop from its list at most (Linux
+/// `CONNCOUNT_GC_MAX_NODES`).
+const CONNCOUNT_GC_MAX_NODES: usize = 8;
+
+impl ConnList {
+    /// `nf_conncount_add`: drop connections that left the table or closed (a bounded number
+    /// per call), then add `t` unless the list holds it already. Returns the count.
+    ///
+    /// Linux skips the collection (and the duplicate check) when the list was collected in the
+    /// same jiffy; weir collects on every call, so within one jiffy it counts a connection
+    /// that vanished or closed one time less than Linux may.
+    pub fn add(&mut self, t: &weir_conntrack::Tuple, conns: &dyn Conns, now_ns: u64) -> usize {
+        let mut collect = 0;
+        let mut i = 0;
+        while i < self.conns.len() {
+            if collect > CONNCOUNT_GC_MAX_NODES {
+                break;
+            }
+            let c = self.conns[i];
+            match conns.closed(&c, now_ns) {
+                None => {
+                    self.conns.remove(i);
+                    collect += 1;
+                    continue;
+                }
+                Some(_) if c == *t => return self.conns.len(),
+                Some(true) => {
+                    self.conns.remove(i);
+                    collect += 1;
+                    continue;
+                }
+                Some(false) => i += 1,
+            }
+        }
+        self.conns.push(*t);
+        self.conns.len()
+    }
+
+    pub fn len(&self) -> usize {
+        self.conns.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.conns.is_empty()
+    }
+}
+
 /// An element added from the packet path (`add @s`, `update @s`).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct DynElem {
     /// When it expires (0: never).
     expires_ns: u64,
-    /// Its own `limit`, `counter`.
+    /// Its own `limit`, `counter`, `ct count`.
     bucket: Bucket,
+    conns: ConnList,
     packets: u64,
     bytes: u64,
 }
@@ -224,6 +287,8 @@ pub struct State {
     pub dynsets: Vec<Vec<DynSet>>,
     /// `add @s` refused because the set was full.
     pub dynset_full: u64,
+    /// The lists of rule-level `ct count` matches, by (rule id, item index).
+    pub conncount: std::collections::HashMap<(usize, usize), ConnList>,
 }
 
 impl State {
@@ -244,6 +309,8 @@ pub struct Engine {
 
 /// A packet being evaluated.
 pub struct Pkt<'a> {
+    /// The connection table, for `ct count` (None: the stateless engine passes it over).
+    pub conns: Option<&'a dyn Conns>,
     pub frame: &'a [u8],
     pub pm: &'a PacketMeta,
     /// Borrowed, not copied: it is a few hundred bytes and the stateful layer keeps it
@@ -253,6 +320,32 @@ pub struct Pkt<'a> {
 }
 
 impl<'a> Pkt<'a> {
+    /// The original tuple of the packet's connection (`ct count` counts these); without a
+    /// connection (invalid, untracked), the packet's own tuple, as `nf_ct_get_tuplepr`.
+    pub fn conn_tuple(&self) -> weir_conntrack::Tuple {
+        if self.meta.has_ct {
+            let c = &self.meta.ct;
+            weir_conntrack::Tuple {
+                src: c.orig_src,
+                dst: c.orig_dst,
+                sport: c.orig_sport,
+                dport: c.orig_dport,
+                proto: c.protocol,
+                v6: c.l3proto == 10,
+            }
+        } else {
+            let pm = self.pm;
+            weir_conntrack::Tuple {
+                src: pm.saddr,
+                dst: pm.daddr,
+                sport: if pm.has_ports { pm.sport } else { 0 },
+                dport: if pm.has_ports { pm.dport } else { 0 },
+                proto: pm.l4proto,
+                v6: pm.l3 == L3::Ipv6,
+            }
+        }
+    }
+
     pub fn bytes(&self) -> u64 {
         if matches!(self.pm.l3, L3::Ipv4 | L3::Ipv6) && self.pm.malformed.is_none_or(|m| !m.is_l3())
         {
@@ -735,7 +828,7 @@ impl Engine {
             h.1 += bytes;
             return Outcome::Verdict(v);
         }
-        for e in &r.exprs[r.first_stmt..] {
+        for (ei, e) in r.exprs[r.first_stmt..].iter().enumerate() {
             match e {
                 CExpr::Cmp { .. } | CExpr::In { .. } | CExpr::Match { .. } => {
                     if !eval_item(t, e, p, st) {
@@ -925,6 +1018,21 @@ impl Engine {
                             return Outcome::Next;
                         }
                     }
+                    ir::Expr::CtCount { count, over } => match p.conns {
+                        Some(conns) => {
+                            let n = st.conncount.entry((r.gid, ei)).or_default().add(
+                                &p.conn_tuple(),
+                                conns,
+                                p.now_ns,
+                            );
+                            // nft_connlimit: the rule stops when (count > N) differs from
+                            // `over`
+                            if (n as u64 > *count as u64) != *over {
+                                return Outcome::Next;
+                            }
+                        }
+                        None => st.stateful_skipped += 1,
+                    },
                     _ => st.stateful_skipped += 1,
                 },
             }
@@ -1015,10 +1123,18 @@ fn dynset_op(t: &CTable, op: &ir::SetOp, p: &Pkt, st: &mut State, bytes: u64) ->
     }
     e.packets += 1;
     e.bytes += bytes;
-    match &op.limit {
-        Some(l) => limit_pass(&mut e.bucket, l, now, bytes),
-        None => true,
+    if let Some(l) = &op.limit {
+        if !limit_pass(&mut e.bucket, l, now, bytes) {
+            return false;
+        }
     }
+    if let (Some((count, over)), Some(conns)) = (op.ct_count, p.conns) {
+        let n = e.conns.add(&p.conn_tuple(), conns, now);
+        if (n as u64 > count as u64) != over {
+            return false;
+        }
+    }
+    true
 }
 
 /// The kernel's nft_limit token bucket, in nanoseconds: a packet costs `unit / rate` (bytes:

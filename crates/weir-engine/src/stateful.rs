@@ -185,6 +185,9 @@ pub struct Stateful {
     pub nat_v6: bool,
     /// The ruleset's flowtables: (table, flowtable in the table, devices).
     pub flowtables: Vec<(usize, usize, Vec<String>)>,
+    /// The entry the current packet ended (a RST before any reply): gone from the table, but
+    /// the packet still carries it through the chains, as the kernel's skb keeps its ct.
+    dying: Option<weir_conntrack::Killed<CtExt>>,
 }
 
 /// Priority of netfilter's NAT hooks: destination NAT (prerouting, output) at -100, source
@@ -285,6 +288,7 @@ impl Stateful {
             nat_v4: n4,
             nat_v6: n6,
             flowtables,
+            dying: None,
         }
     }
 
@@ -595,10 +599,33 @@ impl Stateful {
         };
         m.ct_state = bits;
         let _ = (dir, now_ns);
-        // the entry ended with this packet (a RST): the state stays, the rest is gone
-        if let Some(e) = self.ct.get(id) {
+        if let Some((e, _, _)) = self.entry_of(id) {
             m.has_ct = true;
             m.ct_mark = e.mark;
+        }
+    }
+
+    /// A connection the current packet belongs to, with its original and reply tuples: in
+    /// the table, or ended by this packet.
+    fn entry_of(
+        &self,
+        id: EntryId,
+    ) -> Option<(
+        &weir_conntrack::Entry<CtExt>,
+        weir_conntrack::Tuple,
+        weir_conntrack::Tuple,
+    )> {
+        match (
+            self.ct.get(id),
+            self.ct.tuple(id, Dir::Original),
+            self.ct.tuple(id, Dir::Reply),
+        ) {
+            (Some(e), Some(o), Some(r)) => Some((e, o, r)),
+            _ => self
+                .dying
+                .as_ref()
+                .filter(|k| k.id == id)
+                .map(|k| (&k.entry, k.orig, k.reply)),
         }
     }
 
@@ -618,11 +645,7 @@ impl Stateful {
             CtPkt::Entry { id, dir, .. } | CtPkt::Related { master: id, dir } => (id, dir),
             _ => return,
         };
-        let (Some(e), Some(o), Some(r)) = (
-            self.ct.get(id),
-            self.ct.tuple(id, Dir::Original),
-            self.ct.tuple(id, Dir::Reply),
-        ) else {
+        let Some((e, o, r)) = self.entry_of(id) else {
             return;
         };
         let mut status = 8; // confirmed
@@ -669,6 +692,7 @@ impl Stateful {
         pc: &mut PacketCt,
     ) -> Option<Decision> {
         pc.tuples = None;
+        self.dying = None;
         if pc.notrack || !self.tracks(pm.l3) {
             pc.ct = CtPkt::Untracked;
             return None;
@@ -703,6 +727,7 @@ impl Stateful {
                     reply: k.reply,
                     nat_status: k.entry.ext.nat_status,
                 });
+                self.dying = Some(k);
             }
         }
         None
@@ -760,6 +785,7 @@ impl Stateful {
             pm,
             meta,
             now_ns,
+            conns: Some(&self.ct),
         };
         self.eng.process_base(h, &mut p)
     }
@@ -799,7 +825,13 @@ impl Stateful {
         if ct_point {
             pc.ct = CtPkt::NotYet;
         }
-        let manip = Manip::of_hook(hook);
+        // netfilter registers its NAT hooks only while the family has nat chains
+        let nat_hooks = match pm.l3 {
+            L3::Ipv4 => self.nat_v4,
+            L3::Ipv6 => self.nat_v6,
+            _ => false,
+        };
+        let manip = Manip::of_hook(hook).filter(|_| nat_hooks);
         let n = self.eng.rs.hooks[hook as usize].len();
         let mut tracked = !ct_point;
         let mut nat_done = manip.is_none();
@@ -1033,5 +1065,19 @@ impl Stateful {
             }
         }
         Decision::Accept
+    }
+}
+
+impl crate::eval::Conns for Conntrack<CtExt> {
+    fn closed(&self, t: &weir_conntrack::Tuple, now_ns: u64) -> Option<bool> {
+        let (id, _) = self.find(t)?;
+        let e = self.get(id)?;
+        if e.timeout_remaining(now_ns).is_zero() {
+            return None;
+        }
+        Some(matches!(
+            e.tcp_state(),
+            Some(weir_conntrack::TcpState::TimeWait | weir_conntrack::TcpState::Close)
+        ))
     }
 }

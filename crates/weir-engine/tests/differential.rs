@@ -235,6 +235,7 @@ fn both(c: &mut Engine, l: &mut Engine, p: &P) -> ((Decision, u32), (Decision, u
             pm: &pm,
             meta: &mut { meta },
             now_ns: 0,
+            conns: None,
         };
         let d = e.process(Hook::Forward, &mut k);
         (d, k.meta.mark)

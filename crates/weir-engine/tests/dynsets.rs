@@ -22,6 +22,7 @@ fn run(e: &mut Engine, src: Ipv4Addr, dport: u16, now_ns: u64) -> Decision {
         pm: &pm,
         meta: &mut Meta::with_ifnames("lan0", "wan0"),
         now_ns,
+        conns: None,
     };
     e.process(Hook::Forward, &mut p)
 }

@@ -185,6 +185,7 @@ fn other_devices_ttl_one_and_new_connections_stay_on_the_slow_path() {
         pm: &pm,
         meta: &mut Meta::with_ifnames("lan0", ""),
         now_ns: t,
+        conns: None,
     };
     sf.track_only(&mut p, &mut pc);
     assert_eq!(sf.cached_route(&pc), Some(WAN0));

@@ -39,6 +39,7 @@ fn outcome(frame: &[u8], link: LinkType) -> (Want, Option<&'static str>) {
             pm: &pm,
             meta: &mut Meta::default(),
             now_ns: 0,
+            conns: None,
         };
         let d = e.process(Hook::Forward, &mut p);
         let w = match d {

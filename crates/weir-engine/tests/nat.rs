@@ -537,6 +537,7 @@ fn read_only_hook_binds_but_counts_the_rewrite_not_applied() {
             pm: &pm,
             meta: &mut Meta::with_ifnames("lan0", "wan0"),
             now_ns: 1,
+            conns: None,
         };
         assert!(sf.hook(hook, &mut p, &mut pc).is_accept());
     }

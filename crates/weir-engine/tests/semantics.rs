@@ -23,6 +23,7 @@ fn run(e: &mut Engine, frame: &[u8], meta: Meta) -> (Decision, u32) {
         pm: &pm,
         meta: &mut { meta },
         now_ns: 0,
+        conns: None,
     };
     let d = e.process(Hook::Forward, &mut p);
     (d, p.meta.mark)
@@ -261,6 +262,7 @@ fn limit_and_quota() {
                     pm: &pm,
                     meta: &mut Meta::default(),
                     now_ns: t,
+                    conns: None,
                 };
                 e.process(Hook::Forward, &mut k).is_accept()
             })

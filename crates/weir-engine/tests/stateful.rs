@@ -34,6 +34,7 @@ fn forward(sf: &mut Stateful, frame: &[u8], now_ns: u64) -> (Decision, u32) {
             pm: &pm,
             meta: &mut { meta },
             now_ns,
+            conns: None,
         };
         let d = sf.hook(hook, &mut p, &mut pc);
         last_state = p.meta.ct_state;

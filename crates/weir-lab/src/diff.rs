@@ -216,14 +216,15 @@ fn nat_key(v6: bool, proto: u8, ip_id: Option<u16>, t: &[u8]) -> Vec<u8> {
     k
 }
 
-/// Whether one side of the packet (source address and port, or destination address and port)
-/// is the same in both frames: NAT rewrites one side of a packet.
+/// Whether one address of the packet (source or destination) is the same in both frames:
+/// NAT rewrites one side of a packet (a header write may change a port of the other side:
+/// `udp dport set 53` before `snat`).
 fn one_side_kept(a: &[u8], b: &[u8]) -> bool {
     let (x, y) = (
         PacketMeta::parse(a, LinkType::Ethernet),
         PacketMeta::parse(b, LinkType::Ethernet),
     );
-    (x.saddr, x.sport) == (y.saddr, y.sport) || (x.daddr, x.dport) == (y.daddr, y.dport)
+    x.saddr == y.saddr || x.daddr == y.daddr
 }
 
 fn is_icmp_error(v6: bool, ty: u8) -> bool {

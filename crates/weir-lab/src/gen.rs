@@ -1423,6 +1423,29 @@ pub fn ruleset(rng: &mut Rng, w: &World) -> GenRuleset {
             }
         }
     }
+    // connection limits (nft_connlimit): per rule, and per source in a dynamic set
+    if ct && rng.chance(12) {
+        let n = rng.pick(&[0u32, 1, 1, 2, 3]);
+        let over = if rng.chance(70) { "over " } else { "" };
+        let verdict = if over.is_empty() { "accept" } else { "drop" };
+        let r = if rng.chance(50) || !fam.v4() {
+            format!("ct state new ct count {over}{n} counter {verdict}")
+        } else {
+            dyn_sets.push(GenSet {
+                kind: "set",
+                name: "perhost".into(),
+                lines: vec![
+                    "type ipv4_addr;".into(),
+                    "size 1024;".into(),
+                    "flags dynamic;".into(),
+                ],
+            });
+            let proto = rng.pick(&["", "meta l4proto tcp ", "meta l4proto udp "]);
+            format!("ct state new {proto}add @perhost {{ ip saddr ct count {over}{n} }} counter {verdict}")
+        };
+        let at = rng.below(rules.len() as u64 + 1) as usize;
+        rules.insert(at, r);
+    }
     chains.push(GenChain {
         name: "forward".into(),
         base: Some(format!(

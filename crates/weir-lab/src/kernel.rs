@@ -330,6 +330,8 @@ pub struct Lab {
     opts: LabOptions,
     dir: PathBuf,
     barrier_seq: u16,
+    /// Least time between two injected packets, in nanoseconds (see [`Lab::load`]).
+    pace_ns: std::sync::atomic::AtomicU64,
     /// Namespace names (router first).
     pub names: Vec<String>,
     guard: NsGuard,
@@ -532,6 +534,7 @@ impl Lab {
             opts,
             dir,
             barrier_seq: 0,
+            pace_ns: Default::default(),
             names: all,
             guard,
         })
@@ -571,6 +574,14 @@ impl Lab {
         }
         run(&mut cmd, None, "nft")?;
         self.flush_conntrack();
+        // `ct count` (nf_conncount) skips its collection when the list was collected in the
+        // same jiffy, which depends on wall-clock timing; packets two jiffies apart (HZ 250
+        // or more) make the kernel collect on every evaluation, as weir does
+        let counts = std::fs::read_to_string(&abs).is_ok_and(|t| t.contains("ct count"));
+        self.pace_ns.store(
+            if counts { 10_000_000 } else { 0 },
+            std::sync::atomic::Ordering::Relaxed,
+        );
         Ok(())
     }
 
@@ -689,6 +700,7 @@ impl Lab {
             &mut stale,
             None,
         )?;
+        let mut last_send = Instant::now();
         for p in pkts {
             if sys::interrupted() {
                 return Err(Error::Interrupted);
@@ -699,6 +711,12 @@ impl Lab {
                 out.observed.push(ob);
                 continue;
             }
+            let pace =
+                Duration::from_nanos(self.pace_ns.load(std::sync::atomic::Ordering::Relaxed));
+            if let Some(wait) = (last_send + pace).checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            last_send = Instant::now();
             let sock = &self.peers[p.iif].sock;
             sys::send(sock, &p.frame).map_err(|e| {
                 Error::System(format!(

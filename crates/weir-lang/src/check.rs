@@ -2356,9 +2356,27 @@ fn lower_item(
                 timeout_ms,
                 limit: None,
                 counter: false,
+                ct_count: None,
             };
             for s in stmts {
                 match s {
+                    ast::Item::Match { lhs, op, rhs, span } => {
+                        match lower_match(cx, lhs, *op, rhs, *span) {
+                            Some(Expr::CtCount { count, over }) => {
+                                sop.ct_count = Some((count, over))
+                            }
+                            Some(_) => {
+                                err(
+                                    cx,
+                                    *span,
+                                    "a set element takes 'ct count', 'limit', 'counter' or \
+                                     'quota' here",
+                                );
+                                return false;
+                            }
+                            None => return false,
+                        }
+                    }
                     ast::Item::Limit {
                         over,
                         rate,

@@ -310,6 +310,8 @@ pub struct SetOp {
     /// Per-element statements (`limit`, `counter`): the element's own state.
     pub limit: Option<Limit>,
     pub counter: bool,
+    /// `ct count [over] N` (nft_connlimit in the element): (N, over).
+    pub ct_count: Option<(u32, bool)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1660,6 +1660,9 @@ impl Parser {
                         let w = self.peek_word().unwrap().to_string();
                         let s = self.span();
                         stmts.push(self.statement(&w, s)?);
+                    } else if self.peek_word() == Some("ct") {
+                        // `ct count [over] N`: a per-element connection limit
+                        stmts.push(self.item()?);
                     } else {
                         break;
                     }

@@ -263,6 +263,7 @@ fn bench_nft(a: &ClassifyArgs, trace: &[CbHeader]) -> anyhow::Result<Option<Repo
             pm,
             meta: &mut { meta },
             now_ns: 0,
+            conns: None,
         };
         e.first_candidate(ti, ci, &p)
     };
@@ -345,6 +346,7 @@ fn bench_nft(a: &ClassifyArgs, trace: &[CbHeader]) -> anyhow::Result<Option<Repo
                 pm: m,
                 meta: &mut { meta },
                 now_ns: 0,
+                conns: None,
             };
             let got = ce.first_candidate(ti, ci, &p).map(|g| {
                 let (_, _, slot) = ce.rs.rule_loc[g];

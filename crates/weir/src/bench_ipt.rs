@@ -117,6 +117,7 @@ fn run_for(
                 pm,
                 meta: &mut { meta },
                 now_ns: 0,
+                conns: None,
             };
             acc += e.process(Hook::Forward, &mut p).is_accept() as usize;
         }
@@ -280,6 +281,7 @@ mod tests {
             pm: &pm,
             meta: &mut { meta },
             now_ns: 0,
+            conns: None,
         };
         assert!(!e.process(Hook::Forward, &mut p).is_accept());
         let pm = PacketMeta::ipv4_tuple(rule_source(2), rule_source(0), 6, 1, 2);
@@ -288,6 +290,7 @@ mod tests {
             pm: &pm,
             meta: &mut { meta },
             now_ns: 0,
+            conns: None,
         };
         assert!(e.process(Hook::Forward, &mut p).is_accept());
         // untracked packets do not match `--state NEW,ESTABLISHED,RELATED`
@@ -297,6 +300,7 @@ mod tests {
             pm: &pm,
             meta: &mut { meta },
             now_ns: 0,
+            conns: None,
         };
         assert!(!e.process(Hook::Forward, &mut p).is_accept());
     }

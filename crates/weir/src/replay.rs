@@ -302,6 +302,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 pm: &pm,
                 meta: &mut Meta::default(),
                 now_ns: 0,
+                conns: None,
             }
             .bytes();
             let mut pc = PacketCt {
@@ -364,6 +365,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 pm: &pm,
                 meta: &mut Meta::with_ifnames(&iif, &oif),
                 now_ns: pk.ts_nanos,
+                conns: None,
             };
             bytes += p.bytes();
             let mut pc = PacketCt::default();
@@ -528,7 +530,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             );
         }
         println!(
-            "  not run yet: flow add, ct count and set updates ({} passed over).",
+            "  stateful items passed over (flow add outside router mode...): {}.",
             sf.eng.st.stateful_skipped
         );
     }

@@ -260,6 +260,7 @@ fn classbench_import_matches_classbench_semantics() {
             pm: &pm,
             meta: &mut weir_engine::Meta::default(),
             now_ns: 0,
+            conns: None,
         };
         let got = e.first_candidate(0, 0, &p);
         let want = lin.first_match(&h.key(), 0, |_| true).map(|x| x.1 as usize);

@@ -25,8 +25,8 @@ fuzz_target!(|data: &[u8]| {
     for link in [LinkType::Ethernet, LinkType::RawIp] {
         let pm = PacketMeta::parse(frame, link);
         for hook in [Hook::Prerouting, Hook::Forward, Hook::Postrouting, Hook::Input] {
-            let mut pc = Pkt { frame, pm: &pm, meta: &mut { meta }, now_ns: now };
-            let mut pl = Pkt { frame, pm: &pm, meta: &mut { meta }, now_ns: now };
+            let mut pc = Pkt { frame, pm: &pm, meta: &mut { meta }, now_ns: now , conns: None};
+            let mut pl = Pkt { frame, pm: &pm, meta: &mut { meta }, now_ns: now , conns: None};
             let dc = c.process(hook, &mut pc);
             let dl = l.process(hook, &mut pl);
             assert_eq!(dc, dl, "compiled and linear disagree at {hook:?}");
