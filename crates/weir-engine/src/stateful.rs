@@ -558,9 +558,9 @@ impl Stateful {
     }
 
     /// Fill the packet's `ct` view from its context.
-    fn load_view(&self, m: &mut Meta, l3: L3, now_ns: u64, pc: &PacketCt) {
+    fn load_view(&self, m: &mut Meta, l3: L3, pc: &PacketCt) {
         m.has_ct = false;
-        let (id, dir, bits) = match pc.ct {
+        let (id, bits) = match pc.ct {
             CtPkt::NotYet => {
                 // before conntrack (raw priority): no entry, and not marked untracked
                 m.ct_state = if pc.notrack {
@@ -586,19 +586,18 @@ impl Stateful {
                 m.ct_mark = pend.entry.mark;
                 return;
             }
-            CtPkt::Entry { id, dir, info } => (
+            CtPkt::Entry { id, info, .. } => (
                 id,
-                dir,
                 match info {
                     CtInfo::New => state::NEW,
                     CtInfo::Established => state::ESTABLISHED,
                     CtInfo::Related => state::RELATED,
                 },
             ),
-            CtPkt::Related { master, dir } => (master, dir, state::RELATED),
+            CtPkt::Related { master, .. } => (master, state::RELATED),
         };
         m.ct_state = bits;
-        let _ = (dir, now_ns);
+
         if let Some((e, _, _)) = self.entry_of(id) {
             m.has_ct = true;
             m.ct_mark = e.mark;
@@ -835,7 +834,7 @@ impl Stateful {
         let n = self.eng.rs.hooks[hook as usize].len();
         let mut tracked = !ct_point;
         let mut nat_done = manip.is_none();
-        self.load_view(meta, pm.l3, now_ns, pc);
+        self.load_view(meta, pm.l3, pc);
         for i in 0..n {
             let h: HookEntry = self.eng.rs.hooks[hook as usize][i];
             if !tracked && h.priority >= -200 {
@@ -843,7 +842,7 @@ impl Stateful {
                 if let Some(d) = self.conntrack(buf.get(), pm, now_ns, pc) {
                     return d;
                 }
-                self.load_view(meta, pm.l3, now_ns, pc);
+                self.load_view(meta, pm.l3, pc);
             }
             if let Some(m) = manip {
                 // the NAT hook runs where the kernel registered it: at the first nat chain
@@ -880,14 +879,14 @@ impl Stateful {
                 return d;
             }
             if !tracked {
-                self.load_view(meta, pm.l3, now_ns, pc);
+                self.load_view(meta, pm.l3, pc);
             }
         }
         if !tracked {
             if let Some(d) = self.conntrack(buf.get(), pm, now_ns, pc) {
                 return d;
             }
-            self.load_view(meta, pm.l3, now_ns, pc);
+            self.load_view(meta, pm.l3, pc);
         }
         if let (Some(m), false) = (manip, nat_done) {
             if let Some(d) = self.nat_point(hook, m, &mut buf, pm, meta, now_ns, pc) {
@@ -971,7 +970,7 @@ impl Stateful {
                         return Some(Decision::Drop(DropReason::CtRefused));
                     }
                 }
-                self.load_view(meta, pm.l3, now_ns, pc);
+                self.load_view(meta, pm.l3, pc);
             }
         }
         // the translation of this packet
