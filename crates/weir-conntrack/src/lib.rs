@@ -371,6 +371,8 @@ const S_V6: u8 = 0x01;
 const S_SEEN_REPLY: u8 = 0x02;
 const S_ASSURED: u8 = 0x04;
 const S_LIVE: u8 = 0x08;
+/// The entry's bit is set in the evictable bitmap.
+const S_EVICT: u8 = 0x10;
 
 #[inline]
 fn tick(now_ns: u64) -> u32 {
@@ -594,6 +596,9 @@ pub struct Conntrack<X> {
     slots: Vec<u32>,
     id_mask: u32,
     evict_cursor: usize,
+    /// One bit per slab slot: the entry may be dropped early (not assured, or a closing TCP
+    /// connection). The eviction clock looks here first, 64 slots a word.
+    evictable: Vec<u64>,
     len: usize,
     gc_cursor: usize,
     max_ticks: u32,
@@ -661,8 +666,11 @@ fn mix(a: u64, b: u64) -> u64 {
     (r as u64) ^ ((r >> 64) as u64)
 }
 
-/// Slab slots the eviction clock looks at for one new connection when the table is full
-/// before the connection is refused.
+/// Words of the evictable bitmap (64 slots each) the eviction clock looks at for one new
+/// connection when the table is full (131,072 slots).
+const EVICT_WORDS: usize = 2048;
+
+/// Slab slots then searched for an expired entry before the connection is refused.
 const EVICT_SCAN: usize = 256;
 
 impl<X: Copy + Default> Conntrack<X> {
@@ -714,6 +722,7 @@ impl<X: Copy + Default> Conntrack<X> {
             },
             id_mask,
             evict_cursor: 0,
+            evictable: vec![0; cfg.max_entries.div_ceil(64)],
             len: 0,
             gc_cursor: 0,
             max_ticks,
@@ -855,6 +864,7 @@ impl<X: Copy + Default> Conntrack<X> {
         }
         let mut e = p.entry;
         e.tcp.ct_status = (e.tcp.ct_status & (S_V6 | S_SEEN_REPLY | S_ASSURED)) | S_LIVE;
+        debug_assert_eq!(e.tcp.ct_status & S_EVICT, 0);
         if p.orig.v6 {
             let addrs = [p.orig.src, p.orig.dst, p.reply.src, p.reply.dst];
             let slot = match self.v6_free.pop() {
@@ -888,6 +898,7 @@ impl<X: Copy + Default> Conntrack<X> {
         };
         self.index_insert(idx * 2 + 1, ho);
         self.index_insert(idx * 2 + 2, hr);
+        self.update_evictable(idx as usize);
         self.len += 1;
         self.stats.inserted += 1;
         Ok(EntryId(idx))
@@ -1090,6 +1101,7 @@ impl<X: Copy + Default> Conntrack<X> {
             }
             if now_assured {
                 e.tcp.ct_status |= S_ASSURED;
+                self.update_evictable(idx);
             }
             return Track::Existing {
                 id: EntryId(idx as u32),
@@ -1179,6 +1191,7 @@ impl<X: Copy + Default> Conntrack<X> {
                     if set_assured {
                         e.tcp.ct_status |= S_ASSURED;
                     }
+                    self.update_evictable(idx);
                     if kill {
                         self.killed = Some(Killed {
                             id,
@@ -1228,6 +1241,39 @@ impl<X: Copy + Default> Conntrack<X> {
     fn make_room(&mut self, now_ns: u64) -> bool {
         let n = self.entries.len();
         let now = tick(now_ns);
+        // the evictable bitmap from the clock's position, a word (64 slots) at a time
+        let words = self.evictable.len();
+        if n > 0 && words > 0 {
+            let start = if self.evict_cursor >= n {
+                0
+            } else {
+                self.evict_cursor
+            };
+            let mut w = start / 64;
+            let mut mask = !0u64 << (start % 64);
+            for _ in 0..=EVICT_WORDS.min(words) {
+                let bits = self.evictable[w] & mask;
+                if bits != 0 {
+                    let i = w * 64 + bits.trailing_zeros() as usize;
+                    self.evict_cursor = i + 1;
+                    self.stats.searched += 1;
+                    let expired = self.is_expired(&self.entries[i], now);
+                    self.remove_idx(i as u32);
+                    if expired {
+                        self.stats.expired += 1;
+                    } else {
+                        self.stats.evicted += 1;
+                    }
+                    return true;
+                }
+                mask = !0;
+                w += 1;
+                if w == words {
+                    w = 0;
+                }
+            }
+        }
+        // nothing evictable near the clock: an expired entry will do
         for _ in 0..EVICT_SCAN.min(n) {
             if self.evict_cursor >= n {
                 self.evict_cursor = 0;
@@ -1239,14 +1285,9 @@ impl<X: Copy + Default> Conntrack<X> {
             if e.tcp.ct_status & S_LIVE == 0 {
                 continue;
             }
-            let expired = self.is_expired(e, now);
-            if expired || !e.assured() || e.tcp_state().is_some_and(|s| s.can_early_drop()) {
+            if self.is_expired(e, now) {
                 self.remove_idx(i as u32);
-                if expired {
-                    self.stats.expired += 1;
-                } else {
-                    self.stats.evicted += 1;
-                }
+                self.stats.expired += 1;
                 return true;
             }
         }
@@ -1488,12 +1529,28 @@ impl<X: Copy + Default> Conntrack<X> {
         }
     }
 
+    /// Keep the entry's evictable bit (and `S_EVICT`) in step with its state: set while it is
+    /// not assured or is a closing TCP connection. Touches the bitmap only on a change.
+    #[inline]
+    fn update_evictable(&mut self, idx: usize) {
+        let e = &mut self.entries[idx];
+        let live = e.tcp.ct_status & S_LIVE != 0;
+        let want = live && (!e.assured() || e.tcp_state().is_some_and(|s| s.can_early_drop()));
+        if want != (e.tcp.ct_status & S_EVICT != 0) {
+            e.tcp.ct_status ^= S_EVICT;
+            self.evictable[idx / 64] ^= 1 << (idx % 64);
+        }
+    }
+
     fn remove_idx(&mut self, idx: u32) {
         self.index_remove(idx * 2 + 1);
         self.index_remove(idx * 2 + 2);
         let e = &mut self.entries[idx as usize];
         if e.tcp.ct_status & S_V6 != 0 {
             self.v6_free.push(e.addr[0]);
+        }
+        if e.tcp.ct_status & S_EVICT != 0 {
+            self.evictable[idx as usize / 64] &= !(1 << (idx % 64));
         }
         e.tcp.ct_status = 0;
         e.addr[0] = self.free_head;

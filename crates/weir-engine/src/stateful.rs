@@ -598,7 +598,11 @@ impl Stateful {
         };
         m.ct_state = bits;
 
-        if let Some((e, _, _)) = self.entry_of(id) {
+        let e = self
+            .ct
+            .get(id)
+            .or_else(|| self.dying.as_ref().filter(|k| k.id == id).map(|k| &k.entry));
+        if let Some(e) = e {
             m.has_ct = true;
             m.ct_mark = e.mark;
         }
@@ -832,6 +836,11 @@ impl Stateful {
         };
         let manip = Manip::of_hook(hook).filter(|_| nat_hooks);
         let n = self.eng.rs.hooks[hook as usize].len();
+        if n == 0 && !ct_point && manip.is_none() {
+            // nothing registered at this hook
+            self.load_view(meta, pm.l3, pc);
+            return Decision::Accept;
+        }
         let mut tracked = !ct_point;
         let mut nat_done = manip.is_none();
         self.load_view(meta, pm.l3, pc);
