@@ -745,9 +745,10 @@ impl<X: Copy + Default> Conntrack<X> {
     }
 
     /// Memory per IPv4 entry at the configured capacity: the entry plus its share of the hash
-    /// index.
+    /// index and of the evictable bitmap.
     pub fn bytes_per_entry(&self) -> usize {
-        std::mem::size_of::<Entry<X>>() + (self.slots.len() * 4).div_ceil(self.cfg.max_entries)
+        std::mem::size_of::<Entry<X>>()
+            + (self.slots.len() * 4 + self.evictable.len() * 8).div_ceil(self.cfg.max_entries)
     }
 
     /// Memory per IPv6 entry (the IPv4 figure plus the four addresses kept aside).
