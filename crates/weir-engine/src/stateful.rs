@@ -248,6 +248,80 @@ fn expr_needs_ct(e: &ir::Expr) -> bool {
 }
 
 impl Stateful {
+    /// Swap in a new ruleset without losing state (hot reload): connection tracking entries
+    /// stay (with their NAT bindings and cached routes; offloaded connections return to the
+    /// slow path until a rule offloads them again), and named counters and the elements sets
+    /// gained from the packet path carry over to the table and set of the same family and
+    /// name. Rule counters start again (rules may have moved).
+    pub fn reload(&mut self, eng: Engine) {
+        let cfg = *self.ct.config();
+        let mut fresh = Stateful::new(
+            eng,
+            Config {
+                max_entries: 1,
+                ..cfg
+            },
+        );
+        let old = &self.eng;
+        for (ti, t) in fresh.eng.rs.tables.iter().enumerate() {
+            let Some(oi) = old
+                .rs
+                .tables
+                .iter()
+                .position(|o| o.family == t.family && o.name == t.name)
+            else {
+                continue;
+            };
+            let ot = &old.rs.tables[oi];
+            if let (Some(dst), Some(src)) = (
+                fresh.eng.st.named_counters.get_mut(ti),
+                old.st.named_counters.get(oi),
+            ) {
+                for (ci, c) in t.ir.counters.iter().enumerate() {
+                    if let Some(oc) = ot.ir.counters.iter().position(|x| x.name == c.name) {
+                        if let (Some(d), Some(v)) = (dst.get_mut(ci), src.get(oc)) {
+                            *d = *v;
+                        }
+                    }
+                }
+            }
+            for (si, name) in t.set_names.iter().enumerate() {
+                let Some(os) = ot.set_names.iter().position(|x| x == name) else {
+                    continue;
+                };
+                let Some(ds) = old.st.dynset(oi, os) else {
+                    continue;
+                };
+                let sets = &mut fresh.eng.st.dynsets;
+                if sets.len() <= ti {
+                    sets.resize(ti + 1, Vec::new());
+                }
+                if sets[ti].len() <= si {
+                    sets[ti].resize(si + 1, Default::default());
+                }
+                sets[ti][si] = ds.clone();
+            }
+        }
+        self.eng = fresh.eng;
+        self.track_v4 = fresh.track_v4;
+        self.track_v6 = fresh.track_v6;
+        self.nat_v4 = fresh.nat_v4;
+        self.nat_v6 = fresh.nat_v6;
+        self.flowtables = fresh.flowtables;
+        let ids: Vec<EntryId> = self
+            .ct
+            .iter()
+            .filter(|(_, e)| e.ext.flowtable != 0)
+            .map(|(id, _)| id)
+            .collect();
+        for id in ids {
+            if let Some(e) = self.ct.get_mut(id) {
+                e.ext.flowtable = 0;
+                e.forget_windows();
+            }
+        }
+    }
+
     pub fn new(eng: Engine, cfg: Config) -> Stateful {
         let (mut v4, mut v6) = (false, false);
         let (mut n4, mut n6) = (false, false);

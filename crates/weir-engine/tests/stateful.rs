@@ -406,3 +406,60 @@ fn stateless_nat_writes_headers_and_later_rules_see_them() {
         assert_eq!(sf.ct.len(), 0, "notrack");
     }
 }
+
+/// Hot reload: connections tracked before the reload stay established (a ruleset that only
+/// lets established traffic through keeps them working), named counters and packet-path set
+/// elements carry over by name, rule counters start again.
+#[test]
+fn reload_keeps_connections_counters_and_set_elements() {
+    const BEFORE: &str = "table inet f {
+        counter seen { }
+        set talkers { type ipv4_addr; flags dynamic; }
+        chain fwd { type filter hook forward priority 0; policy drop;
+            counter name seen
+            add @talkers { ip saddr }
+            ct state established,related accept
+            ct state new tcp dport 80 accept
+        }
+    }";
+    const AFTER: &str = "table inet f {
+        counter seen { }
+        set talkers { type ipv4_addr; flags dynamic; }
+        chain fwd { type filter hook forward priority 0; policy drop;
+            counter name seen
+            ct state established,related accept
+        }
+    }";
+    let mut sf = stateful(BEFORE, Mode::Compiled);
+    let t = 1_000_000_000;
+    assert!(forward(&mut sf, &seg(true, tf::SYN, 100, 0, &[]), t)
+        .0
+        .is_accept());
+    assert!(forward(
+        &mut sf,
+        &seg(false, tf::SYN | tf::ACK, 500, 101, &[]),
+        t + 1
+    )
+    .0
+    .is_accept());
+    let (rs, _) = weir_lang::load_str("after.nft", AFTER).unwrap();
+    sf.reload(Engine::new(Compiled::build(&rs, Mode::Compiled)));
+    assert_eq!(sf.ct.len(), 1, "the connection is still tracked");
+    // the handshake's last ACK and data: established, accepted by the new ruleset
+    let (d, st) = forward(&mut sf, &seg(true, tf::ACK, 101, 501, &[]), t + 2);
+    assert!(d.is_accept() && st == 2, "{d:?} {st}");
+    let (d, _) = forward(
+        &mut sf,
+        &seg(true, tf::ACK | tf::PSH, 101, 501, b"GET /"),
+        t + 3,
+    );
+    assert!(d.is_accept());
+    // a new connection is not accepted any more
+    let other = Builder::new().tcp(C, S, &Tcp::new(40001, 80, tf::SYN).seq(7), &[]);
+    assert!(!forward(&mut sf, &other, t + 4).0.is_accept());
+    // the named counter kept its two packets and counted three more; the set kept C and S
+    // (both handshake packets added their source)
+    assert_eq!(sf.eng.st.named_counters[0][0].0, 5);
+    let elems = sf.eng.st.dynset(0, 0).expect("set elements carried over");
+    assert_eq!(elems.len_at(t + 5), 2);
+}

@@ -1,0 +1,8 @@
+//! Packet I/O backends: the thin adapters that move packets between the kernel and weir's
+//! sans-IO engine. Each backend receives a batch of packets with their metadata, lets the
+//! caller decide, and hands the decisions back in one system call where the kernel allows it.
+//!
+//! - [`nfqueue`]: the kernel forwards and queues packets to weir over netfilter's
+//!   `nfnetlink_queue`; weir returns verdicts (and rewritten packets), many per `sendmsg`.
+
+pub mod nfqueue;
