@@ -1135,10 +1135,13 @@ impl<X: Copy + Default> Conntrack<X> {
             return Track::Invalid(Invalid::TcpFlags);
         }
         let l4 = pm.l4_off as usize;
-        let end = pm.l3_end().min(frame.len());
+        // the segment's length comes from the IP header: the frame may hold only the headers
+        // (a capture cut short, an NFQUEUE header copy)
+        let wire_end = pm.l3_end();
+        let end = wire_end.min(frame.len());
         let Some(seg) = frame
             .get(l4..end)
-            .and_then(|th| tcp::Seg::parse(th, end - l4))
+            .and_then(|th| tcp::Seg::parse(th, wire_end.saturating_sub(l4)))
         else {
             return Track::Invalid(Invalid::Malformed);
         };

@@ -69,6 +69,9 @@ pub struct Options {
     pub fail_open: bool,
     /// Packets taken per `recvmmsg`.
     pub batch: usize,
+    /// Bytes of each packet copied to weir (0xffff: all; fewer when weir only reads headers
+    /// and never rewrites: the kernel copies less, `Packet::cap_len` gives the whole length).
+    pub copy_range: u16,
 }
 
 impl Default for Options {
@@ -77,6 +80,7 @@ impl Default for Options {
             max_len: 4096,
             fail_open: true,
             batch: 64,
+            copy_range: 0xffff,
         }
     }
 }
@@ -123,12 +127,20 @@ pub struct Queue {
     lens: Vec<usize>,
     n: usize,
     tx: Vec<u8>,
+    /// The last `recvmmsg` filled every buffer: more packets are probably waiting.
+    busy: bool,
     pub stats: Stats,
 }
 
 fn os_err(what: &str) -> io::Error {
     let e = io::Error::last_os_error();
     io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+fn push_params(b: &mut Vec<u8>, range: u16) {
+    let mut params = (range as u32).to_be_bytes().to_vec();
+    params.push(NFQNL_COPY_PACKET);
+    push_attr(b, NFQA_CFG_PARAMS, &params);
 }
 
 fn push_attr(buf: &mut Vec<u8>, ty: u16, data: &[u8]) {
@@ -282,6 +294,7 @@ impl Queue {
             lens: vec![0; batch],
             n: 0,
             tx: Vec::with_capacity(64 * 1024),
+            busy: false,
             stats: Stats::default(),
         };
         q.config(|b| {
@@ -298,11 +311,7 @@ impl Queue {
             ),
             _ => io::Error::new(e.kind(), format!("binding NFQUEUE {num}: {e}")),
         })?;
-        q.config(|b| {
-            let mut params = 0xffffu32.to_be_bytes().to_vec();
-            params.push(NFQNL_COPY_PACKET);
-            push_attr(b, NFQA_CFG_PARAMS, &params);
-        })?;
+        q.config(|b| push_params(b, opts.copy_range))?;
         q.config(|b| push_attr(b, NFQA_CFG_QUEUE_MAXLEN, &opts.max_len.to_be_bytes()))?;
         let flags = NFQA_CFG_F_GSO
             | if opts.fail_open {
@@ -323,6 +332,17 @@ impl Queue {
 
     pub fn num(&self) -> u16 {
         self.num
+    }
+
+    /// Change the copy range while packets flow (not acknowledged: an error would arrive in
+    /// the packet stream and be counted in `stats.errors`).
+    pub fn set_copy_range(&mut self, range: u16) -> io::Result<()> {
+        let mut b = Vec::with_capacity(64);
+        self.seq = self.seq.wrapping_add(1);
+        let at = start_msg(&mut b, NFQNL_MSG_CONFIG, 0, self.seq, self.num);
+        push_params(&mut b, range);
+        end_msg(&mut b, at);
+        self.send(&b)
     }
 
     /// Send one config message and wait for its acknowledgement.
@@ -392,6 +412,13 @@ impl Queue {
     /// signal).
     pub fn recv_batch(&mut self, timeout_ms: i32) -> io::Result<usize> {
         self.n = 0;
+        // under load packets are waiting already: try first, poll only when none are
+        {
+            let n = self.recvmmsg()?;
+            if n > 0 {
+                return Ok(n);
+            }
+        }
         let mut pfd = libc::pollfd {
             fd: self.fd.as_raw_fd(),
             events: libc::POLLIN,
@@ -409,6 +436,11 @@ impl Queue {
         if r == 0 {
             return Ok(0);
         }
+        self.recvmmsg()
+    }
+
+    fn recvmmsg(&mut self) -> io::Result<usize> {
+        self.n = 0;
         let k = self.bufs.len();
         let mut iov: Vec<libc::iovec> = self
             .bufs
@@ -438,7 +470,10 @@ impl Queue {
         if n < 0 {
             let e = io::Error::last_os_error();
             return match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(0),
+                Some(libc::EAGAIN) | Some(libc::EINTR) => {
+                    self.busy = false;
+                    Ok(0)
+                }
                 // the socket buffer overflowed: packets were lost (fail-open accepted them or
                 // the kernel dropped them); go on
                 Some(libc::ENOBUFS) => {
@@ -453,18 +488,21 @@ impl Queue {
             *l = m.msg_len as usize;
         }
         self.n = n;
+        self.busy = n == k;
         self.stats.batches += 1;
         Ok(n)
     }
 
-    /// The packets of the last batch (netlink errors and unparsable messages are counted and
-    /// skipped).
-    pub fn packets(&mut self) -> Vec<Packet<'_>> {
+    /// Where the packets of the last batch are: (buffer, payload range, packet with an
+    /// empty payload). Netlink errors and unparsable messages are counted and skipped.
+    fn locate(&mut self) -> Vec<(usize, std::ops::Range<usize>, Packet<'static>)> {
         let mut out = Vec::with_capacity(self.n);
         let (mut errors, mut malformed) = (0, 0);
-        for (buf, &len) in self.bufs.iter().zip(&self.lens).take(self.n) {
-            let mut m = &buf[..len.min(buf.len())];
-            while m.len() >= NLMSG_HDRLEN {
+        for (bi, (buf, &len)) in self.bufs.iter().zip(&self.lens).take(self.n).enumerate() {
+            let all = &buf[..len.min(buf.len())];
+            let mut off = 0;
+            while all.len() - off >= NLMSG_HDRLEN {
+                let m = &all[off..];
                 let mlen = u32::from_ne_bytes(m[0..4].try_into().unwrap()) as usize;
                 let ty = u16::from_ne_bytes([m[4], m[5]]);
                 if mlen < NLMSG_HDRLEN || mlen > m.len() {
@@ -481,19 +519,59 @@ impl Queue {
                 } else if ty == (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET
                     && mlen >= NLMSG_HDRLEN + 4
                 {
-                    match parse_packet(&m[NLMSG_HDRLEN + 4..mlen]) {
-                        Some(p) => out.push(p),
+                    let body_at = off + NLMSG_HDRLEN + 4;
+                    match parse_packet(&all[body_at..off + mlen]) {
+                        Some(p) => {
+                            let start = p.payload.as_ptr() as usize - all.as_ptr() as usize;
+                            let range = start..start + p.payload.len();
+                            out.push((bi, range, Packet { payload: &[], ..p }));
+                        }
                         None => malformed += 1,
                     }
                 } else if ty != NLMSG_DONE {
                     malformed += 1;
                 }
-                m = &m[mlen.next_multiple_of(4).min(m.len())..];
+                off += mlen.next_multiple_of(4).min(m.len());
             }
         }
         self.stats.errors += errors;
         self.stats.malformed += malformed;
         self.stats.packets += out.len() as u64;
+        out
+    }
+
+    /// The packets of the last batch (netlink errors and unparsable messages are counted and
+    /// skipped).
+    pub fn packets(&mut self) -> Vec<Packet<'_>> {
+        let loc = self.locate();
+        loc.into_iter()
+            .map(|(bi, r, p)| Packet {
+                payload: &self.bufs[bi][r],
+                ..p
+            })
+            .collect()
+    }
+
+    /// The packets of the last batch with writable payloads: weir processes them in place
+    /// (no copy), and returns the changed ones with their verdicts.
+    pub fn packets_mut(&mut self) -> Vec<(Packet<'static>, &mut [u8])> {
+        let loc = self.locate();
+        let mut out = Vec::with_capacity(loc.len());
+        let mut rest: Vec<Option<&mut [u8]>> = self
+            .bufs
+            .iter_mut()
+            .map(|b| Some(b.as_mut_slice()))
+            .collect();
+        let mut taken = vec![0usize; rest.len()];
+        for (bi, r, p) in loc {
+            // payloads of one buffer come in increasing order: split off each in turn
+            let Some(b) = rest[bi].take() else { continue };
+            let (_, tail) = b.split_at_mut(r.start - taken[bi]);
+            let (payload, after) = tail.split_at_mut(r.len());
+            taken[bi] = r.end;
+            rest[bi] = Some(after);
+            out.push((p, payload));
+        }
         out
     }
 

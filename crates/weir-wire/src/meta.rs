@@ -313,8 +313,18 @@ impl PacketMeta {
 
     /// Parse once. Never panics, never allocates, whatever the bytes.
     pub fn parse(frame: &[u8], link: LinkType) -> PacketMeta {
+        Self::parse_captured(frame, link, frame.len())
+    }
+
+    /// Parse the first bytes of a longer packet (a capture cut at a snap length, an NFQUEUE
+    /// copy of the headers): `wire_len` is the whole packet's length. Lengths and the IP
+    /// total length check are taken against `wire_len`; fields past the captured bytes are
+    /// absent (a header cut short is malformed, as in a truncated packet). With `wire_len <=
+    /// frame.len()` it is [`PacketMeta::parse`].
+    pub fn parse_captured(frame: &[u8], link: LinkType, wire_len: usize) -> PacketMeta {
+        let wire = wire_len.max(frame.len());
         let mut m = PacketMeta {
-            len: u32::try_from(frame.len()).unwrap_or(u32::MAX),
+            len: u32::try_from(wire).unwrap_or(u32::MAX),
             link,
             ..PacketMeta::default()
         };
@@ -342,11 +352,11 @@ impl PacketMeta {
                 match et {
                     ETH_P_IP => {
                         m.l3 = L3::Ipv4;
-                        m.parse_ipv4(frame, off, frame.len(), false);
+                        m.parse_ipv4(frame, off, wire, false);
                     }
                     ETH_P_IPV6 => {
                         m.l3 = L3::Ipv6;
-                        m.parse_ipv6(frame, off, frame.len(), false);
+                        m.parse_ipv6(frame, off, wire, false);
                     }
                     other => m.l3 = L3::Other(other),
                 }
@@ -355,11 +365,11 @@ impl PacketMeta {
                 None => m.malformed = Some(Malformed::TruncatedIp),
                 Some(b) if b >> 4 == 4 => {
                     m.l3 = L3::Ipv4;
-                    m.parse_ipv4(frame, 0, frame.len(), false);
+                    m.parse_ipv4(frame, 0, wire, false);
                 }
                 Some(b) if b >> 4 == 6 => {
                     m.l3 = L3::Ipv6;
-                    m.parse_ipv6(frame, 0, frame.len(), false);
+                    m.parse_ipv6(frame, 0, wire, false);
                 }
                 Some(_) => m.malformed = Some(Malformed::BadIpVersion),
             },

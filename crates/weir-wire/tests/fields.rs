@@ -442,3 +442,50 @@ fn builder_agrees_with_etherparse() {
         other => panic!("etherparse saw {other:?}"),
     }
 }
+
+/// The headers of a long packet parse as the whole packet does: lengths from the IP header,
+/// the same addresses, ports and flags, nothing malformed; cut inside the transport header,
+/// the transport is malformed (as a truncated packet) but the IP layer stands.
+#[test]
+fn captured_headers_parse_like_the_whole_packet() {
+    let payload = vec![0x5a; 1400];
+    for v6 in [false, true] {
+        let b = Builder::new();
+        let tcp = Tcp::new(40000, 443, tf::ACK | tf::PSH).seq(7).ack(9);
+        let whole = if v6 {
+            b.tcp(a6(), b6(), &tcp, &payload)
+        } else {
+            b.tcp(
+                Ipv4Addr::new(198, 18, 0, 1),
+                Ipv4Addr::new(198, 19, 0, 1),
+                &tcp,
+                &payload,
+            )
+        };
+        let full = PacketMeta::parse(&whole, LinkType::Ethernet);
+        assert!(full.malformed.is_none());
+        let cut = PacketMeta::parse_captured(&whole[..128], LinkType::Ethernet, whole.len());
+        assert_eq!(cut, full, "v6 {v6}");
+        // a plain parse of the cut frame is malformed (total length past the end)
+        assert!(PacketMeta::parse(&whole[..128], LinkType::Ethernet)
+            .malformed
+            .is_some());
+        // cut inside the TCP header
+        let l4 = full.l4_off as usize;
+        let short = PacketMeta::parse_captured(&whole[..l4 + 10], LinkType::Ethernet, whole.len());
+        assert_eq!(
+            (short.saddr, short.daddr, short.l3_len),
+            (full.saddr, full.daddr, full.l3_len)
+        );
+        assert!(
+            short.malformed.is_some_and(|m| !m.is_l3()),
+            "{:?}",
+            short.malformed
+        );
+        // every cut, and wire lengths shorter than the frame, never panic
+        for n in 0..whole.len().min(200) {
+            let _ = PacketMeta::parse_captured(&whole[..n], LinkType::Ethernet, whole.len());
+            let _ = PacketMeta::parse_captured(&whole[..n], LinkType::Ethernet, n / 2);
+        }
+    }
+}

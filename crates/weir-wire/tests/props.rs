@@ -117,6 +117,21 @@ proptest! {
         check_coherent(&bytes, LinkType::RawIp);
     }
 
+    /// A frame that is the start of a longer packet (NFQUEUE header copies, snap lengths):
+    /// never a panic, and every field read stays inside the bytes that are there.
+    #[test]
+    fn captured_prefix_never_panics(
+        bytes in proptest::collection::vec(any::<u8>(), 0..300),
+        wire in 0usize..70000,
+    ) {
+        for link in [LinkType::Ethernet, LinkType::RawIp] {
+            let m = PacketMeta::parse_captured(&bytes, link, wire);
+            for f in weir_wire::Field::ALL {
+                let _ = m.get(&bytes, *f);
+            }
+        }
+    }
+
     /// Random bytes behind a plausible start, so the deeper layers get exercised.
     #[test]
     fn plausible_headers_never_panic(

@@ -15,6 +15,7 @@ mod check;
 mod import;
 mod lab;
 mod replay;
+mod run;
 
 #[derive(Parser)]
 #[command(
@@ -48,6 +49,10 @@ enum Cmd {
     },
     /// The kernel as oracle: differential tests against nftables in network namespaces.
     Lab(lab::LabArgs),
+    /// The live dataplane (mode nfqueue: the kernel forwards, weir gives verdicts).
+    Run(run::RunArgs),
+    /// Talk to a running weir over its control socket.
+    Ctl(run::CtlArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -93,6 +98,8 @@ fn main() -> ExitCode {
         Cmd::Check { file, json, format } => check::run(&file, json, &format),
         Cmd::Replay(a) => replay::run(a),
         Cmd::Lab(a) => lab::run(a),
+        Cmd::Run(a) => run::run(a),
+        Cmd::Ctl(a) => run::ctl(a),
         Cmd::Import {
             what: ImportCmd::Classbench { file },
         } => import::classbench(&file),

@@ -1,0 +1,686 @@
+//! `weir run --config FILE`: the live dataplane, and `weir ctl`: its control socket.
+//!
+//! Mode `nfqueue` (the one built so far): the kernel routes and forwards; a rule in weir's own
+//! iptables chain queues the packets of the hooks the ruleset uses to an NFQUEUE queue, and
+//! weir runs each through its stateful engine (its own connection tracking, the ruleset's
+//! base chains of the hooks the packet crosses) and answers with a verdict, and the rewritten
+//! packet when NAT or a header write changed it. Verdicts are batched (one `send` per
+//! received batch); the queue fails open when full, and the kernel rule bypasses the queue
+//! (accepts) while weir is not bound to it.
+//!
+//! SIGHUP or `weir ctl reload` loads the ruleset file again, all or nothing: a file with
+//! errors is refused (the errors are printed and returned) and the running ruleset stays.
+//! Connection tracking, named counters and packet-path set elements survive a reload.
+//! SIGINT/SIGTERM end weir cleanly: the kernel rules it installed are removed.
+
+use anyhow::Context;
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::Instant;
+use weir_engine::stateful::{PacketCt, Stateful};
+use weir_engine::{Compiled, Decision, DropReason, Engine, Meta, Mode};
+use weir_io::nfqueue::{self, Queue, Verdict};
+use weir_lang::ir::Hook;
+use weir_wire::{LinkType, PacketMeta};
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// The configuration file (TOML; see README "Running weir").
+    #[arg(long)]
+    config: PathBuf,
+    /// Print the kernel rules weir installs for the configuration, and exit.
+    #[arg(long)]
+    print_kernel_rules: bool,
+}
+
+#[derive(clap::Args)]
+pub struct CtlArgs {
+    /// The control socket (the `control.socket` of the configuration).
+    #[arg(long, default_value = "/run/weir.sock")]
+    socket: PathBuf,
+    /// status | reload | counters | ct count | ct list [N] | ct flush
+    #[arg(required = true, num_args = 1..)]
+    command: Vec<String>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    /// The ruleset file (relative to the configuration file).
+    ruleset: PathBuf,
+    /// `nfqueue` (the kernel forwards, weir gives verdicts).
+    mode: String,
+    #[serde(default)]
+    nfqueue: NfqConfig,
+    #[serde(default)]
+    control: ControlConfig,
+    #[serde(default)]
+    conntrack: CtConfig,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields, default)]
+struct NfqConfig {
+    queue: u16,
+    /// Install (and remove at exit) the iptables rules that queue the packets.
+    install: bool,
+    fail_open: bool,
+    max_len: u32,
+    batch: usize,
+    /// `auto` (headers only unless the ruleset rewrites packets), `headers` or `packet`.
+    copy: String,
+}
+
+impl Default for NfqConfig {
+    fn default() -> Self {
+        NfqConfig {
+            queue: 0,
+            install: true,
+            fail_open: true,
+            max_len: 4096,
+            batch: 64,
+            copy: "auto".into(),
+        }
+    }
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields, default)]
+struct ControlConfig {
+    socket: Option<PathBuf>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields, default)]
+struct CtConfig {
+    max_entries: usize,
+}
+
+impl Default for CtConfig {
+    fn default() -> Self {
+        CtConfig {
+            max_entries: 262_144,
+        }
+    }
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+static RELOAD: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+extern "C" fn on_hup(_: libc::c_int) {
+    RELOAD.store(true, Ordering::Relaxed);
+}
+
+fn install_signals() {
+    // SAFETY: the handlers only store to atomics (async-signal-safe); sigaction is given
+    // a fully initialised struct. SA_RESTART is not set, so a blocking poll returns EINTR
+    // and the loop sees the flag at once.
+    unsafe {
+        for (sig, h) in [
+            (libc::SIGINT, on_stop as extern "C" fn(libc::c_int)),
+            (libc::SIGTERM, on_stop),
+            (libc::SIGHUP, on_hup),
+        ] {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = h as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+fn read_config(path: &Path) -> anyhow::Result<(Config, PathBuf)> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the configuration {}", path.display()))?;
+    let cfg: Config =
+        toml::from_str(&text).with_context(|| format!("configuration {}", path.display()))?;
+    anyhow::ensure!(
+        cfg.mode == "nfqueue",
+        "{}: mode '{}': only \"nfqueue\" is built so far (inline AF_XDP / AF_PACKET is not)",
+        path.display(),
+        cfg.mode
+    );
+    let base = path.parent().unwrap_or(Path::new("."));
+    let rules = base.join(&cfg.ruleset);
+    Ok((cfg, rules))
+}
+
+/// Load and compile the ruleset; the errors as text.
+fn load(path: &Path) -> Result<Engine, String> {
+    match weir_lang::load_file(path) {
+        Ok((rs, _)) => Ok(Engine::new(Compiled::build(&rs, Mode::Compiled))),
+        Err((sources, diags)) => Err(weir_lang::diag::render_all(&diags, &sources)),
+    }
+}
+
+/// Bytes of a queued packet copied to weir when only its headers are read: IPv4 or IPv6 with
+/// extension headers and a TCP header with options fit.
+const HEADER_COPY: u16 = 256;
+
+/// Whether the ruleset may change packets (NAT, header writes): then weir needs them whole.
+fn rewrites(sf: &Stateful) -> bool {
+    sf.nat_v4
+        || sf.nat_v6
+        || sf.eng.rs.tables.iter().any(|t| {
+            t.ir.chains.iter().any(|c| {
+                c.rules.iter().any(|r| {
+                    r.exprs
+                        .iter()
+                        .any(|e| matches!(e, weir_lang::ir::Expr::Assign { .. }))
+                })
+            })
+        })
+}
+
+fn copy_range(mode: &str, sf: &Stateful) -> u16 {
+    match mode {
+        "packet" => 0xffff,
+        "headers" if !rewrites(sf) => HEADER_COPY,
+        "auto" if !rewrites(sf) => HEADER_COPY,
+        _ => 0xffff,
+    }
+}
+
+/// The iptables chain weir owns.
+fn chain_name(q: u16) -> String {
+    format!("WEIR-NFQ{q}")
+}
+
+/// The iptables hooks to queue: forwarded packets always, input and output when the ruleset
+/// has base chains there.
+fn kernel_hooks(eng: &Engine) -> Vec<&'static str> {
+    let mut v = vec!["FORWARD"];
+    if !eng.rs.hooks[Hook::Input as usize].is_empty() {
+        v.push("INPUT");
+    }
+    if !eng.rs.hooks[Hook::Output as usize].is_empty() {
+        v.push("OUTPUT");
+    }
+    v
+}
+
+/// The commands that install (`add`) or remove the queueing rules.
+fn kernel_rules(q: u16, hooks: &[&str], add: bool) -> Vec<Vec<String>> {
+    let chain = chain_name(q);
+    let mut cmds = Vec::new();
+    for tool in ["iptables", "ip6tables"] {
+        let c = |args: &[&str]| -> Vec<String> {
+            std::iter::once(tool)
+                .chain(["-w"])
+                .chain(args.iter().copied())
+                .map(String::from)
+                .collect()
+        };
+        if add {
+            cmds.push(c(&["-N", &chain]));
+            let qs = q.to_string();
+            cmds.push(c(&[
+                "-A",
+                &chain,
+                "-j",
+                "NFQUEUE",
+                "--queue-num",
+                &qs,
+                "--queue-bypass",
+            ]));
+            for h in hooks {
+                cmds.push(c(&["-I", h, "1", "-j", &chain]));
+            }
+        } else {
+            for h in hooks {
+                cmds.push(c(&["-D", h, "-j", &chain]));
+            }
+            cmds.push(c(&["-F", &chain]));
+            cmds.push(c(&["-X", &chain]));
+        }
+    }
+    cmds
+}
+
+/// Removes the installed kernel rules when dropped.
+struct KernelRules {
+    cmds: Vec<Vec<String>>,
+}
+
+impl Drop for KernelRules {
+    fn drop(&mut self) {
+        for c in &self.cmds {
+            let _ = Command::new(&c[0]).args(&c[1..]).output();
+        }
+    }
+}
+
+fn install(q: u16, hooks: &[&str]) -> anyhow::Result<KernelRules> {
+    // remove leftovers of a weir that did not exit cleanly
+    drop(KernelRules {
+        cmds: kernel_rules(q, hooks, false),
+    });
+    let guard = KernelRules {
+        cmds: kernel_rules(q, hooks, false),
+    };
+    for c in kernel_rules(q, hooks, true) {
+        let out = Command::new(&c[0])
+            .args(&c[1..])
+            .output()
+            .with_context(|| format!("running {} (is iptables installed?)", c[0]))?;
+        anyhow::ensure!(
+            out.status.success(),
+            "{}: {}",
+            c.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(guard)
+}
+
+/// Interface names by index (cached; refreshed on a miss).
+#[derive(Default)]
+struct IfNames(HashMap<u32, String>);
+
+impl IfNames {
+    fn name(&mut self, idx: u32) -> &str {
+        if idx == 0 {
+            return "";
+        }
+        self.0.entry(idx).or_insert_with(|| {
+            let mut buf = [0 as libc::c_char; libc::IF_NAMESIZE];
+            // SAFETY: if_indextoname writes at most IF_NAMESIZE bytes into `buf`.
+            let p = unsafe { libc::if_indextoname(idx, buf.as_mut_ptr()) };
+            if p.is_null() {
+                return String::new();
+            }
+            // SAFETY: on success the buffer holds a NUL-terminated name.
+            unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+                .to_string_lossy()
+                .into_owned()
+        })
+    }
+}
+
+#[derive(Default)]
+struct Counts {
+    packets: u64,
+    accepted: u64,
+    rewritten: u64,
+    dropped: HashMap<&'static str, u64>,
+    reloads: u64,
+    reload_errors: u64,
+}
+
+fn reason(r: DropReason) -> &'static str {
+    match r {
+        DropReason::Rule(_) => "rule",
+        DropReason::Reject(_) => "reject",
+        DropReason::Policy(..) => "policy",
+        DropReason::Malformed(_) => "malformed",
+        DropReason::Fragment => "fragment",
+        DropReason::CtRefused => "ct-refused",
+    }
+}
+
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime fills the live timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// CPU time of this process (user, system), in seconds.
+fn cpu_seconds() -> (f64, f64) {
+    // SAFETY: getrusage fills the zeroed rusage struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_SELF and a live struct.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    (t(ru.ru_utime), t(ru.ru_stime))
+}
+
+/// One queued packet through weir, in place: the verdict and whether weir changed the bytes.
+fn process(
+    sf: &mut Stateful,
+    p: &nfqueue::Packet,
+    buf: &mut [u8],
+    ifs: &mut IfNames,
+    now: u64,
+) -> (Decision, bool) {
+    let writes = sf.stats.nat_rewritten + sf.stats.header_writes;
+    let wire = p.cap_len.map_or(buf.len(), |c| c as usize);
+    let mut pm = PacketMeta::parse_captured(buf, LinkType::RawIp, wire);
+    let iif = ifs.name(p.indev).to_string();
+    let oif = ifs.name(p.outdev).to_string();
+    let hooks: &[Hook] = match p.hook {
+        0 => &[Hook::Prerouting],
+        1 => &[Hook::Prerouting, Hook::Input],
+        2 => &[Hook::Prerouting, Hook::Forward, Hook::Postrouting],
+        3 => &[Hook::Output, Hook::Postrouting],
+        _ => &[Hook::Postrouting],
+    };
+    let mut pc = PacketCt::default();
+    for &h in hooks {
+        let mut meta = match h {
+            Hook::Prerouting | Hook::Input => Meta::with_ifnames(&iif, ""),
+            Hook::Output => Meta::with_ifnames("", &oif),
+            _ => Meta::with_ifnames(&iif, &oif),
+        };
+        meta.mark = p.mark;
+        let d = sf.hook_mut(h, buf, &mut pm, &mut meta, now, &mut pc);
+        if !d.is_accept() {
+            return (d, false);
+        }
+    }
+    let d = sf.finish(&mut pc, now);
+    (d, sf.stats.nat_rewritten + sf.stats.header_writes != writes)
+}
+
+type CtlRequest = (Vec<String>, mpsc::Sender<String>);
+
+fn control_thread(path: PathBuf, tx: mpsc::Sender<CtlRequest>) -> anyhow::Result<()> {
+    let _ = std::fs::remove_file(&path);
+    let l =
+        UnixListener::bind(&path).with_context(|| format!("control socket {}", path.display()))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("control socket {}", path.display()))?;
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            let tx = tx.clone();
+            let _ = serve(s, &tx);
+        }
+    });
+    Ok(())
+}
+
+fn serve(s: UnixStream, tx: &mpsc::Sender<CtlRequest>) -> std::io::Result<()> {
+    let mut line = String::new();
+    BufReader::new(&s).read_line(&mut line)?;
+    let words: Vec<String> = line.split_whitespace().map(String::from).collect();
+    let (rtx, rrx) = mpsc::channel();
+    if tx.send((words, rtx)).is_err() {
+        return Ok(());
+    }
+    let reply = rrx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .unwrap_or_else(|_| "error: no answer from the dataplane\n".into());
+    (&s).write_all(reply.as_bytes())
+}
+
+struct Daemon {
+    sf: Stateful,
+    rules: PathBuf,
+    counts: Counts,
+    started: Instant,
+    cpu0: (f64, f64),
+}
+
+impl Daemon {
+    fn reload(&mut self) -> Result<String, String> {
+        match load(&self.rules) {
+            Ok(eng) => {
+                self.sf.reload(eng);
+                self.counts.reloads += 1;
+                Ok(format!("reloaded {}\n", self.rules.display()))
+            }
+            Err(e) => {
+                self.counts.reload_errors += 1;
+                Err(format!(
+                    "error: {} refused, the running ruleset stays:\n{e}",
+                    self.rules.display()
+                ))
+            }
+        }
+    }
+
+    fn status(&self, q: &Queue) -> String {
+        let c = &self.counts;
+        let mut drops: Vec<_> = c.dropped.iter().collect();
+        drops.sort();
+        let (u, sy) = cpu_seconds();
+        let (u, sy) = (u - self.cpu0.0, sy - self.cpu0.1);
+        let cpu = u + sy;
+        format!(
+            "weir run: nfqueue {}, up {:.1} s\npackets {} accepted {} rewritten {} dropped {}\ndrops by reason {}\nconntrack entries {} (evicted {}, refused {})\nreloads {} (refused {})\nqueue batches {} sends {} netlink errors {}\ncpu {:.3} s ({:.2} us per packet; user {:.3} s, system {:.3} s)\n",
+            q.num(),
+            self.started.elapsed().as_secs_f64(),
+            c.packets,
+            c.accepted,
+            c.rewritten,
+            c.dropped.values().sum::<u64>(),
+            drops
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            self.sf.ct.len(),
+            self.sf.ct.stats().evicted,
+            self.sf.ct.stats().refused,
+            c.reloads,
+            c.reload_errors,
+            q.stats.batches,
+            q.stats.sends,
+            q.stats.errors,
+            cpu,
+            if c.packets > 0 { cpu * 1e6 / c.packets as f64 } else { 0.0 },
+            u,
+            sy,
+        )
+    }
+
+    fn counters(&self) -> String {
+        let mut s = String::new();
+        for t in &self.sf.eng.rs.tables {
+            for c in &t.chains {
+                for r in c.rules() {
+                    let (pk, by) = self.sf.eng.st.rule_hits[r.gid];
+                    s.push_str(&format!(
+                        "{pk:>12} {by:>14}  {} {} {}  {}\n",
+                        t.family.name(),
+                        t.name,
+                        c.name,
+                        r.text
+                    ));
+                }
+            }
+        }
+        s
+    }
+
+    fn ctl(&mut self, w: &[String], q: &Queue, now: u64) -> String {
+        match w.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+            ["status"] => self.status(q),
+            ["reload"] => match self.reload() {
+                Ok(s) | Err(s) => s,
+            },
+            ["counters"] => self.counters(),
+            ["ct", "count"] => format!("{}\n", self.sf.ct.len()),
+            ["ct", "flush"] => {
+                let n = self.sf.ct.len();
+                let cfg = *self.sf.ct.config();
+                self.sf.ct = weir_conntrack::Conntrack::new(cfg);
+                format!("flushed {n} entries\n")
+            }
+            ["ct", "list", rest @ ..] => {
+                let max: usize = rest.first().and_then(|n| n.parse().ok()).unwrap_or(100);
+                let mut s = String::new();
+                for (id, e) in self.sf.ct.iter().take(max) {
+                    if let (Some(o), Some(r)) = (
+                        self.sf.ct.tuple(id, weir_conntrack::Dir::Original),
+                        self.sf.ct.tuple(id, weir_conntrack::Dir::Reply),
+                    ) {
+                        s.push_str(&format!(
+                            "proto {} {} -> {} | reply {} -> {} | {:?} timeout {} s mark {}\n",
+                            o.proto,
+                            endpoint(o.src, o.sport, o.v6),
+                            endpoint(o.dst, o.dport, o.v6),
+                            endpoint(r.src, r.sport, r.v6),
+                            endpoint(r.dst, r.dport, r.v6),
+                            e.tcp_state(),
+                            e.timeout_remaining(now).as_secs(),
+                            e.mark
+                        ));
+                    }
+                }
+                s
+            }
+            _ => {
+                "error: commands: status | reload | counters | ct count | ct list [N] | ct flush\n"
+                    .into()
+            }
+        }
+    }
+}
+
+fn endpoint(a: u128, port: u16, v6: bool) -> String {
+    if v6 {
+        format!("[{}]:{port}", std::net::Ipv6Addr::from(a))
+    } else {
+        format!("{}:{port}", std::net::Ipv4Addr::from(a as u32))
+    }
+}
+
+pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
+    let (cfg, rules) = read_config(&a.config)?;
+    let eng = match load(&rules) {
+        Ok(e) => e,
+        Err(e) => {
+            eprint!("{e}");
+            anyhow::bail!("{}: the ruleset has errors", rules.display());
+        }
+    };
+    let hooks = kernel_hooks(&eng);
+    if a.print_kernel_rules {
+        for c in kernel_rules(cfg.nfqueue.queue, &hooks, true) {
+            println!("{}", c.join(" "));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    install_signals();
+    let sf = Stateful::new(
+        eng,
+        weir_conntrack::Config {
+            max_entries: cfg.conntrack.max_entries,
+            ..weir_conntrack::Config::default()
+        },
+    );
+    anyhow::ensure!(
+        matches!(cfg.nfqueue.copy.as_str(), "auto" | "headers" | "packet"),
+        "nfqueue.copy: auto, headers or packet"
+    );
+    let mut copy = copy_range(&cfg.nfqueue.copy, &sf);
+    let mut q = Queue::open(
+        cfg.nfqueue.queue,
+        &nfqueue::Options {
+            max_len: cfg.nfqueue.max_len,
+            fail_open: cfg.nfqueue.fail_open,
+            batch: cfg.nfqueue.batch,
+            copy_range: copy,
+        },
+    )?;
+    // bound first, then the kernel rules: no packet is queued before weir listens
+    let _kernel = if cfg.nfqueue.install {
+        Some(install(cfg.nfqueue.queue, &hooks)?)
+    } else {
+        None
+    };
+    let (ctl_tx, ctl_rx) = mpsc::channel::<CtlRequest>();
+    if let Some(p) = &cfg.control.socket {
+        control_thread(p.clone(), ctl_tx)?;
+    }
+    let mut d = Daemon {
+        sf,
+        rules,
+        counts: Counts::default(),
+        started: Instant::now(),
+        cpu0: cpu_seconds(),
+    };
+    println!(
+        "weir run: nfqueue {} ({}), ruleset {}; ready",
+        cfg.nfqueue.queue,
+        hooks.join(", "),
+        d.rules.display()
+    );
+    let _ = std::io::stdout().flush();
+    let mut ifs = IfNames::default();
+    let mut rewritten: Vec<(u32, Vec<u8>)> = Vec::new();
+    let mut verdicts: Vec<(u32, Verdict)> = Vec::new();
+    while !STOP.load(Ordering::Relaxed) {
+        if RELOAD.swap(false, Ordering::Relaxed) {
+            match d.reload() {
+                Ok(s) => print!("{s}"),
+                Err(e) => eprint!("{e}"),
+            }
+        }
+        while let Ok((w, reply)) = ctl_rx.try_recv() {
+            let _ = reply.send(d.ctl(&w, &q, now_ns()));
+        }
+        let want = copy_range(&cfg.nfqueue.copy, &d.sf);
+        if want != copy {
+            // a reloaded ruleset rewrites packets (or no longer does)
+            q.set_copy_range(want)?;
+            copy = want;
+        }
+        q.recv_batch(100)?;
+        let now = now_ns();
+        verdicts.clear();
+        rewritten.clear();
+        for (p, payload) in q.packets_mut() {
+            let (dec, changed) = process(&mut d.sf, &p, payload, &mut ifs, now);
+            d.counts.packets += 1;
+            match dec {
+                Decision::Accept => {
+                    d.counts.accepted += 1;
+                    if changed {
+                        d.counts.rewritten += 1;
+                        rewritten.push((p.id, payload.to_vec()));
+                    }
+                    verdicts.push((p.id, Verdict::Accept));
+                }
+                Decision::Drop(r) => {
+                    *d.counts.dropped.entry(reason(r)).or_default() += 1;
+                    verdicts.push((p.id, Verdict::Drop));
+                }
+            }
+        }
+        for &(id, v) in &verdicts {
+            let payload = rewritten
+                .iter()
+                .find(|(i, _)| *i == id)
+                .map(|(_, b)| b.as_slice());
+            q.verdict(id, v, payload, None);
+        }
+        q.flush()?;
+        d.sf.ct.gc(now, 64);
+    }
+    eprint!("{}", d.status(&q));
+    if let Some(p) = &cfg.control.socket {
+        let _ = std::fs::remove_file(p);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn ctl(a: CtlArgs) -> anyhow::Result<ExitCode> {
+    let mut s = UnixStream::connect(&a.socket)
+        .with_context(|| format!("control socket {} (is weir running?)", a.socket.display()))?;
+    s.write_all(format!("{}\n", a.command.join(" ")).as_bytes())?;
+    s.shutdown(std::net::Shutdown::Write)?;
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut s, &mut out)?;
+    print!("{out}");
+    Ok(if out.starts_with("error") {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
