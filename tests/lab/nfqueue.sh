@@ -38,8 +38,10 @@ ip netns exec $R sysctl -qw net.ipv4.ip_forward=1
 
 cat > "$DIR/rules.nft" <<'R'
 table inet filter {
+  set blocked { type ipv4_addr; flags timeout; }
   chain forward {
     type filter hook forward priority 0; policy accept;
+    ip saddr @blocked counter drop
     ip daddr 198.18.21.3 counter drop
     udp dport 9999 counter drop
     ct state established,related counter accept
@@ -86,8 +88,33 @@ wait $IPID || fail "iperf3 failed (the connection did not survive the reloads)"
 grep -E "receiver$" "$DIR/iperf.out" >/dev/null || fail "iperf3 result: $(cat $DIR/iperf.out)"
 echo "ok: TCP through weir across a reload and a refused reload: $(grep -E 'sender$' "$DIR/iperf.out" | awk '{print $7, $8, "retransmits", $9}')"
 ip netns exec $C ping -c 2 -i 0.2 -W 1 198.18.21.2 >/dev/null || fail "traffic stopped after the refused reload"
+# UDP: a flow iperf3 measures gets through; datagrams to port 9999 are dropped by their rule
+ip netns exec $S iperf3 -s -1 -D -p 5202 -B 198.18.21.2 --logfile "$DIR/iperf-u.log"
+sleep 0.3
+ip netns exec $C iperf3 -c 198.18.21.2 -p 5202 -u -b 2M -t 1 >"$DIR/iperf-u.out" 2>&1 || fail "UDP through weir: $(cat $DIR/iperf-u.out)"
+for i in 1 2 3; do ip netns exec $C bash -c 'echo x > /dev/udp/198.18.21.2/9999' || true; done
+sleep 0.3
+ctl counters | grep "udp dport 9999 counter drop" | awk '{ exit !($1 >= 3) }' || fail "UDP to 9999 not dropped by its rule: $(ctl counters)"
+echo "ok: UDP accepted and dropped as the ruleset says"
+# a block list filled at run time: the element works at once, survives a reload, goes away
+ctl set add inet filter blocked 198.18.20.2 timeout 1h | grep -q added || fail "set add"
+if ip netns exec $C ping -c 2 -i 0.2 -W 1 198.18.21.2 >/dev/null; then fail "ping from a blocked address passed"; fi
+cp "$DIR/good.nft" "$DIR/rules.nft"
+ctl reload | grep -q reloaded || fail "reload"
+ctl set list inet filter blocked | grep -q "^198.18.20.2 expires" || fail "set element lost in the reload: $(ctl set list inet filter blocked)"
+if ip netns exec $C ping -c 2 -i 0.2 -W 1 198.18.21.2 >/dev/null; then fail "ping from a blocked address passed after the reload"; fi
+ctl set del inet filter blocked 198.18.20.2 | grep -q deleted || fail "set del"
+ip netns exec $C ping -c 2 -i 0.2 -W 1 198.18.21.2 >/dev/null || fail "ping after the element was deleted"
+if ctl set add inet filter blocked not-an-address >/dev/null; then fail "a bad element was accepted"; fi
+echo "ok: set add/list/del at run time, kept across a reload"
+# Prometheus metrics on the router's loopback
+ip netns exec $R bash -c 'exec 3<>/dev/tcp/127.0.0.1/9560; printf "GET /metrics HTTP/1.0\r\n\r\n" >&3; cat <&3' >"$DIR/metrics" || fail "metrics endpoint"
+grep -q '^weir_packets_total [1-9]' "$DIR/metrics" || fail "metrics: $(head -c 600 $DIR/metrics)"
+grep -q 'weir_rule_packets_total{.*udp dport 9999 counter drop' "$DIR/metrics" || fail "metrics: no rule counters"
+grep -q 'weir_dropped_total{reason="rule"}' "$DIR/metrics" || fail "metrics: no drops by reason"
+echo "ok: metrics"
 ctl status > "$DIR/status"
-grep -q "reloads 1 (refused 2)" "$DIR/status" || fail "status: $(cat $DIR/status)"
+grep -q "reloads 2 (refused 2)" "$DIR/status" || fail "status: $(cat $DIR/status)"
 ctl counters | grep -q "tcp dport 5201" || fail "counters"
 sed 's/^/  /' "$DIR/status"
 

@@ -296,6 +296,45 @@ impl State {
     pub fn dynset(&self, table: usize, set: usize) -> Option<&DynSet> {
         self.dynsets.get(table)?.get(set)
     }
+
+    /// Add an element as the packet path would (`weir ctl set add`): lookups see it at once;
+    /// `expires_ns` 0 means no timeout. False when the set is full (`size`).
+    pub fn dynset_add(
+        &mut self,
+        table: usize,
+        set: usize,
+        key: Vec<u128>,
+        expires_ns: u64,
+        size: usize,
+    ) -> bool {
+        if self.dynsets.len() <= table {
+            self.dynsets.resize(table + 1, Vec::new());
+        }
+        let sets = &mut self.dynsets[table];
+        if sets.len() <= set {
+            sets.resize(set + 1, DynSet::default());
+        }
+        let ds = &mut sets[set];
+        if ds.elems.len() >= size && !ds.elems.contains_key(&key) {
+            return false;
+        }
+        ds.elems.insert(
+            key,
+            DynElem {
+                expires_ns,
+                ..DynElem::default()
+            },
+        );
+        true
+    }
+
+    /// Remove an element the packet path (or `weir ctl set add`) added; false when absent.
+    pub fn dynset_remove(&mut self, table: usize, set: usize, key: &[u128]) -> bool {
+        self.dynsets
+            .get_mut(table)
+            .and_then(|s| s.get_mut(set))
+            .is_some_and(|d| d.elems.remove(key).is_some())
+    }
 }
 
 pub const MAX_LOG_LINES: usize = 1000;

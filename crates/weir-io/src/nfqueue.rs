@@ -127,8 +127,8 @@ pub struct Queue {
     lens: Vec<usize>,
     n: usize,
     tx: Vec<u8>,
-    /// The last `recvmmsg` filled every buffer: more packets are probably waiting.
-    busy: bool,
+    /// The receive timeout set on the socket (ms).
+    timeout_ms: i32,
     pub stats: Stats,
 }
 
@@ -294,7 +294,7 @@ impl Queue {
             lens: vec![0; batch],
             n: 0,
             tx: Vec::with_capacity(64 * 1024),
-            busy: false,
+            timeout_ms: -1,
             stats: Stats::default(),
         };
         q.config(|b| {
@@ -411,30 +411,27 @@ impl Queue {
     /// batch size) in one `recvmmsg`. Returns how many datagrams arrived (0 on timeout or a
     /// signal).
     pub fn recv_batch(&mut self, timeout_ms: i32) -> io::Result<usize> {
-        self.n = 0;
-        // under load packets are waiting already: try first, poll only when none are
-        {
-            let n = self.recvmmsg()?;
-            if n > 0 {
-                return Ok(n);
+        // one system call: block (up to the timeout, or a signal) for the first packet, then
+        // take what else is ready (MSG_WAITFORONE)
+        if self.timeout_ms != timeout_ms {
+            let tv = libc::timeval {
+                tv_sec: (timeout_ms / 1000) as libc::time_t,
+                tv_usec: ((timeout_ms % 1000) * 1000) as libc::suseconds_t,
+            };
+            // SAFETY: setsockopt with a live timeval and its size.
+            let r = unsafe {
+                libc::setsockopt(
+                    self.fd.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_RCVTIMEO,
+                    &tv as *const libc::timeval as *const libc::c_void,
+                    std::mem::size_of::<libc::timeval>() as u32,
+                )
+            };
+            if r < 0 {
+                return Err(os_err("SO_RCVTIMEO"));
             }
-        }
-        let mut pfd = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: poll on one live pollfd.
-        let r = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                return Ok(0);
-            }
-            return Err(e);
-        }
-        if r == 0 {
-            return Ok(0);
+            self.timeout_ms = timeout_ms;
         }
         self.recvmmsg()
     }
@@ -463,17 +460,14 @@ impl Queue {
                 self.fd.as_raw_fd(),
                 msgs.as_mut_ptr(),
                 k as u32,
-                libc::MSG_DONTWAIT,
+                libc::MSG_WAITFORONE,
                 std::ptr::null_mut(),
             )
         };
         if n < 0 {
             let e = io::Error::last_os_error();
             return match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EINTR) => {
-                    self.busy = false;
-                    Ok(0)
-                }
+                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(0),
                 // the socket buffer overflowed: packets were lost (fail-open accepted them or
                 // the kernel dropped them); go on
                 Some(libc::ENOBUFS) => {
@@ -488,7 +482,6 @@ impl Queue {
             *l = m.msg_len as usize;
         }
         self.n = n;
-        self.busy = n == k;
         self.stats.batches += 1;
         Ok(n)
     }

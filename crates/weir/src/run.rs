@@ -63,6 +63,23 @@ struct Config {
     control: ControlConfig,
     #[serde(default)]
     conntrack: CtConfig,
+    #[serde(default)]
+    metrics: MetricsConfig,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields, default)]
+struct MetricsConfig {
+    /// Where Prometheus scrapes `/metrics` ("" turns it off).
+    address: String,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            address: "127.0.0.1:9560".into(),
+        }
+    }
 }
 
 #[derive(Deserialize, Debug)]
@@ -284,16 +301,27 @@ fn install(q: u16, hooks: &[&str]) -> anyhow::Result<KernelRules> {
     Ok(guard)
 }
 
-/// Interface names by index (cached; refreshed on a miss).
+/// Interface names by index, as the engine's packed name values (cached per index).
 #[derive(Default)]
-struct IfNames(HashMap<u32, String>);
+struct IfNames(HashMap<u32, u128>);
 
 impl IfNames {
-    fn name(&mut self, idx: u32) -> &str {
+    fn value(&mut self, idx: u32) -> u128 {
         if idx == 0 {
-            return "";
+            return 0;
         }
-        self.0.entry(idx).or_insert_with(|| {
+        *self.0.entry(idx).or_insert_with(|| {
+            let name = Self::lookup(idx);
+            if name.is_empty() {
+                0
+            } else {
+                weir_wire::field::ifname_value(&name)
+            }
+        })
+    }
+
+    fn lookup(idx: u32) -> String {
+        {
             let mut buf = [0 as libc::c_char; libc::IF_NAMESIZE];
             // SAFETY: if_indextoname writes at most IF_NAMESIZE bytes into `buf`.
             let p = unsafe { libc::if_indextoname(idx, buf.as_mut_ptr()) };
@@ -304,7 +332,7 @@ impl IfNames {
             unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
                 .to_string_lossy()
                 .into_owned()
-        })
+        }
     }
 }
 
@@ -360,8 +388,7 @@ fn process(
     let writes = sf.stats.nat_rewritten + sf.stats.header_writes;
     let wire = p.cap_len.map_or(buf.len(), |c| c as usize);
     let mut pm = PacketMeta::parse_captured(buf, LinkType::RawIp, wire);
-    let iif = ifs.name(p.indev).to_string();
-    let oif = ifs.name(p.outdev).to_string();
+    let (iif, oif) = (ifs.value(p.indev), ifs.value(p.outdev));
     let hooks: &[Hook] = match p.hook {
         0 => &[Hook::Prerouting],
         1 => &[Hook::Prerouting, Hook::Input],
@@ -371,11 +398,12 @@ fn process(
     };
     let mut pc = PacketCt::default();
     for &h in hooks {
-        let mut meta = match h {
-            Hook::Prerouting | Hook::Input => Meta::with_ifnames(&iif, ""),
-            Hook::Output => Meta::with_ifnames("", &oif),
-            _ => Meta::with_ifnames(&iif, &oif),
-        };
+        let mut meta = Meta::with_ifnames("", "");
+        match h {
+            Hook::Prerouting | Hook::Input => meta.iifname = iif,
+            Hook::Output => meta.oifname = oif,
+            _ => (meta.iifname, meta.oifname) = (iif, oif),
+        }
         meta.mark = p.mark;
         let d = sf.hook_mut(h, buf, &mut pm, &mut meta, now, &mut pc);
         if !d.is_accept() {
@@ -401,6 +429,51 @@ fn control_thread(path: PathBuf, tx: mpsc::Sender<CtlRequest>) -> anyhow::Result
         }
     });
     Ok(())
+}
+
+/// Prometheus text exposition on `addr` (`GET /metrics`): each scrape asks the dataplane
+/// loop, which answers between batches.
+fn metrics_thread(addr: &str, tx: mpsc::Sender<CtlRequest>) -> anyhow::Result<()> {
+    let l = std::net::TcpListener::bind(addr).with_context(|| format!("metrics address {addr}"))?;
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            let _ = scrape(s, &tx);
+        }
+    });
+    Ok(())
+}
+
+fn scrape(s: std::net::TcpStream, tx: &mpsc::Sender<CtlRequest>) -> std::io::Result<()> {
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+    let mut r = BufReader::new(&s);
+    let mut first = String::new();
+    r.read_line(&mut first)?;
+    // the rest of the request head
+    let mut line = String::new();
+    while r.read_line(&mut line)? > 2 {
+        line.clear();
+    }
+    let path = first.split_whitespace().nth(1).unwrap_or("");
+    let (status, body) = if path == "/metrics" || path == "/" {
+        let (rtx, rrx) = mpsc::channel();
+        let _ = tx.send((vec!["metrics".into()], rtx));
+        match rrx.recv_timeout(std::time::Duration::from_secs(5)) {
+            Ok(b) => ("200 OK", b),
+            Err(_) => (
+                "503 Service Unavailable",
+                "the dataplane did not answer\n".into(),
+            ),
+        }
+    } else {
+        ("404 Not Found", "GET /metrics\n".into())
+    };
+    (&s).write_all(
+        format!(
+            "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
 }
 
 fn serve(s: UnixStream, tx: &mpsc::Sender<CtlRequest>) -> std::io::Result<()> {
@@ -497,14 +570,290 @@ impl Daemon {
         s
     }
 
+    /// `set add|del|list FAMILY TABLE SET [ELEMENT [timeout T]]`: the elements of a set beside
+    /// its static ones (what the packet path and this command added).
+    fn set_cmd(
+        &mut self,
+        op: &str,
+        fam: &str,
+        table: &str,
+        set: &str,
+        rest: &[&str],
+        now: u64,
+    ) -> Result<String, String> {
+        let eng = &mut self.sf.eng;
+        let ti = eng
+            .rs
+            .tables
+            .iter()
+            .position(|t| t.family.name() == fam && t.name == table)
+            .ok_or_else(|| format!("no table {fam} {table}"))?;
+        let t = &eng.rs.tables[ti];
+        let si = t
+            .set_names
+            .iter()
+            .position(|n| n == set)
+            .ok_or_else(|| format!("no set {set} in table {fam} {table}"))?;
+        let decl = &t.ir.sets[si];
+        let types = decl.key_types.clone();
+        let (timeout_ms, size) = (decl.timeout_ms, decl.size);
+        if op == "list" {
+            let mut out = String::new();
+            if let Some(d) = eng.st.dynset(ti, si) {
+                for (k, packets, bytes, exp) in d.elements(now) {
+                    let key: Vec<String> = k
+                        .iter()
+                        .zip(&types)
+                        .map(|(v, dt)| weir_lang::values::format_value(*dt, *v))
+                        .collect();
+                    out.push_str(&key.join(" . "));
+                    if exp != 0 {
+                        out.push_str(&format!(
+                            " expires {} s",
+                            exp.saturating_sub(now) / 1_000_000_000
+                        ));
+                    }
+                    out.push_str(&format!(" packets {packets} bytes {bytes}\n"));
+                }
+            }
+            return Ok(out);
+        }
+        // ELEMENT [timeout T]; a concatenation is written `a . b`
+        let (elem, timeout) = match rest {
+            [e @ .., "timeout", t] => (e, Some(*t)),
+            e => (e, None),
+        };
+        let text = elem.join(" ");
+        let parts: Vec<&str> = text.split(" . ").map(str::trim).collect();
+        if parts.len() != types.len() || text.is_empty() {
+            return Err(format!(
+                "set {set} takes {} value(s) joined by ' . '",
+                types.len()
+            ));
+        }
+        let mut key = Vec::new();
+        for (p, dt) in parts.iter().zip(&types) {
+            key.push(weir_lang::values::parse_scalar(*dt, p)?);
+        }
+        if op == "del" {
+            return if eng.st.dynset_remove(ti, si, &key) {
+                Ok("deleted\n".into())
+            } else {
+                Err(format!("{text}: not an element added at run time"))
+            };
+        }
+        let ms = match timeout {
+            Some(t) => Some(weir_lang::values::parse_time_ms(t)?),
+            None => timeout_ms,
+        };
+        let expires = ms.map_or(0, |ms| now + ms * 1_000_000);
+        let size = size.map_or(weir_engine::eval::DYNSET_DEFAULT_SIZE, |s| s as usize);
+        if eng.st.dynset_add(ti, si, key, expires, size) {
+            Ok("added\n".into())
+        } else {
+            Err(format!("set {set} is full ({size} elements)"))
+        }
+    }
+
+    /// Prometheus text format.
+    fn metrics(&self, q: &Queue, now: u64) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let c = &self.counts;
+        let mut metric = |name: &str, kind: &str, help: &str, rows: Vec<(String, f64)>| {
+            let _ = writeln!(s, "# HELP weir_{name} {help}\n# TYPE weir_{name} {kind}");
+            for (labels, v) in rows {
+                let _ = writeln!(s, "weir_{name}{labels} {v}");
+            }
+        };
+        let one = |v: u64| vec![(String::new(), v as f64)];
+        metric(
+            "packets_total",
+            "counter",
+            "Packets handled.",
+            one(c.packets),
+        );
+        metric(
+            "accepted_total",
+            "counter",
+            "Packets accepted.",
+            one(c.accepted),
+        );
+        metric(
+            "rewritten_total",
+            "counter",
+            "Packets rewritten (NAT, header writes).",
+            one(c.rewritten),
+        );
+        let mut drops: Vec<_> = c.dropped.iter().collect();
+        drops.sort();
+        metric(
+            "dropped_total",
+            "counter",
+            "Packets dropped, by reason.",
+            drops
+                .iter()
+                .map(|(r, v)| (format!("{{reason=\"{r}\"}}"), **v as f64))
+                .collect(),
+        );
+        let esc = |t: &str| t.replace('\\', "\\\\").replace('"', "\\\"");
+        let mut rp = Vec::new();
+        let mut rb = Vec::new();
+        let mut sets = Vec::new();
+        let mut named = Vec::new();
+        for (ti, t) in self.sf.eng.rs.tables.iter().enumerate() {
+            for ch in &t.chains {
+                for r in ch.rules() {
+                    let (pk, by) = self.sf.eng.st.rule_hits[r.gid];
+                    let l = format!(
+                        "{{table=\"{} {}\",chain=\"{}\",handle=\"{}\",rule=\"{}\"}}",
+                        t.family.name(),
+                        esc(&t.name),
+                        esc(&ch.name),
+                        r.handle,
+                        esc(&r.text)
+                    );
+                    rp.push((l.clone(), pk as f64));
+                    rb.push((l, by as f64));
+                }
+            }
+            for (si, name) in t.set_names.iter().enumerate() {
+                let n = self.sf.eng.st.dynset(ti, si).map_or(0, |d| d.len_at(now));
+                sets.push((
+                    format!(
+                        "{{table=\"{} {}\",set=\"{}\"}}",
+                        t.family.name(),
+                        esc(&t.name),
+                        esc(name)
+                    ),
+                    n as f64,
+                ));
+            }
+            for (ci, nc) in t.ir.counters.iter().enumerate() {
+                if let Some(&(pk, _)) = self
+                    .sf
+                    .eng
+                    .st
+                    .named_counters
+                    .get(ti)
+                    .and_then(|v| v.get(ci))
+                {
+                    named.push((
+                        format!(
+                            "{{table=\"{} {}\",counter=\"{}\"}}",
+                            t.family.name(),
+                            esc(&t.name),
+                            esc(&nc.name)
+                        ),
+                        pk as f64,
+                    ));
+                }
+            }
+        }
+        metric(
+            "rule_packets_total",
+            "counter",
+            "Packets that matched each rule.",
+            rp,
+        );
+        metric(
+            "rule_bytes_total",
+            "counter",
+            "Bytes that matched each rule.",
+            rb,
+        );
+        metric(
+            "named_counter_packets_total",
+            "counter",
+            "Named counters.",
+            named,
+        );
+        metric(
+            "set_elements",
+            "gauge",
+            "Elements sets gained from the packet path.",
+            sets,
+        );
+        let st = self.sf.ct.stats();
+        metric(
+            "conntrack_entries",
+            "gauge",
+            "Connection tracking entries.",
+            one(self.sf.ct.len() as u64),
+        );
+        metric(
+            "conntrack_evicted_total",
+            "counter",
+            "Unassured entries evicted from a full table.",
+            one(st.evicted),
+        );
+        metric(
+            "conntrack_refused_total",
+            "counter",
+            "New connections refused (table full).",
+            one(st.refused),
+        );
+        metric(
+            "reloads_total",
+            "counter",
+            "Ruleset reloads.",
+            one(c.reloads),
+        );
+        metric(
+            "reload_errors_total",
+            "counter",
+            "Reloads refused (the ruleset had errors).",
+            one(c.reload_errors),
+        );
+        metric(
+            "nfqueue_batches_total",
+            "counter",
+            "Receive batches.",
+            one(q.stats.batches),
+        );
+        metric(
+            "nfqueue_errors_total",
+            "counter",
+            "Netlink errors.",
+            one(q.stats.errors),
+        );
+        let (u, sy) = cpu_seconds();
+        metric(
+            "cpu_seconds_total",
+            "counter",
+            "CPU time of weir.",
+            vec![
+                ("{mode=\"user\"}".into(), u - self.cpu0.0),
+                ("{mode=\"system\"}".into(), sy - self.cpu0.1),
+            ],
+        );
+        metric(
+            "worker_packets_total",
+            "counter",
+            "Packets per worker (one worker per queue).",
+            vec![(
+                format!("{{worker=\"0\",queue=\"{}\"}}", q.num()),
+                c.packets as f64,
+            )],
+        );
+        s
+    }
+
     fn ctl(&mut self, w: &[String], q: &Queue, now: u64) -> String {
         match w.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+            ["metrics"] => self.metrics(q, now),
             ["status"] => self.status(q),
             ["reload"] => match self.reload() {
                 Ok(s) | Err(s) => s,
             },
             ["counters"] => self.counters(),
             ["ct", "count"] => format!("{}\n", self.sf.ct.len()),
+            ["set", op @ ("add" | "del" | "list"), fam, table, set, rest @ ..] => {
+                match self.set_cmd(op, fam, table, set, rest, now) {
+                    Ok(s) => s,
+                    Err(e) => format!("error: {e}\n"),
+                }
+            }
             ["ct", "flush"] => {
                 let n = self.sf.ct.len();
                 let cfg = *self.sf.ct.config();
@@ -535,7 +884,7 @@ impl Daemon {
                 s
             }
             _ => {
-                "error: commands: status | reload | counters | ct count | ct list [N] | ct flush\n"
+                "error: commands: status | reload | counters | metrics | ct count | ct list [N] | ct flush | set add|del FAMILY TABLE SET ELEMENT [timeout T] | set list FAMILY TABLE SET\n"
                     .into()
             }
         }
@@ -596,7 +945,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let (ctl_tx, ctl_rx) = mpsc::channel::<CtlRequest>();
     if let Some(p) = &cfg.control.socket {
-        control_thread(p.clone(), ctl_tx)?;
+        control_thread(p.clone(), ctl_tx.clone())?;
+    }
+    if !cfg.metrics.address.is_empty() {
+        metrics_thread(&cfg.metrics.address, ctl_tx)?;
     }
     let mut d = Daemon {
         sf,
