@@ -107,6 +107,19 @@ ctl set del inet filter blocked 198.18.20.2 | grep -q deleted || fail "set del"
 ip netns exec $C ping -c 2 -i 0.2 -W 1 198.18.21.2 >/dev/null || fail "ping after the element was deleted"
 if ctl set add inet filter blocked not-an-address >/dev/null; then fail "a bad element was accepted"; fi
 echo "ok: set add/list/del at run time, kept across a reload"
+# trace: the next two matching packets with the rules they hit and their verdicts
+ctl trace 2 proto udp port 9999 >"$DIR/trace" &
+TPID=$!
+sleep 0.3
+for i in 1 2; do ip netns exec $C bash -c 'echo x > /dev/udp/198.18.21.2/9999' || true; done
+wait $TPID || fail "trace: $(cat $DIR/trace)"
+grep -q "rule inet filter forward handle .*: udp dport 9999 counter drop" "$DIR/trace" || fail "trace: $(cat $DIR/trace)"
+[ "$(grep -c 'verdict drop (rule)' "$DIR/trace")" = 2 ] || fail "trace verdicts: $(cat $DIR/trace)"
+ctl ct list proto icmp addr 198.18.20.2 | grep -q "proto 1 198.18.20.2" || fail "ct list filter: $(ctl ct list)"
+[ "$(ctl ct count proto udp port 5202)" -ge 1 ] || fail "ct count filter"
+ctl ct flush proto udp port 5202 | grep -q "flushed [1-9]" || fail "ct flush filter"
+[ "$(ctl ct count proto udp port 5202)" = 0 ] || fail "ct flush left entries"
+echo "ok: trace and conntrack filters"
 # Prometheus metrics on the router's loopback
 ip netns exec $R bash -c 'exec 3<>/dev/tcp/127.0.0.1/9560; printf "GET /metrics HTTP/1.0\r\n\r\n" >&3; cat <&3' >"$DIR/metrics" || fail "metrics endpoint"
 grep -q '^weir_packets_total [1-9]' "$DIR/metrics" || fail "metrics: $(head -c 600 $DIR/metrics)"

@@ -416,6 +416,31 @@ fn process(
 
 type CtlRequest = (Vec<String>, mpsc::Sender<String>);
 
+/// How long `weir ctl trace` waits for its packets.
+const TRACE_SECONDS: u64 = 30;
+
+/// One line about a queued packet (for traces).
+fn packet_summary(p: &nfqueue::Packet, payload: &[u8]) -> String {
+    let pm = PacketMeta::parse_captured(
+        payload,
+        LinkType::RawIp,
+        p.cap_len.map_or(payload.len(), |c| c as usize),
+    );
+    let v6 = pm.l3 == weir_wire::L3::Ipv6;
+    let hook = ["prerouting", "input", "forward", "output", "postrouting"]
+        .get(p.hook as usize)
+        .unwrap_or(&"?");
+    format!(
+        "{hook}: proto {} {} -> {} len {} (in ifindex {}, out ifindex {})",
+        pm.l4proto,
+        endpoint(pm.saddr, pm.sport, v6),
+        endpoint(pm.daddr, pm.dport, v6),
+        pm.len,
+        p.indev,
+        p.outdev
+    )
+}
+
 fn control_thread(path: PathBuf, tx: mpsc::Sender<CtlRequest>) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(&path);
     let l =
@@ -485,12 +510,24 @@ fn serve(s: UnixStream, tx: &mpsc::Sender<CtlRequest>) -> std::io::Result<()> {
         return Ok(());
     }
     let reply = rrx
-        .recv_timeout(std::time::Duration::from_secs(10))
+        .recv_timeout(std::time::Duration::from_secs(TRACE_SECONDS + 10))
         .unwrap_or_else(|_| "error: no answer from the dataplane\n".into());
     (&s).write_all(reply.as_bytes())
 }
 
+/// A `weir ctl trace` in progress: the next packets the filter matches, with the rules they
+/// hit and their verdict.
+struct Trace {
+    filter: Filter,
+    left: usize,
+    seen: usize,
+    out: String,
+    reply: mpsc::Sender<String>,
+    until: Instant,
+}
+
 struct Daemon {
+    trace: Option<Trace>,
     sf: Stateful,
     rules: PathBuf,
     counts: Counts,
@@ -568,6 +605,92 @@ impl Daemon {
             }
         }
         s
+    }
+
+    fn start_trace(&mut self, w: &[String], reply: mpsc::Sender<String>) {
+        let w: Vec<&str> = w.iter().map(String::as_str).collect();
+        let (n, f) = match w.first().and_then(|n| n.parse::<usize>().ok()) {
+            Some(n) => (n.max(1), &w[1..]),
+            None => (10, &w[..]),
+        };
+        match Filter::parse(f) {
+            Ok(filter) => {
+                // a new trace replaces one in progress (which gets what it has)
+                self.end_trace(true);
+                self.trace = Some(Trace {
+                    filter,
+                    left: n,
+                    seen: 0,
+                    out: String::new(),
+                    reply,
+                    until: Instant::now() + std::time::Duration::from_secs(TRACE_SECONDS),
+                });
+            }
+            Err(e) => {
+                let _ = reply.send(format!("error: {e}\n"));
+            }
+        }
+    }
+
+    /// Send the trace's report when it is complete, has timed out, or `now` is set.
+    fn end_trace(&mut self, now: bool) {
+        let done = self
+            .trace
+            .as_ref()
+            .is_some_and(|t| now || t.left == 0 || Instant::now() >= t.until);
+        if done {
+            let t = self.trace.take().expect("checked");
+            let mut out = t.out;
+            if t.left > 0 {
+                out.push_str(&format!(
+                    "(trace ended after {} packet(s): none more matched within {TRACE_SECONDS} s)\n",
+                    t.seen
+                ));
+            }
+            let _ = t.reply.send(out);
+        }
+    }
+
+    fn trace_packet(&mut self, summary: &str, before: &[(u64, u64)], d: Decision, changed: bool) {
+        let Some(t) = self.trace.as_mut() else { return };
+        t.seen += 1;
+        t.left = t.left.saturating_sub(1);
+        t.out.push_str(&format!("#{} {summary}\n", t.seen));
+        for tb in &self.sf.eng.rs.tables {
+            for c in &tb.chains {
+                for r in c.rules() {
+                    let hits = self.sf.eng.st.rule_hits.get(r.gid).map_or(0, |h| h.0);
+                    if hits > before.get(r.gid).map_or(0, |h| h.0) {
+                        t.out.push_str(&format!(
+                            "  rule {} {} {} handle {}: {}\n",
+                            tb.family.name(),
+                            tb.name,
+                            c.name,
+                            r.handle,
+                            r.text
+                        ));
+                    }
+                }
+            }
+        }
+        t.out.push_str(&match d {
+            Decision::Accept if changed => "  verdict accept (rewritten)\n".to_string(),
+            Decision::Accept => "  verdict accept\n".to_string(),
+            Decision::Drop(r) => format!("  verdict drop ({})\n", reason(r)),
+        });
+    }
+
+    /// Connections the filter matches.
+    fn ct_matching(&self, f: &Filter) -> Vec<weir_conntrack::EntryId> {
+        self.sf
+            .ct
+            .iter()
+            .filter_map(|(id, _)| {
+                let o = self.sf.ct.tuple(id, weir_conntrack::Dir::Original)?;
+                let r = self.sf.ct.tuple(id, weir_conntrack::Dir::Reply)?;
+                f.matches(&[o, r]).then_some(id)
+            })
+            .collect()
     }
 
     /// `set add|del|list FAMILY TABLE SET [ELEMENT [timeout T]]`: the elements of a set beside
@@ -847,47 +970,121 @@ impl Daemon {
                 Ok(s) | Err(s) => s,
             },
             ["counters"] => self.counters(),
-            ["ct", "count"] => format!("{}\n", self.sf.ct.len()),
+            ["ct", "count", f @ ..] => match Filter::parse(f) {
+                Ok(f) => format!("{}\n", self.ct_matching(&f).len()),
+                Err(e) => format!("error: {e}\n"),
+            },
             ["set", op @ ("add" | "del" | "list"), fam, table, set, rest @ ..] => {
                 match self.set_cmd(op, fam, table, set, rest, now) {
                     Ok(s) => s,
                     Err(e) => format!("error: {e}\n"),
                 }
             }
-            ["ct", "flush"] => {
-                let n = self.sf.ct.len();
-                let cfg = *self.sf.ct.config();
-                self.sf.ct = weir_conntrack::Conntrack::new(cfg);
-                format!("flushed {n} entries\n")
-            }
+            ["ct", "flush", f @ ..] => match Filter::parse(f) {
+                Ok(f) => {
+                    let ids = self.ct_matching(&f);
+                    for &id in &ids {
+                        self.sf.ct.remove(id);
+                    }
+                    format!("flushed {} entries\n", ids.len())
+                }
+                Err(e) => format!("error: {e}\n"),
+            },
             ["ct", "list", rest @ ..] => {
-                let max: usize = rest.first().and_then(|n| n.parse().ok()).unwrap_or(100);
+                let (max, f) = match rest.first().and_then(|n| n.parse::<usize>().ok()) {
+                    Some(n) => (n, &rest[1..]),
+                    None => (100, rest),
+                };
+                let f = match Filter::parse(f) {
+                    Ok(f) => f,
+                    Err(e) => return format!("error: {e}\n"),
+                };
                 let mut s = String::new();
-                for (id, e) in self.sf.ct.iter().take(max) {
-                    if let (Some(o), Some(r)) = (
+                for id in self.ct_matching(&f).into_iter().take(max) {
+                    let (Some(e), Some(o), Some(r)) = (
+                        self.sf.ct.get(id),
                         self.sf.ct.tuple(id, weir_conntrack::Dir::Original),
                         self.sf.ct.tuple(id, weir_conntrack::Dir::Reply),
-                    ) {
-                        s.push_str(&format!(
-                            "proto {} {} -> {} | reply {} -> {} | {:?} timeout {} s mark {}\n",
-                            o.proto,
-                            endpoint(o.src, o.sport, o.v6),
-                            endpoint(o.dst, o.dport, o.v6),
-                            endpoint(r.src, r.sport, r.v6),
-                            endpoint(r.dst, r.dport, r.v6),
-                            e.tcp_state(),
-                            e.timeout_remaining(now).as_secs(),
-                            e.mark
-                        ));
-                    }
+                    ) else {
+                        continue;
+                    };
+                    s.push_str(&format!(
+                        "proto {} {} -> {} | reply {} -> {} | {:?} timeout {} s mark {}\n",
+                        o.proto,
+                        endpoint(o.src, o.sport, o.v6),
+                        endpoint(o.dst, o.dport, o.v6),
+                        endpoint(r.src, r.sport, r.v6),
+                        endpoint(r.dst, r.dport, r.v6),
+                        e.tcp_state(),
+                        e.timeout_remaining(now).as_secs(),
+                        e.mark
+                    ));
                 }
                 s
             }
             _ => {
-                "error: commands: status | reload | counters | metrics | ct count | ct list [N] | ct flush | set add|del FAMILY TABLE SET ELEMENT [timeout T] | set list FAMILY TABLE SET\n"
+                "error: commands: status | reload | counters | metrics | ct count|list [N]|flush [proto P] [addr A] [port N] | trace [N] [proto P] [addr A] [port N] | set add|del FAMILY TABLE SET ELEMENT [timeout T] | set list FAMILY TABLE SET\n"
                     .into()
             }
         }
+    }
+}
+
+/// Which connections or packets a `ct` or `trace` command means: `proto P`, `addr A` (source
+/// or destination, either direction), `port N` (likewise); all that are given must hold.
+#[derive(Clone, Debug, Default)]
+struct Filter {
+    proto: Option<u8>,
+    addr: Option<(u128, bool)>,
+    port: Option<u16>,
+}
+
+impl Filter {
+    fn parse(w: &[&str]) -> Result<Filter, String> {
+        let mut f = Filter::default();
+        let mut i = 0;
+        while i < w.len() {
+            let v = w
+                .get(i + 1)
+                .ok_or_else(|| format!("'{}' needs a value", w[i]))?;
+            match w[i] {
+                "proto" => {
+                    f.proto = Some(match *v {
+                        "tcp" => 6,
+                        "udp" => 17,
+                        "icmp" => 1,
+                        "icmpv6" => 58,
+                        n => n
+                            .parse()
+                            .map_err(|_| format!("proto {n}: tcp, udp, icmp or a number"))?,
+                    })
+                }
+                "addr" => {
+                    let a: std::net::IpAddr = v
+                        .parse()
+                        .map_err(|_| format!("addr {v}: an IPv4 or IPv6 address"))?;
+                    f.addr = Some(match a {
+                        std::net::IpAddr::V4(a) => (u32::from(a) as u128, false),
+                        std::net::IpAddr::V6(a) => (u128::from(a), true),
+                    });
+                }
+                "port" => f.port = Some(v.parse().map_err(|_| format!("port {v}: 0-65535"))?),
+                other => return Err(format!("unknown filter '{other}' (proto, addr, port)")),
+            }
+            i += 2;
+        }
+        Ok(f)
+    }
+
+    /// Against the tuples of one direction or both.
+    fn matches(&self, ts: &[weir_conntrack::Tuple]) -> bool {
+        self.proto.is_none_or(|p| ts.iter().any(|t| t.proto == p))
+            && self
+                .addr
+                .is_none_or(|(a, v6)| ts.iter().any(|t| t.v6 == v6 && (t.src == a || t.dst == a)))
+            && self
+                .port
+                .is_none_or(|p| ts.iter().any(|t| t.sport == p || t.dport == p))
     }
 }
 
@@ -951,6 +1148,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         metrics_thread(&cfg.metrics.address, ctl_tx)?;
     }
     let mut d = Daemon {
+        trace: None,
         sf,
         rules,
         counts: Counts::default(),
@@ -975,8 +1173,13 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
             }
         }
         while let Ok((w, reply)) = ctl_rx.try_recv() {
+            if w.first().map(String::as_str) == Some("trace") {
+                d.start_trace(&w[1..], reply);
+                continue;
+            }
             let _ = reply.send(d.ctl(&w, &q, now_ns()));
         }
+        d.end_trace(false);
         let want = copy_range(&cfg.nfqueue.copy, &d.sf);
         if want != copy {
             // a reloaded ruleset rewrites packets (or no longer does)
@@ -988,7 +1191,27 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         verdicts.clear();
         rewritten.clear();
         for (p, payload) in q.packets_mut() {
+            let traced = d.trace.as_ref().is_some_and(|t| {
+                let pm = PacketMeta::parse_captured(
+                    payload,
+                    LinkType::RawIp,
+                    p.cap_len.map_or(payload.len(), |c| c as usize),
+                );
+                t.filter.matches(&[weir_conntrack::Tuple {
+                    src: pm.saddr,
+                    dst: pm.daddr,
+                    sport: pm.sport,
+                    dport: pm.dport,
+                    proto: pm.l4proto,
+                    v6: pm.l3 == weir_wire::L3::Ipv6,
+                }])
+            });
+            let before = traced.then(|| d.sf.eng.st.rule_hits.clone());
+            let summary = traced.then(|| packet_summary(&p, payload));
             let (dec, changed) = process(&mut d.sf, &p, payload, &mut ifs, now);
+            if let (Some(before), Some(summary)) = (before, summary) {
+                d.trace_packet(&summary, &before, dec, changed);
+            }
             d.counts.packets += 1;
             match dec {
                 Decision::Accept => {
