@@ -65,6 +65,14 @@ ip netns exec $R iptables -S FORWARD | grep -q WEIR-NFQ7 || fail "kernel rule no
 
 ctl() { "$WEIR" ctl --socket "$DIR/weir.sock" "$@"; }
 
+# a second weir on the same queue: refused with the reason, the first goes on
+sed -e 's/weir.sock/weir2.sock/' -e 's/^queue = 7/queue = 7\ninstall = false/' "$DIR/weir.toml" > "$DIR/weir2.toml"
+echo '[metrics]
+address = ""' >> "$DIR/weir2.toml"
+if ip netns exec $R "$WEIR" run --config "$DIR/weir2.toml" >"$DIR/weir2.log" 2>&1; then fail "a second weir bound the same queue"; fi
+grep -q "bound by another process" "$DIR/weir2.log" || fail "busy queue message: $(cat $DIR/weir2.log)"
+echo "ok: a busy queue is refused with its reason"
+
 ip netns exec $C ping -c 3 -i 0.2 -W 1 198.18.21.2 >/dev/null || fail "ping through weir"
 if ip netns exec $C ping -c 2 -i 0.2 -W 1 198.18.21.3 >/dev/null; then fail "ping to the dropped address passed"; fi
 echo "ok: ICMP accepted and dropped as the ruleset says"

@@ -305,9 +305,18 @@ impl Queue {
                 e.kind(),
                 format!("NFQUEUE {num} is bound by another process ({e})"),
             ),
+            // the kernel answers EPERM both without the capability and when another socket
+            // owns the queue; as root it is the latter
+            // SAFETY: geteuid has no preconditions.
+            Some(libc::EPERM) if unsafe { libc::geteuid() } == 0 => io::Error::new(
+                e.kind(),
+                format!("NFQUEUE {num} is bound by another process ({e})"),
+            ),
             Some(libc::EPERM) => io::Error::new(
                 e.kind(),
-                format!("binding NFQUEUE {num} needs CAP_NET_ADMIN ({e})"),
+                format!(
+                    "binding NFQUEUE {num} needs CAP_NET_ADMIN, or another process has bound it ({e})"
+                ),
             ),
             _ => io::Error::new(e.kind(), format!("binding NFQUEUE {num}: {e}")),
         })?;

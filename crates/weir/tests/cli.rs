@@ -383,3 +383,85 @@ fn format_iptables_loads_directly_and_equals_the_import() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown format 'pf'"));
 }
+
+/// `weir run` refuses a bad configuration with a clear message before touching the kernel,
+/// and `--print-kernel-rules` shows what it would install (no root needed for either).
+#[test]
+fn run_configuration_errors_and_kernel_rules() {
+    let dir = tmp("run");
+    std::fs::create_dir_all(&dir).unwrap();
+    let rules = dir.join("rules.nft");
+    std::fs::write(
+        &rules,
+        "table inet f {\n chain fwd { type filter hook forward priority 0; policy accept; }\n chain inp { type filter hook input priority 0; policy accept; }\n}\n",
+    )
+    .unwrap();
+    let cfg = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let run = |p: &Path, extra: &[&str]| {
+        let out = weir()
+            .arg("run")
+            .arg("--config")
+            .arg(p)
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    // a missing file
+    let (ok, text) = run(&dir.join("nope.toml"), &[]);
+    assert!(!ok && text.contains("nope.toml"), "{text}");
+    // a mode not built
+    let p = cfg(
+        "inline.toml",
+        "ruleset = \"rules.nft\"\nmode = \"inline\"\n",
+    );
+    let (ok, text) = run(&p, &[]);
+    assert!(!ok && text.contains("only \"nfqueue\""), "{text}");
+    // a misspelt key
+    let p = cfg(
+        "typo.toml",
+        "ruleset = \"rules.nft\"\nmode = \"nfqueue\"\n[nfqueue]\nqeue = 3\n",
+    );
+    let (ok, text) = run(&p, &[]);
+    assert!(!ok && text.contains("qeue"), "{text}");
+    // a ruleset with errors: the diagnostics, then a refusal
+    std::fs::write(
+        dir.join("bad.nft"),
+        "table inet f { chain c { tcp dport 99999 accept } }\n",
+    )
+    .unwrap();
+    let p = cfg("bad.toml", "ruleset = \"bad.nft\"\nmode = \"nfqueue\"\n");
+    let (ok, text) = run(&p, &[]);
+    assert!(
+        !ok && text.contains("bad.nft:1:") && text.contains("errors"),
+        "{text}"
+    );
+    // the kernel rules: forward always, input because the ruleset has an input chain
+    let p = cfg(
+        "ok.toml",
+        "ruleset = \"rules.nft\"\nmode = \"nfqueue\"\n[nfqueue]\nqueue = 3\n",
+    );
+    let (ok, text) = run(&p, &["--print-kernel-rules"]);
+    assert!(ok, "{text}");
+    for want in [
+        "iptables -w -N WEIR-NFQ3",
+        "iptables -w -A WEIR-NFQ3 -j NFQUEUE --queue-num 3 --queue-bypass",
+        "iptables -w -I FORWARD 1 -j WEIR-NFQ3",
+        "iptables -w -I INPUT 1 -j WEIR-NFQ3",
+        "ip6tables -w -I FORWARD 1 -j WEIR-NFQ3",
+    ] {
+        assert!(text.contains(want), "missing '{want}' in:\n{text}");
+    }
+    assert!(!text.contains("OUTPUT"), "{text}");
+}
