@@ -5,6 +5,8 @@
 # under load keeps the TCP connection, a broken ruleset on reload is refused and traffic goes
 # on, SIGTERM removes weir's kernel rules. Prints weir's CPU time per packet.
 #
+# weir runs two workers (queues 7 and 8, `--queue-balance`).
+#
 # Usage: tests/lab/nfqueue.sh [path/to/weir]
 set -euo pipefail
 WEIR=${1:-target/release/weir}
@@ -54,6 +56,7 @@ ruleset = "rules.nft"
 mode = "nfqueue"
 [nfqueue]
 queue = 7
+workers = 2
 [control]
 socket = "$DIR/weir.sock"
 T
@@ -62,6 +65,7 @@ WPID=$!
 for i in $(seq 50); do grep -q ready "$DIR/weir.log" 2>/dev/null && break; sleep 0.1; done
 grep -q ready "$DIR/weir.log" || fail "weir did not start"
 ip netns exec $R iptables -S FORWARD | grep -q WEIR-NFQ7 || fail "kernel rule not installed"
+ip netns exec $R iptables -S WEIR-NFQ7 | grep -q -- "--queue-balance 7:8" || fail "queue balance: $(ip netns exec $R iptables -S WEIR-NFQ7)"
 
 ctl() { "$WEIR" ctl --socket "$DIR/weir.sock" "$@"; }
 
@@ -133,6 +137,7 @@ ip netns exec $R bash -c 'exec 3<>/dev/tcp/127.0.0.1/9560; printf "GET /metrics 
 grep -q '^weir_packets_total [1-9]' "$DIR/metrics" || fail "metrics: $(head -c 600 $DIR/metrics)"
 grep -q 'weir_rule_packets_total{.*udp dport 9999 counter drop' "$DIR/metrics" || fail "metrics: no rule counters"
 grep -q 'weir_dropped_total{reason="rule"}' "$DIR/metrics" || fail "metrics: no drops by reason"
+grep -q 'weir_worker_packets_total{worker="1",queue="8"}' "$DIR/metrics" || fail "metrics: no second worker"
 echo "ok: metrics"
 ctl status > "$DIR/status"
 grep -q "reloads 2 (refused 2)" "$DIR/status" || fail "status: $(cat $DIR/status)"

@@ -86,6 +86,10 @@ impl Default for MetricsConfig {
 #[serde(deny_unknown_fields, default)]
 struct NfqConfig {
     queue: u16,
+    /// Worker threads, one queue each (`queue` .. `queue + workers - 1`); the kernel spreads
+    /// connections over them by address (`--queue-balance`: both directions of a connection
+    /// reach the same worker).
+    workers: u16,
     /// Install (and remove at exit) the iptables rules that queue the packets.
     install: bool,
     fail_open: bool,
@@ -99,6 +103,7 @@ impl Default for NfqConfig {
     fn default() -> Self {
         NfqConfig {
             queue: 0,
+            workers: 1,
             install: true,
             fail_open: true,
             max_len: 4096,
@@ -173,12 +178,16 @@ fn read_config(path: &Path) -> anyhow::Result<(Config, PathBuf)> {
     Ok((cfg, rules))
 }
 
-/// Load and compile the ruleset; the errors as text.
-fn load(path: &Path) -> Result<Engine, String> {
+/// Load and check the ruleset; the errors as text.
+fn load(path: &Path) -> Result<weir_lang::ir::Ruleset, String> {
     match weir_lang::load_file(path) {
-        Ok((rs, _)) => Ok(Engine::new(Compiled::build(&rs, Mode::Compiled))),
+        Ok((rs, _)) => Ok(rs),
         Err((sources, diags)) => Err(weir_lang::diag::render_all(&diags, &sources)),
     }
+}
+
+fn engine(rs: &weir_lang::ir::Ruleset) -> Engine {
+    Engine::new(Compiled::build(rs, Mode::Compiled))
 }
 
 /// Bytes of a queued packet copied to weir when only its headers are read: IPv4 or IPv6 with
@@ -228,7 +237,7 @@ fn kernel_hooks(eng: &Engine) -> Vec<&'static str> {
 }
 
 /// The commands that install (`add`) or remove the queueing rules.
-fn kernel_rules(q: u16, hooks: &[&str], add: bool) -> Vec<Vec<String>> {
+fn kernel_rules(q: u16, workers: u16, hooks: &[&str], add: bool) -> Vec<Vec<String>> {
     let chain = chain_name(q);
     let mut cmds = Vec::new();
     for tool in ["iptables", "ip6tables"] {
@@ -241,13 +250,17 @@ fn kernel_rules(q: u16, hooks: &[&str], add: bool) -> Vec<Vec<String>> {
         };
         if add {
             cmds.push(c(&["-N", &chain]));
-            let qs = q.to_string();
+            let (opt, qs) = if workers > 1 {
+                ("--queue-balance", format!("{q}:{}", q + workers - 1))
+            } else {
+                ("--queue-num", q.to_string())
+            };
             cmds.push(c(&[
                 "-A",
                 &chain,
                 "-j",
                 "NFQUEUE",
-                "--queue-num",
+                opt,
                 &qs,
                 "--queue-bypass",
             ]));
@@ -278,15 +291,15 @@ impl Drop for KernelRules {
     }
 }
 
-fn install(q: u16, hooks: &[&str]) -> anyhow::Result<KernelRules> {
+fn install(q: u16, workers: u16, hooks: &[&str]) -> anyhow::Result<KernelRules> {
     // remove leftovers of a weir that did not exit cleanly
     drop(KernelRules {
-        cmds: kernel_rules(q, hooks, false),
+        cmds: kernel_rules(q, workers, hooks, false),
     });
     let guard = KernelRules {
-        cmds: kernel_rules(q, hooks, false),
+        cmds: kernel_rules(q, workers, hooks, false),
     };
-    for c in kernel_rules(q, hooks, true) {
+    for c in kernel_rules(q, workers, hooks, true) {
         let out = Command::new(&c[0])
             .args(&c[1..])
             .output()
@@ -342,8 +355,6 @@ struct Counts {
     accepted: u64,
     rewritten: u64,
     dropped: HashMap<&'static str, u64>,
-    reloads: u64,
-    reload_errors: u64,
 }
 
 fn reason(r: DropReason) -> &'static str {
@@ -526,66 +537,180 @@ struct Trace {
     until: Instant,
 }
 
-struct Daemon {
-    trace: Option<Trace>,
-    sf: Stateful,
-    rules: PathBuf,
-    counts: Counts,
-    started: Instant,
-    cpu0: (f64, f64),
-}
-
-impl Daemon {
-    fn reload(&mut self) -> Result<String, String> {
-        match load(&self.rules) {
-            Ok(eng) => {
-                self.sf.reload(eng);
-                self.counts.reloads += 1;
-                Ok(format!("reloaded {}\n", self.rules.display()))
-            }
-            Err(e) => {
-                self.counts.reload_errors += 1;
-                Err(format!(
-                    "error: {} refused, the running ruleset stays:\n{e}",
-                    self.rules.display()
-                ))
+/// Add a traced packet to the trace: the rules whose counters it moved, its verdict.
+fn trace_packet(
+    trace: &mut Option<Trace>,
+    sf: &Stateful,
+    summary: &str,
+    before: &[(u64, u64)],
+    d: Decision,
+    changed: bool,
+) {
+    let Some(t) = trace.as_mut() else { return };
+    t.seen += 1;
+    t.left = t.left.saturating_sub(1);
+    t.out.push_str(&format!("#{} {summary}\n", t.seen));
+    for tb in &sf.eng.rs.tables {
+        for c in &tb.chains {
+            for r in c.rules() {
+                let hits = sf.eng.st.rule_hits.get(r.gid).map_or(0, |h| h.0);
+                if hits > before.get(r.gid).map_or(0, |h| h.0) {
+                    t.out.push_str(&format!(
+                        "  rule {} {} {} handle {}: {}\n",
+                        tb.family.name(),
+                        tb.name,
+                        c.name,
+                        r.handle,
+                        r.text
+                    ));
+                }
             }
         }
     }
+    t.out.push_str(&match d {
+        Decision::Accept if changed => "  verdict accept (rewritten)\n".to_string(),
+        Decision::Accept => "  verdict accept\n".to_string(),
+        Decision::Drop(r) => format!("  verdict drop ({})\n", reason(r)),
+    });
+}
 
-    fn status(&self, q: &Queue) -> String {
+/// A worker: one queue, its own connection table and engine state (the kernel sends both
+/// directions of a connection to the same queue).
+struct Worker {
+    idx: usize,
+    q: Queue,
+    trace: Option<Trace>,
+    sf: Stateful,
+    counts: Counts,
+    ifs: IfNames,
+    copy_mode: String,
+    copy: u16,
+}
+
+/// What the dispatcher asks a worker.
+enum Msg {
+    Ctl(Vec<String>, mpsc::Sender<String>),
+    Reload(Box<Engine>, mpsc::Sender<String>),
+}
+
+impl Worker {
+    fn status(&self) -> String {
         let c = &self.counts;
         let mut drops: Vec<_> = c.dropped.iter().collect();
         drops.sort();
-        let (u, sy) = cpu_seconds();
-        let (u, sy) = (u - self.cpu0.0, sy - self.cpu0.1);
-        let cpu = u + sy;
+        let q = &self.q;
         format!(
-            "weir run: nfqueue {}, up {:.1} s\npackets {} accepted {} rewritten {} dropped {}\ndrops by reason {}\nconntrack entries {} (evicted {}, refused {})\nreloads {} (refused {})\nqueue batches {} sends {} netlink errors {}\ncpu {:.3} s ({:.2} us per packet; user {:.3} s, system {:.3} s)\n",
+            "worker {} (queue {}): packets {} accepted {} rewritten {} dropped {}{}; conntrack entries {} (evicted {}, refused {}); queue batches {} sends {} netlink errors {}\n",
+            self.idx,
             q.num(),
-            self.started.elapsed().as_secs_f64(),
             c.packets,
             c.accepted,
             c.rewritten,
             c.dropped.values().sum::<u64>(),
             drops
                 .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(" "),
+                .map(|(k, v)| format!(" {k}={v}"))
+                .collect::<String>(),
             self.sf.ct.len(),
             self.sf.ct.stats().evicted,
             self.sf.ct.stats().refused,
-            c.reloads,
-            c.reload_errors,
             q.stats.batches,
             q.stats.sends,
             q.stats.errors,
-            cpu,
-            if c.packets > 0 { cpu * 1e6 / c.packets as f64 } else { 0.0 },
-            u,
-            sy,
         )
+    }
+
+    /// Receive a batch, decide every packet, send the verdicts.
+    fn step(&mut self) -> std::io::Result<()> {
+        let want = copy_range(&self.copy_mode, &self.sf);
+        if want != self.copy {
+            // a reloaded ruleset rewrites packets (or no longer does)
+            self.q.set_copy_range(want)?;
+            self.copy = want;
+        }
+        self.q.recv_batch(100)?;
+        let now = now_ns();
+        let mut rewritten: Vec<(u32, Vec<u8>)> = Vec::new();
+        let mut verdicts: Vec<(u32, Verdict)> = Vec::new();
+        for (p, payload) in self.q.packets_mut() {
+            let traced = self.trace.as_ref().is_some_and(|t| {
+                let pm = PacketMeta::parse_captured(
+                    payload,
+                    LinkType::RawIp,
+                    p.cap_len.map_or(payload.len(), |c| c as usize),
+                );
+                t.filter.matches(&[weir_conntrack::Tuple {
+                    src: pm.saddr,
+                    dst: pm.daddr,
+                    sport: pm.sport,
+                    dport: pm.dport,
+                    proto: pm.l4proto,
+                    v6: pm.l3 == weir_wire::L3::Ipv6,
+                }])
+            });
+            let before = traced.then(|| self.sf.eng.st.rule_hits.clone());
+            let summary = traced.then(|| packet_summary(&p, payload));
+            let (dec, changed) = process(&mut self.sf, &p, payload, &mut self.ifs, now);
+            if let (Some(before), Some(summary)) = (before, summary) {
+                trace_packet(&mut self.trace, &self.sf, &summary, &before, dec, changed);
+            }
+            let c = &mut self.counts;
+            c.packets += 1;
+            match dec {
+                Decision::Accept => {
+                    c.accepted += 1;
+                    if changed {
+                        c.rewritten += 1;
+                        rewritten.push((p.id, payload.to_vec()));
+                    }
+                    verdicts.push((p.id, Verdict::Accept));
+                }
+                Decision::Drop(r) => {
+                    *c.dropped.entry(reason(r)).or_default() += 1;
+                    verdicts.push((p.id, Verdict::Drop));
+                }
+            }
+        }
+        for &(id, v) in &verdicts {
+            let payload = rewritten
+                .iter()
+                .find(|(i, _)| *i == id)
+                .map(|(_, b)| b.as_slice());
+            self.q.verdict(id, v, payload, None);
+        }
+        self.q.flush()?;
+        self.sf.ct.gc(now, 64);
+        Ok(())
+    }
+
+    /// The worker thread: requests between batches until weir stops; returns its status.
+    fn run(mut self, rx: mpsc::Receiver<Msg>) -> String {
+        while !STOP.load(Ordering::Relaxed) {
+            while let Ok(m) = rx.try_recv() {
+                match m {
+                    Msg::Ctl(w, reply) if w.first().map(String::as_str) == Some("trace") => {
+                        self.start_trace(&w[1..], reply)
+                    }
+                    Msg::Ctl(w, _) if w.first().map(String::as_str) == Some("trace-stop") => {
+                        self.end_trace(true)
+                    }
+                    Msg::Ctl(w, reply) => {
+                        let _ = reply.send(self.ctl(&w, now_ns()));
+                    }
+                    Msg::Reload(eng, reply) => {
+                        self.sf.reload(*eng);
+                        let _ = reply.send("ok".into());
+                    }
+                }
+            }
+            self.end_trace(false);
+            if let Err(e) = self.step() {
+                eprintln!("weir: worker {} (queue {}): {e}", self.idx, self.q.num());
+                STOP.store(true, Ordering::Relaxed);
+            }
+        }
+        self.end_trace(true);
+        self.status()
     }
 
     fn counters(&self) -> String {
@@ -649,35 +774,6 @@ impl Daemon {
             }
             let _ = t.reply.send(out);
         }
-    }
-
-    fn trace_packet(&mut self, summary: &str, before: &[(u64, u64)], d: Decision, changed: bool) {
-        let Some(t) = self.trace.as_mut() else { return };
-        t.seen += 1;
-        t.left = t.left.saturating_sub(1);
-        t.out.push_str(&format!("#{} {summary}\n", t.seen));
-        for tb in &self.sf.eng.rs.tables {
-            for c in &tb.chains {
-                for r in c.rules() {
-                    let hits = self.sf.eng.st.rule_hits.get(r.gid).map_or(0, |h| h.0);
-                    if hits > before.get(r.gid).map_or(0, |h| h.0) {
-                        t.out.push_str(&format!(
-                            "  rule {} {} {} handle {}: {}\n",
-                            tb.family.name(),
-                            tb.name,
-                            c.name,
-                            r.handle,
-                            r.text
-                        ));
-                    }
-                }
-            }
-        }
-        t.out.push_str(&match d {
-            Decision::Accept if changed => "  verdict accept (rewritten)\n".to_string(),
-            Decision::Accept => "  verdict accept\n".to_string(),
-            Decision::Drop(r) => format!("  verdict drop ({})\n", reason(r)),
-        });
     }
 
     /// Connections the filter matches.
@@ -779,7 +875,8 @@ impl Daemon {
     }
 
     /// Prometheus text format.
-    fn metrics(&self, q: &Queue, now: u64) -> String {
+    fn metrics(&self, now: u64) -> String {
+        let q = &self.q;
         use std::fmt::Write as _;
         let mut s = String::new();
         let c = &self.counts;
@@ -917,18 +1014,6 @@ impl Daemon {
             one(st.refused),
         );
         metric(
-            "reloads_total",
-            "counter",
-            "Ruleset reloads.",
-            one(c.reloads),
-        );
-        metric(
-            "reload_errors_total",
-            "counter",
-            "Reloads refused (the ruleset had errors).",
-            one(c.reload_errors),
-        );
-        metric(
             "nfqueue_batches_total",
             "counter",
             "Receive batches.",
@@ -940,35 +1025,22 @@ impl Daemon {
             "Netlink errors.",
             one(q.stats.errors),
         );
-        let (u, sy) = cpu_seconds();
-        metric(
-            "cpu_seconds_total",
-            "counter",
-            "CPU time of weir.",
-            vec![
-                ("{mode=\"user\"}".into(), u - self.cpu0.0),
-                ("{mode=\"system\"}".into(), sy - self.cpu0.1),
-            ],
-        );
         metric(
             "worker_packets_total",
             "counter",
             "Packets per worker (one worker per queue).",
             vec![(
-                format!("{{worker=\"0\",queue=\"{}\"}}", q.num()),
+                format!("{{worker=\"{}\",queue=\"{}\"}}", self.idx, q.num()),
                 c.packets as f64,
             )],
         );
         s
     }
 
-    fn ctl(&mut self, w: &[String], q: &Queue, now: u64) -> String {
+    fn ctl(&mut self, w: &[String], now: u64) -> String {
         match w.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-            ["metrics"] => self.metrics(q, now),
-            ["status"] => self.status(q),
-            ["reload"] => match self.reload() {
-                Ok(s) | Err(s) => s,
-            },
+            ["metrics"] => self.metrics(now),
+            ["status"] => self.status(),
             ["counters"] => self.counters(),
             ["ct", "count", f @ ..] => match Filter::parse(f) {
                 Ok(f) => format!("{}\n", self.ct_matching(&f).len()),
@@ -1098,45 +1170,65 @@ fn endpoint(a: u128, port: u16, v6: bool) -> String {
 
 pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     let (cfg, rules) = read_config(&a.config)?;
-    let eng = match load(&rules) {
-        Ok(e) => e,
+    let rs = match load(&rules) {
+        Ok(rs) => rs,
         Err(e) => {
             eprint!("{e}");
             anyhow::bail!("{}: the ruleset has errors", rules.display());
         }
     };
-    let hooks = kernel_hooks(&eng);
-    if a.print_kernel_rules {
-        for c in kernel_rules(cfg.nfqueue.queue, &hooks, true) {
-            println!("{}", c.join(" "));
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-    install_signals();
-    let sf = Stateful::new(
-        eng,
-        weir_conntrack::Config {
-            max_entries: cfg.conntrack.max_entries,
-            ..weir_conntrack::Config::default()
-        },
+    let workers = cfg.nfqueue.workers;
+    anyhow::ensure!(
+        (1..=64).contains(&workers) && cfg.nfqueue.queue.checked_add(workers - 1).is_some(),
+        "nfqueue.workers: 1 to 64 (queues {} and up)",
+        cfg.nfqueue.queue
     );
     anyhow::ensure!(
         matches!(cfg.nfqueue.copy.as_str(), "auto" | "headers" | "packet"),
         "nfqueue.copy: auto, headers or packet"
     );
-    let mut copy = copy_range(&cfg.nfqueue.copy, &sf);
-    let mut q = Queue::open(
-        cfg.nfqueue.queue,
-        &nfqueue::Options {
-            max_len: cfg.nfqueue.max_len,
-            fail_open: cfg.nfqueue.fail_open,
-            batch: cfg.nfqueue.batch,
-            copy_range: copy,
-        },
-    )?;
-    // bound first, then the kernel rules: no packet is queued before weir listens
+    let hooks = kernel_hooks(&engine(&rs));
+    if a.print_kernel_rules {
+        for c in kernel_rules(cfg.nfqueue.queue, workers, &hooks, true) {
+            println!("{}", c.join(" "));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    install_signals();
+    // every queue bound first (errors before anything starts), then the kernel rules: no
+    // packet is queued before weir listens
+    let mut ws = Vec::new();
+    for i in 0..workers {
+        let sf = Stateful::new(
+            engine(&rs),
+            weir_conntrack::Config {
+                max_entries: cfg.conntrack.max_entries,
+                ..weir_conntrack::Config::default()
+            },
+        );
+        let copy = copy_range(&cfg.nfqueue.copy, &sf);
+        let q = Queue::open(
+            cfg.nfqueue.queue + i,
+            &nfqueue::Options {
+                max_len: cfg.nfqueue.max_len,
+                fail_open: cfg.nfqueue.fail_open,
+                batch: cfg.nfqueue.batch,
+                copy_range: copy,
+            },
+        )?;
+        ws.push(Worker {
+            idx: i as usize,
+            q,
+            trace: None,
+            sf,
+            counts: Counts::default(),
+            ifs: IfNames::default(),
+            copy_mode: cfg.nfqueue.copy.clone(),
+            copy,
+        });
+    }
     let _kernel = if cfg.nfqueue.install {
-        Some(install(cfg.nfqueue.queue, &hooks)?)
+        Some(install(cfg.nfqueue.queue, workers, &hooks)?)
     } else {
         None
     };
@@ -1147,102 +1239,385 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     if !cfg.metrics.address.is_empty() {
         metrics_thread(&cfg.metrics.address, ctl_tx)?;
     }
-    let mut d = Daemon {
-        trace: None,
-        sf,
+    let mut senders = Vec::new();
+    let mut threads = Vec::new();
+    for w in ws {
+        let (tx, rx) = mpsc::channel::<Msg>();
+        senders.push(tx);
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("weir-worker-{}", w.idx))
+                .spawn(move || w.run(rx))
+                .context("starting a worker thread")?,
+        );
+    }
+    let mut d = Dispatcher {
+        workers: senders,
         rules,
-        counts: Counts::default(),
+        reloads: 0,
+        reload_errors: 0,
         started: Instant::now(),
         cpu0: cpu_seconds(),
     };
     println!(
-        "weir run: nfqueue {} ({}), ruleset {}; ready",
-        cfg.nfqueue.queue,
+        "weir run: nfqueue {} ({} worker{}; {}), ruleset {}; ready",
+        if workers > 1 {
+            format!("{}-{}", cfg.nfqueue.queue, cfg.nfqueue.queue + workers - 1)
+        } else {
+            cfg.nfqueue.queue.to_string()
+        },
+        workers,
+        if workers > 1 { "s" } else { "" },
         hooks.join(", "),
         d.rules.display()
     );
     let _ = std::io::stdout().flush();
-    let mut ifs = IfNames::default();
-    let mut rewritten: Vec<(u32, Vec<u8>)> = Vec::new();
-    let mut verdicts: Vec<(u32, Verdict)> = Vec::new();
     while !STOP.load(Ordering::Relaxed) {
         if RELOAD.swap(false, Ordering::Relaxed) {
-            match d.reload() {
-                Ok(s) => print!("{s}"),
-                Err(e) => eprint!("{e}"),
+            let r = d.reload();
+            if r.starts_with("error") {
+                eprint!("{r}");
+            } else {
+                print!("{r}");
             }
         }
-        while let Ok((w, reply)) = ctl_rx.try_recv() {
-            if w.first().map(String::as_str) == Some("trace") {
-                d.start_trace(&w[1..], reply);
-                continue;
-            }
-            let _ = reply.send(d.ctl(&w, &q, now_ns()));
-        }
-        d.end_trace(false);
-        let want = copy_range(&cfg.nfqueue.copy, &d.sf);
-        if want != copy {
-            // a reloaded ruleset rewrites packets (or no longer does)
-            q.set_copy_range(want)?;
-            copy = want;
-        }
-        q.recv_batch(100)?;
-        let now = now_ns();
-        verdicts.clear();
-        rewritten.clear();
-        for (p, payload) in q.packets_mut() {
-            let traced = d.trace.as_ref().is_some_and(|t| {
-                let pm = PacketMeta::parse_captured(
-                    payload,
-                    LinkType::RawIp,
-                    p.cap_len.map_or(payload.len(), |c| c as usize),
-                );
-                t.filter.matches(&[weir_conntrack::Tuple {
-                    src: pm.saddr,
-                    dst: pm.daddr,
-                    sport: pm.sport,
-                    dport: pm.dport,
-                    proto: pm.l4proto,
-                    v6: pm.l3 == weir_wire::L3::Ipv6,
-                }])
-            });
-            let before = traced.then(|| d.sf.eng.st.rule_hits.clone());
-            let summary = traced.then(|| packet_summary(&p, payload));
-            let (dec, changed) = process(&mut d.sf, &p, payload, &mut ifs, now);
-            if let (Some(before), Some(summary)) = (before, summary) {
-                d.trace_packet(&summary, &before, dec, changed);
-            }
-            d.counts.packets += 1;
-            match dec {
-                Decision::Accept => {
-                    d.counts.accepted += 1;
-                    if changed {
-                        d.counts.rewritten += 1;
-                        rewritten.push((p.id, payload.to_vec()));
-                    }
-                    verdicts.push((p.id, Verdict::Accept));
-                }
-                Decision::Drop(r) => {
-                    *d.counts.dropped.entry(reason(r)).or_default() += 1;
-                    verdicts.push((p.id, Verdict::Drop));
-                }
+        match ctl_rx.recv_timeout(std::time::Duration::from_millis(100)) {
+            Ok((w, reply)) => d.dispatch(w, reply),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                std::thread::sleep(std::time::Duration::from_millis(100))
             }
         }
-        for &(id, v) in &verdicts {
-            let payload = rewritten
-                .iter()
-                .find(|(i, _)| *i == id)
-                .map(|(_, b)| b.as_slice());
-            q.verdict(id, v, payload, None);
-        }
-        q.flush()?;
-        d.sf.ct.gc(now, 64);
     }
-    eprint!("{}", d.status(&q));
+    let mut report = d.header();
+    let mut lines = String::new();
+    for t in threads {
+        lines.push_str(&t.join().unwrap_or_else(|_| "a worker panicked\n".into()));
+    }
+    report.push_str(&lines);
+    report.push_str(&per_packet(d.cpu0, &lines));
+    eprint!("{report}");
     if let Some(p) = &cfg.control.socket {
         let _ = std::fs::remove_file(p);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// CPU time per packet handled since `cpu0`, from the workers' status lines.
+fn per_packet(cpu0: (f64, f64), workers: &str) -> String {
+    let packets: u64 = workers
+        .lines()
+        .filter_map(|l| {
+            let i = l.find(": packets ")?;
+            l[i + 10..].split_whitespace().next()?.parse::<u64>().ok()
+        })
+        .sum();
+    let (u, sy) = cpu_seconds();
+    let cpu = (u - cpu0.0) + (sy - cpu0.1);
+    format!(
+        "packets {packets}, cpu {:.2} us per packet\n",
+        if packets > 0 {
+            cpu * 1e6 / packets as f64
+        } else {
+            0.0
+        }
+    )
+}
+
+/// The main thread between the control socket and the workers: reloads (the ruleset is
+/// checked once, then every worker gets its engine), and every request asked of all workers
+/// with their answers merged.
+struct Dispatcher {
+    workers: Vec<mpsc::Sender<Msg>>,
+    rules: PathBuf,
+    reloads: u64,
+    reload_errors: u64,
+    started: Instant,
+    cpu0: (f64, f64),
+}
+
+impl Dispatcher {
+    fn reload(&mut self) -> String {
+        match load(&self.rules) {
+            Ok(rs) => {
+                let acks: Vec<_> = self
+                    .workers
+                    .iter()
+                    .map(|w| {
+                        let (tx, rx) = mpsc::channel();
+                        let _ = w.send(Msg::Reload(Box::new(engine(&rs)), tx));
+                        rx
+                    })
+                    .collect();
+                for a in acks {
+                    let _ = a.recv_timeout(std::time::Duration::from_secs(5));
+                }
+                self.reloads += 1;
+                format!("reloaded {}\n", self.rules.display())
+            }
+            Err(e) => {
+                self.reload_errors += 1;
+                format!(
+                    "error: {} refused, the running ruleset stays:\n{e}",
+                    self.rules.display()
+                )
+            }
+        }
+    }
+
+    /// Process-wide lines of `status`.
+    fn header(&self) -> String {
+        let (u, sy) = cpu_seconds();
+        let (u, sy) = (u - self.cpu0.0, sy - self.cpu0.1);
+        format!(
+            "weir run: {} worker(s), up {:.1} s\nreloads {} (refused {})\ncpu {:.3} s (user {:.3} s, system {:.3} s)\n",
+            self.workers.len(),
+            self.started.elapsed().as_secs_f64(),
+            self.reloads,
+            self.reload_errors,
+            u + sy,
+            u,
+            sy
+        )
+    }
+
+    /// Ask every worker; the answers in worker order.
+    fn ask_all(&self, w: &[String]) -> Vec<mpsc::Receiver<String>> {
+        self.workers
+            .iter()
+            .map(|tx| {
+                let (rtx, rrx) = mpsc::channel();
+                let _ = tx.send(Msg::Ctl(w.to_vec(), rtx));
+                rrx
+            })
+            .collect()
+    }
+
+    fn dispatch(&mut self, w: Vec<String>, reply: mpsc::Sender<String>) {
+        let words: Vec<&str> = w.iter().map(String::as_str).collect();
+        if words.as_slice() == ["reload"] {
+            let _ = reply.send(self.reload());
+            return;
+        }
+        if words.first() == Some(&"trace") {
+            self.dispatch_trace(&w, reply);
+            return;
+        }
+        let wait = std::time::Duration::from_secs(5);
+        let rxs = self.ask_all(&w);
+        let cpu0 = (words.as_slice() == ["status"]).then_some(self.cpu0);
+        let head = match words.as_slice() {
+            ["status"] => Some(self.header()),
+            ["metrics"] => Some(self.process_metrics()),
+            _ => None,
+        };
+        let kind = match words.as_slice() {
+            ["counters"] => Merge::Counters,
+            ["metrics"] => Merge::Metrics,
+            ["ct", "count", ..] => Merge::Sum,
+            ["ct", "flush", ..] => Merge::Flushed,
+            ["set", "add" | "del", ..] => Merge::Same,
+            _ => Merge::Concat,
+        };
+        // gathered on a thread of its own: a trace may wait for its packets
+        std::thread::spawn(move || {
+            let answers: Vec<String> = rxs
+                .into_iter()
+                .map(|r| {
+                    r.recv_timeout(wait)
+                        .unwrap_or_else(|_| "error: a worker did not answer\n".into())
+                })
+                .collect();
+            let mut out = head.unwrap_or_default();
+            let merged = merge(kind, &answers);
+            out.push_str(&merged);
+            if let Some(cpu0) = cpu0 {
+                out.push_str(&per_packet(cpu0, &merged));
+            }
+            let _ = reply.send(out);
+        });
+    }
+
+    /// A trace runs on every worker (a connection's packets reach one of them); it ends when
+    /// N packets were traced in all, every worker finished, or the time is up.
+    fn dispatch_trace(&self, w: &[String], reply: mpsc::Sender<String>) {
+        let n: usize = w.get(1).and_then(|n| n.parse().ok()).unwrap_or(10).max(1);
+        let rxs = self.ask_all(w);
+        let senders = self.workers.clone();
+        std::thread::spawn(move || {
+            let until = Instant::now() + std::time::Duration::from_secs(TRACE_SECONDS + 5);
+            let mut got: Vec<Option<String>> = vec![None; rxs.len()];
+            let traced = |got: &[Option<String>]| -> usize {
+                got.iter()
+                    .flatten()
+                    .map(|a| a.lines().filter(|l| l.starts_with('#')).count())
+                    .sum()
+            };
+            loop {
+                for (g, r) in got.iter_mut().zip(&rxs) {
+                    if g.is_none() {
+                        *g = r.try_recv().ok();
+                    }
+                }
+                if got.iter().all(Option::is_some) || traced(&got) >= n || Instant::now() >= until {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            for s in &senders {
+                let (tx, _) = mpsc::channel();
+                let _ = s.send(Msg::Ctl(vec!["trace-stop".into()], tx));
+            }
+            for (g, r) in got.iter_mut().zip(&rxs) {
+                if g.is_none() {
+                    *g = r.recv_timeout(std::time::Duration::from_millis(500)).ok();
+                }
+            }
+            let answers: Vec<String> = got.into_iter().flatten().collect();
+            if let Some(e) = answers.iter().find(|a| a.starts_with("error")) {
+                let _ = reply.send(e.clone());
+                return;
+            }
+            let mut out: String = answers
+                .iter()
+                .flat_map(|a| a.lines())
+                .filter(|l| !l.starts_with("(trace ended"))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            let seen = out.lines().filter(|l| l.starts_with('#')).count();
+            if seen < n {
+                out.push_str(&format!(
+                    "(trace ended after {seen} packet(s): no more matched within {TRACE_SECONDS} s)\n"
+                ));
+            }
+            let _ = reply.send(out);
+        });
+    }
+
+    fn process_metrics(&self) -> String {
+        let (u, sy) = cpu_seconds();
+        format!(
+            "# HELP weir_reloads_total Ruleset reloads.\n# TYPE weir_reloads_total counter\nweir_reloads_total {}\n# HELP weir_reload_errors_total Reloads refused (the ruleset had errors).\n# TYPE weir_reload_errors_total counter\nweir_reload_errors_total {}\n# HELP weir_cpu_seconds_total CPU time of weir.\n# TYPE weir_cpu_seconds_total counter\nweir_cpu_seconds_total{{mode=\"user\"}} {}\nweir_cpu_seconds_total{{mode=\"system\"}} {}\n# HELP weir_workers Worker threads (one queue each).\n# TYPE weir_workers gauge\nweir_workers {}\n",
+            self.reloads,
+            self.reload_errors,
+            u - self.cpu0.0,
+            sy - self.cpu0.1,
+            self.workers.len()
+        )
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Merge {
+    /// The workers' texts one after the other.
+    Concat,
+    /// One answer when all agree.
+    Same,
+    /// Numbers summed.
+    Sum,
+    /// "flushed N entries", N summed.
+    Flushed,
+    /// Per-rule counter lines summed line by line (every worker runs the same ruleset).
+    Counters,
+    /// Prometheus series summed by name and labels (`HELP`/`TYPE` lines once).
+    Metrics,
+}
+
+/// A line after its first two words.
+fn after_two_words(l: &str) -> &str {
+    let mut t = l.trim_start();
+    for _ in 0..2 {
+        t = t
+            .trim_start_matches(|c: char| !c.is_whitespace())
+            .trim_start();
+    }
+    t
+}
+
+fn merge(kind: Merge, answers: &[String]) -> String {
+    if let Some(e) = answers.iter().find(|a| a.starts_with("error")) {
+        return e.clone();
+    }
+    match kind {
+        Merge::Concat => answers.concat(),
+        Merge::Same => {
+            if answers.windows(2).all(|w| w[0] == w[1]) {
+                answers.first().cloned().unwrap_or_default()
+            } else {
+                answers.concat()
+            }
+        }
+        Merge::Sum => format!(
+            "{}\n",
+            answers
+                .iter()
+                .map(|a| a.trim().parse::<u64>().unwrap_or(0))
+                .sum::<u64>()
+        ),
+        Merge::Flushed => format!(
+            "flushed {} entries\n",
+            answers
+                .iter()
+                .filter_map(|a| a.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum::<u64>()
+        ),
+        Merge::Counters => {
+            let mut lines: Vec<(u64, u64, String)> = Vec::new();
+            for a in answers {
+                for (i, l) in a.lines().enumerate() {
+                    let mut it = l.split_whitespace();
+                    let (pk, by) = (
+                        it.next().and_then(|v| v.parse().ok()).unwrap_or(0u64),
+                        it.next().and_then(|v| v.parse().ok()).unwrap_or(0u64),
+                    );
+                    let rest = after_two_words(l);
+                    match lines.get_mut(i) {
+                        Some(x) => {
+                            x.0 += pk;
+                            x.1 += by;
+                        }
+                        None => lines.push((pk, by, rest.to_string())),
+                    }
+                }
+            }
+            lines
+                .into_iter()
+                .map(|(pk, by, rest)| format!("{pk:>12} {by:>14}  {rest}\n"))
+                .collect()
+        }
+        Merge::Metrics => {
+            let mut order: Vec<String> = Vec::new();
+            let mut sums: HashMap<String, f64> = HashMap::new();
+            for a in answers {
+                for l in a.lines() {
+                    if l.starts_with('#') {
+                        if !order.iter().any(|o| o == l) {
+                            order.push(l.to_string());
+                        }
+                        continue;
+                    }
+                    let Some((key, v)) = l.rsplit_once(' ') else {
+                        continue;
+                    };
+                    let v: f64 = v.parse().unwrap_or(0.0);
+                    match sums.get_mut(key) {
+                        Some(x) => *x += v,
+                        None => {
+                            sums.insert(key.to_string(), v);
+                            order.push(key.to_string());
+                        }
+                    }
+                }
+            }
+            order
+                .into_iter()
+                .map(|k| match sums.get(&k) {
+                    Some(v) => format!("{k} {v}\n"),
+                    None => format!("{k}\n"),
+                })
+                .collect()
+        }
+    }
 }
 
 pub fn ctl(a: CtlArgs) -> anyhow::Result<ExitCode> {
@@ -1258,4 +1633,75 @@ pub fn ctl(a: CtlArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_of_workers_merge() {
+        let a = format!(
+            "{:>12} {:>14}  inet f fwd  tcp dport 80 accept\n{:>12} {:>14}  inet f fwd  drop\n",
+            3, 300, 1, 60
+        );
+        let b = format!(
+            "{:>12} {:>14}  inet f fwd  tcp dport 80 accept\n{:>12} {:>14}  inet f fwd  drop\n",
+            2, 200, 0, 0
+        );
+        let m = merge(Merge::Counters, &[a, b]);
+        assert_eq!(
+            m,
+            format!(
+                "{:>12} {:>14}  inet f fwd  tcp dport 80 accept\n{:>12} {:>14}  inet f fwd  drop\n",
+                5, 500, 1, 60
+            )
+        );
+        let m = merge(
+            Merge::Metrics,
+            &[
+                "# TYPE weir_packets_total counter\nweir_packets_total 3\nweir_x{a=\"b c\"} 1\n"
+                    .into(),
+                "# TYPE weir_packets_total counter\nweir_packets_total 4\nweir_x{a=\"b c\"} 2\n"
+                    .into(),
+            ],
+        );
+        assert_eq!(
+            m,
+            "# TYPE weir_packets_total counter\nweir_packets_total 7\nweir_x{a=\"b c\"} 3\n"
+        );
+        assert_eq!(merge(Merge::Sum, &["2\n".into(), "5\n".into()]), "7\n");
+        assert_eq!(
+            merge(
+                Merge::Flushed,
+                &["flushed 2 entries\n".into(), "flushed 1 entries\n".into()]
+            ),
+            "flushed 3 entries\n"
+        );
+        assert_eq!(
+            merge(Merge::Same, &["added\n".into(), "added\n".into()]),
+            "added\n"
+        );
+        assert!(merge(Merge::Concat, &["x\n".into(), "error: no\n".into()]).starts_with("error"));
+    }
+
+    #[test]
+    fn filters_parse_and_match() {
+        let f = Filter::parse(&["proto", "udp", "addr", "198.18.0.1", "port", "53"]).unwrap();
+        let t = weir_conntrack::Tuple {
+            src: u32::from(std::net::Ipv4Addr::new(198, 18, 0, 1)) as u128,
+            dst: 7,
+            sport: 40000,
+            dport: 53,
+            proto: 17,
+            v6: false,
+        };
+        assert!(f.matches(&[t]));
+        assert!(!f.matches(&[weir_conntrack::Tuple { proto: 6, ..t }]));
+        assert!(!f.matches(&[weir_conntrack::Tuple { dport: 54, ..t }]));
+        assert!(!f.matches(&[weir_conntrack::Tuple { v6: true, ..t }]));
+        assert!(Filter::parse(&["proto"]).is_err());
+        assert!(Filter::parse(&["port", "70000"]).is_err());
+        assert!(Filter::parse(&["colour", "red"]).is_err());
+    }
 }

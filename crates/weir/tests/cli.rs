@@ -464,4 +464,20 @@ fn run_configuration_errors_and_kernel_rules() {
         assert!(text.contains(want), "missing '{want}' in:\n{text}");
     }
     assert!(!text.contains("OUTPUT"), "{text}");
+    // two workers: the kernel balances connections over two queues
+    let p = cfg(
+        "two.toml",
+        "ruleset = \"rules.nft\"\nmode = \"nfqueue\"\n[nfqueue]\nqueue = 3\nworkers = 2\n",
+    );
+    let (ok, text) = run(&p, &["--print-kernel-rules"]);
+    assert!(
+        ok && text.contains("--queue-balance 3:4 --queue-bypass"),
+        "{text}"
+    );
+    let p = cfg(
+        "none.toml",
+        "ruleset = \"rules.nft\"\nmode = \"nfqueue\"\n[nfqueue]\nworkers = 0\n",
+    );
+    let (ok, text) = run(&p, &["--print-kernel-rules"]);
+    assert!(!ok && text.contains("nfqueue.workers"), "{text}");
 }
