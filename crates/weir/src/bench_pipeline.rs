@@ -340,8 +340,8 @@ fn measure(
             sf.prefetch_entry(hs[(i - DIST) % L]);
         }
     }
-    for i in 0..DIST {
-        sf.prefetch_rest(hs[i]);
+    for &h in &hs[..DIST] {
+        sf.prefetch_rest(h);
     }
     let mut k = 0usize;
     loop {
