@@ -137,7 +137,7 @@ ip netns exec $R bash -c 'exec 3<>/dev/tcp/127.0.0.1/9560; printf "GET /metrics 
 grep -q '^weir_packets_total [1-9]' "$DIR/metrics" || fail "metrics: $(head -c 600 $DIR/metrics)"
 grep -q 'weir_rule_packets_total{.*udp dport 9999 counter drop' "$DIR/metrics" || fail "metrics: no rule counters"
 grep -q 'weir_dropped_total{reason="rule"}' "$DIR/metrics" || fail "metrics: no drops by reason"
-grep -q 'weir_worker_packets_total{worker="1",queue="8"}' "$DIR/metrics" || fail "metrics: no second worker"
+grep -q 'weir_worker_packets_total{worker="1",io="queue 8"}' "$DIR/metrics" || fail "metrics: no second worker"
 echo "ok: metrics"
 ctl status > "$DIR/status"
 grep -q "reloads 2 (refused 2)" "$DIR/status" || fail "status: $(cat $DIR/status)"

@@ -4,5 +4,8 @@
 //!
 //! - [`nfqueue`]: the kernel forwards and queues packets to weir over netfilter's
 //!   `nfnetlink_queue`; weir returns verdicts (and rewritten packets), many per `sendmsg`.
+//! - [`afpacket`]: weir reads and writes Ethernet frames on interfaces itself (inline mode),
+//!   batched with `recvmmsg` / `sendmmsg`.
 
+pub mod afpacket;
 pub mod nfqueue;

@@ -295,6 +295,16 @@ pub fn import_iptables(
         }
         nft.push_str("}\n");
     }
+    // the importer writes only what weir's checker accepts; what slips through (a NAT target
+    // in a user chain reached from the wrong hook, ...) is an error here, not a ruleset that
+    // fails to load later
+    if let Err((sources, diags)) = crate::load_str("imported.nft", &nft) {
+        return Err(vec![format!(
+            "{name}: the translated ruleset does not check (iptables-restore would refuse it too, \
+             or the importer is wrong):\n{}",
+            crate::diag::render_all(&diags, &sources)
+        )]);
+    }
     out.nft = nft;
     Ok(out)
 }
@@ -661,11 +671,17 @@ fn parse_rule(words: &[String], table: &mut Table, v6: bool) -> Result<Rule, Rul
             "-i" | "--in-interface" | "-o" | "--out-interface" => {
                 let mut n = n;
                 let a = arg(&mut n, &mut i)?;
-                let f = if w == "-i" || w == "--in-interface" {
-                    "iifname"
-                } else {
-                    "oifname"
-                };
+                let input = w == "-i" || w == "--in-interface";
+                // as iptables: no output interface before routing, no input one on output
+                match (input, chain.as_str()) {
+                    (false, "PREROUTING" | "INPUT") | (true, "OUTPUT" | "POSTROUTING") => {
+                        return Err(Unsupported(format!(
+                            "'{w}' cannot be used in chain {chain}"
+                        )))
+                    }
+                    _ => {}
+                }
+                let f = if input { "iifname" } else { "oifname" };
                 ip_part.push(format!(
                     "{f} {}\"{}\"",
                     op(n),
@@ -985,6 +1001,19 @@ fn parse_rule(words: &[String], table: &mut Table, v6: bool) -> Result<Rule, Rul
             if tn != "nat" {
                 return Err(Unsupported(format!(
                     "target {what} is only valid in the nat table"
+                )));
+            }
+            // the built-in chains each target is usable from (user chains are checked with
+            // the whole ruleset)
+            let ok: &[&str] = match what {
+                "SNAT" => &["POSTROUTING", "INPUT"],
+                "MASQUERADE" => &["POSTROUTING"],
+                _ => &["PREROUTING", "OUTPUT"],
+            };
+            if base_chain("nat", &chain).is_some() && !ok.contains(&chain.as_str()) {
+                return Err(Unsupported(format!(
+                    "target {what} is only usable from {}, not {chain}",
+                    ok.join(" or ")
                 )));
             }
             Ok(())

@@ -630,3 +630,59 @@ fn mark_and_flags_values_are_not_masked() {
         r.nft
     );
 }
+
+/// Options and NAT targets in built-in chains where iptables refuses them are refused (or
+/// skipped) the same way; a NAT target in a user chain reached from the wrong hook is an
+/// import error, never nft text that fails to load (found by the import_iptables fuzzer).
+#[test]
+fn interfaces_and_nat_targets_where_iptables_refuses_them() {
+    let skip = IptOptions {
+        skip_unsupported: true,
+        ..IptOptions::default()
+    };
+    for (rule, table, why) in [
+        (
+            "-A PREROUTING -o wan0 -j ACCEPT",
+            "raw",
+            "'-o' cannot be used in chain PREROUTING",
+        ),
+        (
+            "-A POSTROUTING -i lan0 -j MASQUERADE",
+            "nat",
+            "'-i' cannot be used in chain POSTROUTING",
+        ),
+        (
+            "-A PREROUTING -i wan0 -j MASQUERADE",
+            "nat",
+            "MASQUERADE is only usable from POSTROUTING",
+        ),
+        (
+            "-A POSTROUTING -j DNAT --to-destination 198.18.0.1",
+            "nat",
+            "DNAT is only usable from PREROUTING or OUTPUT",
+        ),
+        (
+            "-A PREROUTING -j SNAT --to-source 198.18.0.1",
+            "nat",
+            "SNAT is only usable from POSTROUTING or INPUT",
+        ),
+    ] {
+        let chains = if table == "nat" {
+            ":PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n"
+        } else {
+            ":PREROUTING ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n"
+        };
+        let text = format!("*{table}\n{chains}{rule}\nCOMMIT\n");
+        let e = import_iptables(&text, "t.rules", &opts()).expect_err(rule);
+        assert!(e.iter().any(|m| m.contains(why)), "{rule}: {e:?}");
+        let r = import_ok(&text, &skip);
+        assert_eq!(r.skipped.len(), 1, "{rule}");
+        load(&r.nft);
+    }
+    // a user chain with MASQUERADE jumped to from PREROUTING: the checker's refusal comes back
+    let text = "*nat\n:PREROUTING ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n:M - [0:0]\n-A PREROUTING -j M\n-A M -j MASQUERADE\nCOMMIT\n";
+    match import_iptables(text, "t.rules", &skip) {
+        Ok(r) => load(&r.nft),
+        Err(e) => assert!(e.iter().any(|m| m.contains("does not check")), "{e:?}"),
+    }
+}

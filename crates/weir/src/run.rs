@@ -65,6 +65,41 @@ struct Config {
     conntrack: CtConfig,
     #[serde(default)]
     metrics: MetricsConfig,
+    /// Inline mode: the interfaces weir forwards between.
+    #[serde(default)]
+    interface: Vec<IfaceConfig>,
+    /// Inline mode: the routing table.
+    #[serde(default)]
+    route: Vec<RouteConfig>,
+    /// Inline mode: next hops' MAC addresses.
+    #[serde(default)]
+    neighbour: Vec<NeighConfig>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct IfaceConfig {
+    name: String,
+    /// The router's own addresses on it (packets to them are the kernel's; masquerade uses
+    /// the first).
+    #[serde(default)]
+    address: Vec<String>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct RouteConfig {
+    prefix: String,
+    interface: String,
+    /// The next hop (absent: the destination is on the link).
+    via: Option<String>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct NeighConfig {
+    address: String,
+    mac: String,
 }
 
 #[derive(Deserialize, Debug)]
@@ -168,8 +203,8 @@ fn read_config(path: &Path) -> anyhow::Result<(Config, PathBuf)> {
     let cfg: Config =
         toml::from_str(&text).with_context(|| format!("configuration {}", path.display()))?;
     anyhow::ensure!(
-        cfg.mode == "nfqueue",
-        "{}: mode '{}': only \"nfqueue\" is built so far (inline AF_XDP / AF_PACKET is not)",
+        cfg.mode == "nfqueue" || cfg.mode == "inline",
+        "{}: mode '{}': \"nfqueue\" (the kernel forwards) or \"inline\" (weir forwards, AF_PACKET)",
         path.display(),
         cfg.mode
     );
@@ -278,6 +313,59 @@ fn kernel_rules(q: u16, workers: u16, hooks: &[&str], add: bool) -> Vec<Vec<Stri
     cmds
 }
 
+/// Inline mode: the kernel keeps ARP and neighbour discovery on weir's interfaces but leaves
+/// their IP traffic to weir (AF_PACKET reads frames before netfilter; the kernel's `raw`
+/// table drops its own copy, so it neither answers nor resets what weir forwards).
+fn inline_kernel_rules(ifaces: &[String], add: bool) -> Vec<Vec<String>> {
+    let chain = "WEIR-INLINE";
+    let mut cmds = Vec::new();
+    for tool in ["iptables", "ip6tables"] {
+        let c = |args: &[&str]| -> Vec<String> {
+            std::iter::once(tool)
+                .chain(["-w", "-t", "raw"])
+                .chain(args.iter().copied())
+                .map(String::from)
+                .collect()
+        };
+        if add {
+            cmds.push(c(&["-N", chain]));
+            if tool == "ip6tables" {
+                cmds.push(c(&[
+                    "-A",
+                    chain,
+                    "-p",
+                    "icmpv6",
+                    "--icmpv6-type",
+                    "neighbour-solicitation",
+                    "-j",
+                    "RETURN",
+                ]));
+                cmds.push(c(&[
+                    "-A",
+                    chain,
+                    "-p",
+                    "icmpv6",
+                    "--icmpv6-type",
+                    "neighbour-advertisement",
+                    "-j",
+                    "RETURN",
+                ]));
+            }
+            cmds.push(c(&["-A", chain, "-j", "DROP"]));
+            for i in ifaces {
+                cmds.push(c(&["-I", "PREROUTING", "1", "-i", i, "-j", chain]));
+            }
+        } else {
+            for i in ifaces {
+                cmds.push(c(&["-D", "PREROUTING", "-i", i, "-j", chain]));
+            }
+            cmds.push(c(&["-F", chain]));
+            cmds.push(c(&["-X", chain]));
+        }
+    }
+    cmds
+}
+
 /// Removes the installed kernel rules when dropped.
 struct KernelRules {
     cmds: Vec<Vec<String>>,
@@ -291,15 +379,11 @@ impl Drop for KernelRules {
     }
 }
 
-fn install(q: u16, workers: u16, hooks: &[&str]) -> anyhow::Result<KernelRules> {
+fn install(add: Vec<Vec<String>>, del: Vec<Vec<String>>) -> anyhow::Result<KernelRules> {
     // remove leftovers of a weir that did not exit cleanly
-    drop(KernelRules {
-        cmds: kernel_rules(q, workers, hooks, false),
-    });
-    let guard = KernelRules {
-        cmds: kernel_rules(q, workers, hooks, false),
-    };
-    for c in kernel_rules(q, workers, hooks, true) {
+    drop(KernelRules { cmds: del.clone() });
+    let guard = KernelRules { cmds: del };
+    for c in add {
         let out = Command::new(&c[0])
             .args(&c[1..])
             .output()
@@ -574,11 +658,237 @@ fn trace_packet(
     });
 }
 
+fn parse_addr(s: &str) -> anyhow::Result<(u128, bool)> {
+    let a: std::net::IpAddr = s
+        .trim()
+        .parse()
+        .with_context(|| format!("'{s}': an IPv4 or IPv6 address"))?;
+    Ok(match a {
+        std::net::IpAddr::V4(a) => (u32::from(a) as u128, false),
+        std::net::IpAddr::V6(a) => (u128::from(a), true),
+    })
+}
+
+fn parse_mac(s: &str) -> anyhow::Result<[u8; 6]> {
+    let b: Vec<u8> = s
+        .split(':')
+        .map(|x| u8::from_str_radix(x, 16))
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("'{s}': a MAC address (02:00:00:00:00:01)"))?;
+    b.try_into()
+        .map_err(|_| anyhow::anyhow!("'{s}': a MAC address has six bytes"))
+}
+
+/// A route: prefix (address, length, IPv6), output port, next hop.
+#[derive(Clone, Copy, Debug)]
+struct Route {
+    net: u128,
+    len: u8,
+    v6: bool,
+    port: usize,
+    via: Option<u128>,
+}
+
+/// What the inline router knows of the network: its ports' addresses, routes, neighbours.
+struct Net {
+    /// Per port: its own addresses.
+    addrs: Vec<Vec<(u128, bool)>>,
+    /// Longest prefix first.
+    routes: Vec<Route>,
+    neigh: HashMap<(u128, bool), [u8; 6]>,
+    names: Vec<u128>,
+}
+
+impl Net {
+    fn build(cfg: &Config) -> anyhow::Result<Net> {
+        anyhow::ensure!(
+            cfg.interface.len() >= 2,
+            "inline mode: at least two [[interface]] sections"
+        );
+        let port_of = |name: &str| {
+            cfg.interface
+                .iter()
+                .position(|i| i.name == name)
+                .ok_or_else(|| {
+                    anyhow::anyhow!("route via interface '{name}': not an [[interface]]")
+                })
+        };
+        let mut addrs = Vec::new();
+        for i in &cfg.interface {
+            addrs.push(
+                i.address
+                    .iter()
+                    .map(|a| parse_addr(a))
+                    .collect::<anyhow::Result<_>>()?,
+            );
+        }
+        let mut routes = Vec::new();
+        for r in &cfg.route {
+            let (a, l) = r.prefix.split_once('/').unwrap_or((&r.prefix, ""));
+            let (net, v6) = parse_addr(a)?;
+            let max = if v6 { 128 } else { 32 };
+            let len: u8 = if l.is_empty() {
+                max
+            } else {
+                l.parse()
+                    .ok()
+                    .filter(|&x| x <= max)
+                    .with_context(|| format!("route {}: prefix length 0 to {max}", r.prefix))?
+            };
+            let via = r.via.as_deref().map(parse_addr).transpose()?;
+            anyhow::ensure!(
+                via.is_none_or(|(_, v)| v == v6),
+                "route {}: the next hop is of the other family",
+                r.prefix
+            );
+            routes.push(Route {
+                net: net & mask(len, v6),
+                len,
+                v6,
+                port: port_of(&r.interface)?,
+                via: via.map(|v| v.0),
+            });
+        }
+        routes.sort_by(|a, b| b.len.cmp(&a.len));
+        let mut neigh = HashMap::new();
+        for n in &cfg.neighbour {
+            neigh.insert(parse_addr(&n.address)?, parse_mac(&n.mac)?);
+        }
+        let names = cfg
+            .interface
+            .iter()
+            .map(|i| weir_wire::field::ifname_value(&i.name))
+            .collect();
+        Ok(Net {
+            addrs,
+            routes,
+            neigh,
+            names,
+        })
+    }
+
+    fn route(&self, dst: u128, v6: bool) -> Option<&Route> {
+        self.routes
+            .iter()
+            .find(|r| r.v6 == v6 && dst & mask(r.len, v6) == r.net)
+    }
+
+    fn is_own(&self, a: u128, v6: bool) -> bool {
+        self.addrs.iter().flatten().any(|&x| x == (a, v6))
+    }
+}
+
+/// The top `len` bits of an address of the family.
+fn mask(len: u8, v6: bool) -> u128 {
+    let bits: u32 = if v6 { 128 } else { 32 };
+    let all = if v6 { u128::MAX } else { u32::MAX as u128 };
+    all & !all.checked_shr((len as u32).min(bits)).unwrap_or(0)
+}
+
+/// The inline router's ports and tables.
+struct Inline {
+    ports: Vec<weir_io::afpacket::Port>,
+    net: Net,
+}
+
+/// What the router does with one frame it read.
+enum Fate {
+    /// Not weir's to forward (not IP, not addressed to this port's MAC, to the router itself):
+    /// the kernel handles it.
+    Kernel,
+    Drop(&'static str),
+    /// Rewritten in place; out of this port.
+    Out(usize),
+}
+
+/// One frame through the router: routing, the hooks, the neighbour, MACs and TTL.
+fn route_frame(
+    sf: &mut Stateful,
+    net: &Net,
+    frame: &mut [u8],
+    in_port: usize,
+    in_mac: [u8; 6],
+    out_macs: &[[u8; 6]],
+    now: u64,
+) -> Fate {
+    let mut pm = PacketMeta::parse(frame, LinkType::Ethernet);
+    let v6 = match pm.l3 {
+        weir_wire::L3::Ipv4 => false,
+        weir_wire::L3::Ipv6 => true,
+        _ => return Fate::Kernel,
+    };
+    if frame.get(..6) != Some(&in_mac[..]) {
+        return Fate::Kernel;
+    }
+    if pm.malformed.is_some_and(|m| m.is_l3()) {
+        return Fate::Drop("malformed");
+    }
+    let l3 = pm.l3_off as usize;
+    let ttl_at = l3 + if v6 { 7 } else { 8 };
+    if frame.get(ttl_at).is_none_or(|&t| t <= 1) {
+        return Fate::Drop("ttl");
+    }
+    let mut pc = PacketCt {
+        iif_addr: net.addrs[in_port].iter().find(|a| a.1 == v6).map(|a| a.0),
+        ..PacketCt::default()
+    };
+    let mut meta = Meta::with_ifnames("", "");
+    meta.iifname = net.names[in_port];
+    if let Decision::Drop(why) =
+        sf.hook_mut(Hook::Prerouting, frame, &mut pm, &mut meta, now, &mut pc)
+    {
+        return Fate::Drop(reason(why));
+    }
+    // routing after prerouting, as the kernel does (a reply to a masqueraded connection is
+    // addressed to the router until connection tracking translates it back)
+    if net.is_own(pm.daddr, v6) {
+        return Fate::Drop("to-router");
+    }
+    let Some(r) = net.route(pm.daddr, v6).copied() else {
+        return Fate::Drop("no-route");
+    };
+    pc.oif_addr = net.addrs[r.port].iter().find(|a| a.1 == v6).map(|a| a.0);
+    for h in [Hook::Forward, Hook::Postrouting] {
+        let mut meta = Meta::with_ifnames("", "");
+        meta.iifname = net.names[in_port];
+        meta.oifname = net.names[r.port];
+        let d = sf.hook_mut(h, frame, &mut pm, &mut meta, now, &mut pc);
+        if let Decision::Drop(why) = d {
+            return Fate::Drop(reason(why));
+        }
+    }
+    if let Decision::Drop(why) = sf.finish(&mut pc, now) {
+        return Fate::Drop(reason(why));
+    }
+    // the next hop after NAT: the destination may have changed (dnat)
+    let pm2 = PacketMeta::parse(frame, LinkType::Ethernet);
+    let r = net.route(pm2.daddr, v6).copied().unwrap_or(r);
+    let hop = r.via.unwrap_or(pm2.daddr);
+    let Some(mac) = net.neigh.get(&(hop, v6)) else {
+        return Fate::Drop("no-neighbour");
+    };
+    frame[..6].copy_from_slice(mac);
+    frame[6..12].copy_from_slice(&out_macs[r.port]);
+    let l3 = pm2.l3_off as usize;
+    if v6 {
+        frame[l3 + 7] -= 1;
+    } else {
+        // TTL and protocol share a 16-bit word of the header checksum (RFC 1624)
+        let old = u16::from_be_bytes([frame[l3 + 8], frame[l3 + 9]]);
+        frame[l3 + 8] -= 1;
+        let new = u16::from_be_bytes([frame[l3 + 8], frame[l3 + 9]]);
+        let c = u16::from_be_bytes([frame[l3 + 10], frame[l3 + 11]]);
+        let c = weir_wire::checksum::update16(c, old, new);
+        frame[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+    }
+    Fate::Out(r.port)
+}
+
 /// A worker: one queue, its own connection table and engine state (the kernel sends both
 /// directions of a connection to the same queue).
 struct Worker {
     idx: usize,
-    q: Queue,
+    io: Io,
     trace: Option<Trace>,
     sf: Stateful,
     counts: Counts,
@@ -593,16 +903,61 @@ enum Msg {
     Reload(Box<Engine>, mpsc::Sender<String>),
 }
 
+/// Where a worker's packets come from and go.
+enum Io {
+    Nfq(Queue),
+    Inline(Inline),
+}
+
+impl Io {
+    fn describe(&self) -> String {
+        match self {
+            Io::Nfq(q) => format!("queue {}", q.num()),
+            Io::Inline(il) => format!(
+                "inline {}",
+                il.ports
+                    .iter()
+                    .map(|p| p.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+        }
+    }
+
+    fn stats(&self) -> String {
+        match self {
+            Io::Nfq(q) => format!(
+                "queue batches {} sends {} netlink errors {}",
+                q.stats.batches, q.stats.sends, q.stats.errors
+            ),
+            Io::Inline(il) => il
+                .ports
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{} received {} sent {} truncated {} send errors {}",
+                        p.name,
+                        p.stats.received,
+                        p.stats.sent,
+                        p.stats.truncated,
+                        p.stats.send_errors
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
+        }
+    }
+}
+
 impl Worker {
     fn status(&self) -> String {
         let c = &self.counts;
         let mut drops: Vec<_> = c.dropped.iter().collect();
         drops.sort();
-        let q = &self.q;
         format!(
-            "worker {} (queue {}): packets {} accepted {} rewritten {} dropped {}{}; conntrack entries {} (evicted {}, refused {}); queue batches {} sends {} netlink errors {}\n",
+            "worker {} ({}): packets {} accepted {} rewritten {} dropped {}{}; conntrack entries {} (evicted {}, refused {}); {}\n",
             self.idx,
-            q.num(),
+            self.io.describe(),
             c.packets,
             c.accepted,
             c.rewritten,
@@ -614,25 +969,91 @@ impl Worker {
             self.sf.ct.len(),
             self.sf.ct.stats().evicted,
             self.sf.ct.stats().refused,
-            q.stats.batches,
-            q.stats.sends,
-            q.stats.errors,
+            self.io.stats(),
         )
     }
 
-    /// Receive a batch, decide every packet, send the verdicts.
     fn step(&mut self) -> std::io::Result<()> {
+        match self.io {
+            Io::Nfq(_) => self.step_nfq(),
+            Io::Inline(_) => self.step_inline(),
+        }
+    }
+
+    /// Inline: wait for frames on any port, route each, send what goes out of each port in
+    /// one call.
+    fn step_inline(&mut self) -> std::io::Result<()> {
+        let Io::Inline(il) = &mut self.io else {
+            return Ok(());
+        };
+        let mut fds: Vec<libc::pollfd> = il
+            .ports
+            .iter()
+            .map(|p| libc::pollfd {
+                fd: p.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: poll over live pollfds of our own sockets.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
+        if r <= 0 {
+            return Ok(());
+        }
+        let now = now_ns();
+        let macs: Vec<[u8; 6]> = il.ports.iter().map(|p| p.mac).collect();
+        let mut out: Vec<Vec<Vec<u8>>> = vec![Vec::new(); il.ports.len()];
+        for (pi, f) in fds.iter().enumerate() {
+            if f.revents == 0 {
+                continue;
+            }
+            let n = il.ports[pi].recv_batch()?;
+            for i in 0..n {
+                let (frame, truncated) = il.ports[pi].frame_mut(i);
+                let fate = if truncated {
+                    Fate::Drop("truncated")
+                } else {
+                    route_frame(&mut self.sf, &il.net, frame, pi, macs[pi], &macs, now)
+                };
+                let c = &mut self.counts;
+                match fate {
+                    Fate::Kernel => continue,
+                    Fate::Drop(why) => {
+                        c.packets += 1;
+                        *c.dropped.entry(why).or_default() += 1;
+                    }
+                    Fate::Out(o) => {
+                        c.packets += 1;
+                        c.accepted += 1;
+                        out[o].push(frame.to_vec());
+                    }
+                }
+            }
+        }
+        for (o, frames) in out.iter().enumerate() {
+            let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
+            il.ports[o].send_batch(&refs)?;
+        }
+        self.sf.ct.gc(now, 64);
+        Ok(())
+    }
+
+    /// NFQUEUE: receive a batch, decide every packet, send the verdicts.
+    fn step_nfq(&mut self) -> std::io::Result<()> {
+        let Io::Nfq(q) = &mut self.io else {
+            return Ok(());
+        };
         let want = copy_range(&self.copy_mode, &self.sf);
         if want != self.copy {
             // a reloaded ruleset rewrites packets (or no longer does)
-            self.q.set_copy_range(want)?;
+            q.set_copy_range(want)?;
             self.copy = want;
         }
-        self.q.recv_batch(100)?;
+        q.recv_batch(100)?;
         let now = now_ns();
         let mut rewritten: Vec<(u32, Vec<u8>)> = Vec::new();
         let mut verdicts: Vec<(u32, Verdict)> = Vec::new();
-        for (p, payload) in self.q.packets_mut() {
+        for (p, payload) in q.packets_mut() {
             let traced = self.trace.as_ref().is_some_and(|t| {
                 let pm = PacketMeta::parse_captured(
                     payload,
@@ -676,9 +1097,9 @@ impl Worker {
                 .iter()
                 .find(|(i, _)| *i == id)
                 .map(|(_, b)| b.as_slice());
-            self.q.verdict(id, v, payload, None);
+            q.verdict(id, v, payload, None);
         }
-        self.q.flush()?;
+        q.flush()?;
         self.sf.ct.gc(now, 64);
         Ok(())
     }
@@ -705,7 +1126,7 @@ impl Worker {
             }
             self.end_trace(false);
             if let Err(e) = self.step() {
-                eprintln!("weir: worker {} (queue {}): {e}", self.idx, self.q.num());
+                eprintln!("weir: worker {} ({}): {e}", self.idx, self.io.describe());
                 STOP.store(true, Ordering::Relaxed);
             }
         }
@@ -733,6 +1154,10 @@ impl Worker {
     }
 
     fn start_trace(&mut self, w: &[String], reply: mpsc::Sender<String>) {
+        if matches!(self.io, Io::Inline(_)) {
+            let _ = reply.send("error: trace is built for nfqueue mode so far\n".into());
+            return;
+        }
         let w: Vec<&str> = w.iter().map(String::as_str).collect();
         let (n, f) = match w.first().and_then(|n| n.parse::<usize>().ok()) {
             Some(n) => (n.max(1), &w[1..]),
@@ -876,7 +1301,6 @@ impl Worker {
 
     /// Prometheus text format.
     fn metrics(&self, now: u64) -> String {
-        let q = &self.q;
         use std::fmt::Write as _;
         let mut s = String::new();
         let c = &self.counts;
@@ -1013,24 +1437,49 @@ impl Worker {
             "New connections refused (table full).",
             one(st.refused),
         );
-        metric(
-            "nfqueue_batches_total",
-            "counter",
-            "Receive batches.",
-            one(q.stats.batches),
-        );
-        metric(
-            "nfqueue_errors_total",
-            "counter",
-            "Netlink errors.",
-            one(q.stats.errors),
-        );
+        match &self.io {
+            Io::Nfq(q) => {
+                metric(
+                    "nfqueue_batches_total",
+                    "counter",
+                    "Receive batches.",
+                    one(q.stats.batches),
+                );
+                metric(
+                    "nfqueue_errors_total",
+                    "counter",
+                    "Netlink errors.",
+                    one(q.stats.errors),
+                );
+            }
+            Io::Inline(il) => {
+                let mut rows = Vec::new();
+                for p in &il.ports {
+                    for (dir, v) in [("in", p.stats.received), ("out", p.stats.sent)] {
+                        rows.push((
+                            format!("{{port=\"{}\",dir=\"{dir}\"}}", esc(&p.name)),
+                            v as f64,
+                        ));
+                    }
+                }
+                metric(
+                    "port_frames_total",
+                    "counter",
+                    "Frames read and sent per port.",
+                    rows,
+                );
+            }
+        }
         metric(
             "worker_packets_total",
             "counter",
-            "Packets per worker (one worker per queue).",
+            "Packets per worker.",
             vec![(
-                format!("{{worker=\"{}\",queue=\"{}\"}}", self.idx, q.num()),
+                format!(
+                    "{{worker=\"{}\",io=\"{}\"}}",
+                    self.idx,
+                    esc(&self.io.describe())
+                ),
                 c.packets as f64,
             )],
         );
@@ -1177,7 +1626,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
             anyhow::bail!("{}: the ruleset has errors", rules.display());
         }
     };
-    let workers = cfg.nfqueue.workers;
+    let inline = cfg.mode == "inline";
+    let workers = if inline { 1 } else { cfg.nfqueue.workers };
     anyhow::ensure!(
         (1..=64).contains(&workers) && cfg.nfqueue.queue.checked_add(workers - 1).is_some(),
         "nfqueue.workers: 1 to 64 (queues {} and up)",
@@ -1188,6 +1638,18 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         "nfqueue.copy: auto, headers or packet"
     );
     let hooks = kernel_hooks(&engine(&rs));
+    let net = if inline {
+        Some(Net::build(&cfg)?)
+    } else {
+        None
+    };
+    if a.print_kernel_rules && inline {
+        let names: Vec<String> = cfg.interface.iter().map(|i| i.name.clone()).collect();
+        for c in inline_kernel_rules(&names, true) {
+            println!("{}", c.join(" "));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     if a.print_kernel_rules {
         for c in kernel_rules(cfg.nfqueue.queue, workers, &hooks, true) {
             println!("{}", c.join(" "));
@@ -1198,7 +1660,42 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     // every queue bound first (errors before anything starts), then the kernel rules: no
     // packet is queued before weir listens
     let mut ws = Vec::new();
-    for i in 0..workers {
+    if let Some(net) = net {
+        for (f, what) in [
+            ("/proc/sys/net/ipv4/ip_forward", "net.ipv4.ip_forward"),
+            (
+                "/proc/sys/net/ipv6/conf/all/forwarding",
+                "net.ipv6.conf.all.forwarding",
+            ),
+        ] {
+            anyhow::ensure!(
+                std::fs::read_to_string(f).map_or(true, |v| v.trim() == "0"),
+                "inline mode: the kernel forwards too ({what} = 1): set it to 0, or use mode \"nfqueue\""
+            );
+        }
+        let mut ports = Vec::new();
+        for i in &cfg.interface {
+            ports.push(weir_io::afpacket::Port::open(&i.name, cfg.nfqueue.batch)?);
+        }
+        let sf = Stateful::new(
+            engine(&rs),
+            weir_conntrack::Config {
+                max_entries: cfg.conntrack.max_entries,
+                ..weir_conntrack::Config::default()
+            },
+        );
+        ws.push(Worker {
+            idx: 0,
+            io: Io::Inline(Inline { ports, net }),
+            trace: None,
+            sf,
+            counts: Counts::default(),
+            ifs: IfNames::default(),
+            copy_mode: String::new(),
+            copy: 0,
+        });
+    }
+    for i in 0..if inline { 0 } else { workers } {
         let sf = Stateful::new(
             engine(&rs),
             weir_conntrack::Config {
@@ -1218,7 +1715,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         )?;
         ws.push(Worker {
             idx: i as usize,
-            q,
+            io: Io::Nfq(q),
             trace: None,
             sf,
             counts: Counts::default(),
@@ -1227,8 +1724,18 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
             copy,
         });
     }
-    let _kernel = if cfg.nfqueue.install {
-        Some(install(cfg.nfqueue.queue, workers, &hooks)?)
+    let _kernel = if inline {
+        let names: Vec<String> = cfg.interface.iter().map(|i| i.name.clone()).collect();
+        Some(install(
+            inline_kernel_rules(&names, true),
+            inline_kernel_rules(&names, false),
+        )?)
+    } else if cfg.nfqueue.install {
+        let q = cfg.nfqueue.queue;
+        Some(install(
+            kernel_rules(q, workers, &hooks, true),
+            kernel_rules(q, workers, &hooks, false),
+        )?)
     } else {
         None
     };
@@ -1260,8 +1767,15 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         cpu0: cpu_seconds(),
     };
     println!(
-        "weir run: nfqueue {} ({} worker{}; {}), ruleset {}; ready",
-        if workers > 1 {
+        "weir run: {} {} ({} worker{}; {}), ruleset {}; ready",
+        cfg.mode,
+        if inline {
+            cfg.interface
+                .iter()
+                .map(|i| i.name.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        } else if workers > 1 {
             format!("{}-{}", cfg.nfqueue.queue, cfg.nfqueue.queue + workers - 1)
         } else {
             cfg.nfqueue.queue.to_string()

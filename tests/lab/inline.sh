@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Lab test of `weir run` in inline mode (root; network namespaces): weir forwards between the
+# router's two interfaces itself over AF_PACKET (the kernel's forwarding is off), with static
+# routes and neighbours from its configuration. Checks: ICMP and TCP (iperf3, masqueraded)
+# pass, what the ruleset drops is dropped, TTL is decremented, weir refuses to run beside the
+# kernel's forwarding and names a missing interface; prints weir's CPU time per packet.
+#
+# Usage: tests/lab/inline.sh [path/to/weir]
+set -euo pipefail
+WEIR=${1:-target/release/weir}
+WEIR=$(readlink -f "$WEIR")
+for t in ip iperf3 ping ethtool; do
+  command -v $t >/dev/null || { echo "SKIP: $t is not installed"; exit 0; }
+done
+[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (network namespaces)"; exit 0; }
+
+C=weirin-c R=weirin-r S=weirin-s
+DIR=$(mktemp -d /tmp/weirin.XXXXXX)
+WPID=
+cleanup() {
+  [ -n "$WPID" ] && kill "$WPID" 2>/dev/null && wait "$WPID" 2>/dev/null || true
+  for n in $C $R $S; do ip netns del $n 2>/dev/null || true; done
+  rm -rf "$DIR"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; [ -f "$DIR/weir.log" ] && sed 's/^/  weir: /' "$DIR/weir.log"; exit 1; }
+
+for n in $C $R $S; do ip netns del $n 2>/dev/null || true; ip netns add $n; ip -n $n link set lo up; done
+ip link add weirin-c0 netns $C address 02:77:69:00:00:02 type veth peer name weirin-r0 netns $R address 02:77:69:00:00:01
+ip link add weirin-s0 netns $S address 02:77:69:00:01:02 type veth peer name weirin-r1 netns $R address 02:77:69:00:01:01
+ip -n $C addr add 198.18.30.2/24 dev weirin-c0; ip -n $C link set weirin-c0 up
+ip -n $C route add default via 198.18.30.1
+ip -n $R addr add 198.18.30.1/24 dev weirin-r0; ip -n $R link set weirin-r0 up
+ip -n $R addr add 198.18.31.1/24 dev weirin-r1; ip -n $R link set weirin-r1 up
+ip -n $S addr add 198.18.31.2/24 dev weirin-s0; ip -n $S addr add 198.18.31.3/24 dev weirin-s0
+ip -n $S link set weirin-s0 up; ip -n $S route add default via 198.18.31.1
+ip netns exec $R sysctl -qw net.ipv4.ip_forward=0
+ip netns exec $R sysctl -qw net.ipv6.conf.all.forwarding=0
+# full checksums and MTU-sized segments from the hosts (weir forwards frames as they are)
+for x in "$C weirin-c0" "$S weirin-s0"; do
+  set -- $x; ip netns exec $1 ethtool -K $2 tx off tso off gso off >/dev/null 2>&1 || true
+done
+
+cat > "$DIR/rules.nft" <<'R'
+table inet filter {
+  chain forward {
+    type filter hook forward priority 0; policy accept;
+    ip daddr 198.18.31.3 counter drop
+    udp dport 9999 counter drop
+  }
+}
+table ip nat {
+  chain post {
+    type nat hook postrouting priority srcnat;
+    oifname "weirin-r1" ip daddr 198.18.31.2 tcp dport 5201 masquerade
+  }
+}
+R
+cat > "$DIR/weir.toml" <<T
+ruleset = "rules.nft"
+mode = "inline"
+[control]
+socket = "$DIR/weir.sock"
+[metrics]
+address = ""
+[[interface]]
+name = "weirin-r0"
+address = ["198.18.30.1"]
+[[interface]]
+name = "weirin-r1"
+address = ["198.18.31.1"]
+[[route]]
+prefix = "198.18.30.0/24"
+interface = "weirin-r0"
+[[route]]
+prefix = "198.18.31.0/24"
+interface = "weirin-r1"
+[[neighbour]]
+address = "198.18.30.2"
+mac = "02:77:69:00:00:02"
+[[neighbour]]
+address = "198.18.31.2"
+mac = "02:77:69:00:01:02"
+[[neighbour]]
+address = "198.18.31.3"
+mac = "02:77:69:00:01:02"
+T
+# the kernel must not forward: weir refuses to start otherwise
+ip netns exec $R sysctl -qw net.ipv4.ip_forward=1
+if ip netns exec $R "$WEIR" run --config "$DIR/weir.toml" >"$DIR/refused.log" 2>&1; then fail "started while the kernel forwards"; fi
+grep -q "ip_forward" "$DIR/refused.log" || fail "no reason given: $(cat $DIR/refused.log)"
+ip netns exec $R sysctl -qw net.ipv4.ip_forward=0
+# a missing interface is named
+sed 's/name = "weirin-r1"/name = "weirin-nope"/; s/interface = "weirin-r1"/interface = "weirin-nope"/' "$DIR/weir.toml" > "$DIR/bad.toml"
+if ip netns exec $R "$WEIR" run --config "$DIR/bad.toml" >"$DIR/bad.log" 2>&1; then fail "started without its interface"; fi
+grep -q "weirin-nope" "$DIR/bad.log" || fail "missing interface not named: $(cat $DIR/bad.log)"
+echo "ok: refuses to start beside kernel forwarding, names a missing interface"
+
+ip netns exec $R "$WEIR" run --config "$DIR/weir.toml" >"$DIR/weir.log" 2>&1 &
+WPID=$!
+for i in $(seq 50); do grep -q ready "$DIR/weir.log" 2>/dev/null && break; sleep 0.1; done
+grep -q ready "$DIR/weir.log" || fail "weir did not start"
+ctl() { "$WEIR" ctl --socket "$DIR/weir.sock" "$@"; }
+
+ip netns exec $C ping -c 3 -i 0.2 -W 1 198.18.31.2 >"$DIR/ping" || fail "ping through weir: $(cat $DIR/ping)"
+grep -q "ttl=63" "$DIR/ping" || fail "TTL not decremented: $(cat $DIR/ping)"
+if ip netns exec $C ping -c 2 -i 0.2 -W 1 198.18.31.3 >/dev/null; then fail "ping to the dropped address passed"; fi
+echo "ok: ICMP forwarded by weir (TTL decremented) and dropped as the ruleset says"
+
+ip netns exec $S iperf3 -s -1 -D -B 198.18.31.2 --logfile "$DIR/iperf-s.log"
+sleep 0.3
+ip netns exec $C iperf3 -c 198.18.31.2 -t 3 >"$DIR/iperf.out" 2>&1 || fail "iperf3 TCP through weir: $(cat $DIR/iperf.out)"
+grep -q "Accepted connection from 198.18.31.1" "$DIR/iperf-s.log" || fail "masquerade: the server saw $(grep Accepted $DIR/iperf-s.log)"
+echo "ok: TCP through weir, masqueraded: $(grep -E 'receiver$' "$DIR/iperf.out" | awk '{print $7, $8}')"
+
+for i in 1 2 3; do ip netns exec $C bash -c 'echo x > /dev/udp/198.18.31.2/9999' || true; done
+sleep 0.3
+ctl counters | grep "udp dport 9999 counter drop" | awk '{ exit !($1 >= 3) }' || fail "UDP to 9999 not dropped: $(ctl counters)"
+echo "ok: UDP dropped by its rule"
+ctl status > "$DIR/status"
+sed 's/^/  /' "$DIR/status"
+kill -TERM $WPID; wait $WPID || true; WPID=
+echo "PASS"
