@@ -7,25 +7,9 @@
 #
 # Usage: tests/lab/inline.sh [path/to/weir]
 set -euo pipefail
-WEIR=${1:-target/release/weir}
-WEIR=$(readlink -f "$WEIR")
-for t in ip iperf3 ping ethtool; do
-  command -v $t >/dev/null || { echo "SKIP: $t is not installed"; exit 0; }
-done
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (network namespaces)"; exit 0; }
-
 C=weirin-c R=weirin-r S=weirin-s
-DIR=$(mktemp -d /tmp/weirin.XXXXXX)
-WPID=
-cleanup() {
-  [ -n "$WPID" ] && kill "$WPID" 2>/dev/null && wait "$WPID" 2>/dev/null || true
-  for n in $C $R $S; do ip netns del $n 2>/dev/null || true; done
-  rm -rf "$DIR"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; [ -f "$DIR/weir.log" ] && sed 's/^/  weir: /' "$DIR/weir.log"; exit 1; }
-
-for n in $C $R $S; do ip netns del $n 2>/dev/null || true; ip netns add $n; ip -n $n link set lo up; done
+NAMESPACES="$C $R $S" TOOLS="ip iptables ip6tables iperf3 ping ethtool" PREFIX=weirin
+. "$(dirname "$0")/common.sh"
 ip link add weirin-c0 netns $C address 02:77:69:00:00:02 type veth peer name weirin-r0 netns $R address 02:77:69:00:00:01
 ip link add weirin-s0 netns $S address 02:77:69:00:01:02 type veth peer name weirin-r1 netns $R address 02:77:69:00:01:01
 ip -n $C addr add 198.18.30.2/24 dev weirin-c0; ip -n $C link set weirin-c0 up

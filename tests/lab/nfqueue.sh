@@ -9,25 +9,9 @@
 #
 # Usage: tests/lab/nfqueue.sh [path/to/weir]
 set -euo pipefail
-WEIR=${1:-target/release/weir}
-WEIR=$(readlink -f "$WEIR")
-for t in ip iptables ip6tables iperf3 ping; do
-  command -v $t >/dev/null || { echo "SKIP: $t is not installed"; exit 0; }
-done
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (network namespaces)"; exit 0; }
-
 C=weirnq-c R=weirnq-r S=weirnq-s
-DIR=$(mktemp -d /tmp/weirnq.XXXXXX)
-WPID=
-cleanup() {
-  [ -n "$WPID" ] && kill "$WPID" 2>/dev/null && wait "$WPID" 2>/dev/null || true
-  for n in $C $R $S; do ip netns del $n 2>/dev/null || true; done
-  rm -rf "$DIR"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; [ -f "$DIR/weir.log" ] && sed 's/^/  weir: /' "$DIR/weir.log"; exit 1; }
-
-for n in $C $R $S; do ip netns del $n 2>/dev/null || true; ip netns add $n; ip -n $n link set lo up; done
+NAMESPACES="$C $R $S" TOOLS="ip iptables ip6tables iperf3 ping" PREFIX=weirnq
+. "$(dirname "$0")/common.sh"
 ip link add weirnq-c0 netns $C type veth peer name weirnq-r0 netns $R
 ip link add weirnq-s0 netns $S type veth peer name weirnq-r1 netns $R
 ip -n $C addr add 198.18.20.2/24 dev weirnq-c0; ip -n $C link set weirnq-c0 up

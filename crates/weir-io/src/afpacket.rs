@@ -33,8 +33,7 @@ pub struct Port {
     pub name: String,
     pub mac: [u8; 6],
     bufs: Vec<Vec<u8>>,
-    lens: Vec<usize>,
-    trunc: Vec<bool>,
+    got: Vec<crate::mmsg::Got>,
     n: usize,
     pub stats: Stats,
 }
@@ -149,8 +148,7 @@ impl Port {
             name: name.to_string(),
             mac,
             bufs: (0..batch).map(|_| vec![0u8; RX_BUF]).collect(),
-            lens: vec![0; batch],
-            trunc: vec![false; batch],
+            got: vec![Default::default(); batch],
             n: 0,
             stats: Stats::default(),
         })
@@ -163,46 +161,24 @@ impl Port {
     /// Take the frames that are ready (never blocks). Returns how many.
     pub fn recv_batch(&mut self) -> io::Result<usize> {
         self.n = 0;
-        let k = self.bufs.len();
-        let mut iov: Vec<libc::iovec> = self
-            .bufs
-            .iter_mut()
-            .map(|b| libc::iovec {
-                iov_base: b.as_mut_ptr() as *mut libc::c_void,
-                iov_len: b.len(),
-            })
-            .collect();
-        // SAFETY: mmsghdr is plain old data; zeroed, then each points at its own iovec.
-        let mut msgs: Vec<libc::mmsghdr> = (0..k).map(|_| unsafe { std::mem::zeroed() }).collect();
-        for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
-            m.msg_hdr.msg_iov = v;
-            m.msg_hdr.msg_iovlen = 1;
-        }
-        // SAFETY: `k` headers whose iovecs point into `self.bufs`, alive for the call.
-        let n = unsafe {
-            libc::recvmmsg(
-                self.fd.as_raw_fd(),
-                msgs.as_mut_ptr(),
-                k as u32,
-                libc::MSG_DONTWAIT,
-                std::ptr::null_mut(),
-            )
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(0),
-                _ => Err(os_err(&format!("receiving on {}", self.name))),
-            };
-        }
-        let n = n as usize;
-        for i in 0..n {
-            self.lens[i] = msgs[i].msg_len as usize;
-            self.trunc[i] = msgs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
-            if self.trunc[i] {
-                self.stats.truncated += 1;
+        let n = match crate::mmsg::recv(
+            self.fd.as_raw_fd(),
+            &mut self.bufs,
+            &mut self.got,
+            libc::MSG_DONTWAIT,
+        ) {
+            Ok(n) => n,
+            Err(e) => {
+                return match e.raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(0),
+                    _ => Err(io::Error::new(
+                        e.kind(),
+                        format!("receiving on {}: {e}", self.name),
+                    )),
+                }
             }
-        }
+        };
+        self.stats.truncated += self.got[..n].iter().filter(|g| g.truncated).count() as u64;
         self.n = n;
         self.stats.received += n as u64;
         self.stats.batches += 1;
@@ -212,8 +188,8 @@ impl Port {
     /// Frame `i` of the last batch (writable: weir rewrites it in place), and whether it was
     /// cut short.
     pub fn frame_mut(&mut self, i: usize) -> (&mut [u8], bool) {
-        let len = self.lens[i].min(RX_BUF);
-        (&mut self.bufs[i][..len], self.trunc[i])
+        let g = self.got[i];
+        (&mut self.bufs[i][..g.len.min(RX_BUF)], g.truncated)
     }
 
     pub fn batch_len(&self) -> usize {

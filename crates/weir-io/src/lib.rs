@@ -8,4 +8,5 @@
 //!   batched with `recvmmsg` / `sendmmsg`.
 
 pub mod afpacket;
+mod mmsg;
 pub mod nfqueue;

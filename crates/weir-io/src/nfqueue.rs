@@ -124,7 +124,7 @@ pub struct Queue {
     num: u16,
     seq: u32,
     bufs: Vec<Vec<u8>>,
-    lens: Vec<usize>,
+    got: Vec<crate::mmsg::Got>,
     n: usize,
     tx: Vec<u8>,
     /// The receive timeout set on the socket (ms).
@@ -291,7 +291,7 @@ impl Queue {
             num,
             seq: 1,
             bufs: (0..batch).map(|_| vec![0u8; RX_BUF]).collect(),
-            lens: vec![0; batch],
+            got: vec![Default::default(); batch],
             n: 0,
             tx: Vec::with_capacity(64 * 1024),
             timeout_ms: -1,
@@ -447,49 +447,27 @@ impl Queue {
 
     fn recvmmsg(&mut self) -> io::Result<usize> {
         self.n = 0;
-        let k = self.bufs.len();
-        let mut iov: Vec<libc::iovec> = self
-            .bufs
-            .iter_mut()
-            .map(|b| libc::iovec {
-                iov_base: b.as_mut_ptr() as *mut libc::c_void,
-                iov_len: b.len(),
-            })
-            .collect();
-        // SAFETY: mmsghdr is plain old data; zeroed, then each points at its own iovec.
-        let mut msgs: Vec<libc::mmsghdr> = (0..k).map(|_| unsafe { std::mem::zeroed() }).collect();
-        for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
-            m.msg_hdr.msg_iov = v;
-            m.msg_hdr.msg_iovlen = 1;
-        }
-        // SAFETY: `msgs` holds `k` headers whose iovecs point into `self.bufs`, all alive for
-        // the call; the kernel writes at most each buffer's length.
-        let n = unsafe {
-            libc::recvmmsg(
-                self.fd.as_raw_fd(),
-                msgs.as_mut_ptr(),
-                k as u32,
-                libc::MSG_WAITFORONE,
-                std::ptr::null_mut(),
-            )
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(0),
-                // the socket buffer overflowed: packets were lost (fail-open accepted them or
-                // the kernel dropped them); go on
-                Some(libc::ENOBUFS) => {
-                    self.stats.errors += 1;
-                    Ok(0)
+        let r = crate::mmsg::recv(
+            self.fd.as_raw_fd(),
+            &mut self.bufs,
+            &mut self.got,
+            libc::MSG_WAITFORONE,
+        );
+        let n = match r {
+            Ok(n) => n,
+            Err(e) => {
+                return match e.raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(0),
+                    // the socket buffer overflowed: packets were lost (fail-open accepted them or
+                    // the kernel dropped them); go on
+                    Some(libc::ENOBUFS) => {
+                        self.stats.errors += 1;
+                        Ok(0)
+                    }
+                    _ => Err(io::Error::new(e.kind(), format!("recvmmsg: {e}"))),
                 }
-                _ => Err(os_err("recvmmsg")),
-            };
-        }
-        let n = n as usize;
-        for (l, m) in self.lens.iter_mut().zip(&msgs[..n]) {
-            *l = m.msg_len as usize;
-        }
+            }
+        };
         self.n = n;
         self.stats.batches += 1;
         Ok(n)
@@ -500,7 +478,8 @@ impl Queue {
     fn locate(&mut self) -> Vec<(usize, std::ops::Range<usize>, Packet<'static>)> {
         let mut out = Vec::with_capacity(self.n);
         let (mut errors, mut malformed) = (0, 0);
-        for (bi, (buf, &len)) in self.bufs.iter().zip(&self.lens).take(self.n).enumerate() {
+        for (bi, (buf, g)) in self.bufs.iter().zip(&self.got).take(self.n).enumerate() {
+            let len = g.len;
             let all = &buf[..len.min(buf.len())];
             let mut off = 0;
             while all.len() - off >= NLMSG_HDRLEN {

@@ -271,18 +271,22 @@ fn kernel_hooks(eng: &Engine) -> Vec<&'static str> {
     v
 }
 
+/// An iptables command line: the tool, `-w`, the table options, the rest.
+fn ipt(tool: &str, table: &[&str], args: &[&str]) -> Vec<String> {
+    std::iter::once(tool)
+        .chain(["-w"])
+        .chain(table.iter().copied())
+        .chain(args.iter().copied())
+        .map(String::from)
+        .collect()
+}
+
 /// The commands that install (`add`) or remove the queueing rules.
 fn kernel_rules(q: u16, workers: u16, hooks: &[&str], add: bool) -> Vec<Vec<String>> {
     let chain = chain_name(q);
     let mut cmds = Vec::new();
     for tool in ["iptables", "ip6tables"] {
-        let c = |args: &[&str]| -> Vec<String> {
-            std::iter::once(tool)
-                .chain(["-w"])
-                .chain(args.iter().copied())
-                .map(String::from)
-                .collect()
-        };
+        let c = |args: &[&str]| ipt(tool, &[], args);
         if add {
             cmds.push(c(&["-N", &chain]));
             let (opt, qs) = if workers > 1 {
@@ -320,13 +324,7 @@ fn inline_kernel_rules(ifaces: &[String], add: bool) -> Vec<Vec<String>> {
     let chain = "WEIR-INLINE";
     let mut cmds = Vec::new();
     for tool in ["iptables", "ip6tables"] {
-        let c = |args: &[&str]| -> Vec<String> {
-            std::iter::once(tool)
-                .chain(["-w", "-t", "raw"])
-                .chain(args.iter().copied())
-                .map(String::from)
-                .collect()
-        };
+        let c = |args: &[&str]| ipt(tool, &["-t", "raw"], args);
         if add {
             cmds.push(c(&["-N", chain]));
             if tool == "ip6tables" {
@@ -749,7 +747,7 @@ impl Net {
                 via: via.map(|v| v.0),
             });
         }
-        routes.sort_by(|a, b| b.len.cmp(&a.len));
+        routes.sort_by_key(|r| std::cmp::Reverse(r.len));
         let mut neigh = HashMap::new();
         for n in &cfg.neighbour {
             neigh.insert(parse_addr(&n.address)?, parse_mac(&n.mac)?);

@@ -423,11 +423,34 @@ fn run_configuration_errors_and_kernel_rules() {
     assert!(!ok && text.contains("nope.toml"), "{text}");
     // a mode not built
     let p = cfg(
-        "inline.toml",
-        "ruleset = \"rules.nft\"\nmode = \"inline\"\n",
+        "bypass.toml",
+        "ruleset = \"rules.nft\"\nmode = \"bypass\"\n",
     );
     let (ok, text) = run(&p, &[]);
-    assert!(!ok && text.contains("only \"nfqueue\""), "{text}");
+    assert!(
+        !ok && text.contains("\"nfqueue\"") && text.contains("\"inline\""),
+        "{text}"
+    );
+    // inline mode needs its interfaces
+    let p = cfg(
+        "inline.toml",
+        "ruleset = \"rules.nft\"\nmode = \"inline\"\n[[interface]]\nname = \"lan0\"\n",
+    );
+    let (ok, text) = run(&p, &[]);
+    assert!(!ok && text.contains("at least two [[interface]]"), "{text}");
+    // a route through an interface that is not one of them, a bad MAC
+    let p = cfg(
+        "route.toml",
+        "ruleset = \"rules.nft\"\nmode = \"inline\"\n[[interface]]\nname = \"a0\"\n[[interface]]\nname = \"b0\"\n[[route]]\nprefix = \"198.18.0.0/15\"\ninterface = \"c0\"\n",
+    );
+    let (ok, text) = run(&p, &[]);
+    assert!(!ok && text.contains("'c0'"), "{text}");
+    let p = cfg(
+        "mac.toml",
+        "ruleset = \"rules.nft\"\nmode = \"inline\"\n[[interface]]\nname = \"a0\"\n[[interface]]\nname = \"b0\"\n[[neighbour]]\naddress = \"198.18.0.1\"\nmac = \"02:00:zz:00:00:01\"\n",
+    );
+    let (ok, text) = run(&p, &[]);
+    assert!(!ok && text.contains("MAC address"), "{text}");
     // a misspelt key
     let p = cfg(
         "typo.toml",
