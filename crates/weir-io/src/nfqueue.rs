@@ -465,7 +465,7 @@ impl Queue {
                         Ok(0)
                     }
                     _ => Err(io::Error::new(e.kind(), format!("recvmmsg: {e}"))),
-                }
+                };
             }
         };
         self.n = n;

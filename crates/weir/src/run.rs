@@ -771,6 +771,13 @@ impl Net {
             .find(|r| r.v6 == v6 && dst & mask(r.len, v6) == r.net)
     }
 
+    /// Whether an IPv4 address is on the link of a port (a route through it with no next hop).
+    fn on_link(&self, port: usize, a: u128) -> bool {
+        self.routes
+            .iter()
+            .any(|r| r.port == port && !r.v6 && r.via.is_none() && a & mask(r.len, false) == r.net)
+    }
+
     fn is_own(&self, a: u128, v6: bool) -> bool {
         self.addrs.iter().flatten().any(|&x| x == (a, v6))
     }
@@ -787,6 +794,37 @@ fn mask(len: u8, v6: bool) -> u128 {
 struct Inline {
     ports: Vec<weir_io::afpacket::Port>,
     net: Net,
+    /// When weir last asked for a next hop's MAC (ARP request), by address.
+    asked: HashMap<(u128, bool), u64>,
+}
+
+/// The sender of an ARP request or reply for IPv4 over Ethernet: (address, MAC).
+fn arp_sender(f: &[u8]) -> Option<(u128, [u8; 6])> {
+    if f.get(12..14)? != [0x08, 0x06] || f.get(14..22)? != [0, 1, 8, 0, 6, 4, 0, f[21]] {
+        return None;
+    }
+    if !matches!(f[21], 1 | 2) {
+        return None;
+    }
+    let mac: [u8; 6] = f.get(22..28)?.try_into().ok()?;
+    let ip = u32::from_be_bytes(f.get(28..32)?.try_into().ok()?);
+    if ip == 0 || mac[0] & 1 == 1 {
+        return None;
+    }
+    Some((ip as u128, mac))
+}
+
+/// An ARP request for `target` from `src` (our address and MAC on the port).
+fn arp_request(mac: [u8; 6], src: u32, target: u32) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&mac);
+    f.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1]);
+    f.extend_from_slice(&mac);
+    f.extend_from_slice(&src.to_be_bytes());
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&target.to_be_bytes());
+    f.resize(60, 0);
+    f
 }
 
 /// What the router does with one frame it read.
@@ -795,6 +833,12 @@ enum Fate {
     /// the kernel handles it.
     Kernel,
     Drop(&'static str),
+    /// Dropped: the next hop's MAC is unknown (IPv4: weir asks for it with ARP).
+    NoNeighbour {
+        port: usize,
+        hop: u128,
+        v6: bool,
+    },
     /// Rewritten in place; out of this port.
     Out(usize),
 }
@@ -863,7 +907,11 @@ fn route_frame(
     let r = net.route(pm2.daddr, v6).copied().unwrap_or(r);
     let hop = r.via.unwrap_or(pm2.daddr);
     let Some(mac) = net.neigh.get(&(hop, v6)) else {
-        return Fate::Drop("no-neighbour");
+        return Fate::NoNeighbour {
+            port: r.port,
+            hop,
+            v6,
+        };
     };
     frame[..6].copy_from_slice(mac);
     frame[6..12].copy_from_slice(&out_macs[r.port]);
@@ -1008,6 +1056,12 @@ impl Worker {
             let n = il.ports[pi].recv_batch()?;
             for i in 0..n {
                 let (frame, truncated) = il.ports[pi].frame_mut(i);
+                if let Some((ip, mac)) = arp_sender(frame) {
+                    // neighbours learnt from the ARP traffic on the link (requests and replies)
+                    if il.net.on_link(pi, ip) {
+                        il.net.neigh.insert((ip, false), mac);
+                    }
+                }
                 let fate = if truncated {
                     Fate::Drop("truncated")
                 } else {
@@ -1019,6 +1073,18 @@ impl Worker {
                     Fate::Drop(why) => {
                         c.packets += 1;
                         *c.dropped.entry(why).or_default() += 1;
+                    }
+                    Fate::NoNeighbour { port, hop, v6 } => {
+                        c.packets += 1;
+                        *c.dropped.entry("no-neighbour").or_default() += 1;
+                        let last = il.asked.entry((hop, v6)).or_insert(0);
+                        if !v6 && now.saturating_sub(*last) >= 1_000_000_000 {
+                            *last = now;
+                            if let Some(src) = il.net.addrs[port].iter().find(|a| !a.1).map(|a| a.0)
+                            {
+                                out[port].push(arp_request(macs[port], src as u32, hop as u32));
+                            }
+                        }
                     }
                     Fate::Out(o) => {
                         c.packets += 1;
@@ -1684,7 +1750,11 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         );
         ws.push(Worker {
             idx: 0,
-            io: Io::Inline(Inline { ports, net }),
+            io: Io::Inline(Inline {
+                ports,
+                net,
+                asked: HashMap::new(),
+            }),
             trace: None,
             sf,
             counts: Counts::default(),
@@ -2195,6 +2265,44 @@ mod tests {
             "added\n"
         );
         assert!(merge(Merge::Concat, &["x\n".into(), "error: no\n".into()]).starts_with("error"));
+    }
+
+    #[test]
+    fn arp_requests_and_learning() {
+        let mac = [2, 0, 0, 0, 0, 9];
+        let f = arp_request(mac, 0xc612_1e01, 0xc612_1e02);
+        assert_eq!(f.len(), 60);
+        assert_eq!(&f[..6], &[0xff; 6]);
+        // what weir sends is what it learns from: sender address and MAC
+        assert_eq!(arp_sender(&f), Some((0xc612_1e01, mac)));
+        // not ARP, a multicast sender, a cut frame: nothing learnt
+        let mut ip = f.clone();
+        ip[12..14].copy_from_slice(&[0x08, 0x00]);
+        assert_eq!(arp_sender(&ip), None);
+        let mut mc = f.clone();
+        mc[22] = 1;
+        assert_eq!(arp_sender(&mc), None);
+        assert_eq!(arp_sender(&f[..30]), None);
+        // on-link: a route through the port with no next hop
+        let net = Net {
+            addrs: vec![vec![], vec![]],
+            routes: vec![Route {
+                net: 0xc612_1e00,
+                len: 24,
+                v6: false,
+                port: 1,
+                via: None,
+            }],
+            neigh: HashMap::new(),
+            names: vec![0, 0],
+        };
+        assert!(net.on_link(1, 0xc612_1e02));
+        assert!(!net.on_link(0, 0xc612_1e02));
+        assert!(!net.on_link(1, 0xc612_1f02));
+        assert_eq!(mask(24, false), 0xffff_ff00);
+        assert_eq!(mask(0, false), 0);
+        assert_eq!(mask(128, true), u128::MAX);
+        assert_eq!(mask(64, true), u128::MAX << 64);
     }
 
     #[test]
