@@ -328,26 +328,18 @@ fn inline_kernel_rules(ifaces: &[String], add: bool) -> Vec<Vec<String>> {
         if add {
             cmds.push(c(&["-N", chain]));
             if tool == "ip6tables" {
-                cmds.push(c(&[
-                    "-A",
-                    chain,
-                    "-p",
-                    "icmpv6",
-                    "--icmpv6-type",
-                    "neighbour-solicitation",
-                    "-j",
-                    "RETURN",
-                ]));
-                cmds.push(c(&[
-                    "-A",
-                    chain,
-                    "-p",
-                    "icmpv6",
-                    "--icmpv6-type",
-                    "neighbour-advertisement",
-                    "-j",
-                    "RETURN",
-                ]));
+                for nd in ["neighbour-solicitation", "neighbour-advertisement"] {
+                    cmds.push(c(&[
+                        "-A",
+                        chain,
+                        "-p",
+                        "icmpv6",
+                        "--icmpv6-type",
+                        nd,
+                        "-j",
+                        "RETURN",
+                    ]));
+                }
             }
             cmds.push(c(&["-A", chain, "-j", "DROP"]));
             for i in ifaces {
@@ -796,6 +788,27 @@ struct Inline {
     net: Net,
     /// When weir last asked for a next hop's MAC (ARP request), by address.
     asked: HashMap<(u128, bool), u64>,
+    /// Per port: the frames a batch sends out of it.
+    out: Vec<OutFrames>,
+}
+
+/// Frames waiting to leave one port; the buffers are reused from batch to batch.
+#[derive(Default)]
+struct OutFrames {
+    bufs: Vec<Vec<u8>>,
+    n: usize,
+}
+
+impl OutFrames {
+    fn push(&mut self, frame: &[u8]) {
+        if self.n == self.bufs.len() {
+            self.bufs.push(Vec::new());
+        }
+        let b = &mut self.bufs[self.n];
+        b.clear();
+        b.extend_from_slice(frame);
+        self.n += 1;
+    }
 }
 
 /// The sender of an ARP request or reply for IPv4 over Ethernet: (address, MAC).
@@ -1048,7 +1061,12 @@ impl Worker {
         }
         let now = now_ns();
         let macs: Vec<[u8; 6]> = il.ports.iter().map(|p| p.mac).collect();
-        let mut out: Vec<Vec<Vec<u8>>> = vec![Vec::new(); il.ports.len()];
+        // output buffers kept across batches: a frame is copied into one, no allocation
+        let out = &mut il.out;
+        out.resize_with(il.ports.len(), OutFrames::default);
+        for o in out.iter_mut() {
+            o.n = 0;
+        }
         for (pi, f) in fds.iter().enumerate() {
             if f.revents == 0 {
                 continue;
@@ -1082,20 +1100,23 @@ impl Worker {
                             *last = now;
                             if let Some(src) = il.net.addrs[port].iter().find(|a| !a.1).map(|a| a.0)
                             {
-                                out[port].push(arp_request(macs[port], src as u32, hop as u32));
+                                out[port].push(&arp_request(macs[port], src as u32, hop as u32));
                             }
                         }
                     }
                     Fate::Out(o) => {
                         c.packets += 1;
                         c.accepted += 1;
-                        out[o].push(frame.to_vec());
+                        out[o].push(frame);
                     }
                 }
             }
         }
         for (o, frames) in out.iter().enumerate() {
-            let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
+            let refs: Vec<&[u8]> = frames.bufs[..frames.n]
+                .iter()
+                .map(|f| f.as_slice())
+                .collect();
             il.ports[o].send_batch(&refs)?;
         }
         self.sf.ct.gc(now, 64);
@@ -1754,6 +1775,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
                 ports,
                 net,
                 asked: HashMap::new(),
+                out: Vec::new(),
             }),
             trace: None,
             sf,
