@@ -154,6 +154,68 @@ impl Port {
         })
     }
 
+    /// A send-only socket on interface `name` (it takes no frames), skipping the queueing
+    /// discipline (`PACKET_QDISC_BYPASS`): a traffic generator's.
+    pub fn open_tx(name: &str) -> io::Result<Port> {
+        // SAFETY: plain socket(2) call; protocol 0 means no frame is delivered to it.
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(
+                e.kind(),
+                format!("AF_PACKET socket: {e} (needs CAP_NET_RAW)"),
+            ));
+        }
+        // SAFETY: `fd` is a fresh descriptor nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let (ifindex, mac) = iface(fd.as_raw_fd(), name)?;
+        // SAFETY: sockaddr_ll is plain old data; zeroed, then filled.
+        let mut sa: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sa.sll_family = libc::AF_PACKET as u16;
+        sa.sll_ifindex = ifindex as i32;
+        // SAFETY: a valid sockaddr_ll and its size.
+        if unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                &sa as *const libc::sockaddr_ll as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        } < 0
+        {
+            return Err(os_err(&format!("binding to {name}")));
+        }
+        let one: i32 = 1;
+        let sndbuf: i32 = 64 << 20;
+        // SAFETY: setsockopt with live i32 values and their sizes; failures are not fatal
+        // (the qdisc is then used, the default buffer kept).
+        unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_QDISC_BYPASS,
+                &one as *const i32 as *const libc::c_void,
+                4,
+            );
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_SNDBUFFORCE,
+                &sndbuf as *const i32 as *const libc::c_void,
+                4,
+            );
+        }
+        Ok(Port {
+            fd,
+            ifindex,
+            name: name.to_string(),
+            mac,
+            bufs: Vec::new(),
+            got: Vec::new(),
+            n: 0,
+            stats: Stats::default(),
+        })
+    }
+
     pub fn fd(&self) -> i32 {
         self.fd.as_raw_fd()
     }

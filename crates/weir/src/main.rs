@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 mod bench;
 mod bench_ipt;
+mod bench_lab;
 mod bench_pipeline;
 mod check;
 mod import;
@@ -84,6 +85,13 @@ enum BenchCmd {
     /// A SYN flood of distinct connections through a bounded connection table, with
     /// established connections checked throughout.
     Synflood(bench_pipeline::SynfloodArgs),
+    /// Forwarded 64-byte UDP on a veth lab (root): the kernel with no rules, iptables and
+    /// nftables with N linear rules, nftables with a set of N addresses, weir inline with the
+    /// N linear rules; packets per second and CPU time per packet.
+    Lab(bench_lab::LabArgs),
+    /// (internal) the traffic generator of `weir bench lab`.
+    #[command(hide = true)]
+    LabGen(bench_lab::GenArgs),
 }
 
 fn main() -> ExitCode {
@@ -121,6 +129,12 @@ fn main() -> ExitCode {
         Cmd::Bench {
             what: BenchCmd::Synflood(a),
         } => bench_pipeline::synflood(a),
+        Cmd::Bench {
+            what: BenchCmd::Lab(a),
+        } => bench_lab::lab(a),
+        Cmd::Bench {
+            what: BenchCmd::LabGen(a),
+        } => bench_lab::gen(a),
     };
     match r {
         Ok(code) => code,
