@@ -4,8 +4,7 @@
 //! ways: `recvmmsg` takes up to a batch of frames, `sendmmsg` sends what a batch forwards out
 //! of this interface in one call.
 //!
-//! This is the portable fallback the issue names; the TPACKET_V3 ring with fanout and AF_XDP
-//! are the faster paths still to come.
+//! This is the portable fallback: [`crate::xdp`] is the faster path where the kernel has it.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -35,6 +34,9 @@ pub struct Port {
     bufs: Vec<Vec<u8>>,
     got: Vec<crate::mmsg::Got>,
     n: usize,
+    /// Frames queued by [`Port::push`], sent by [`Port::flush`]; buffers reused.
+    out: Vec<Vec<u8>>,
+    out_n: usize,
     pub stats: Stats,
 }
 
@@ -44,7 +46,7 @@ fn os_err(what: &str) -> io::Error {
 }
 
 /// The interface's index and MAC address (`SIOCGIFINDEX`, `SIOCGIFHWADDR`).
-fn iface(fd: i32, name: &str) -> io::Result<(u32, [u8; 6])> {
+pub(crate) fn iface(fd: i32, name: &str) -> io::Result<(u32, [u8; 6])> {
     if name.is_empty() || name.len() >= libc::IF_NAMESIZE {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -83,7 +85,12 @@ impl Port {
     /// Open a socket on interface `name` taking every protocol, in batches of `batch`.
     /// Errors name the cause: a missing interface, no CAP_NET_RAW.
     pub fn open(name: &str, batch: usize) -> io::Result<Port> {
-        let proto = (libc::ETH_P_ALL as u16).to_be();
+        Port::open_proto(name, libc::ETH_P_ALL as u16, batch)
+    }
+
+    /// As [`Port::open`], for one protocol (an EtherType, such as `ETH_P_ARP`) only.
+    pub fn open_proto(name: &str, proto: u16, batch: usize) -> io::Result<Port> {
+        let proto = proto.to_be();
         // SAFETY: plain socket(2) call; the descriptor is checked and owned below.
         let fd = unsafe {
             libc::socket(
@@ -150,6 +157,8 @@ impl Port {
             bufs: (0..batch).map(|_| vec![0u8; RX_BUF]).collect(),
             got: vec![Default::default(); batch],
             n: 0,
+            out: Vec::new(),
+            out_n: 0,
             stats: Stats::default(),
         })
     }
@@ -212,6 +221,8 @@ impl Port {
             bufs: Vec::new(),
             got: Vec::new(),
             n: 0,
+            out: Vec::new(),
+            out_n: 0,
             stats: Stats::default(),
         })
     }
@@ -256,6 +267,33 @@ impl Port {
 
     pub fn batch_len(&self) -> usize {
         self.n
+    }
+
+    /// Frame `i` of the last batch, read-only.
+    pub fn frame(&self, i: usize) -> &[u8] {
+        &self.bufs[i][..self.got[i].len.min(RX_BUF)]
+    }
+
+    /// Queue a frame (copied) for the next [`Port::flush`].
+    pub fn push(&mut self, frame: &[u8]) {
+        if self.out_n == self.out.len() {
+            self.out.push(Vec::new());
+        }
+        let b = &mut self.out[self.out_n];
+        b.clear();
+        b.extend_from_slice(frame);
+        self.out_n += 1;
+    }
+
+    /// Send the queued frames in one `sendmmsg`.
+    pub fn flush(&mut self) -> io::Result<()> {
+        let out = std::mem::take(&mut self.out);
+        let refs: Vec<&[u8]> = out[..self.out_n].iter().map(|f| f.as_slice()).collect();
+        let r = self.send_batch(&refs);
+        drop(refs);
+        self.out = out;
+        self.out_n = 0;
+        r
     }
 
     /// Send frames out of this interface in one `sendmmsg`.

@@ -6,7 +6,10 @@
 //!   `nfnetlink_queue`; weir returns verdicts (and rewritten packets), many per `sendmsg`.
 //! - [`afpacket`]: weir reads and writes Ethernet frames on interfaces itself (inline mode),
 //!   batched with `recvmmsg` / `sendmmsg`.
+//! - [`xdp`]: the same over AF_XDP: an XDP program hands weir the IP frames before the kernel
+//!   builds socket buffers for them; frames move through rings shared with the kernel.
 
 pub mod afpacket;
 mod mmsg;
 pub mod nfqueue;
+pub mod xdp;

@@ -74,6 +74,14 @@ struct Config {
     /// Inline mode: next hops' MAC addresses.
     #[serde(default)]
     neighbour: Vec<NeighConfig>,
+    /// Inline mode: how frames are read and written: `auto` (AF_XDP where the kernel allows
+    /// it, AF_PACKET otherwise), `xdp` or `afpacket`.
+    #[serde(default = "default_io")]
+    io: String,
+}
+
+fn default_io() -> String {
+    "auto".into()
 }
 
 #[derive(Deserialize, Debug)]
@@ -784,30 +792,169 @@ fn mask(len: u8, v6: bool) -> u128 {
 
 /// The inline router's ports and tables.
 struct Inline {
-    ports: Vec<weir_io::afpacket::Port>,
+    ports: Vec<Link>,
+    /// AF_XDP mode: per port, an AF_PACKET socket for ARP only (the XDP program passes ARP
+    /// to the kernel; weir learns neighbours from it and sends its requests).
+    arp: Vec<Option<weir_io::afpacket::Port>>,
     net: Net,
     /// When weir last asked for a next hop's MAC (ARP request), by address.
     asked: HashMap<(u128, bool), u64>,
-    /// Per port: the frames a batch sends out of it.
-    out: Vec<OutFrames>,
+    /// The frames of the batch being handled that leave: (frame index, output port).
+    fwd: Vec<(usize, usize)>,
 }
 
-/// Frames waiting to leave one port; the buffers are reused from batch to batch.
-#[derive(Default)]
-struct OutFrames {
-    bufs: Vec<Vec<u8>>,
-    n: usize,
+/// One port of the inline router: AF_PACKET or AF_XDP.
+enum Link {
+    Packet(weir_io::afpacket::Port),
+    Xdp(Box<weir_io::xdp::Port>),
 }
 
-impl OutFrames {
-    fn push(&mut self, frame: &[u8]) {
-        if self.n == self.bufs.len() {
-            self.bufs.push(Vec::new());
+impl Link {
+    /// Open interface `name` as `io` says (`auto`: AF_XDP, else AF_PACKET).
+    fn open(name: &str, io: &str, batch: usize) -> anyhow::Result<Link> {
+        if io != "afpacket" {
+            let queues = std::fs::read_dir(format!("/sys/class/net/{name}/queues"))
+                .map(|d| {
+                    d.flatten()
+                        .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                        .count()
+                })
+                .unwrap_or(1);
+            let r = if queues > 1 {
+                Err(anyhow::anyhow!(
+                    "{name} has {queues} receive queues and weir reads queue 0 only: set one with `ethtool -L {name} combined 1`, or io = \"afpacket\""
+                ))
+            } else {
+                weir_io::xdp::Port::open(name, batch)
+                    .map(|p| Link::Xdp(Box::new(p)))
+                    .map_err(anyhow::Error::from)
+            };
+            match r {
+                Ok(l) => return Ok(l),
+                Err(e) if io == "xdp" => return Err(e),
+                Err(e) => eprintln!("weir run: {name}: AF_XDP not available ({e}); using AF_PACKET"),
+            }
         }
-        let b = &mut self.bufs[self.n];
-        b.clear();
-        b.extend_from_slice(frame);
-        self.n += 1;
+        Ok(Link::Packet(weir_io::afpacket::Port::open(name, batch)?))
+    }
+
+    fn name(&self) -> &str {
+        match self {
+            Link::Packet(p) => &p.name,
+            Link::Xdp(p) => &p.name,
+        }
+    }
+
+    fn mac(&self) -> [u8; 6] {
+        match self {
+            Link::Packet(p) => p.mac,
+            Link::Xdp(p) => p.mac,
+        }
+    }
+
+    fn fd(&self) -> i32 {
+        match self {
+            Link::Packet(p) => p.fd(),
+            Link::Xdp(p) => p.fd(),
+        }
+    }
+
+    fn kind(&self) -> String {
+        match self {
+            Link::Packet(_) => "AF_PACKET".into(),
+            Link::Xdp(p) => format!("AF_XDP, XDP {}", p.program.mode),
+        }
+    }
+
+    fn recv_batch(&mut self) -> std::io::Result<usize> {
+        match self {
+            Link::Packet(p) => p.recv_batch(),
+            Link::Xdp(p) => p.recv_batch(),
+        }
+    }
+
+    fn frame_mut(&mut self, i: usize) -> (&mut [u8], bool) {
+        match self {
+            Link::Packet(p) => p.frame_mut(i),
+            Link::Xdp(p) => p.frame_mut(i),
+        }
+    }
+
+    fn frame(&self, i: usize) -> &[u8] {
+        match self {
+            Link::Packet(p) => p.frame(i),
+            Link::Xdp(p) => p.frame(i),
+        }
+    }
+
+    fn recv_done(&mut self) {
+        if let Link::Xdp(p) = self {
+            p.recv_done()
+        }
+    }
+
+    fn push(&mut self, f: &[u8]) {
+        match self {
+            Link::Packet(p) => p.push(f),
+            Link::Xdp(p) => p.push(f),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Link::Packet(p) => p.flush(),
+            Link::Xdp(p) => p.flush(),
+        }
+    }
+
+    /// (received, sent) frames.
+    fn counts(&self) -> (u64, u64) {
+        match self {
+            Link::Packet(p) => (p.stats.received, p.stats.sent),
+            Link::Xdp(p) => (p.stats.received, p.stats.sent),
+        }
+    }
+
+    fn stats(&mut self) -> String {
+        match self {
+            Link::Packet(p) => format!(
+                "{} (AF_PACKET) received {} sent {} truncated {} send errors {}",
+                p.name, p.stats.received, p.stats.sent, p.stats.truncated, p.stats.send_errors
+            ),
+            Link::Xdp(p) => {
+                p.refresh_stats();
+                format!(
+                    "{} ({}) received {} sent {} send errors {} kernel drops {} (rx ring full {}, no free frame {})",
+                    p.name,
+                    format_args!("AF_XDP, XDP {}", p.program.mode),
+                    p.stats.received,
+                    p.stats.sent,
+                    p.stats.send_errors,
+                    p.stats.kernel_dropped,
+                    p.stats.kernel_ring_full,
+                    p.stats.kernel_fill_empty
+                )
+            }
+        }
+    }
+}
+
+/// Copy frame `i` of port `from`'s batch into port `to`'s output.
+fn forward_frame(ports: &mut [Link], from: usize, i: usize, to: usize) {
+    use std::cmp::Ordering as O;
+    match from.cmp(&to) {
+        O::Equal => {
+            let f = ports[from].frame(i).to_vec();
+            ports[to].push(&f);
+        }
+        O::Less => {
+            let (a, b) = ports.split_at_mut(to);
+            b[0].push(a[from].frame(i));
+        }
+        O::Greater => {
+            let (a, b) = ports.split_at_mut(from);
+            a[to].push(b[0].frame(i));
+        }
     }
 }
 
@@ -976,14 +1123,14 @@ impl Io {
                 "inline {}",
                 il.ports
                     .iter()
-                    .map(|p| p.name.as_str())
+                    .map(|p| format!("{} ({})", p.name(), p.kind()))
                     .collect::<Vec<_>>()
                     .join(" ")
             ),
         }
     }
 
-    fn stats(&self) -> String {
+    fn stats(&mut self) -> String {
         match self {
             Io::Nfq(q) => format!(
                 "queue batches {} sends {} netlink errors {}",
@@ -991,17 +1138,8 @@ impl Io {
             ),
             Io::Inline(il) => il
                 .ports
-                .iter()
-                .map(|p| {
-                    format!(
-                        "{} received {} sent {} truncated {} send errors {}",
-                        p.name,
-                        p.stats.received,
-                        p.stats.sent,
-                        p.stats.truncated,
-                        p.stats.send_errors
-                    )
-                })
+                .iter_mut()
+                .map(|p| p.stats())
                 .collect::<Vec<_>>()
                 .join("; "),
         }
@@ -1009,7 +1147,7 @@ impl Io {
 }
 
 impl Worker {
-    fn status(&self) -> String {
+    fn status(&mut self) -> String {
         let c = &self.counts;
         let mut drops: Vec<_> = c.dropped.iter().collect();
         drops.sort();
@@ -1045,33 +1183,61 @@ impl Worker {
         let Io::Inline(il) = &mut self.io else {
             return Ok(());
         };
+        let np = il.ports.len();
         let mut fds: Vec<libc::pollfd> = il
             .ports
             .iter()
-            .map(|p| libc::pollfd {
-                fd: p.fd(),
+            .map(|p| p.fd())
+            .chain(il.arp.iter().flatten().map(|a| a.fd()))
+            .map(|fd| libc::pollfd {
+                fd,
                 events: libc::POLLIN,
                 revents: 0,
             })
             .collect();
-        // SAFETY: poll over live pollfds of our own sockets.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
-        if r <= 0 {
-            return Ok(());
+        // AF_XDP frames are in the RX ring already: poll only when every ring is empty
+        let mut ready = false;
+        for (pi, p) in il.ports.iter_mut().enumerate() {
+            if let Link::Xdp(x) = p {
+                if x.recv_batch()? > 0 {
+                    fds[pi].revents = libc::POLLIN;
+                    ready = true;
+                }
+            }
+        }
+        if !ready {
+            // SAFETY: poll over live pollfds of our own sockets.
+            let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
+            if r <= 0 {
+                return Ok(());
+            }
         }
         let now = now_ns();
-        let macs: Vec<[u8; 6]> = il.ports.iter().map(|p| p.mac).collect();
-        // output buffers kept across batches: a frame is copied into one, no allocation
-        let out = &mut il.out;
-        out.resize_with(il.ports.len(), OutFrames::default);
-        for o in out.iter_mut() {
-            o.n = 0;
+        let macs: Vec<[u8; 6]> = il.ports.iter().map(|p| p.mac()).collect();
+        // ARP on the side sockets (AF_XDP mode): neighbours learnt from the link
+        let mut ai = np;
+        for (pi, a) in il.arp.iter_mut().enumerate() {
+            let Some(a) = a else { continue };
+            if fds[ai].revents != 0 {
+                for i in 0..a.recv_batch()? {
+                    if let Some((ip, mac)) = arp_sender(a.frame(i)) {
+                        if il.net.on_link(pi, ip) {
+                            il.net.neigh.insert((ip, false), mac);
+                        }
+                    }
+                }
+            }
+            ai += 1;
         }
-        for (pi, f) in fds.iter().enumerate() {
-            if f.revents == 0 {
+        for pi in 0..np {
+            if fds[pi].revents == 0 {
                 continue;
             }
-            let n = il.ports[pi].recv_batch()?;
+            let n = match &mut il.ports[pi] {
+                Link::Xdp(x) if x.batch_len() > 0 => x.batch_len(),
+                p => p.recv_batch()?,
+            };
+            il.fwd.clear();
             for i in 0..n {
                 let (frame, truncated) = il.ports[pi].frame_mut(i);
                 if let Some((ip, mac)) = arp_sender(frame) {
@@ -1100,24 +1266,31 @@ impl Worker {
                             *last = now;
                             if let Some(src) = il.net.addrs[port].iter().find(|a| !a.1).map(|a| a.0)
                             {
-                                out[port].push(&arp_request(macs[port], src as u32, hop as u32));
+                                let req = arp_request(macs[port], src as u32, hop as u32);
+                                match &mut il.arp[port] {
+                                    Some(a) => a.push(&req),
+                                    None => il.ports[port].push(&req),
+                                }
                             }
                         }
                     }
                     Fate::Out(o) => {
                         c.packets += 1;
                         c.accepted += 1;
-                        out[o].push(frame);
+                        il.fwd.push((i, o));
                     }
                 }
             }
+            for &(i, o) in &il.fwd {
+                forward_frame(&mut il.ports, pi, i, o);
+            }
+            il.ports[pi].recv_done();
         }
-        for (o, frames) in out.iter().enumerate() {
-            let refs: Vec<&[u8]> = frames.bufs[..frames.n]
-                .iter()
-                .map(|f| f.as_slice())
-                .collect();
-            il.ports[o].send_batch(&refs)?;
+        for p in il.ports.iter_mut() {
+            p.flush()?;
+        }
+        for a in il.arp.iter_mut().flatten() {
+            a.flush()?;
         }
         self.sf.ct.gc(now, 64);
         Ok(())
@@ -1540,9 +1713,10 @@ impl Worker {
             Io::Inline(il) => {
                 let mut rows = Vec::new();
                 for p in &il.ports {
-                    for (dir, v) in [("in", p.stats.received), ("out", p.stats.sent)] {
+                    let (rx, tx) = p.counts();
+                    for (dir, v) in [("in", rx), ("out", tx)] {
                         rows.push((
-                            format!("{{port=\"{}\",dir=\"{dir}\"}}", esc(&p.name)),
+                            format!("{{port=\"{}\",dir=\"{dir}\"}}", esc(p.name())),
                             v as f64,
                         ));
                     }
@@ -1758,9 +1932,23 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
                 "inline mode: the kernel forwards too ({what} = 1): set it to 0, or use mode \"nfqueue\""
             );
         }
+        anyhow::ensure!(
+            matches!(cfg.io.as_str(), "auto" | "xdp" | "afpacket"),
+            "io: auto, xdp or afpacket"
+        );
         let mut ports = Vec::new();
+        let mut arp = Vec::new();
         for i in &cfg.interface {
-            ports.push(weir_io::afpacket::Port::open(&i.name, cfg.nfqueue.batch)?);
+            let l = Link::open(&i.name, &cfg.io, cfg.nfqueue.batch)?;
+            arp.push(match l {
+                Link::Xdp(_) => Some(weir_io::afpacket::Port::open_proto(
+                    &i.name,
+                    libc::ETH_P_ARP as u16,
+                    64,
+                )?),
+                Link::Packet(_) => None,
+            });
+            ports.push(l);
         }
         let sf = Stateful::new(
             engine(&rs),
@@ -1773,9 +1961,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
             idx: 0,
             io: Io::Inline(Inline {
                 ports,
+                arp,
                 net,
                 asked: HashMap::new(),
-                out: Vec::new(),
+                fwd: Vec::new(),
             }),
             trace: None,
             sf,
