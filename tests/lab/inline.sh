@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Lab test of `weir run` in inline mode (root; network namespaces): weir forwards between the
-# router's two interfaces itself over AF_PACKET (the kernel's forwarding is off), with static
+# router's two interfaces itself (the kernel's forwarding is off), with static
 # routes, one static neighbour and one learnt over ARP. Checks: ICMP and TCP (iperf3, masqueraded)
 # pass, what the ruleset drops is dropped, TTL is decremented, weir refuses to run beside the
-# kernel's forwarding and names a missing interface; prints weir's CPU time per packet.
+# kernel's forwarding and names a missing interface; prints weir's CPU time per packet. The
+# traffic checks run twice: over AF_XDP and over AF_PACKET.
 #
 # Usage: tests/lab/inline.sh [path/to/weir]
 set -euo pipefail
@@ -77,7 +78,12 @@ if ip netns exec $R "$WEIR" run --config "$DIR/bad.toml" >"$DIR/bad.log" 2>&1; t
 grep -q "weirin-nope" "$DIR/bad.log" || fail "missing interface not named: $(cat $DIR/bad.log)"
 echo "ok: refuses to start beside kernel forwarding, names a missing interface"
 
-ip netns exec $R "$WEIR" run --config "$DIR/weir.toml" >"$DIR/weir.log" 2>&1 &
+# the same checks over AF_XDP (an XDP program hands weir the IP frames) and over AF_PACKET
+for IO in xdp afpacket; do
+echo "-- io = $IO"
+sed "s/^mode = .*/&\nio = \"$IO\"/" "$DIR/weir.toml" > "$DIR/weir-$IO.toml"
+ip -n $C neigh flush all; ip -n $S neigh flush all
+ip netns exec $R "$WEIR" run --config "$DIR/weir-$IO.toml" >"$DIR/weir.log" 2>&1 &
 WPID=$!
 for i in $(seq 50); do grep -q ready "$DIR/weir.log" 2>/dev/null && break; sleep 0.1; done
 grep -q ready "$DIR/weir.log" || fail "weir did not start"
@@ -102,5 +108,14 @@ ctl counters | grep "udp dport 9999 counter drop" | awk '{ exit !($1 >= 3) }' ||
 echo "ok: UDP dropped by its rule"
 ctl status > "$DIR/status"
 sed 's/^/  /' "$DIR/status"
+case $IO in
+  xdp) grep -q "AF_XDP" "$DIR/status" || fail "not on AF_XDP" ;;
+  afpacket) grep -q "AF_PACKET" "$DIR/status" || fail "not on AF_PACKET" ;;
+esac
 kill -TERM $WPID; wait $WPID || true; WPID=
+# shut down cleanly: the XDP program is gone with weir (its link closed), the kernel rules too
+if ip -n $R link show weirin-r0 | grep -q xdp; then fail "XDP program still attached after exit"; fi
+if ip netns exec $R iptables -t raw -S | grep -q WEIR-INLINE; then fail "kernel rules left after exit"; fi
+echo "ok: $IO: clean shutdown"
+done
 echo "PASS"

@@ -693,8 +693,37 @@ struct Net {
     addrs: Vec<Vec<(u128, bool)>>,
     /// Longest prefix first.
     routes: Vec<Route>,
-    neigh: HashMap<(u128, bool), [u8; 6]>,
+    neigh: NeighMap,
     names: Vec<u128>,
+}
+
+/// Neighbours by (address, IPv6): looked up for every forwarded frame, so hashed with a
+/// multiply-and-fold instead of SipHash (the keys are next hops of the configuration or
+/// learnt on a directly attached link, not chosen by remote senders).
+type NeighMap = HashMap<(u128, bool), [u8; 6], std::hash::BuildHasherDefault<AddrHasher>>;
+
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl std::hash::Hasher for AddrHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u8(*b);
+        }
+    }
+    fn write_u8(&mut self, v: u8) {
+        self.write_u64(v as u64);
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_u128(&mut self, v: u128) {
+        self.write_u64(v as u64);
+        self.write_u64((v >> 64) as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 impl Net {
@@ -748,7 +777,7 @@ impl Net {
             });
         }
         routes.sort_by_key(|r| std::cmp::Reverse(r.len));
-        let mut neigh = HashMap::new();
+        let mut neigh = NeighMap::default();
         for n in &cfg.neighbour {
             neigh.insert(parse_addr(&n.address)?, parse_mac(&n.mac)?);
         }
@@ -2504,7 +2533,7 @@ mod tests {
                 port: 1,
                 via: None,
             }],
-            neigh: HashMap::new(),
+            neigh: NeighMap::default(),
             names: vec![0, 0],
         };
         assert!(net.on_link(1, 0xc612_1e02));

@@ -1,9 +1,10 @@
 //! `weir run` on three-namespace labs (the scripts in tests/lab/): NFQUEUE mode (ICMP, TCP,
 //! UDP through weir with two workers, drops as the ruleset says, reloads under load, refused
 //! reloads, run-time set elements, traces, metrics, a busy queue, clean shutdown) and inline
-//! mode over AF_PACKET (ICMP with TTL, TCP through masquerade, drops, refusals). They need
-//! root, iproute2, iptables, iperf3, ping and ethtool; a script prints SKIP and a reason when
-//! it cannot run, and its test passes over it then.
+//! mode over AF_XDP and AF_PACKET (ICMP with TTL, TCP through masquerade, drops, refusals,
+//! clean shutdown); and `weir bench lab`'s harness on a short run. They need root, iproute2,
+//! iptables, nftables, iperf3, ping and ethtool; a test prints SKIP and a reason when it cannot
+//! run, and passes over it then.
 
 use std::process::Command;
 
@@ -39,4 +40,51 @@ fn nfqueue_mode_in_a_namespace_lab() {
 #[test]
 fn inline_mode_in_a_namespace_lab() {
     lab("inline.sh");
+}
+
+/// `weir bench lab` on a short run: every mode forwards, every figure is there, the lab is
+/// gone afterwards. (The figures themselves are a benchmark's, not checked here.)
+#[test]
+fn bench_lab_measures_every_mode() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIP: bench lab needs root");
+        return;
+    }
+    for t in ["nft", "iptables-restore", "ethtool"] {
+        if !Command::new("sh")
+            .args(["-c", &format!("command -v {t} >/dev/null")])
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            eprintln!("SKIP: {t} is not installed");
+            return;
+        }
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args([
+            "bench", "lab", "--n", "1,100", "--duration", "1", "--warmup", "0.5", "--json",
+        ])
+        .output()
+        .expect("running weir bench lab");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
+    assert_eq!(v["n"], serde_json::json!([1, 100]));
+    for m in ["kernel_norules", "iptables", "nft_linear", "nft_set", "weir"] {
+        for key in [format!("{m}_pps"), format!("{m}_us_per_pkt")] {
+            let l = v[&key].as_array().unwrap_or_else(|| panic!("{key} missing: {v}"));
+            assert_eq!(l.len(), 2, "{key}: {v}");
+            for x in l {
+                assert!(x.as_f64().is_some_and(|x| x > 0.0), "{key}: {v}\n{err}");
+            }
+        }
+    }
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&ns.stdout).contains("weirb"),
+        "lab namespaces left behind"
+    );
 }
