@@ -3,7 +3,8 @@
 # router's two interfaces itself (the kernel's forwarding is off), with static
 # routes, one static neighbour and one learnt over ARP. Checks: ICMP and TCP (iperf3, masqueraded)
 # pass, what the ruleset drops is dropped, TTL is decremented, weir refuses to run beside the
-# kernel's forwarding and names a missing interface; prints weir's CPU time per packet. The
+# kernel's forwarding and names a missing interface; answers TTL 1 and unroutable packets with
+# ICMP errors; traces packets; prints weir's CPU time per packet. The
 # traffic checks run twice: over AF_XDP and over AF_PACKET.
 #
 # Usage: tests/lab/inline.sh [path/to/weir]
@@ -32,6 +33,7 @@ table inet filter {
     type filter hook forward priority 0; policy accept;
     ip daddr 198.18.31.3 counter drop
     udp dport 9999 counter drop
+    icmp type echo-request ip ttl 63 counter
   }
 }
 table ip nat {
@@ -95,6 +97,24 @@ if ip netns exec $C ping -c 2 -i 0.2 -W 1 198.18.31.3 >/dev/null; then fail "pin
 echo "ok: ICMP forwarded by weir (TTL decremented) and dropped as the ruleset says"
 # the client's MAC is not in the configuration: weir learnt it from the client's ARP traffic
 echo "ok: a neighbour learnt over ARP (the client's MAC is not configured)"
+# as in Linux, the forward hook sees the TTL already decremented
+ctl counters | grep "ip ttl 63 counter" | awk '{ exit !($1 >= 3) }' || fail "forward did not see TTL 63: $(ctl counters)"
+# the router answers a TTL of 1 with time exceeded, and a destination without a route with
+# net unreachable, from its address on the sender's side
+ip netns exec $C ping -c 1 -t 1 -W 1 198.18.31.2 >"$DIR/ttl" 2>&1 || true
+grep -q "From 198.18.30.1.*Time to live exceeded" "$DIR/ttl" || fail "no time exceeded: $(cat $DIR/ttl)"
+ip netns exec $C ping -c 1 -W 1 198.18.99.1 >"$DIR/unr" 2>&1 || true
+grep -q "From 198.18.30.1.*Unreachable" "$DIR/unr" || fail "no unreachable: $(cat $DIR/unr)"
+echo "ok: ICMP time exceeded and net unreachable from the router"
+# a trace shows the rules a packet hit and where it went
+ctl trace 2 proto icmp > "$DIR/trace" &
+TP=$!
+sleep 0.3
+ip netns exec $C ping -c 3 -i 0.2 -W 1 198.18.31.2 >/dev/null || true
+wait $TP || true
+grep -q "ip ttl 63 counter" "$DIR/trace" && grep -q "verdict forward out weirin-r1" "$DIR/trace" ||
+  fail "trace: $(cat $DIR/trace)"
+echo "ok: trace in inline mode"
 
 ip netns exec $S iperf3 -s -1 -D -B 198.18.31.2 --logfile "$DIR/iperf-s.log"
 sleep 0.3

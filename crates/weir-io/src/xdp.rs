@@ -104,31 +104,31 @@ fn program(map_fd: i32) -> Vec<u8> {
     const PSEUDO_MAP_FD: u8 = 1;
     // pc:  REDIRECT = 17, PASS = 23 (offsets count from the next instruction)
     let p = [
-        insn(MOV64X, 6, 1, 0, 0),     // 0: r6 = ctx
-        insn(LDXW, 2, 1, 0, 0),       // 1: r2 = data
-        insn(LDXW, 3, 1, 4, 0),       // 2: r3 = data_end
-        insn(MOV64X, 4, 2, 0, 0),     // 3: r4 = data
-        insn(ADD64K, 4, 0, 0, 14),    // 4: r4 += 14 (Ethernet header)
-        insn(JGTX, 4, 3, 17, 0),      // 5: short frame -> PASS
-        insn(LDXH, 5, 2, 12, 0),      // 6: r5 = ethertype (network order)
-        insn(JEQK, 5, 0, 9, 0x0008),  // 7: IPv4 -> REDIRECT
-        insn(JNEK, 5, 0, 14, 0xdd86), // 8: not IPv6 -> PASS
-        insn(MOV64X, 4, 2, 0, 0),     // 9: r4 = data
-        insn(ADD64K, 4, 0, 0, 55),    // 10: r4 += 14 + 40 + 1
-        insn(JGTX, 4, 3, 5, 0),       // 11: no room for an ICMPv6 type -> REDIRECT
-        insn(LDXB, 5, 2, 20, 0),      // 12: r5 = next header
-        insn(JNEK, 5, 0, 3, 58),      // 13: not ICMPv6 -> REDIRECT
-        insn(LDXB, 5, 2, 54, 0),      // 14: r5 = ICMPv6 type
-        insn(JGTK, 5, 0, 1, 137),     // 15: above 137 -> REDIRECT
-        insn(JGEK, 5, 0, 6, 133),     // 16: 133..137 (ND, router discovery, redirect) -> PASS
-        insn(LDXW, 2, 6, 16, 0),      // 17: REDIRECT: r2 = rx_queue_index
+        insn(MOV64X, 6, 1, 0, 0),                   // 0: r6 = ctx
+        insn(LDXW, 2, 1, 0, 0),                     // 1: r2 = data
+        insn(LDXW, 3, 1, 4, 0),                     // 2: r3 = data_end
+        insn(MOV64X, 4, 2, 0, 0),                   // 3: r4 = data
+        insn(ADD64K, 4, 0, 0, 14),                  // 4: r4 += 14 (Ethernet header)
+        insn(JGTX, 4, 3, 17, 0),                    // 5: short frame -> PASS
+        insn(LDXH, 5, 2, 12, 0),                    // 6: r5 = ethertype (network order)
+        insn(JEQK, 5, 0, 9, 0x0008),                // 7: IPv4 -> REDIRECT
+        insn(JNEK, 5, 0, 14, 0xdd86),               // 8: not IPv6 -> PASS
+        insn(MOV64X, 4, 2, 0, 0),                   // 9: r4 = data
+        insn(ADD64K, 4, 0, 0, 55),                  // 10: r4 += 14 + 40 + 1
+        insn(JGTX, 4, 3, 5, 0),                     // 11: no room for an ICMPv6 type -> REDIRECT
+        insn(LDXB, 5, 2, 20, 0),                    // 12: r5 = next header
+        insn(JNEK, 5, 0, 3, 58),                    // 13: not ICMPv6 -> REDIRECT
+        insn(LDXB, 5, 2, 54, 0),                    // 14: r5 = ICMPv6 type
+        insn(JGTK, 5, 0, 1, 137),                   // 15: above 137 -> REDIRECT
+        insn(JGEK, 5, 0, 6, 133), // 16: 133..137 (ND, router discovery, redirect) -> PASS
+        insn(LDXW, 2, 6, 16, 0),  // 17: REDIRECT: r2 = rx_queue_index
         insn(LDDW, 1, PSEUDO_MAP_FD, 0, map_fd), // 18: r1 = the XSKMAP
-        insn(0, 0, 0, 0, 0),          // 19: (second half of the 64-bit load)
+        insn(0, 0, 0, 0, 0),      // 19: (second half of the 64-bit load)
         insn(MOV64K, 3, 0, 0, XDP_PASS), // 20: no socket on this queue: pass
         insn(CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP), // 21
-        insn(EXIT, 0, 0, 0, 0),       // 22
+        insn(EXIT, 0, 0, 0, 0),   // 22
         insn(MOV64K, 0, 0, 0, XDP_PASS), // 23: PASS
-        insn(EXIT, 0, 0, 0, 0),       // 24
+        insn(EXIT, 0, 0, 0, 0),   // 24
     ];
     p.concat()
 }
@@ -201,7 +201,10 @@ impl Program {
         // SAFETY: a fresh descriptor returned by bpf(2), owned from here on.
         let prog = unsafe { OwnedFd::from_raw_fd(prog) };
         let mut last = None;
-        for (flags, mode) in [(XDP_FLAGS_DRV_MODE, "native"), (XDP_FLAGS_SKB_MODE, "generic")] {
+        for (flags, mode) in [
+            (XDP_FLAGS_DRV_MODE, "native"),
+            (XDP_FLAGS_SKB_MODE, "generic"),
+        ] {
             let mut a = Attr::new()
                 .u32(0, prog.as_raw_fd() as u32)
                 .u32(4, ifindex)
@@ -215,7 +218,7 @@ impl Program {
                         // SAFETY: a fresh descriptor returned by bpf(2), owned from here on.
                         _link: unsafe { OwnedFd::from_raw_fd(link) },
                         mode,
-                    })
+                    });
                 }
                 Err(e) => last = Some(e),
             }
@@ -327,7 +330,9 @@ impl<T: Copy> Ring<T> {
 
     /// Producer side: free slots.
     fn free(&self) -> u32 {
-        RING - self.local.wrapping_sub(self.consumer().load(Ordering::Acquire))
+        RING - self
+            .local
+            .wrapping_sub(self.consumer().load(Ordering::Acquire))
     }
 
     /// Consumer side: entries ready.
@@ -536,7 +541,9 @@ impl Port {
             comp,
             rx,
             tx,
-            tx_free: (RX_FRAMES..RX_FRAMES + TX_FRAMES).map(|i| i * FRAME).collect(),
+            tx_free: (RX_FRAMES..RX_FRAMES + TX_FRAMES)
+                .map(|i| i * FRAME)
+                .collect(),
             batch: Vec::with_capacity(batch),
             max_batch: batch.clamp(1, RING as usize),
             tx_pending: 0,
@@ -577,7 +584,12 @@ impl Port {
         // SAFETY: the descriptor came from the kernel for a frame of our UMEM (address below
         // the UMEM's length, checked by the kernel at bind time for every frame we gave it);
         // the length is capped to the frame; the frame is ours until `recv_done`.
-        unsafe { (std::slice::from_raw_parts_mut(self.umem.add(addr as usize), len), false) }
+        unsafe {
+            (
+                std::slice::from_raw_parts_mut(self.umem.add(addr as usize), len),
+                false,
+            )
+        }
     }
 
     /// Frame `i` of the last batch, read-only.
@@ -598,10 +610,13 @@ impl Port {
         // out of it
         for (i, &(addr, _)) in self.batch.iter().enumerate() {
             let base = addr - addr % FRAME;
-            self.fill.write(self.fill.local.wrapping_add(i as u32), base);
+            self.fill
+                .write(self.fill.local.wrapping_add(i as u32), base);
         }
         self.fill.local = self.fill.local.wrapping_add(n);
-        self.fill.producer().store(self.fill.local, Ordering::Release);
+        self.fill
+            .producer()
+            .store(self.fill.local, Ordering::Release);
         self.rx.local = self.rx.local.wrapping_add(n);
         self.rx.consumer().store(self.rx.local, Ordering::Release);
         self.batch.clear();
@@ -616,7 +631,9 @@ impl Port {
         }
         if n > 0 {
             self.comp.local = self.comp.local.wrapping_add(n);
-            self.comp.consumer().store(self.comp.local, Ordering::Release);
+            self.comp
+                .consumer()
+                .store(self.comp.local, Ordering::Release);
         }
     }
 
@@ -747,7 +764,10 @@ mod tests {
         // the map load carries the map's descriptor, marked as such
         assert_eq!(code(18), 0x18);
         assert_eq!(p[18 * 8 + 1] >> 4, 1);
-        assert_eq!(i32::from_ne_bytes(p[18 * 8 + 4..18 * 8 + 8].try_into().unwrap()), 3);
+        assert_eq!(
+            i32::from_ne_bytes(p[18 * 8 + 4..18 * 8 + 8].try_into().unwrap()),
+            3
+        );
         assert_eq!(code(22), 0x95);
         assert_eq!(code(24), 0x95);
     }

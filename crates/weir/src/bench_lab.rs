@@ -39,7 +39,13 @@ const SRC_BASE: [u8; 4] = [198, 19, 240, 0];
 const DST_IP: &str = "198.18.1.100";
 const DST_MAC: &str = "02:77:62:00:00:64";
 /// Every mode, in the order they run.
-const MODES: [&str; 5] = ["kernel_norules", "iptables", "nft_linear", "nft_set", "weir"];
+const MODES: [&str; 5] = [
+    "kernel_norules",
+    "iptables",
+    "nft_linear",
+    "nft_set",
+    "weir",
+];
 
 #[derive(clap::Args)]
 pub struct LabArgs {
@@ -258,10 +264,42 @@ impl Lab {
             ))?;
             ip(&["-n", ns, "link", "set", "lo", "up"])?;
         }
-        ip(&["-n", NS_GEN, "addr", "add", "198.18.0.1/24", "dev", "weirbg0"])?;
-        ip(&["-n", NS_FW, "addr", "add", "198.18.0.2/24", "dev", "weirbf0"])?;
-        ip(&["-n", NS_FW, "addr", "add", "198.18.1.1/24", "dev", "weirbf1"])?;
-        ip(&["-n", NS_SINK, "addr", "add", "198.18.1.2/24", "dev", "weirbs0"])?;
+        ip(&[
+            "-n",
+            NS_GEN,
+            "addr",
+            "add",
+            "198.18.0.1/24",
+            "dev",
+            "weirbg0",
+        ])?;
+        ip(&[
+            "-n",
+            NS_FW,
+            "addr",
+            "add",
+            "198.18.0.2/24",
+            "dev",
+            "weirbf0",
+        ])?;
+        ip(&[
+            "-n",
+            NS_FW,
+            "addr",
+            "add",
+            "198.18.1.1/24",
+            "dev",
+            "weirbf1",
+        ])?;
+        ip(&[
+            "-n",
+            NS_SINK,
+            "addr",
+            "add",
+            "198.18.1.2/24",
+            "dev",
+            "weirbs0",
+        ])?;
         let fwd = format!("net.ipv4.ip_forward={}", kernel_forwards as u8);
         run(nsx(NS_FW, &["sysctl", "-qw", &fwd]))?;
         for (ns, d) in [
@@ -284,7 +322,16 @@ impl Lab {
             "weirbf0",
         ])?;
         ip(&[
-            "-n", NS_FW, "neigh", "replace", DST_IP, "lladdr", DST_MAC, "dev", "weirbf1", "nud",
+            "-n",
+            NS_FW,
+            "neigh",
+            "replace",
+            DST_IP,
+            "lladdr",
+            DST_MAC,
+            "dev",
+            "weirbf1",
+            "nud",
             "permanent",
         ])?;
         // the router's ingress in NAPI mode (GRO on, TSO/GSO off at the sender), nothing
@@ -328,17 +375,8 @@ impl Lab {
             std::thread::sleep(Duration::from_millis(20));
         }
         lab.napi = napi.context("no threaded NAPI kernel thread appeared for weirbf0")?;
-        run(Command::new("taskset").args([
-            "-pc",
-            &a.fw_cpu.to_string(),
-            &lab.napi.to_string(),
-        ]))?;
-        run(Command::new("renice").args([
-            "-n",
-            &a.nice.to_string(),
-            "-p",
-            &lab.napi.to_string(),
-        ]))?;
+        run(Command::new("taskset").args(["-pc", &a.fw_cpu.to_string(), &lab.napi.to_string()]))?;
+        run(Command::new("renice").args(["-n", &a.nice.to_string(), "-p", &lab.napi.to_string()]))?;
         // the sink's L2 drop runs on the generator's core (RPS)
         let rps = format!(
             "printf '%x' {} > /sys/class/net/weirbs0/queues/rx-0/rps_cpus",
@@ -402,7 +440,8 @@ fn nft_set(n: u32, nsrc: u32) -> String {
 }
 
 fn iptables_linear(n: u32, nsrc: u32) -> String {
-    let mut s = String::from("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n");
+    let mut s =
+        String::from("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n");
     for i in 0..n - 1 {
         s.push_str(&format!(
             "-A FORWARD -s {}/32 -m state --state NEW,ESTABLISHED,RELATED -j ACCEPT\n",
@@ -525,7 +564,10 @@ fn measure(a: &LabArgs, mode: &str, n: u32, dir: &Path) -> anyhow::Result<(Sampl
                 nft_linear(n, nsrc)
             };
             std::fs::write(&rules, text)?;
-            run(nsx(NS_FW, &["nft", "-f", rules.to_str().unwrap_or_default()]))?;
+            run(nsx(
+                NS_FW,
+                &["nft", "-f", rules.to_str().unwrap_or_default()],
+            ))?;
         }
         "weir" => {
             std::fs::write(&rules, nft_linear(n, nsrc))?;
@@ -637,7 +679,10 @@ fn measure(a: &LabArgs, mode: &str, n: u32, dir: &Path) -> anyhow::Result<(Sampl
         samples.push(s);
     }
     if weir && samples.iter().all(|s| s.pps == 0.0) {
-        bail!("weir forwarded nothing (see {})", dir.join("weir.err").display());
+        bail!(
+            "weir forwarded nothing (see {})",
+            dir.join("weir.err").display()
+        );
     }
     drop(weir_proc);
     drop(lab);
@@ -656,7 +701,15 @@ pub fn lab(a: LabArgs) -> anyhow::Result<ExitCode> {
     if unsafe { libc::geteuid() } != 0 {
         bail!("weir bench lab needs root (network namespaces, threaded NAPI)");
     }
-    for t in ["ip", "nft", "iptables", "iptables-restore", "ethtool", "taskset", "renice"] {
+    for t in [
+        "ip",
+        "nft",
+        "iptables",
+        "iptables-restore",
+        "ethtool",
+        "taskset",
+        "renice",
+    ] {
         anyhow::ensure!(
             Command::new("sh")
                 .args(["-c", &format!("command -v {t}")])
@@ -704,8 +757,8 @@ pub fn lab(a: LabArgs) -> anyhow::Result<ExitCode> {
         let mut kus = Vec::new();
         let mut offered = Vec::new();
         for &n in &a.n {
-            let (s, note) = measure(&a, mode, n, &dir)
-                .with_context(|| format!("mode {mode}, N = {n}"))?;
+            let (s, note) =
+                measure(&a, mode, n, &dir).with_context(|| format!("mode {mode}, N = {n}"))?;
             if !note.is_empty() && !notes.contains(&note) {
                 notes.push(note);
             }
@@ -726,7 +779,14 @@ pub fn lab(a: LabArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::Value::Object(out));
     } else {
         let mut o = std::io::stdout().lock();
-        writeln!(o, "{:<15} {}", "mode", a.n.iter().map(|n| format!("{:>22}", format!("N={n}"))).collect::<String>())?;
+        writeln!(
+            o,
+            "{:<15} {}",
+            "mode",
+            a.n.iter()
+                .map(|n| format!("{:>22}", format!("N={n}")))
+                .collect::<String>()
+        )?;
         for mode in MODES {
             let (Some(p), Some(u)) = (
                 out.get(&format!("{mode}_pps")),
@@ -741,10 +801,23 @@ pub fn lab(a: LabArgs) -> anyhow::Result<ExitCode> {
                     u[i].as_f64().unwrap_or(0.0)
                 )
             };
-            writeln!(o, "{mode:<15} {}", (0..a.n.len()).map(|i| format!("{:>22}", cell(i))).collect::<String>())?;
+            writeln!(
+                o,
+                "{mode:<15} {}",
+                (0..a.n.len())
+                    .map(|i| format!("{:>22}", cell(i)))
+                    .collect::<String>()
+            )?;
         }
         if let Some(k) = out.get("weir_kernel_us_per_pkt") {
-            writeln!(o, "{:<15} {}", "weir kernel us", (0..a.n.len()).map(|i| format!("{:>22.2}", k[i].as_f64().unwrap_or(0.0))).collect::<String>())?;
+            writeln!(
+                o,
+                "{:<15} {}",
+                "weir kernel us",
+                (0..a.n.len())
+                    .map(|i| format!("{:>22.2}", k[i].as_f64().unwrap_or(0.0)))
+                    .collect::<String>()
+            )?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -816,6 +889,9 @@ pub fn gen(a: GenArgs) -> anyhow::Result<ExitCode> {
         }
         port.send_batch(&refs)?;
     }
-    println!("sent {} send errors {}", port.stats.sent, port.stats.send_errors);
+    println!(
+        "sent {} send errors {}",
+        port.stats.sent, port.stats.send_errors
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -437,6 +437,10 @@ struct Counts {
     accepted: u64,
     rewritten: u64,
     dropped: HashMap<&'static str, u64>,
+    /// Inline mode: ICMP errors sent to senders (TTL exceeded, no route), and those the rate
+    /// limit held back.
+    icmp_errors: u64,
+    icmp_limited: u64,
 }
 
 fn reason(r: DropReason) -> &'static str {
@@ -511,6 +515,19 @@ type CtlRequest = (Vec<String>, mpsc::Sender<String>);
 
 /// How long `weir ctl trace` waits for its packets.
 const TRACE_SECONDS: u64 = 30;
+
+/// One line about a frame the inline router read (for traces).
+fn frame_summary(frame: &[u8], port: &str) -> String {
+    let pm = PacketMeta::parse(frame, LinkType::Ethernet);
+    let v6 = pm.l3 == weir_wire::L3::Ipv6;
+    format!(
+        "in {port}: proto {} {} -> {} len {}",
+        pm.l4proto,
+        endpoint(pm.saddr, pm.sport, v6),
+        endpoint(pm.daddr, pm.dport, v6),
+        pm.len
+    )
+}
 
 /// One line about a queued packet (for traces).
 fn packet_summary(p: &nfqueue::Packet, payload: &[u8]) -> String {
@@ -625,8 +642,7 @@ fn trace_packet(
     sf: &Stateful,
     summary: &str,
     before: &[(u64, u64)],
-    d: Decision,
-    changed: bool,
+    verdict: &str,
 ) {
     let Some(t) = trace.as_mut() else { return };
     t.seen += 1;
@@ -649,11 +665,30 @@ fn trace_packet(
             }
         }
     }
-    t.out.push_str(&match d {
-        Decision::Accept if changed => "  verdict accept (rewritten)\n".to_string(),
-        Decision::Accept => "  verdict accept\n".to_string(),
-        Decision::Drop(r) => format!("  verdict drop ({})\n", reason(r)),
-    });
+    t.out.push_str(&format!("  verdict {verdict}\n"));
+}
+
+/// A verdict as a trace shows it.
+fn verdict_text(d: Decision, changed: bool) -> String {
+    match d {
+        Decision::Accept if changed => "accept (rewritten)".into(),
+        Decision::Accept => "accept".into(),
+        Decision::Drop(r) => format!("drop ({})", reason(r)),
+    }
+}
+
+/// Whether a trace is on and wants this packet.
+fn trace_wants(trace: &Option<Trace>, pm: &PacketMeta) -> bool {
+    trace.as_ref().is_some_and(|t| {
+        t.filter.matches(&[weir_conntrack::Tuple {
+            src: pm.saddr,
+            dst: pm.daddr,
+            sport: pm.sport,
+            dport: pm.dport,
+            proto: pm.l4proto,
+            v6: pm.l3 == weir_wire::L3::Ipv6,
+        }])
+    })
 }
 
 fn parse_addr(s: &str) -> anyhow::Result<(u128, bool)> {
@@ -830,6 +865,8 @@ struct Inline {
     asked: HashMap<(u128, bool), u64>,
     /// The frames of the batch being handled that leave: (frame index, output port).
     fwd: Vec<(usize, usize)>,
+    ports_names: Vec<String>,
+    icmp_bucket: Bucket,
 }
 
 /// One port of the inline router: AF_PACKET or AF_XDP.
@@ -861,7 +898,9 @@ impl Link {
             match r {
                 Ok(l) => return Ok(l),
                 Err(e) if io == "xdp" => return Err(e),
-                Err(e) => eprintln!("weir run: {name}: AF_XDP not available ({e}); using AF_PACKET"),
+                Err(e) => {
+                    eprintln!("weir run: {name}: AF_XDP not available ({e}); using AF_PACKET")
+                }
             }
         }
         Ok(Link::Packet(weir_io::afpacket::Port::open(name, batch)?))
@@ -1030,6 +1069,95 @@ enum Fate {
     },
     /// Rewritten in place; out of this port.
     Out(usize),
+    /// Dropped, and the sender is told with an ICMP error (type, code), quoting the packet as
+    /// it arrived (`quote`) or as it is now (None).
+    Icmp {
+        why: &'static str,
+        typ: u8,
+        code: u8,
+        quote: Option<Vec<u8>>,
+    },
+}
+
+/// The ICMP error for a frame weir read on port `port` (back to its sender, from the router's
+/// address on that port), or None where RFC 1812 (and Linux's `icmp_send`) sends none: the
+/// frame is an ICMP error itself, a fragment other than the first, to or from a multicast or
+/// broadcast address, or the port has no address of the family.
+fn icmp_error(
+    net: &Net,
+    port: usize,
+    mac: [u8; 6],
+    frame: &[u8],
+    typ: u8,
+    code: u8,
+    quote: Option<&[u8]>,
+) -> Option<Vec<u8>> {
+    let pm = PacketMeta::parse(frame, LinkType::Ethernet);
+    let v6 = pm.l3 == weir_wire::L3::Ipv6;
+    if pm.is_icmp_error(frame) || pm.frag == weir_wire::Frag::Later || frame[0] & 1 == 1 {
+        return None;
+    }
+    let multicast = |a: u128| {
+        if v6 {
+            a >> 120 == 0xff || a == 0
+        } else {
+            let a = a as u32;
+            a >> 28 == 0xe || a == u32::MAX || a == 0
+        }
+    };
+    if multicast(pm.saddr) || multicast(pm.daddr) {
+        return None;
+    }
+    let src = net.addrs[port].iter().find(|a| a.1 == v6)?.0;
+    let to_ip = |a: u128| -> std::net::IpAddr {
+        if v6 {
+            std::net::Ipv6Addr::from(a).into()
+        } else {
+            std::net::Ipv4Addr::from(a as u32).into()
+        }
+    };
+    let l3 = pm.l3_off as usize;
+    let original = quote.unwrap_or(&frame[l3..]);
+    // as much of the packet as fits: 576 bytes in all for IPv4 (RFC 1812), 1280 for IPv6
+    let keep = if v6 { 1280 - 48 } else { 576 - 28 };
+    let dst_mac: [u8; 6] = frame[6..12].try_into().ok()?;
+    Some(
+        weir_wire::build::Builder::new()
+            .macs(mac, dst_mac)
+            .ttl(64)
+            .icmp_error(to_ip(src), to_ip(pm.saddr), typ, code, original, keep),
+    )
+}
+
+/// A token bucket for the ICMP errors weir sends (Linux's `icmp_msgs_per_sec` and
+/// `icmp_msgs_burst`: 1000 per second, bursts of 50).
+struct Bucket {
+    tokens: f64,
+    at: u64,
+}
+
+impl Bucket {
+    const RATE: f64 = 1000.0;
+    const BURST: f64 = 50.0;
+
+    fn new() -> Bucket {
+        Bucket {
+            tokens: Bucket::BURST,
+            at: 0,
+        }
+    }
+
+    fn take(&mut self, now: u64) -> bool {
+        let dt = now.saturating_sub(self.at) as f64 / 1e9;
+        self.at = now;
+        self.tokens = (self.tokens + dt * Bucket::RATE).min(Bucket::BURST);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 /// One frame through the router: routing, the hooks, the neighbour, MACs and TTL.
@@ -1056,9 +1184,12 @@ fn route_frame(
     }
     let l3 = pm.l3_off as usize;
     let ttl_at = l3 + if v6 { 7 } else { 8 };
-    if frame.get(ttl_at).is_none_or(|&t| t <= 1) {
-        return Fate::Drop("ttl");
-    }
+    let Some(&ttl) = frame.get(ttl_at) else {
+        return Fate::Drop("malformed");
+    };
+    // the packet as it arrived, for the ICMP error that a TTL of 1 will cost (NAT in
+    // prerouting may change it before the TTL is checked)
+    let quote = (ttl <= 1).then(|| frame[l3..frame.len().min(l3 + 576 - 28)].to_vec());
     let mut pc = PacketCt {
         iif_addr: net.addrs[in_port].iter().find(|a| a.1 == v6).map(|a| a.0),
         ..PacketCt::default()
@@ -1076,8 +1207,33 @@ fn route_frame(
         return Fate::Drop("to-router");
     }
     let Some(r) = net.route(pm.daddr, v6).copied() else {
-        return Fate::Drop("no-route");
+        let (typ, code) = if v6 { (1, 0) } else { (3, 0) };
+        return Fate::Icmp {
+            why: "no-route",
+            typ,
+            code,
+            quote: None,
+        };
     };
+    // as Linux's ip_forward: the TTL is checked and decremented after routing, before the
+    // forward hook (which sees the decremented TTL)
+    if ttl <= 1 {
+        let (typ, code) = if v6 { (3, 0) } else { (11, 0) };
+        return Fate::Icmp {
+            why: "ttl",
+            typ,
+            code,
+            quote,
+        };
+    }
+    if v6 {
+        frame[l3 + 7] -= 1;
+    } else {
+        frame[l3 + 8] -= 1;
+        let c = u16::from_be_bytes([frame[l3 + 10], frame[l3 + 11]]);
+        frame[l3 + 10..l3 + 12]
+            .copy_from_slice(&weir_lab::model::kernel_ttl_checksum(c).to_be_bytes());
+    }
     pc.oif_addr = net.addrs[r.port].iter().find(|a| a.1 == v6).map(|a| a.0);
     for h in [Hook::Forward, Hook::Postrouting] {
         let mut meta = Meta::with_ifnames("", "");
@@ -1104,18 +1260,6 @@ fn route_frame(
     };
     frame[..6].copy_from_slice(mac);
     frame[6..12].copy_from_slice(&out_macs[r.port]);
-    let l3 = pm2.l3_off as usize;
-    if v6 {
-        frame[l3 + 7] -= 1;
-    } else {
-        // TTL and protocol share a 16-bit word of the header checksum (RFC 1624)
-        let old = u16::from_be_bytes([frame[l3 + 8], frame[l3 + 9]]);
-        frame[l3 + 8] -= 1;
-        let new = u16::from_be_bytes([frame[l3 + 8], frame[l3 + 9]]);
-        let c = u16::from_be_bytes([frame[l3 + 10], frame[l3 + 11]]);
-        let c = weir_wire::checksum::update16(c, old, new);
-        frame[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
-    }
     Fate::Out(r.port)
 }
 
@@ -1181,7 +1325,7 @@ impl Worker {
         let mut drops: Vec<_> = c.dropped.iter().collect();
         drops.sort();
         format!(
-            "worker {} ({}): packets {} accepted {} rewritten {} dropped {}{}; conntrack entries {} (evicted {}, refused {}); {}\n",
+            "worker {} ({}): packets {} accepted {} rewritten {} dropped {}{}{}; conntrack entries {} (evicted {}, refused {}); {}\n",
             self.idx,
             self.io.describe(),
             c.packets,
@@ -1192,6 +1336,14 @@ impl Worker {
                 .iter()
                 .map(|(k, v)| format!(" {k}={v}"))
                 .collect::<String>(),
+            if c.icmp_errors + c.icmp_limited > 0 {
+                format!(
+                    "; ICMP errors sent {} (rate-limited {})",
+                    c.icmp_errors, c.icmp_limited
+                )
+            } else {
+                String::new()
+            },
             self.sf.ct.len(),
             self.sf.ct.stats().evicted,
             self.sf.ct.stats().refused,
@@ -1275,11 +1427,29 @@ impl Worker {
                         il.net.neigh.insert((ip, false), mac);
                     }
                 }
+                let traced = self.trace.is_some() && {
+                    let pm = PacketMeta::parse(frame, LinkType::Ethernet);
+                    !matches!(pm.l3, weir_wire::L3::Other(_)) && trace_wants(&self.trace, &pm)
+                };
+                let before = traced.then(|| self.sf.eng.st.rule_hits.clone());
+                let summary = traced.then(|| frame_summary(frame, il.ports_names[pi].as_str()));
                 let fate = if truncated {
                     Fate::Drop("truncated")
                 } else {
                     route_frame(&mut self.sf, &il.net, frame, pi, macs[pi], &macs, now)
                 };
+                if let (Some(before), Some(summary)) = (before, summary) {
+                    let v = match &fate {
+                        Fate::Kernel => "to the kernel (not weir's to forward)".to_string(),
+                        Fate::Drop(why) => format!("drop ({why})"),
+                        Fate::Icmp { why, typ, code, .. } => {
+                            format!("drop ({why}; ICMP error {typ}/{code} to the sender)")
+                        }
+                        Fate::NoNeighbour { .. } => "drop (no-neighbour)".to_string(),
+                        Fate::Out(o) => format!("forward out {}", il.ports_names[*o]),
+                    };
+                    trace_packet(&mut self.trace, &self.sf, &summary, &before, &v);
+                }
                 let c = &mut self.counts;
                 match fate {
                     Fate::Kernel => continue,
@@ -1307,6 +1477,25 @@ impl Worker {
                         c.packets += 1;
                         c.accepted += 1;
                         il.fwd.push((i, o));
+                    }
+                    Fate::Icmp {
+                        why,
+                        typ,
+                        code,
+                        quote,
+                    } => {
+                        c.packets += 1;
+                        *c.dropped.entry(why).or_default() += 1;
+                        let f = il.ports[pi].frame(i);
+                        let err = icmp_error(&il.net, pi, macs[pi], f, typ, code, quote.as_deref());
+                        match err {
+                            Some(e) if il.icmp_bucket.take(now) => {
+                                c.icmp_errors += 1;
+                                il.ports[pi].push(&e)
+                            }
+                            Some(_) => c.icmp_limited += 1,
+                            None => {}
+                        }
                     }
                 }
             }
@@ -1341,26 +1530,21 @@ impl Worker {
         let mut rewritten: Vec<(u32, Vec<u8>)> = Vec::new();
         let mut verdicts: Vec<(u32, Verdict)> = Vec::new();
         for (p, payload) in q.packets_mut() {
-            let traced = self.trace.as_ref().is_some_and(|t| {
-                let pm = PacketMeta::parse_captured(
-                    payload,
-                    LinkType::RawIp,
-                    p.cap_len.map_or(payload.len(), |c| c as usize),
+            let traced = self.trace.is_some()
+                && trace_wants(
+                    &self.trace,
+                    &PacketMeta::parse_captured(
+                        payload,
+                        LinkType::RawIp,
+                        p.cap_len.map_or(payload.len(), |c| c as usize),
+                    ),
                 );
-                t.filter.matches(&[weir_conntrack::Tuple {
-                    src: pm.saddr,
-                    dst: pm.daddr,
-                    sport: pm.sport,
-                    dport: pm.dport,
-                    proto: pm.l4proto,
-                    v6: pm.l3 == weir_wire::L3::Ipv6,
-                }])
-            });
             let before = traced.then(|| self.sf.eng.st.rule_hits.clone());
             let summary = traced.then(|| packet_summary(&p, payload));
             let (dec, changed) = process(&mut self.sf, &p, payload, &mut self.ifs, now);
             if let (Some(before), Some(summary)) = (before, summary) {
-                trace_packet(&mut self.trace, &self.sf, &summary, &before, dec, changed);
+                let v = verdict_text(dec, changed);
+                trace_packet(&mut self.trace, &self.sf, &summary, &before, &v);
             }
             let c = &mut self.counts;
             c.packets += 1;
@@ -1441,10 +1625,6 @@ impl Worker {
     }
 
     fn start_trace(&mut self, w: &[String], reply: mpsc::Sender<String>) {
-        if matches!(self.io, Io::Inline(_)) {
-            let _ = reply.send("error: trace is built for nfqueue mode so far\n".into());
-            return;
-        }
         let w: Vec<&str> = w.iter().map(String::as_str).collect();
         let (n, f) = match w.first().and_then(|n| n.parse::<usize>().ok()) {
             Some(n) => (n.max(1), &w[1..]),
@@ -1756,6 +1936,18 @@ impl Worker {
                     "Frames read and sent per port.",
                     rows,
                 );
+                metric(
+                    "icmp_errors_total",
+                    "counter",
+                    "ICMP errors for dropped packets: sent, or held back by the rate limit.",
+                    vec![
+                        ("{result=\"sent\"}".into(), self.counts.icmp_errors as f64),
+                        (
+                            "{result=\"limited\"}".into(),
+                            self.counts.icmp_limited as f64,
+                        ),
+                    ],
+                );
             }
         }
         metric(
@@ -1994,6 +2186,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
                 net,
                 asked: HashMap::new(),
                 fwd: Vec::new(),
+                ports_names: cfg.interface.iter().map(|i| i.name.clone()).collect(),
+                icmp_bucket: Bucket::new(),
             }),
             trace: None,
             sf,
@@ -2505,6 +2699,48 @@ mod tests {
             "added\n"
         );
         assert!(merge(Merge::Concat, &["x\n".into(), "error: no\n".into()]).starts_with("error"));
+    }
+
+    #[test]
+    fn icmp_errors_back_to_the_sender() {
+        use std::net::Ipv4Addr;
+        let net = Net {
+            addrs: vec![vec![(0xc612_1e01, false)], vec![]],
+            routes: vec![],
+            neigh: NeighMap::default(),
+            names: vec![0, 0],
+        };
+        let (me, host) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+        let (a, b) = (Ipv4Addr::new(198, 18, 30, 2), Ipv4Addr::new(198, 18, 31, 2));
+        let b4 = weir_wire::build::Builder::new().macs(host, me).ttl(1);
+        let f = b4.udp(a, b, 1000, 53, &[7; 700]);
+        let e = icmp_error(&net, 0, me, &f, 11, 0, None).expect("an error is due");
+        let pm = PacketMeta::parse(&e, LinkType::Ethernet);
+        assert_eq!((&e[..6], &e[6..12]), (&host[..], &me[..]));
+        assert_eq!((pm.saddr, pm.daddr), (0xc612_1e01, u32::from(a) as u128));
+        let l4 = pm.l4_off as usize;
+        assert_eq!((e[l4], e[l4 + 1]), (11, 0));
+        // the quote: the original IP packet, cut so that the error is 576 bytes of IP
+        assert_eq!(&e[l4 + 8..], &f[14..14 + 576 - 28]);
+        assert_eq!(weir_wire::checksum::checksum(&e[l4..]), 0);
+        // a quote given (the packet before NAT) is used instead
+        let q = f[14..60].to_vec();
+        let e = icmp_error(&net, 0, me, &f, 11, 0, Some(&q)).unwrap();
+        assert_eq!(&e[e.len() - q.len()..], &q[..]);
+        // none about an ICMP error, to a multicast or broadcast address, from a port without
+        // an address of the family
+        let err = b4.icmp_error(a, b, 3, 3, &f[14..], 64);
+        assert!(icmp_error(&net, 0, me, &err, 11, 0, None).is_none());
+        let mc = b4.udp(a, Ipv4Addr::new(224, 0, 0, 5), 1, 2, b"");
+        assert!(icmp_error(&net, 0, me, &mc, 11, 0, None).is_none());
+        let bc = b4.udp(a, Ipv4Addr::BROADCAST, 1, 2, b"");
+        assert!(icmp_error(&net, 0, me, &bc, 11, 0, None).is_none());
+        assert!(icmp_error(&net, 1, me, &f, 11, 0, None).is_none());
+        // the rate limit: a burst of 50, then 1000 per second
+        let mut bk = Bucket::new();
+        assert_eq!((0..60).filter(|_| bk.take(1)).count(), 50);
+        assert!(bk.take(1 + 1_000_000));
+        assert!(!bk.take(1 + 1_000_000));
     }
 
     #[test]

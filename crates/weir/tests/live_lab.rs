@@ -64,7 +64,15 @@ fn bench_lab_measures_every_mode() {
     }
     let out = Command::new(env!("CARGO_BIN_EXE_weir"))
         .args([
-            "bench", "lab", "--n", "1,100", "--duration", "1", "--warmup", "0.5", "--json",
+            "bench",
+            "lab",
+            "--n",
+            "1,100",
+            "--duration",
+            "1",
+            "--warmup",
+            "0.5",
+            "--json",
         ])
         .output()
         .expect("running weir bench lab");
@@ -73,9 +81,17 @@ fn bench_lab_measures_every_mode() {
     let v: serde_json::Value =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
     assert_eq!(v["n"], serde_json::json!([1, 100]));
-    for m in ["kernel_norules", "iptables", "nft_linear", "nft_set", "weir"] {
+    for m in [
+        "kernel_norules",
+        "iptables",
+        "nft_linear",
+        "nft_set",
+        "weir",
+    ] {
         for key in [format!("{m}_pps"), format!("{m}_us_per_pkt")] {
-            let l = v[&key].as_array().unwrap_or_else(|| panic!("{key} missing: {v}"));
+            let l = v[&key]
+                .as_array()
+                .unwrap_or_else(|| panic!("{key} missing: {v}"));
             assert_eq!(l.len(), 2, "{key}: {v}");
             for x in l {
                 assert!(x.as_f64().is_some_and(|x| x > 0.0), "{key}: {v}\n{err}");
