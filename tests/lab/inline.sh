@@ -20,6 +20,10 @@ ip -n $R addr add 198.18.30.1/24 dev weirin-r0; ip -n $R link set weirin-r0 up
 ip -n $R addr add 198.18.31.1/24 dev weirin-r1; ip -n $R link set weirin-r1 up
 ip -n $S addr add 198.18.31.2/24 dev weirin-s0; ip -n $S addr add 198.18.31.3/24 dev weirin-s0
 ip -n $S link set weirin-s0 up; ip -n $S route add default via 198.18.31.1
+# IPv6: no neighbour configured; weir learns both hosts from neighbour discovery
+ip -n $C addr add 2001:db8:30::2/64 dev weirin-c0 nodad; ip -n $C -6 route add default via 2001:db8:30::1
+ip -n $R addr add 2001:db8:30::1/64 dev weirin-r0 nodad; ip -n $R addr add 2001:db8:31::1/64 dev weirin-r1 nodad
+ip -n $S addr add 2001:db8:31::2/64 dev weirin-s0 nodad; ip -n $S -6 route add default via 2001:db8:31::1
 ip netns exec $R sysctl -qw net.ipv4.ip_forward=0
 ip netns exec $R sysctl -qw net.ipv6.conf.all.forwarding=0
 # full checksums and MTU-sized segments from the hosts (weir forwards frames as they are)
@@ -52,15 +56,21 @@ socket = "$DIR/weir.sock"
 address = ""
 [[interface]]
 name = "weirin-r0"
-address = ["198.18.30.1"]
+address = ["198.18.30.1", "2001:db8:30::1"]
 [[interface]]
 name = "weirin-r1"
-address = ["198.18.31.1"]
+address = ["198.18.31.1", "2001:db8:31::1"]
 [[route]]
 prefix = "198.18.30.0/24"
 interface = "weirin-r0"
 [[route]]
 prefix = "198.18.31.0/24"
+interface = "weirin-r1"
+[[route]]
+prefix = "2001:db8:30::/64"
+interface = "weirin-r0"
+[[route]]
+prefix = "2001:db8:31::/64"
 interface = "weirin-r1"
 [[neighbour]]
 address = "198.18.31.2"
@@ -97,6 +107,9 @@ if ip netns exec $C ping -c 2 -i 0.2 -W 1 198.18.31.3 >/dev/null; then fail "pin
 echo "ok: ICMP forwarded by weir (TTL decremented) and dropped as the ruleset says"
 # the client's MAC is not in the configuration: weir learnt it from the client's ARP traffic
 echo "ok: a neighbour learnt over ARP (the client's MAC is not configured)"
+ip netns exec $C ping -6 -c 3 -i 0.2 -W 1 2001:db8:31::2 >"$DIR/ping6" || fail "IPv6 ping through weir: $(cat $DIR/ping6)"
+grep -q "ttl=63" "$DIR/ping6" || fail "hop limit not decremented: $(cat $DIR/ping6)"
+echo "ok: IPv6 forwarded, both neighbours learnt from neighbour discovery"
 # as in Linux, the forward hook sees the TTL already decremented
 ctl counters | grep "ip ttl 63 counter" | awk '{ exit !($1 >= 3) }' || fail "forward did not see TTL 63: $(ctl counters)"
 # the router answers a TTL of 1 with time exceeded, and a destination without a route with

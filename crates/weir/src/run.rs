@@ -835,11 +835,25 @@ impl Net {
             .find(|r| r.v6 == v6 && dst & mask(r.len, v6) == r.net)
     }
 
-    /// Whether an IPv4 address is on the link of a port (a route through it with no next hop).
-    fn on_link(&self, port: usize, a: u128) -> bool {
-        self.routes
-            .iter()
-            .any(|r| r.port == port && !r.v6 && r.via.is_none() && a & mask(r.len, false) == r.net)
+    /// Whether an address is on the link of a port (a route through it with no next hop;
+    /// IPv6 link-local addresses are on every link).
+    fn on_link(&self, port: usize, a: u128, v6: bool) -> bool {
+        (v6 && a >> 118 == 0xfe80 >> 6)
+            || self.routes.iter().any(|r| {
+                r.port == port && r.v6 == v6 && r.via.is_none() && a & mask(r.len, v6) == r.net
+            })
+    }
+
+    /// Learn a neighbour from an ARP or neighbour discovery frame read on `port`.
+    fn learn(&mut self, port: usize, frame: &[u8]) {
+        if let Some((ip, mac, v6)) = arp_sender(frame)
+            .map(|(a, m)| (a, m, false))
+            .or_else(|| nd_sender(frame).map(|(a, m)| (a, m, true)))
+        {
+            if self.on_link(port, ip, v6) {
+                self.neigh.insert((ip, v6), mac);
+            }
+        }
     }
 
     fn is_own(&self, a: u128, v6: bool) -> bool {
@@ -1040,6 +1054,62 @@ fn arp_sender(f: &[u8]) -> Option<(u128, [u8; 6])> {
         return None;
     }
     Some((ip as u128, mac))
+}
+
+/// The sender of an IPv6 neighbour solicitation (its source address and source link-layer
+/// option) or advertisement (its target address and target link-layer option), checked as
+/// RFC 4861 says a node must (hop limit 255, code 0).
+fn nd_sender(f: &[u8]) -> Option<(u128, [u8; 6])> {
+    if f.get(12..14)? != [0x86, 0xdd] || *f.get(20)? != 58 || *f.get(21)? != 255 {
+        return None;
+    }
+    let icmp = f.get(54..)?;
+    let (typ, code) = (*icmp.first()?, *icmp.get(1)?);
+    if code != 0 || !matches!(typ, 135 | 136) {
+        return None;
+    }
+    let target = u128::from_be_bytes(icmp.get(8..24)?.try_into().ok()?);
+    let src = u128::from_be_bytes(f.get(22..38)?.try_into().ok()?);
+    let (addr, want) = if typ == 135 { (src, 1) } else { (target, 2) };
+    if addr == 0 || addr >> 120 == 0xff {
+        return None;
+    }
+    // options: type, length in units of 8 bytes, value
+    let mut o = icmp.get(24..)?;
+    while o.len() >= 8 {
+        let len = o[1] as usize * 8;
+        if len == 0 || len > o.len() {
+            return None;
+        }
+        if o[0] == want && len == 8 {
+            let mac: [u8; 6] = o[2..8].try_into().ok()?;
+            return (mac[0] & 1 == 0).then_some((addr, mac));
+        }
+        o = &o[len..];
+    }
+    None
+}
+
+/// A neighbour solicitation for `target` from `src` (our address and MAC on the port), to the
+/// target's solicited-node multicast address.
+fn nd_solicit(mac: [u8; 6], src: u128, target: u128) -> Vec<u8> {
+    let t = target.to_be_bytes();
+    let group = (0xff02_u128 << 112) | (0x1_ff00_0000_u128) | (target & 0xff_ffff);
+    let dst_mac = [0x33, 0x33, 0xff, t[13], t[14], t[15]];
+    let mut body = t.to_vec();
+    body.extend_from_slice(&[1, 1]);
+    body.extend_from_slice(&mac);
+    weir_wire::build::Builder::new()
+        .macs(mac, dst_mac)
+        .ttl(255)
+        .icmp(
+            std::net::Ipv6Addr::from(src),
+            std::net::Ipv6Addr::from(group),
+            135,
+            0,
+            0,
+            &body,
+        )
 }
 
 /// An ARP request for `target` from `src` (our address and MAC on the port).
@@ -1401,11 +1471,7 @@ impl Worker {
             let Some(a) = a else { continue };
             if fds[ai].revents != 0 {
                 for i in 0..a.recv_batch()? {
-                    if let Some((ip, mac)) = arp_sender(a.frame(i)) {
-                        if il.net.on_link(pi, ip) {
-                            il.net.neigh.insert((ip, false), mac);
-                        }
-                    }
+                    il.net.learn(pi, a.frame(i));
                 }
             }
             ai += 1;
@@ -1421,12 +1487,8 @@ impl Worker {
             il.fwd.clear();
             for i in 0..n {
                 let (frame, truncated) = il.ports[pi].frame_mut(i);
-                if let Some((ip, mac)) = arp_sender(frame) {
-                    // neighbours learnt from the ARP traffic on the link (requests and replies)
-                    if il.net.on_link(pi, ip) {
-                        il.net.neigh.insert((ip, false), mac);
-                    }
-                }
+                // neighbours learnt from the ARP and ND traffic on the link
+                il.net.learn(pi, frame);
                 let traced = self.trace.is_some() && {
                     let pm = PacketMeta::parse(frame, LinkType::Ethernet);
                     !matches!(pm.l3, weir_wire::L3::Other(_)) && trace_wants(&self.trace, &pm)
@@ -1461,11 +1523,16 @@ impl Worker {
                         c.packets += 1;
                         *c.dropped.entry("no-neighbour").or_default() += 1;
                         let last = il.asked.entry((hop, v6)).or_insert(0);
-                        if !v6 && now.saturating_sub(*last) >= 1_000_000_000 {
+                        if now.saturating_sub(*last) >= 1_000_000_000 {
                             *last = now;
-                            if let Some(src) = il.net.addrs[port].iter().find(|a| !a.1).map(|a| a.0)
+                            if let Some(src) =
+                                il.net.addrs[port].iter().find(|a| a.1 == v6).map(|a| a.0)
                             {
-                                let req = arp_request(macs[port], src as u32, hop as u32);
+                                let req = if v6 {
+                                    nd_solicit(macs[port], src, hop)
+                                } else {
+                                    arp_request(macs[port], src as u32, hop as u32)
+                                };
                                 match &mut il.arp[port] {
                                     Some(a) => a.push(&req),
                                     None => il.ports[port].push(&req),
@@ -2162,11 +2229,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         for i in &cfg.interface {
             let l = Link::open(&i.name, &cfg.io, cfg.nfqueue.batch)?;
             arp.push(match l {
-                Link::Xdp(_) => Some(weir_io::afpacket::Port::open_proto(
-                    &i.name,
-                    libc::ETH_P_ARP as u16,
-                    64,
-                )?),
+                Link::Xdp(_) => Some(weir_io::afpacket::Port::open(&i.name, 64)?),
                 Link::Packet(_) => None,
             });
             ports.push(l);
@@ -2744,6 +2807,69 @@ mod tests {
     }
 
     #[test]
+    fn neighbour_discovery_solicits_and_learns() {
+        let mac = [2, 0, 0, 0, 0, 9];
+        let me: u128 = 0x2001_0db8_0031_0000_0000_0000_0000_0001;
+        let host: u128 = 0x2001_0db8_0031_0000_0000_0000_00ab_cdef;
+        let ns = nd_solicit(mac, me, host);
+        // to the solicited-node group, hop limit 255, a valid ICMPv6 checksum
+        assert_eq!(&ns[..6], &[0x33, 0x33, 0xff, 0xab, 0xcd, 0xef]);
+        let pm = PacketMeta::parse(&ns, LinkType::Ethernet);
+        assert_eq!(pm.daddr, 0xff02_0000_0000_0000_0000_0001_ffab_cdef);
+        assert_eq!(ns[21], 255);
+        let l4 = pm.l4_off as usize;
+        let sum = weir_wire::checksum::checksum_with(
+            weir_wire::checksum::pseudo_v6(
+                me.to_be_bytes(),
+                pm.daddr.to_be_bytes(),
+                58,
+                (ns.len() - l4) as u32,
+            ),
+            &ns[l4..],
+        );
+        assert_eq!(sum, 0);
+        // what weir sends is what it learns from: the solicitation's source and its MAC
+        assert_eq!(nd_sender(&ns), Some((me, mac)));
+        // an advertisement: the target and the target link-layer option
+        let hmac = [2, 0, 0, 0, 0, 7];
+        let mut body = host.to_be_bytes().to_vec();
+        body.extend_from_slice(&[2, 1]);
+        body.extend_from_slice(&hmac);
+        let na = weir_wire::build::Builder::new()
+            .macs(hmac, mac)
+            .ttl(255)
+            .icmp(
+                std::net::Ipv6Addr::from(host),
+                std::net::Ipv6Addr::from(me),
+                136,
+                0,
+                0x6000_0000,
+                &body,
+            );
+        assert_eq!(nd_sender(&na), Some((host, hmac)));
+        // not with another hop limit (RFC 4861), nor without the option, nor cut short
+        let mut hop = na.clone();
+        hop[21] = 64;
+        assert_eq!(nd_sender(&hop), None);
+        assert_eq!(nd_sender(&na[..na.len() - 8]), None);
+        assert_eq!(nd_sender(&na[..60]), None);
+        let mut net = Net {
+            addrs: vec![vec![(me, true)]],
+            routes: vec![Route {
+                net: host & mask(64, true),
+                len: 64,
+                v6: true,
+                port: 0,
+                via: None,
+            }],
+            neigh: NeighMap::default(),
+            names: vec![0],
+        };
+        net.learn(0, &na);
+        assert_eq!(net.neigh.get(&(host, true)), Some(&hmac));
+    }
+
+    #[test]
     fn arp_requests_and_learning() {
         let mac = [2, 0, 0, 0, 0, 9];
         let f = arp_request(mac, 0xc612_1e01, 0xc612_1e02);
@@ -2772,9 +2898,12 @@ mod tests {
             neigh: NeighMap::default(),
             names: vec![0, 0],
         };
-        assert!(net.on_link(1, 0xc612_1e02));
-        assert!(!net.on_link(0, 0xc612_1e02));
-        assert!(!net.on_link(1, 0xc612_1f02));
+        assert!(net.on_link(1, 0xc612_1e02, false));
+        assert!(!net.on_link(0, 0xc612_1e02, false));
+        assert!(!net.on_link(1, 0xc612_1f02, false));
+        assert!(!net.on_link(1, 0xc612_1e02, true));
+        assert!(net.on_link(0, 0xfe80_u128 << 112 | 5, true));
+        assert!(!net.on_link(0, 0x2001_0db8_u128 << 96 | 5, true));
         assert_eq!(mask(24, false), 0xffff_ff00);
         assert_eq!(mask(0, false), 0);
         assert_eq!(mask(128, true), u128::MAX);

@@ -1,8 +1,8 @@
 //! `weir run` on three-namespace labs (the scripts in tests/lab/): NFQUEUE mode (ICMP, TCP,
 //! UDP through weir with two workers, drops as the ruleset says, reloads under load, refused
 //! reloads, run-time set elements, traces, metrics, a busy queue, clean shutdown) and inline
-//! mode over AF_XDP and AF_PACKET (ICMP with TTL, TCP through masquerade, drops, refusals,
-//! clean shutdown); and `weir bench lab`'s harness on a short run. They need root, iproute2,
+//! mode over AF_XDP and AF_PACKET (ICMP with TTL, IPv6 with neighbour discovery, ICMP errors
+//! from the router, traces, TCP through masquerade, drops, refusals, clean shutdown); and `weir bench lab`'s harness on a short run. They need root, iproute2,
 //! iptables, nftables, iperf3, ping and ethtool; a test prints SKIP and a reason when it cannot
 //! run, and passes over it then.
 
