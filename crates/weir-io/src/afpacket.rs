@@ -81,6 +81,46 @@ pub(crate) fn iface(fd: i32, name: &str) -> io::Result<(u32, [u8; 6])> {
     Ok((idx, mac))
 }
 
+/// An AF_PACKET socket bound to interface `name`: `proto` (network order) is what it takes
+/// (0: nothing) and what it is bound with. Errors name the cause.
+fn bound_socket(name: &str, proto: u16) -> io::Result<(OwnedFd, u32, [u8; 6])> {
+    // SAFETY: plain socket(2) call; the descriptor is checked and owned below.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            proto as i32,
+        )
+    };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!("AF_PACKET socket: {e} (weir needs CAP_NET_RAW)"),
+        ));
+    }
+    // SAFETY: `fd` is a fresh descriptor nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let (ifindex, mac) = iface(fd.as_raw_fd(), name)?;
+    // SAFETY: sockaddr_ll is plain old data; zeroed, then filled.
+    let mut sa: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sa.sll_family = libc::AF_PACKET as u16;
+    sa.sll_protocol = proto;
+    sa.sll_ifindex = ifindex as i32;
+    // SAFETY: a valid sockaddr_ll and its size.
+    if unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            &sa as *const libc::sockaddr_ll as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_ll>() as u32,
+        )
+    } < 0
+    {
+        return Err(os_err(&format!("binding to {name}")));
+    }
+    Ok((fd, ifindex, mac))
+}
+
 impl Port {
     /// Open a socket on interface `name` taking every protocol, in batches of `batch`.
     /// Errors name the cause: a missing interface, no CAP_NET_RAW.
@@ -91,40 +131,7 @@ impl Port {
     /// As [`Port::open`], for one protocol (an EtherType, such as `ETH_P_ARP`) only.
     pub fn open_proto(name: &str, proto: u16, batch: usize) -> io::Result<Port> {
         let proto = proto.to_be();
-        // SAFETY: plain socket(2) call; the descriptor is checked and owned below.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                proto as i32,
-            )
-        };
-        if fd < 0 {
-            let e = io::Error::last_os_error();
-            return Err(io::Error::new(
-                e.kind(),
-                format!("AF_PACKET socket: {e} (weir needs CAP_NET_RAW)"),
-            ));
-        }
-        // SAFETY: `fd` is a fresh descriptor nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let (ifindex, mac) = iface(fd.as_raw_fd(), name)?;
-        // SAFETY: sockaddr_ll is plain old data; zeroed, then filled.
-        let mut sa: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sa.sll_family = libc::AF_PACKET as u16;
-        sa.sll_protocol = proto;
-        sa.sll_ifindex = ifindex as i32;
-        // SAFETY: a valid sockaddr_ll and its size.
-        if unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                &sa as *const libc::sockaddr_ll as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        } < 0
-        {
-            return Err(os_err(&format!("binding to {name}")));
-        }
+        let (fd, ifindex, mac) = bound_socket(name, proto)?;
         let one: i32 = 1;
         let rcvbuf: i32 = 8 << 20;
         // SAFETY: setsockopt with live i32 values and their sizes; a failure of the buffer
@@ -166,33 +173,8 @@ impl Port {
     /// A send-only socket on interface `name` (it takes no frames), skipping the queueing
     /// discipline (`PACKET_QDISC_BYPASS`): a traffic generator's.
     pub fn open_tx(name: &str) -> io::Result<Port> {
-        // SAFETY: plain socket(2) call; protocol 0 means no frame is delivered to it.
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            let e = io::Error::last_os_error();
-            return Err(io::Error::new(
-                e.kind(),
-                format!("AF_PACKET socket: {e} (needs CAP_NET_RAW)"),
-            ));
-        }
-        // SAFETY: `fd` is a fresh descriptor nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let (ifindex, mac) = iface(fd.as_raw_fd(), name)?;
-        // SAFETY: sockaddr_ll is plain old data; zeroed, then filled.
-        let mut sa: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sa.sll_family = libc::AF_PACKET as u16;
-        sa.sll_ifindex = ifindex as i32;
-        // SAFETY: a valid sockaddr_ll and its size.
-        if unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                &sa as *const libc::sockaddr_ll as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        } < 0
-        {
-            return Err(os_err(&format!("binding to {name}")));
-        }
+        // protocol 0: no frame is delivered to it
+        let (fd, ifindex, mac) = bound_socket(name, 0)?;
         let one: i32 = 1;
         let sndbuf: i32 = 64 << 20;
         // SAFETY: setsockopt with live i32 values and their sizes; failures are not fatal

@@ -143,6 +143,17 @@ fn own_autogroup(c: &mut Command, nice: i32) {
     }
 }
 
+/// This weir binary with `args`, in namespace `ns`, pinned to `cpu`, in an autogroup of its
+/// own with nice `nice`.
+fn weir_on(ns: &str, cpu: usize, nice: i32, args: &[&str]) -> anyhow::Result<Command> {
+    let exe = std::env::current_exe()?;
+    let cpu = cpu.to_string();
+    let mut c = nsx(ns, &["taskset", "-c", &cpu, exe.to_str().unwrap_or("weir")]);
+    c.args(args).stdin(Stdio::null());
+    own_autogroup(&mut c, nice);
+    Ok(c)
+}
+
 /// Run time in nanoseconds of one thread (`/proc/PID/schedstat`, first field).
 fn thread_ns(path: &Path) -> u64 {
     std::fs::read_to_string(path)
@@ -404,22 +415,27 @@ fn source_net(nsrc: u32) -> String {
     format!("198.19.240.0/{}", 32 - nsrc.trailing_zeros())
 }
 
+/// N linear rules: N - 1 for filler addresses, the last for the traffic's prefix, each
+/// written by `rule` between `head` and `tail`.
+fn linear(n: u32, nsrc: u32, head: &str, rule: impl Fn(&str) -> String, tail: &str) -> String {
+    let mut s = String::from(head);
+    for i in 0..n - 1 {
+        s.push_str(&rule(&format!("{}/32", filler(i))));
+    }
+    s.push_str(&rule(&source_net(nsrc)));
+    s.push_str(tail);
+    s
+}
+
 /// The N linear nftables rules (weir loads the same text).
 fn nft_linear(n: u32, nsrc: u32) -> String {
-    let mut s = String::from(
+    linear(
+        n,
+        nsrc,
         "table ip weirb {\n chain forward {\n  type filter hook forward priority filter; policy drop;\n",
-    );
-    for i in 0..n - 1 {
-        s.push_str(&format!(
-            "  ip saddr {} ct state new,established,related accept\n",
-            filler(i)
-        ));
-    }
-    s.push_str(&format!(
-        "  ip saddr {} ct state new,established,related accept\n }}\n}}\n",
-        source_net(nsrc)
-    ));
-    s
+        |a| format!("  ip saddr {a} ct state new,established,related accept\n"),
+        " }\n}\n",
+    )
 }
 
 /// One set of N addresses, the traffic's among them; one rule. The traffic uses min(N, nsrc)
@@ -440,19 +456,13 @@ fn nft_set(n: u32, nsrc: u32) -> String {
 }
 
 fn iptables_linear(n: u32, nsrc: u32) -> String {
-    let mut s =
-        String::from("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n");
-    for i in 0..n - 1 {
-        s.push_str(&format!(
-            "-A FORWARD -s {}/32 -m state --state NEW,ESTABLISHED,RELATED -j ACCEPT\n",
-            filler(i)
-        ));
-    }
-    s.push_str(&format!(
-        "-A FORWARD -s {} -m state --state NEW,ESTABLISHED,RELATED -j ACCEPT\nCOMMIT\n",
-        source_net(nsrc)
-    ));
-    s
+    linear(
+        n,
+        nsrc,
+        "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n",
+        |a| format!("-A FORWARD -s {a} -m state --state NEW,ESTABLISHED,RELATED -j ACCEPT\n"),
+        "COMMIT\n",
+    )
 }
 
 fn weir_config(dir: &Path) -> String {
@@ -574,23 +584,14 @@ fn measure(a: &LabArgs, mode: &str, n: u32, dir: &Path) -> anyhow::Result<(Sampl
             let cfg = dir.join("weir.toml");
             std::fs::write(&cfg, weir_config(dir))?;
             let log = dir.join("weir.log");
-            let exe = std::env::current_exe()?;
-            let mut c = nsx(
+            let mut c = weir_on(
                 NS_FW,
-                &[
-                    "taskset",
-                    "-c",
-                    &a.fw_cpu.to_string(),
-                    exe.to_str().unwrap_or("weir"),
-                    "run",
-                    "--config",
-                    cfg.to_str().unwrap_or_default(),
-                ],
-            );
+                a.fw_cpu,
+                a.nice,
+                &["run", "--config", cfg.to_str().unwrap_or_default()],
+            )?;
             c.stdout(std::fs::File::create(&log)?)
-                .stderr(std::fs::File::create(dir.join("weir.err"))?)
-                .stdin(Stdio::null());
-            own_autogroup(&mut c, a.nice);
+                .stderr(std::fs::File::create(dir.join("weir.err"))?);
             let mut p = WeirProc { child: c.spawn()? };
             let t = Instant::now();
             loop {
@@ -621,17 +622,14 @@ fn measure(a: &LabArgs, mode: &str, n: u32, dir: &Path) -> anyhow::Result<(Sampl
         napi_ns: thread_ns(&PathBuf::from(format!("/proc/{}/schedstat", lab.napi))),
         weir_ns: wpid.map_or(0, process_ns),
     };
-    let exe = std::env::current_exe()?;
     let mut samples = Vec::new();
     for _ in 0..a.reps.max(1) {
         let secs = a.warmup + a.duration + 30.0;
-        let mut g = nsx(
+        let mut g = weir_on(
             NS_GEN,
+            a.gen_cpu,
+            a.nice,
             &[
-                "taskset",
-                "-c",
-                &a.gen_cpu.to_string(),
-                exe.to_str().unwrap_or("weir"),
                 "bench",
                 "lab-gen",
                 "--iface",
@@ -643,9 +641,8 @@ fn measure(a: &LabArgs, mode: &str, n: u32, dir: &Path) -> anyhow::Result<(Sampl
                 "--seconds",
                 &secs.to_string(),
             ],
-        );
-        g.stdout(Stdio::null()).stdin(Stdio::null());
-        own_autogroup(&mut g, a.nice);
+        )?;
+        g.stdout(Stdio::null());
         let mut gen = g.spawn().context("starting the generator")?;
         std::thread::sleep(Duration::from_secs_f64(a.warmup));
         let s0 = snap();
@@ -837,21 +834,12 @@ impl Drop for RemoveDir {
     }
 }
 
-fn parse_mac(s: &str) -> anyhow::Result<[u8; 6]> {
-    let v: Vec<u8> = s
-        .split(':')
-        .map(|x| u8::from_str_radix(x, 16))
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("bad MAC {s}"))?;
-    v.try_into().map_err(|_| anyhow::anyhow!("bad MAC {s}"))
-}
-
 /// The generator: UDP frames of 60 bytes (64 on the wire) from `sources` addresses in turn,
 /// `sendmmsg` in batches on an AF_PACKET socket that skips the qdisc, for `seconds` or until
 /// killed.
 pub fn gen(a: GenArgs) -> anyhow::Result<ExitCode> {
     const LEN: usize = 60;
-    let dst = parse_mac(&a.dst_mac)?;
+    let dst = crate::run::parse_mac(&a.dst_mac)?;
     let port = weir_io::afpacket::Port::open_tx(&a.iface)?;
     let dip: [u8; 4] = DST_IP.parse::<std::net::Ipv4Addr>()?.octets();
     let nsrc = a.sources.clamp(1, 65536) as usize;

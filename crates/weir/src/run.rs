@@ -702,7 +702,7 @@ fn parse_addr(s: &str) -> anyhow::Result<(u128, bool)> {
     })
 }
 
-fn parse_mac(s: &str) -> anyhow::Result<[u8; 6]> {
+pub(crate) fn parse_mac(s: &str) -> anyhow::Result<[u8; 6]> {
     let b: Vec<u8> = s
         .split(':')
         .map(|x| u8::from_str_radix(x, 16))
