@@ -222,11 +222,43 @@ fn read_config(path: &Path) -> anyhow::Result<(Config, PathBuf)> {
 }
 
 /// Load and check the ruleset; the errors as text.
-fn load(path: &Path) -> Result<weir_lang::ir::Ruleset, String> {
-    match weir_lang::load_file(path) {
-        Ok((rs, _)) => Ok(rs),
-        Err((sources, diags)) => Err(weir_lang::diag::render_all(&diags, &sources)),
+fn load(path: &Path, nfqueue: bool) -> Result<weir_lang::ir::Ruleset, String> {
+    let rs = match weir_lang::load_file(path) {
+        Ok((rs, _)) => rs,
+        Err((sources, diags)) => return Err(weir_lang::diag::render_all(&diags, &sources)),
+    };
+    if nfqueue {
+        if let Some(e) = nat_in_nfqueue_mode(&rs) {
+            return Err(e);
+        }
     }
+    Ok(rs)
+}
+
+/// In NFQUEUE mode the kernel routes a packet before weir sees it (at FORWARD, or INPUT for
+/// the router's own addresses) and does not route it again after the verdict: a translated
+/// destination would go where the old one went, and replies to a translated source would be
+/// delivered to the router itself. So NAT is refused there, naming the first NAT rule.
+fn nat_in_nfqueue_mode(rs: &weir_lang::ir::Ruleset) -> Option<String> {
+    for t in &rs.tables {
+        for c in &t.chains {
+            for r in &c.rules {
+                if r.exprs
+                    .iter()
+                    .any(|e| matches!(e, weir_lang::ir::Expr::Nat(_)))
+                {
+                    return Some(format!(
+                        "error: NAT in nfqueue mode: `{}` (table {} {}, chain {}): the kernel routes packets before it queues them to weir and does not route them again, so translated packets would go astray. Use mode = \"inline\" (weir routes), or the kernel's own NAT beside weir's filtering.\n",
+                        r.text,
+                        t.family.name(),
+                        t.name,
+                        c.name
+                    ));
+                }
+            }
+        }
+    }
+    None
 }
 
 fn engine(rs: &weir_lang::ir::Ruleset) -> Engine {
@@ -2166,7 +2198,7 @@ fn endpoint(a: u128, port: u16, v6: bool) -> String {
 
 pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     let (cfg, rules) = read_config(&a.config)?;
-    let rs = match load(&rules) {
+    let rs = match load(&rules, cfg.mode != "inline") {
         Ok(rs) => rs,
         Err(e) => {
             eprint!("{e}");
@@ -2330,6 +2362,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         reload_errors: 0,
         started: Instant::now(),
         cpu0: cpu_seconds(),
+        nfqueue: !inline,
     };
     println!(
         "weir run: {} {} ({} worker{}; {}), ruleset {}; ready",
@@ -2413,11 +2446,13 @@ struct Dispatcher {
     reload_errors: u64,
     started: Instant,
     cpu0: (f64, f64),
+    /// NFQUEUE mode (NAT refused on reload too).
+    nfqueue: bool,
 }
 
 impl Dispatcher {
     fn reload(&mut self) -> String {
-        match load(&self.rules) {
+        match load(&self.rules, self.nfqueue) {
             Ok(rs) => {
                 let acks: Vec<_> = self
                     .workers

@@ -470,6 +470,20 @@ fn run_configuration_errors_and_kernel_rules() {
         !ok && text.contains("bad.nft:1:") && text.contains("errors"),
         "{text}"
     );
+    // NAT in NFQUEUE mode: the kernel routed the packet already; refused, naming the rule
+    std::fs::write(
+        dir.join("nat.nft"),
+        "table ip n {\n chain post { type nat hook postrouting priority srcnat; oifname \"wan0\" masquerade }\n}\n",
+    )
+    .unwrap();
+    let p = cfg("nat.toml", "ruleset = \"nat.nft\"\nmode = \"nfqueue\"\n");
+    let (ok, text) = run(&p, &[]);
+    assert!(
+        !ok && text.contains("NAT in nfqueue mode")
+            && text.contains("oifname \"wan0\" masquerade")
+            && text.contains("inline"),
+        "{text}"
+    );
     // the kernel rules: forward always, input because the ruleset has an input chain
     let p = cfg(
         "ok.toml",
