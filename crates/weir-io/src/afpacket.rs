@@ -23,6 +23,195 @@ pub struct Stats {
     pub truncated: u64,
     /// Frames the kernel did not take on send (`sendmmsg` short or failed).
     pub send_errors: u64,
+    /// Frames the kernel dropped for want of room in the receive ring.
+    pub ring_drops: u64,
+}
+
+/// Ring geometry: blocks of `BLOCK` bytes, `BLOCKS` of them; a frame (with its header) may
+/// take up to `FRAME_MAX` bytes (a 9000-byte MTU fits).
+const BLOCK: usize = 1 << 20;
+const BLOCKS: usize = 32;
+const FRAME_MAX: usize = 16384;
+/// A block not yet full goes to weir this long after its first frame.
+const RETIRE_MS: u32 = 1;
+const TP_STATUS_USER: u32 = 1;
+
+/// A TPACKET_V3 receive ring: `BLOCKS` blocks, each owned by the kernel (filling it) or by
+/// weir (status `TP_STATUS_USER`) until weir writes the status back.
+struct RxRing {
+    map: *mut u8,
+    /// The next block to read.
+    next: usize,
+    /// The block of the current batch, handed back by `release`.
+    held: Option<usize>,
+    /// Frames of the current batch: (offset in the map, captured length, wire length).
+    frames: Vec<(usize, usize, usize)>,
+}
+
+// SAFETY: the mapping is owned by the ring and used by one thread at a time (the Port moves
+// between threads as a whole).
+unsafe impl Send for RxRing {}
+
+impl RxRing {
+    fn new(fd: i32, name: &str) -> io::Result<RxRing> {
+        let v3: i32 = 2; // TPACKET_V3
+                         // SAFETY: setsockopt with a live i32 and its size.
+        if unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_PACKET,
+                libc::PACKET_VERSION,
+                &v3 as *const i32 as *const libc::c_void,
+                4,
+            )
+        } < 0
+        {
+            return Err(os_err(&format!("{name}: TPACKET_V3")));
+        }
+        // tpacket_req3: block size, block count, frame size, frame count, retire timeout,
+        // private area size, feature word
+        let req: [u32; 7] = [
+            BLOCK as u32,
+            BLOCKS as u32,
+            FRAME_MAX as u32,
+            (BLOCK / FRAME_MAX * BLOCKS) as u32,
+            RETIRE_MS,
+            0,
+            0,
+        ];
+        // SAFETY: setsockopt with a live tpacket_req3 (seven u32) and its size.
+        if unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_PACKET,
+                libc::PACKET_RX_RING,
+                req.as_ptr() as *const libc::c_void,
+                28,
+            )
+        } < 0
+        {
+            return Err(os_err(&format!("{name}: receive ring")));
+        }
+        // SAFETY: maps the ring the kernel just set up on this socket; checked below,
+        // unmapped in Drop.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                BLOCK * BLOCKS,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_LOCKED,
+                fd,
+                0,
+            )
+        };
+        let map = if map == libc::MAP_FAILED {
+            // MAP_LOCKED may exceed the memlock limit: map without it
+            // SAFETY: as above.
+            let m = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    BLOCK * BLOCKS,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    fd,
+                    0,
+                )
+            };
+            if m == libc::MAP_FAILED {
+                return Err(os_err(&format!("{name}: mapping the receive ring")));
+            }
+            m
+        } else {
+            map
+        };
+        Ok(RxRing {
+            map: map as *mut u8,
+            next: 0,
+            held: None,
+            frames: Vec::new(),
+        })
+    }
+
+    /// The status word of block `b`.
+    fn status(&self, b: usize) -> &std::sync::atomic::AtomicU32 {
+        // SAFETY: block `b` < BLOCKS lies in the mapping; its status is an aligned u32 at
+        // offset 8 of the block descriptor, which the kernel and weir hand over atomically.
+        unsafe { &*(self.map.add(b * BLOCK + 8) as *const std::sync::atomic::AtomicU32) }
+    }
+
+    fn u32_at(&self, off: usize) -> u32 {
+        // SAFETY: `off` + 4 lies inside the mapping (callers check against the block bounds).
+        unsafe { (self.map.add(off) as *const u32).read_unaligned() }
+    }
+
+    /// Take the next block if the kernel handed it over: its frames become the batch.
+    fn take(&mut self) -> usize {
+        self.frames.clear();
+        let b = self.next;
+        if self.status(b).load(std::sync::atomic::Ordering::Acquire) & TP_STATUS_USER == 0 {
+            return 0;
+        }
+        let base = b * BLOCK;
+        let num = self.u32_at(base + 12) as usize;
+        let mut off = self.u32_at(base + 16) as usize;
+        for _ in 0..num {
+            if off < 32 || off + 28 > BLOCK {
+                break;
+            }
+            let h = base + off;
+            let (snap, len) = (self.u32_at(h + 12) as usize, self.u32_at(h + 16) as usize);
+            // SAFETY: reading a u16 inside the frame header (checked in bounds above).
+            let mac = unsafe { (self.map.add(h + 24) as *const u16).read_unaligned() } as usize;
+            if off + mac + snap > BLOCK {
+                break;
+            }
+            self.frames.push((h + mac, snap, len));
+            let next = self.u32_at(h) as usize;
+            if next == 0 {
+                break;
+            }
+            off += next;
+        }
+        self.held = Some(b);
+        self.next = (b + 1) % BLOCKS;
+        self.frames.len()
+    }
+
+    fn truncated_in_batch(&self) -> usize {
+        self.frames.iter().filter(|f| f.1 < f.2).count()
+    }
+
+    fn frame_mut(&mut self, i: usize) -> (&mut [u8], bool) {
+        let (off, snap, len) = self.frames[i];
+        // SAFETY: the frame lies inside the held block (checked in `take`), which the kernel
+        // does not touch until `release`; one frame is borrowed at a time.
+        (
+            unsafe { std::slice::from_raw_parts_mut(self.map.add(off), snap) },
+            snap < len,
+        )
+    }
+
+    fn frame(&self, i: usize) -> &[u8] {
+        let (off, snap, _) = self.frames[i];
+        // SAFETY: as in `frame_mut`.
+        unsafe { std::slice::from_raw_parts(self.map.add(off), snap) }
+    }
+
+    /// Hand the held block back to the kernel.
+    fn release(&mut self) {
+        if let Some(b) = self.held.take() {
+            self.frames.clear();
+            self.status(b)
+                .store(0, std::sync::atomic::Ordering::Release);
+        }
+    }
+}
+
+impl Drop for RxRing {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, unmapped once.
+        unsafe { libc::munmap(self.map as *mut libc::c_void, BLOCK * BLOCKS) };
+    }
 }
 
 /// An AF_PACKET socket on one interface.
@@ -33,6 +222,8 @@ pub struct Port {
     pub mac: [u8; 6],
     bufs: Vec<Vec<u8>>,
     got: Vec<crate::mmsg::Got>,
+    /// With a TPACKET_V3 receive ring ([`Port::open_ring`]): frames are read in place there.
+    ring: Option<RxRing>,
     n: usize,
     /// Frames queued by [`Port::push`], sent by [`Port::flush`]; buffers reused.
     out: Vec<Vec<u8>>,
@@ -163,6 +354,7 @@ impl Port {
             mac,
             bufs: (0..batch).map(|_| vec![0u8; RX_BUF]).collect(),
             got: vec![Default::default(); batch],
+            ring: None,
             n: 0,
             out: Vec::new(),
             out_n: 0,
@@ -202,6 +394,7 @@ impl Port {
             mac,
             bufs: Vec::new(),
             got: Vec::new(),
+            ring: None,
             n: 0,
             out: Vec::new(),
             out_n: 0,
@@ -213,8 +406,32 @@ impl Port {
         self.fd.as_raw_fd()
     }
 
-    /// Take the frames that are ready (never blocks). Returns how many.
+    /// As [`Port::open`], reading through a TPACKET_V3 ring mapped from the kernel: the
+    /// kernel copies frames into blocks of the ring as they arrive (in its receive path, not
+    /// in a system call of weir's), weir takes a whole block at a time and hands it back when
+    /// done. A block is handed to weir when full or `RETIRE_MS` after its first frame.
+    pub fn open_ring(name: &str) -> io::Result<Port> {
+        let mut p = Port::open(name, 1)?;
+        p.bufs = Vec::new();
+        p.got = Vec::new();
+        p.ring = Some(RxRing::new(p.fd.as_raw_fd(), name)?);
+        Ok(p)
+    }
+
+    /// Take the frames that are ready (never blocks). Returns how many. With a ring, the
+    /// frames stay in it until [`Port::recv_done`].
     pub fn recv_batch(&mut self) -> io::Result<usize> {
+        if let Some(r) = &mut self.ring {
+            r.release();
+            let n = r.take();
+            self.n = n;
+            if n > 0 {
+                self.stats.received += n as u64;
+                self.stats.batches += 1;
+                self.stats.truncated += r.truncated_in_batch() as u64;
+            }
+            return Ok(n);
+        }
         self.n = 0;
         let n = match crate::mmsg::recv(
             self.fd.as_raw_fd(),
@@ -243,6 +460,9 @@ impl Port {
     /// Frame `i` of the last batch (writable: weir rewrites it in place), and whether it was
     /// cut short.
     pub fn frame_mut(&mut self, i: usize) -> (&mut [u8], bool) {
+        if let Some(r) = &mut self.ring {
+            return r.frame_mut(i);
+        }
         let g = self.got[i];
         (&mut self.bufs[i][..g.len.min(RX_BUF)], g.truncated)
     }
@@ -253,7 +473,42 @@ impl Port {
 
     /// Frame `i` of the last batch, read-only.
     pub fn frame(&self, i: usize) -> &[u8] {
+        if let Some(r) = &self.ring {
+            return r.frame(i);
+        }
         &self.bufs[i][..self.got[i].len.min(RX_BUF)]
+    }
+
+    /// With a ring: hand the last batch's block back to the kernel.
+    pub fn recv_done(&mut self) {
+        if let Some(r) = &mut self.ring {
+            r.release();
+        }
+    }
+
+    /// With a ring: frames the kernel dropped because the ring was full (since the last call;
+    /// `PACKET_STATISTICS` resets when read).
+    pub fn ring_drops(&mut self) -> u64 {
+        if self.ring.is_none() {
+            return 0;
+        }
+        // SAFETY: tpacket_stats_v3 is three u32; the kernel fills it.
+        let mut st = [0u32; 3];
+        let mut len = 12u32;
+        // SAFETY: getsockopt into a live buffer of the given size.
+        if unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                st.as_mut_ptr() as *mut libc::c_void,
+                &mut len,
+            )
+        } == 0
+        {
+            self.stats.ring_drops += st[1] as u64;
+        }
+        self.stats.ring_drops
     }
 
     /// Queue a frame (copied) for the next [`Port::flush`].

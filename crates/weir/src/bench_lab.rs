@@ -46,13 +46,16 @@ const MODES: [&str; 5] = [
     "nft_set",
     "weir",
 ];
+/// Also measured on request: weir inline over AF_PACKET (TPACKET_V3 ring) instead of AF_XDP.
+const EXTRA_MODES: [&str; 1] = ["weir_afpacket"];
 
 #[derive(clap::Args)]
 pub struct LabArgs {
     /// The rule counts N.
     #[arg(long, value_delimiter = ',', default_values_t = [1u32, 1000, 10000, 50000])]
     n: Vec<u32>,
-    /// The modes to run (kernel_norules, iptables, nft_linear, nft_set, weir).
+    /// The modes to run (kernel_norules, iptables, nft_linear, nft_set, weir; also
+    /// weir_afpacket: weir over AF_PACKET instead of AF_XDP).
     #[arg(long, value_delimiter = ',', default_values_t = MODES.map(String::from))]
     modes: Vec<String>,
     /// Measurement window per repetition, seconds.
@@ -465,10 +468,11 @@ fn iptables_linear(n: u32, nsrc: u32) -> String {
     )
 }
 
-fn weir_config(dir: &Path) -> String {
+fn weir_config(dir: &Path, io: &str) -> String {
     format!(
         r#"ruleset = "rules.nft"
 mode = "inline"
+io = "{io}"
 [nfqueue]
 batch = 256
 [control]
@@ -548,7 +552,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// One (mode, N): a fresh lab, the rules, `reps` windows of traffic.
 fn measure(a: &LabArgs, mode: &str, n: u32, dir: &Path) -> anyhow::Result<(Sample, String)> {
-    let weir = mode == "weir";
+    let weir = mode.starts_with("weir");
     let lab = Lab::up(a, !weir)?;
     let nsrc = if mode == "nft_set" {
         a.sources.min(n)
@@ -579,10 +583,11 @@ fn measure(a: &LabArgs, mode: &str, n: u32, dir: &Path) -> anyhow::Result<(Sampl
                 &["nft", "-f", rules.to_str().unwrap_or_default()],
             ))?;
         }
-        "weir" => {
+        "weir" | "weir_afpacket" => {
             std::fs::write(&rules, nft_linear(n, nsrc))?;
             let cfg = dir.join("weir.toml");
-            std::fs::write(&cfg, weir_config(dir))?;
+            let io = if mode == "weir" { "xdp" } else { "afpacket" };
+            std::fs::write(&cfg, weir_config(dir, io))?;
             let log = dir.join("weir.log");
             let mut c = weir_on(
                 NS_FW,
@@ -727,7 +732,10 @@ pub fn lab(a: LabArgs) -> anyhow::Result<ExitCode> {
         );
     }
     for m in &a.modes {
-        anyhow::ensure!(MODES.contains(&m.as_str()), "unknown mode {m}");
+        anyhow::ensure!(
+            MODES.contains(&m.as_str()) || EXTRA_MODES.contains(&m.as_str()),
+            "unknown mode {m}"
+        );
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     anyhow::ensure!(
@@ -745,7 +753,7 @@ pub fn lab(a: LabArgs) -> anyhow::Result<ExitCode> {
     let mut out = serde_json::Map::new();
     out.insert("n".into(), json!(a.n));
     let mut notes = Vec::new();
-    for mode in MODES {
+    for mode in MODES.iter().chain(&EXTRA_MODES).copied() {
         if !a.modes.iter().any(|m| m == mode) {
             continue;
         }
@@ -767,8 +775,8 @@ pub fn lab(a: LabArgs) -> anyhow::Result<ExitCode> {
         out.insert(format!("{mode}_pps"), json!(pps));
         out.insert(format!("{mode}_us_per_pkt"), json!(us));
         out.insert(format!("{mode}_offered_pps"), json!(offered));
-        if mode == "weir" {
-            out.insert("weir_kernel_us_per_pkt".into(), json!(kus));
+        if mode.starts_with("weir") {
+            out.insert(format!("{mode}_kernel_us_per_pkt"), json!(kus));
         }
     }
     out.insert("notes".into(), json!(notes));
@@ -784,7 +792,7 @@ pub fn lab(a: LabArgs) -> anyhow::Result<ExitCode> {
                 .map(|n| format!("{:>22}", format!("N={n}")))
                 .collect::<String>()
         )?;
-        for mode in MODES {
+        for mode in MODES.iter().chain(&EXTRA_MODES) {
             let (Some(p), Some(u)) = (
                 out.get(&format!("{mode}_pps")),
                 out.get(&format!("{mode}_us_per_pkt")),

@@ -949,7 +949,7 @@ impl Link {
                 }
             }
         }
-        Ok(Link::Packet(weir_io::afpacket::Port::open(name, batch)?))
+        Ok(Link::Packet(weir_io::afpacket::Port::open_ring(name)?))
     }
 
     fn name(&self) -> &str {
@@ -975,7 +975,7 @@ impl Link {
 
     fn kind(&self) -> String {
         match self {
-            Link::Packet(_) => "AF_PACKET".into(),
+            Link::Packet(_) => "AF_PACKET, TPACKET_V3 ring".into(),
             Link::Xdp(p) => format!("AF_XDP, XDP {}", p.program.mode),
         }
     }
@@ -1002,8 +1002,9 @@ impl Link {
     }
 
     fn recv_done(&mut self) {
-        if let Link::Xdp(p) = self {
-            p.recv_done()
+        match self {
+            Link::Packet(p) => p.recv_done(),
+            Link::Xdp(p) => p.recv_done(),
         }
     }
 
@@ -1031,10 +1032,18 @@ impl Link {
 
     fn stats(&mut self) -> String {
         match self {
-            Link::Packet(p) => format!(
-                "{} (AF_PACKET) received {} sent {} truncated {} send errors {}",
-                p.name, p.stats.received, p.stats.sent, p.stats.truncated, p.stats.send_errors
-            ),
+            Link::Packet(p) => {
+                let drops = p.ring_drops();
+                format!(
+                    "{} (AF_PACKET) received {} sent {} truncated {} send errors {} ring drops {}",
+                    p.name,
+                    p.stats.received,
+                    p.stats.sent,
+                    p.stats.truncated,
+                    p.stats.send_errors,
+                    drops
+                )
+            }
             Link::Xdp(p) => {
                 p.refresh_stats();
                 format!(
