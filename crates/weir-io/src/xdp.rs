@@ -516,16 +516,30 @@ impl Port {
             sxdp_queue_id: 0,
             sxdp_shared_umem_fd: 0,
         };
-        // SAFETY: bind with a live sockaddr_xdp and its size.
-        if unsafe {
-            libc::bind(
-                raw,
-                &sa as *const _ as *const libc::sockaddr,
-                std::mem::size_of_val(&sa) as u32,
-            )
-        } < 0
-        {
-            return Err(os_err(&format!("binding the AF_XDP socket to {name}")));
+        // A socket closed a moment ago (weir restarted) leaves the queue busy until the
+        // kernel has finished tearing it down (deferred work): wait up to 2 s for it.
+        let mut tries = 0;
+        loop {
+            // SAFETY: bind with a live sockaddr_xdp and its size.
+            if unsafe {
+                libc::bind(
+                    raw,
+                    &sa as *const _ as *const libc::sockaddr,
+                    std::mem::size_of_val(&sa) as u32,
+                )
+            } == 0
+            {
+                break;
+            }
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EBUSY) || tries == 40 {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("binding the AF_XDP socket to {name}: {e}"),
+                ));
+            }
+            tries += 1;
+            std::thread::sleep(std::time::Duration::from_millis(50));
         }
         let program = Program::attach(ifindex, name, 1)?;
         program.insert(0, raw)?;

@@ -913,11 +913,16 @@ struct Inline {
     fwd: Vec<(usize, usize)>,
     ports_names: Vec<String>,
     icmp_bucket: Bucket,
+    /// When the sockets were last polled (ns).
+    polled: u64,
+    /// The poll set (ports, then side sockets) and the ports' MACs, built on the first batch.
+    fds: Vec<libc::pollfd>,
+    macs: Vec<[u8; 6]>,
 }
 
 /// One port of the inline router: AF_PACKET or AF_XDP.
 enum Link {
-    Packet(weir_io::afpacket::Port),
+    Packet(Box<weir_io::afpacket::Port>),
     Xdp(Box<weir_io::xdp::Port>),
 }
 
@@ -949,7 +954,9 @@ impl Link {
                 }
             }
         }
-        Ok(Link::Packet(weir_io::afpacket::Port::open_ring(name)?))
+        Ok(Link::Packet(Box::new(weir_io::afpacket::Port::open_ring(
+            name,
+        )?)))
     }
 
     fn name(&self) -> &str {
@@ -1475,37 +1482,67 @@ impl Worker {
         let Io::Inline(il) = &mut self.io else {
             return Ok(());
         };
-        let np = il.ports.len();
-        let mut fds: Vec<libc::pollfd> = il
-            .ports
-            .iter()
-            .map(|p| p.fd())
-            .chain(il.arp.iter().flatten().map(|a| a.fd()))
-            .map(|fd| libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
-        // AF_XDP frames are in the RX ring already: poll only when every ring is empty
-        let mut ready = false;
-        for (pi, p) in il.ports.iter_mut().enumerate() {
-            if let Link::Xdp(x) = p {
-                if x.recv_batch()? > 0 {
-                    fds[pi].revents = libc::POLLIN;
-                    ready = true;
-                }
-            }
+        // the poll set and the MACs are the same for every batch: built once
+        if il.fds.is_empty() {
+            il.fds = il
+                .ports
+                .iter()
+                .map(|p| p.fd())
+                .chain(il.arp.iter().flatten().map(|a| a.fd()))
+                .map(|fd| libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
+                .collect();
+            il.macs = il.ports.iter().map(|p| p.mac()).collect();
         }
-        if !ready {
-            // SAFETY: poll over live pollfds of our own sockets.
-            let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
-            if r <= 0 {
-                return Ok(());
+        let mut fds = std::mem::take(&mut il.fds);
+        for f in fds.iter_mut() {
+            f.revents = 0;
+        }
+        let r = self.step_inline_with(&mut fds);
+        if let Io::Inline(il) = &mut self.io {
+            il.fds = fds;
+        }
+        r
+    }
+
+    /// One batch of [`Worker::step_inline`] over the poll set `fds` (ports, then side
+    /// sockets).
+    fn step_inline_with(&mut self, fds: &mut [libc::pollfd]) -> std::io::Result<()> {
+        let Io::Inline(il) = &mut self.io else {
+            return Ok(());
+        };
+        let np = il.ports.len();
+        // AF_XDP frames are in the RX ring already: wait in poll only when every ring is
+        // empty; while they are busy, look at the other sockets (the ARP/ND side sockets,
+        // AF_PACKET ports) without waiting, at most once a millisecond
+        let mut ready = false;
+        for p in il.ports.iter_mut() {
+            if let Link::Xdp(x) = p {
+                ready |= x.recv_batch()? > 0;
             }
         }
         let now = now_ns();
-        let macs: Vec<[u8; 6]> = il.ports.iter().map(|p| p.mac()).collect();
+        if !ready || now.saturating_sub(il.polled) >= 1_000_000 {
+            il.polled = now;
+            let wait = if ready { 0 } else { 100 };
+            // SAFETY: poll over live pollfds of our own sockets.
+            let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
+            if r <= 0 && !ready {
+                return Ok(());
+            }
+        }
+        for (pi, p) in il.ports.iter().enumerate() {
+            if let Link::Xdp(x) = p {
+                if x.batch_len() > 0 {
+                    fds[pi].revents |= libc::POLLIN;
+                }
+            }
+        }
+        let now = if ready { now } else { now_ns() };
+        let macs = &il.macs;
         // ARP on the side sockets (AF_XDP mode): neighbours learnt from the link
         let mut ai = np;
         for (pi, a) in il.arp.iter_mut().enumerate() {
@@ -1539,7 +1576,7 @@ impl Worker {
                 let fate = if truncated {
                     Fate::Drop("truncated")
                 } else {
-                    route_frame(&mut self.sf, &il.net, frame, pi, macs[pi], &macs, now)
+                    route_frame(&mut self.sf, &il.net, frame, pi, macs[pi], macs, now)
                 };
                 if let (Some(before), Some(summary)) = (before, summary) {
                     let v = match &fate {
@@ -2292,6 +2329,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
                 fwd: Vec::new(),
                 ports_names: cfg.interface.iter().map(|i| i.name.clone()).collect(),
                 icmp_bucket: Bucket::new(),
+                polled: 0,
+                fds: Vec::new(),
+                macs: Vec::new(),
             }),
             trace: None,
             sf,
