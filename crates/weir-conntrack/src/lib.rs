@@ -97,6 +97,7 @@
 //!   is refused).
 //! - Packet counters are 32-bit (wrapping), byte counters 64-bit.
 
+pub mod steer;
 pub mod tcp;
 
 use std::time::Duration;

@@ -159,6 +159,9 @@ pub struct StatefulStats {
     pub nat_port_changed: u64,
     /// Packets rewritten for such a connection (their port is weir's choice).
     pub nat_port_changed_packets: u64,
+    /// Source NAT bindings whose reply could not be steered to this worker ([`Stateful::steer`]:
+    /// a single-port range, a protocol without ports): the replies reach another worker.
+    pub nat_steer_missed: u64,
     /// Connections put in a flowtable (`flow add`).
     pub offloaded: u64,
     /// Packets forwarded by the flowtable fast path.
@@ -179,6 +182,10 @@ pub struct Stateful {
     pub stats: StatefulStats,
     /// State of the generator of `random` / `fully-random` port offsets.
     pub nat_rng: u64,
+    /// Several workers share the traffic, each with its own table: `(workers, this worker)`.
+    /// A source NAT binding then picks a port whose reply tuple steers to this worker
+    /// ([`weir_conntrack::steer::worker`]), as it avoids a port in use.
+    pub steer: Option<(u32, u32)>,
     /// The ruleset has nat chains for IPv4 / IPv6: netfilter's NAT hooks are registered, and
     /// every connection gets a binding (a null one when no rule binds it).
     pub nat_v4: bool,
@@ -359,6 +366,7 @@ impl Stateful {
             track_v6: v6,
             stats: StatefulStats::default(),
             nat_rng: 0x2545_f491_4f6c_dd1d,
+            steer: None,
             nat_v4: n4,
             nat_v6: n6,
             flowtables,
@@ -1109,9 +1117,20 @@ impl Stateful {
         let req = *req;
         debug_assert_eq!(req.manip, m);
         let ct = &self.ct;
-        let new = nat::unique_tuple(&cur, &req, &mut self.nat_rng, |t| {
-            ct.reply_in_use(&t.invert())
-        })?;
+        let steer = self.steer.filter(|_| m == Manip::Src);
+        let mine =
+            |t: &Tuple| steer.is_none_or(|(n, me)| weir_conntrack::steer::worker(t, n) == me);
+        let new = match nat::unique_tuple(&cur, &req, &mut self.nat_rng, |t| {
+            ct.reply_in_use(&t.invert()) || !mine(t)
+        }) {
+            Err(_) if steer.is_some() => nat::unique_tuple(&cur, &req, &mut self.nat_rng, |t| {
+                ct.reply_in_use(&t.invert())
+            })?,
+            r => r?,
+        };
+        if !mine(&new) {
+            self.stats.nat_steer_missed += 1;
+        }
         if new != cur {
             if m == Manip::Src && (new.sport != cur.sport) && req.port.is_none() {
                 self.stats.nat_port_changed += 1;

@@ -545,3 +545,62 @@ fn read_only_hook_binds_but_counts_the_rewrite_not_applied() {
     assert_eq!(sf.stats.nat_bound, 1);
     assert_eq!(sf.stats.nat_not_applied, 1);
 }
+
+/// With several workers (`Stateful::steer`), a masquerade picks ports whose reply tuple the
+/// fanout steers back to the worker that made the binding; the replies are translated back.
+#[test]
+fn masquerade_ports_steer_replies_to_their_worker() {
+    use weir_conntrack::steer::worker;
+    use weir_conntrack::Tuple;
+    let t = 1_000_000_000;
+    for me in 0..4u32 {
+        let mut sf = stateful(MASQ);
+        sf.steer = Some((4, me));
+        let mut seen = 0;
+        for i in 0..200u16 {
+            let sp = 30000 + i;
+            let orig = Tuple {
+                src: u32::from(H1) as u128,
+                dst: u32::from(S) as u128,
+                sport: sp,
+                dport: 80,
+                proto: 6,
+                v6: false,
+            };
+            // this worker only gets the connections the fanout gives it
+            if worker(&orig, 4) != me {
+                continue;
+            }
+            seen += 1;
+            let o = fwd(&mut sf, &tcp(H1, S, sp, 80, tf::SYN, 100, 0), "lan0", t);
+            assert!(o.d.is_accept(), "{:?}", o.d);
+            let (a, np, b, bp) = v4(&verify(&o.frame));
+            assert_eq!((a, b, bp), (GW, S, 80));
+            let reply = Tuple {
+                src: u32::from(S) as u128,
+                dst: u32::from(GW) as u128,
+                sport: 80,
+                dport: np,
+                proto: 6,
+                v6: false,
+            };
+            assert_eq!(worker(&reply, 4), me, "port {np} steers elsewhere");
+            let o = fwd(
+                &mut sf,
+                &tcp(S, GW, 80, np, tf::SYN | tf::ACK, 500, 101),
+                "wan0",
+                t + 1,
+            );
+            assert!(o.d.is_accept(), "{:?}", o.d);
+            assert_eq!(v4(&verify(&o.frame)), (S, 80, H1, sp));
+        }
+        assert!(seen > 20);
+        assert_eq!(sf.stats.nat_steer_missed, 0);
+        // about three in four ports had to change
+        assert!(
+            sf.stats.nat_port_changed * 2 > seen,
+            "{:?}",
+            sf.stats.nat_port_changed
+        );
+    }
+}

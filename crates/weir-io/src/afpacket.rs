@@ -406,6 +406,83 @@ impl Port {
         self.fd.as_raw_fd()
     }
 
+    /// Join a fanout group of this interface's sockets, steered by the classic BPF program
+    /// `prog` (`PACKET_FANOUT_CBPF`: a frame goes to socket `prog(frame) % members`, members
+    /// numbered in the order they joined). `group`: the id returned when the first socket
+    /// joined (`None`: this socket starts a new group, whose id the kernel picks). Returns the
+    /// group's id.
+    pub fn join_fanout(&self, group: Option<u16>, prog: &[crate::steer::Insn]) -> io::Result<u16> {
+        const FANOUT_CBPF: u32 = 6;
+        const FLAG_UNIQUEID: u32 = 0x2000;
+        let arg: u32 = match group {
+            Some(id) => id as u32 | FANOUT_CBPF << 16,
+            None => (FANOUT_CBPF | FLAG_UNIQUEID) << 16,
+        };
+        let fd = self.fd.as_raw_fd();
+        // SAFETY: setsockopt with a live u32 and its size.
+        if unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_PACKET,
+                libc::PACKET_FANOUT,
+                &arg as *const u32 as *const libc::c_void,
+                4,
+            )
+        } < 0
+        {
+            return Err(os_err(&format!(
+                "{}: joining a fanout group (PACKET_FANOUT_CBPF, Linux 4.3 or later)",
+                self.name
+            )));
+        }
+        let id = match group {
+            Some(id) => id,
+            None => {
+                let mut v: u32 = 0;
+                let mut len = 4u32;
+                // SAFETY: getsockopt into a live u32 with its size.
+                if unsafe {
+                    libc::getsockopt(
+                        fd,
+                        libc::SOL_PACKET,
+                        libc::PACKET_FANOUT,
+                        &mut v as *mut u32 as *mut libc::c_void,
+                        &mut len,
+                    )
+                } < 0
+                {
+                    return Err(os_err(&format!(
+                        "{}: reading the fanout group id",
+                        self.name
+                    )));
+                }
+                let prog = libc::sock_fprog {
+                    len: prog.len() as u16,
+                    filter: prog.as_ptr() as *mut libc::sock_filter,
+                };
+                // SAFETY: setsockopt with a live sock_fprog pointing at `prog`, which outlives
+                // the call (the kernel copies the program).
+                if unsafe {
+                    libc::setsockopt(
+                        fd,
+                        libc::SOL_PACKET,
+                        libc::PACKET_FANOUT_DATA,
+                        &prog as *const libc::sock_fprog as *const libc::c_void,
+                        std::mem::size_of::<libc::sock_fprog>() as u32,
+                    )
+                } < 0
+                {
+                    return Err(os_err(&format!(
+                        "{}: the fanout steering program",
+                        self.name
+                    )));
+                }
+                v as u16
+            }
+        };
+        Ok(id)
+    }
+
     /// As [`Port::open`], reading through a TPACKET_V3 ring mapped from the kernel: the
     /// kernel copies frames into blocks of the ring as they arrive (in its receive path, not
     /// in a system call of weir's), weir takes a whole block at a time and hands it back when

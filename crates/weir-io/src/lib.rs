@@ -12,4 +12,5 @@
 pub mod afpacket;
 mod mmsg;
 pub mod nfqueue;
+pub mod steer;
 pub mod xdp;
