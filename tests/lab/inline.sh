@@ -5,7 +5,9 @@
 # pass, what the ruleset drops is dropped, TTL is decremented, weir refuses to run beside the
 # kernel's forwarding and names a missing interface; answers TTL 1 and unroutable packets with
 # ICMP errors; traces packets; prints weir's CPU time per packet. The
-# traffic checks run twice: over AF_XDP and over AF_PACKET.
+# traffic checks run three times: over AF_XDP, over AF_PACKET, and over AF_PACKET with two
+# workers (a fanout steers both directions of each connection, masqueraded ones included, to
+# one worker).
 #
 # Usage: tests/lab/inline.sh [path/to/weir]
 set -euo pipefail
@@ -91,9 +93,10 @@ grep -q "weirin-nope" "$DIR/bad.log" || fail "missing interface not named: $(cat
 echo "ok: refuses to start beside kernel forwarding, names a missing interface"
 
 # the same checks over AF_XDP (an XDP program hands weir the IP frames) and over AF_PACKET
-for IO in xdp afpacket; do
-echo "-- io = $IO"
-sed "s/^mode = .*/&\nio = \"$IO\"/" "$DIR/weir.toml" > "$DIR/weir-$IO.toml"
+for RUN in xdp afpacket afpacket-2; do
+IO=${RUN%-*}; WORKERS=1; [ "$RUN" = afpacket-2 ] && WORKERS=2
+echo "-- io = $IO, workers = $WORKERS"
+sed "s/^mode = .*/&\nio = \"$IO\"\nworkers = $WORKERS/" "$DIR/weir.toml" > "$DIR/weir-$IO.toml"
 ip -n $C neigh flush all; ip -n $S neigh flush all
 ip netns exec $R "$WEIR" run --config "$DIR/weir-$IO.toml" >"$DIR/weir.log" 2>&1 &
 WPID=$!
@@ -131,9 +134,10 @@ echo "ok: trace in inline mode"
 
 ip netns exec $S iperf3 -s -1 -D -B 198.18.31.2 --logfile "$DIR/iperf-s.log"
 sleep 0.3
-ip netns exec $C iperf3 -c 198.18.31.2 -t 3 >"$DIR/iperf.out" 2>&1 || fail "iperf3 TCP through weir: $(cat $DIR/iperf.out)"
+# several connections: with two workers, both get some
+ip netns exec $C iperf3 -c 198.18.31.2 -t 3 -P $((WORKERS * 4 - 3)) >"$DIR/iperf.out" 2>&1 || fail "iperf3 TCP through weir: $(cat $DIR/iperf.out)"
 grep -q "Accepted connection from 198.18.31.1" "$DIR/iperf-s.log" || fail "masquerade: the server saw $(grep Accepted $DIR/iperf-s.log)"
-echo "ok: TCP through weir, masqueraded: $(grep -E 'receiver$' "$DIR/iperf.out" | awk '{print $7, $8}')"
+echo "ok: TCP through weir, masqueraded: $(grep -E 'receiver$' "$DIR/iperf.out" | tail -1 | awk '{print $(NF-2), $(NF-1)}')"
 
 for i in 1 2 3; do ip netns exec $C bash -c 'echo x > /dev/udp/198.18.31.2/9999' || true; done
 sleep 0.3
@@ -145,6 +149,13 @@ case $IO in
   xdp) grep -q "AF_XDP" "$DIR/status" || fail "not on AF_XDP" ;;
   afpacket) grep -q "AF_PACKET" "$DIR/status" || fail "not on AF_PACKET" ;;
 esac
+if [ "$WORKERS" = 2 ]; then
+  for w in 0 1; do
+    grep -E "^worker $w .*: packets [1-9]" "$DIR/status" >/dev/null || fail "worker $w handled no packet"
+  done
+  [ "$(grep -c 'NAT replies steered to another worker 0)' "$DIR/status")" = 2 ] || fail "NAT replies not steered to their worker"
+  echo "ok: two workers share the traffic, masqueraded replies steered to the worker of their connection"
+fi
 kill -TERM $WPID; wait $WPID || true; WPID=
 # shut down cleanly: the XDP program is gone with weir (its link closed), the kernel rules too
 if ip -n $R link show weirin-r0 | grep -q xdp; then fail "XDP program still attached after exit"; fi

@@ -21,8 +21,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;
 use weir_engine::stateful::{PacketCt, Stateful};
 use weir_engine::{Compiled, Decision, DropReason, Engine, Meta, Mode};
@@ -78,6 +78,15 @@ struct Config {
     /// it, AF_PACKET otherwise), `xdp` or `afpacket`.
     #[serde(default = "default_io")]
     io: String,
+    /// Inline mode: worker threads (one per core). With more than one, each interface is
+    /// read by an AF_PACKET fanout group whose BPF program sends both directions of a
+    /// connection to the same worker.
+    #[serde(default = "one")]
+    workers: u16,
+}
+
+fn one() -> u16 {
+    1
 }
 
 fn default_io() -> String {
@@ -762,6 +771,18 @@ struct Net {
     routes: Vec<Route>,
     neigh: NeighMap,
     names: Vec<u128>,
+    /// Several workers: the neighbours any of them learnt, and the generation of it this one
+    /// has merged.
+    shared: Option<Arc<SharedNeigh>>,
+    seen: u64,
+}
+
+/// Neighbours learnt by any inline worker (ARP reaches one worker only): each worker keeps
+/// its own map for the per-frame lookup and merges this one when its generation moves.
+#[derive(Default)]
+struct SharedNeigh {
+    map: Mutex<NeighMap>,
+    gen: AtomicU64,
 }
 
 /// Neighbours by (address, IPv6): looked up for every forwarded frame, so hashed with a
@@ -858,6 +879,8 @@ impl Net {
             routes,
             neigh,
             names,
+            shared: None,
+            seen: 0,
         })
     }
 
@@ -882,9 +905,28 @@ impl Net {
             .map(|(a, m)| (a, m, false))
             .or_else(|| nd_sender(frame).map(|(a, m)| (a, m, true)))
         {
-            if self.on_link(port, ip, v6) {
-                self.neigh.insert((ip, v6), mac);
+            if self.on_link(port, ip, v6) && self.neigh.insert((ip, v6), mac) != Some(mac) {
+                if let Some(sh) = &self.shared {
+                    if let Ok(mut m) = sh.map.lock() {
+                        m.insert((ip, v6), mac);
+                    }
+                    sh.gen.fetch_add(1, Ordering::Release);
+                }
             }
+        }
+    }
+
+    /// Take in what the other workers learnt (an atomic load when nothing changed).
+    fn sync(&mut self) {
+        let Some(sh) = &self.shared else { return };
+        let g = sh.gen.load(Ordering::Acquire);
+        if g != self.seen {
+            if let Ok(m) = sh.map.lock() {
+                for (k, v) in m.iter() {
+                    self.neigh.insert(*k, *v);
+                }
+            }
+            self.seen = g;
         }
     }
 
@@ -1252,23 +1294,28 @@ fn icmp_error(
 struct Bucket {
     tokens: f64,
     at: u64,
+    share: f64,
 }
 
 impl Bucket {
     const RATE: f64 = 1000.0;
     const BURST: f64 = 50.0;
 
-    fn new() -> Bucket {
+    /// The bucket of one worker of `share`: the router's rate and burst divided among them.
+    fn new(share: u16) -> Bucket {
+        let share = share.max(1) as f64;
         Bucket {
-            tokens: Bucket::BURST,
+            tokens: Bucket::BURST / share,
             at: 0,
+            share,
         }
     }
 
     fn take(&mut self, now: u64) -> bool {
         let dt = now.saturating_sub(self.at) as f64 / 1e9;
         self.at = now;
-        self.tokens = (self.tokens + dt * Bucket::RATE).min(Bucket::BURST);
+        self.tokens = (self.tokens + dt * Bucket::RATE / self.share)
+            .min((Bucket::BURST / self.share).max(1.0));
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
             true
@@ -1443,7 +1490,7 @@ impl Worker {
         let mut drops: Vec<_> = c.dropped.iter().collect();
         drops.sort();
         format!(
-            "worker {} ({}): packets {} accepted {} rewritten {} dropped {}{}{}; conntrack entries {} (evicted {}, refused {}); {}\n",
+            "worker {} ({}): packets {} accepted {} rewritten {} dropped {}{}{}; conntrack entries {} (evicted {}, refused {}{}); {}\n",
             self.idx,
             self.io.describe(),
             c.packets,
@@ -1465,6 +1512,14 @@ impl Worker {
             self.sf.ct.len(),
             self.sf.ct.stats().evicted,
             self.sf.ct.stats().refused,
+            if self.sf.steer.is_some() {
+                format!(
+                    ", NAT replies steered to another worker {}",
+                    self.sf.stats.nat_steer_missed
+                )
+            } else {
+                String::new()
+            },
             self.io.stats(),
         )
     }
@@ -1515,6 +1570,7 @@ impl Worker {
             return Ok(());
         };
         let np = il.ports.len();
+        il.net.sync();
         // AF_XDP frames are in the RX ring already: wait in poll only when every ring is
         // empty; while they are busy, look at the other sockets (the ARP/ND side sockets,
         // AF_PACKET ports) without waiting, at most once a millisecond
@@ -2252,7 +2308,15 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let inline = cfg.mode == "inline";
-    let workers = if inline { 1 } else { cfg.nfqueue.workers };
+    anyhow::ensure!(
+        inline || cfg.workers == 1,
+        "workers: inline mode only (nfqueue mode: nfqueue.workers, one queue each)"
+    );
+    let workers = if inline {
+        cfg.workers
+    } else {
+        cfg.nfqueue.workers
+    };
     anyhow::ensure!(
         (1..=64).contains(&workers) && cfg.nfqueue.queue.checked_add(workers - 1).is_some(),
         "nfqueue.workers: 1 to 64 (queues {} and up)",
@@ -2302,44 +2366,83 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
             matches!(cfg.io.as_str(), "auto" | "xdp" | "afpacket"),
             "io: auto, xdp or afpacket"
         );
-        let mut ports = Vec::new();
-        let mut arp = Vec::new();
-        for i in &cfg.interface {
-            let l = Link::open(&i.name, &cfg.io, cfg.nfqueue.batch)?;
-            arp.push(match l {
-                Link::Xdp(_) => Some(weir_io::afpacket::Port::open(&i.name, 64)?),
-                Link::Packet(_) => None,
-            });
-            ports.push(l);
+        let n = cfg.workers;
+        anyhow::ensure!((1..=64).contains(&n), "workers: 1 to 64");
+        // per worker, its ports (and in AF_XDP mode the ARP side sockets)
+        let mut links: Vec<(Vec<Link>, Vec<Option<weir_io::afpacket::Port>>)> = Vec::new();
+        if n == 1 {
+            let mut ports = Vec::new();
+            let mut arp = Vec::new();
+            for i in &cfg.interface {
+                let l = Link::open(&i.name, &cfg.io, cfg.nfqueue.batch)?;
+                arp.push(match l {
+                    Link::Xdp(_) => Some(weir_io::afpacket::Port::open(&i.name, 64)?),
+                    Link::Packet(_) => None,
+                });
+                ports.push(l);
+            }
+            links.push((ports, arp));
+        } else {
+            anyhow::ensure!(
+                cfg.io != "xdp",
+                "workers = {n} with io = \"xdp\": weir keeps both directions of a connection on one worker by steering frames with an AF_PACKET fanout, and an AF_XDP socket reads one NIC queue whatever the flow; use io = \"afpacket\" (or \"auto\") with several workers, or workers = 1 with AF_XDP"
+            );
+            if cfg.io == "auto" {
+                eprintln!("weir run: {n} workers: AF_PACKET rings with a fanout steering flows to workers (AF_XDP takes one worker)");
+            }
+            let prog = weir_io::steer::program();
+            links.resize_with(n as usize, || (Vec::new(), Vec::new()));
+            // the sockets of an interface join its group in worker order: member w is worker w
+            for i in &cfg.interface {
+                let mut group = None;
+                for (ports, arp) in links.iter_mut() {
+                    let p = weir_io::afpacket::Port::open_ring(&i.name)?;
+                    group = Some(p.join_fanout(group, &prog)?);
+                    ports.push(Link::Packet(Box::new(p)));
+                    arp.push(None);
+                }
+            }
         }
-        let sf = Stateful::new(
-            engine(&rs),
-            weir_conntrack::Config {
-                max_entries: cfg.conntrack.max_entries,
-                ..weir_conntrack::Config::default()
-            },
-        );
-        ws.push(Worker {
-            idx: 0,
-            io: Io::Inline(Inline {
-                ports,
-                arp,
-                net,
-                asked: HashMap::new(),
-                fwd: Vec::new(),
-                ports_names: cfg.interface.iter().map(|i| i.name.clone()).collect(),
-                icmp_bucket: Bucket::new(),
-                polled: 0,
-                fds: Vec::new(),
-                macs: Vec::new(),
-            }),
-            trace: None,
-            sf,
-            counts: Counts::default(),
-            ifs: IfNames::default(),
-            copy_mode: String::new(),
-            copy: 0,
-        });
+        let shared = (n > 1).then(|| Arc::new(SharedNeigh::default()));
+        let mut net = Some(net);
+        for (w, (ports, arp)) in links.into_iter().enumerate() {
+            let mut net = match net.take() {
+                Some(x) => x,
+                None => Net::build(&cfg)?,
+            };
+            net.shared = shared.clone();
+            let mut sf = Stateful::new(
+                engine(&rs),
+                weir_conntrack::Config {
+                    max_entries: cfg.conntrack.max_entries,
+                    ..weir_conntrack::Config::default()
+                },
+            );
+            if n > 1 {
+                sf.steer = Some((n as u32, w as u32));
+            }
+            ws.push(Worker {
+                idx: w,
+                io: Io::Inline(Inline {
+                    ports,
+                    arp,
+                    net,
+                    asked: HashMap::new(),
+                    fwd: Vec::new(),
+                    ports_names: cfg.interface.iter().map(|i| i.name.clone()).collect(),
+                    icmp_bucket: Bucket::new(n),
+                    polled: 0,
+                    fds: Vec::new(),
+                    macs: Vec::new(),
+                }),
+                trace: None,
+                sf,
+                counts: Counts::default(),
+                ifs: IfNames::default(),
+                copy_mode: String::new(),
+                copy: 0,
+            });
+        }
     }
     for i in 0..if inline { 0 } else { workers } {
         let sf = Stateful::new(
@@ -2884,7 +2987,7 @@ mod tests {
         assert!(icmp_error(&net, 0, me, &bc, 11, 0, None).is_none());
         assert!(icmp_error(&net, 1, me, &f, 11, 0, None).is_none());
         // the rate limit: a burst of 50, then 1000 per second
-        let mut bk = Bucket::new();
+        let mut bk = Bucket::new(1);
         assert_eq!((0..60).filter(|_| bk.take(1)).count(), 50);
         assert!(bk.take(1 + 1_000_000));
         assert!(!bk.take(1 + 1_000_000));
