@@ -90,7 +90,10 @@ ip netns exec $R sysctl -qw net.ipv4.ip_forward=0
 sed 's/name = "weirin-r1"/name = "weirin-nope"/; s/interface = "weirin-r1"/interface = "weirin-nope"/' "$DIR/weir.toml" > "$DIR/bad.toml"
 if ip netns exec $R "$WEIR" run --config "$DIR/bad.toml" >"$DIR/bad.log" 2>&1; then fail "started without its interface"; fi
 grep -q "weirin-nope" "$DIR/bad.log" || fail "missing interface not named: $(cat $DIR/bad.log)"
-echo "ok: refuses to start beside kernel forwarding, names a missing interface"
+sed "s/^mode = .*/&\nio = \"xdp\"\nworkers = 2/" "$DIR/weir.toml" > "$DIR/xdp2.toml"
+if ip netns exec $R "$WEIR" run --config "$DIR/xdp2.toml" >"$DIR/xdp2.log" 2>&1; then fail "started AF_XDP with two workers"; fi
+grep -q "io = \"afpacket\"" "$DIR/xdp2.log" || fail "no reason given for AF_XDP with two workers: $(cat $DIR/xdp2.log)"
+echo "ok: refuses to start beside kernel forwarding, names a missing interface, explains why AF_XDP takes one worker"
 
 # the same checks over AF_XDP (an XDP program hands weir the IP frames) and over AF_PACKET
 for RUN in xdp afpacket afpacket-2; do

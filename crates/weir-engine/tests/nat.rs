@@ -604,3 +604,49 @@ fn masquerade_ports_steer_replies_to_their_worker() {
         );
     }
 }
+
+/// A destination NAT alone leaves no port to choose on the server's side: with several
+/// workers, the source binding moves the client's port (as on a clash) so that the server's
+/// reply steers to the worker that holds the connection; the client sees its own port back.
+#[test]
+fn dnat_only_replies_steer_by_the_client_port() {
+    use weir_conntrack::steer::worker;
+    use weir_conntrack::Tuple;
+    let rules = r#"table ip nat {
+        chain pre { type nat hook prerouting priority dstnat; policy accept;
+            iifname "wan0" ip daddr 198.19.0.2 tcp dport 80 dnat to 198.18.1.10:8080
+        }
+    }"#;
+    let tuple = |a: Ipv4Addr, sp: u16, b: Ipv4Addr, dp: u16| Tuple {
+        src: u32::from(a) as u128,
+        dst: u32::from(b) as u128,
+        sport: sp,
+        dport: dp,
+        proto: 6,
+        v6: false,
+    };
+    let mut sf = stateful(rules);
+    sf.steer = Some((2, 1));
+    let mut moved = 0;
+    for cp in 5000..5100u16 {
+        if worker(&tuple(C, cp, GW, 80), 2) != 1 {
+            continue;
+        }
+        let o = fwd(&mut sf, &tcp(C, GW, cp, 80, tf::SYN, 1, 0), "wan0", 1);
+        assert!(o.d.is_accept(), "{:?}", o.d);
+        let (a, p, b, bp) = v4(&verify(&o.frame));
+        assert_eq!((a, b, bp), (C, WEB, 8080));
+        moved += (p != cp) as u32;
+        assert_eq!(worker(&tuple(WEB, 8080, C, p), 2), 1);
+        let o = fwd(
+            &mut sf,
+            &tcp(WEB, C, 8080, p, tf::SYN | tf::ACK, 9, 2),
+            "dmz0",
+            2,
+        );
+        assert!(o.d.is_accept(), "{:?}", o.d);
+        assert_eq!(v4(&verify(&o.frame)), (GW, 80, C, cp));
+    }
+    assert!(moved > 5, "{moved}");
+    assert_eq!(sf.stats.nat_steer_missed, 0);
+}
