@@ -453,6 +453,7 @@ mod tests {
     fn the_program_is_what_the_kernel_accepts() {
         let prog = program();
         assert!(prog.len() < 4096);
+        eprintln!("steering program: {} instructions", prog.len());
         assert_eq!(prog.last().map(|i| i.code & 7), Some(RET));
         for (i, insn) in prog.iter().enumerate() {
             if insn.code & 7 == JMP {
