@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Lab test of `weir run` in inline mode (root; network namespaces): weir forwards between the
 # router's two interfaces itself (the kernel's forwarding is off), with static
-# routes, one static neighbour and one learnt over ARP. Checks: ICMP and TCP (iperf3, masqueraded)
-# pass, what the ruleset drops is dropped, TTL is decremented, weir refuses to run beside the
+# routes, one static neighbour and one learnt over ARP. Checks: ICMP and TCP (iperf3, masqueraded,
+# across a reload under load) pass, what the ruleset drops is dropped, TTL is decremented, weir refuses to run beside the
 # kernel's forwarding and names a missing interface; answers TTL 1 and unroutable packets with
 # ICMP errors; traces packets; prints weir's CPU time per packet. The
 # traffic checks run three times: over AF_XDP, over AF_PACKET, and over AF_PACKET with two
@@ -138,7 +138,16 @@ echo "ok: trace in inline mode"
 ip netns exec $S iperf3 -s -1 -D -B 198.18.31.2 --logfile "$DIR/iperf-s.log"
 sleep 0.3
 # several connections: with two workers, both get some
-ip netns exec $C iperf3 -c 198.18.31.2 -t 3 -P $((WORKERS * 4 - 3)) >"$DIR/iperf.out" 2>&1 || fail "iperf3 TCP through weir: $(cat $DIR/iperf.out)"
+ip netns exec $C iperf3 -c 198.18.31.2 -t 3 -P $((WORKERS * 4 - 3)) >"$DIR/iperf.out" 2>&1 &
+IPID=$!
+# a reload under load (one rule more): every worker takes the new ruleset, the connections and
+# their NAT bindings stay
+sleep 1
+grep -q "udp dport 9998" "$DIR/rules.nft" ||
+  sed -i 's/udp dport 9999 counter drop/&\n    udp dport 9998 counter drop/' "$DIR/rules.nft"
+ctl reload | grep -q reloaded || fail "reload under load"
+wait $IPID || fail "iperf3 TCP through weir (across a reload): $(cat $DIR/iperf.out)"
+ctl counters | grep -q "udp dport 9998" || fail "the reloaded ruleset is not running"
 grep -q "Accepted connection from 198.18.31.1" "$DIR/iperf-s.log" || fail "masquerade: the server saw $(grep Accepted $DIR/iperf-s.log)"
 echo "ok: TCP through weir, masqueraded: $(grep -E 'receiver$' "$DIR/iperf.out" | tail -1 | awk '{print $(NF-2), $(NF-1)}')"
 
