@@ -2959,6 +2959,8 @@ mod tests {
             routes: vec![],
             neigh: NeighMap::default(),
             names: vec![0, 0],
+            shared: None,
+            seen: 0,
         };
         let (me, host) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
         let (a, b) = (Ipv4Addr::new(198, 18, 30, 2), Ipv4Addr::new(198, 18, 31, 2));
@@ -3051,9 +3053,31 @@ mod tests {
             }],
             neigh: NeighMap::default(),
             names: vec![0],
+            shared: None,
+            seen: 0,
         };
         net.learn(0, &na);
         assert_eq!(net.neigh.get(&(host, true)), Some(&hmac));
+        // several workers: what one learns, the others take in at their next batch
+        let shared = Arc::new(SharedNeigh::default());
+        let build = || Net {
+            addrs: net.addrs.clone(),
+            routes: net.routes.clone(),
+            neigh: NeighMap::default(),
+            names: vec![0],
+            shared: Some(shared.clone()),
+            seen: 0,
+        };
+        let (mut w0, mut w1) = (build(), build());
+        w1.sync();
+        assert_eq!(w1.neigh.get(&(host, true)), None);
+        w0.learn(0, &na);
+        w1.sync();
+        assert_eq!(w1.neigh.get(&(host, true)), Some(&hmac));
+        // learning it again changes nothing: no new generation
+        let g = shared.gen.load(Ordering::Relaxed);
+        w0.learn(0, &na);
+        assert_eq!(shared.gen.load(Ordering::Relaxed), g);
     }
 
     #[test]
@@ -3084,6 +3108,8 @@ mod tests {
             }],
             neigh: NeighMap::default(),
             names: vec![0, 0],
+            shared: None,
+            seen: 0,
         };
         assert!(net.on_link(1, 0xc612_1e02, false));
         assert!(!net.on_link(0, 0xc612_1e02, false));
