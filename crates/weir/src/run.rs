@@ -270,6 +270,17 @@ fn nat_in_nfqueue_mode(rs: &weir_lang::ir::Ruleset) -> Option<String> {
     None
 }
 
+/// A worker's engine with its own connection table.
+fn stateful(rs: &weir_lang::ir::Ruleset, cfg: &Config) -> Stateful {
+    Stateful::new(
+        engine(rs),
+        weir_conntrack::Config {
+            max_entries: cfg.conntrack.max_entries,
+            ..weir_conntrack::Config::default()
+        },
+    )
+}
+
 fn engine(rs: &weir_lang::ir::Ruleset) -> Engine {
     Engine::new(Compiled::build(rs, Mode::Compiled))
 }
@@ -764,6 +775,7 @@ struct Route {
 }
 
 /// What the inline router knows of the network: its ports' addresses, routes, neighbours.
+#[derive(Clone)]
 struct Net {
     /// Per port: its own addresses.
     addrs: Vec<Vec<(u128, bool)>>,
@@ -1294,7 +1306,8 @@ fn icmp_error(
 struct Bucket {
     tokens: f64,
     at: u64,
-    share: f64,
+    rate: f64,
+    burst: f64,
 }
 
 impl Bucket {
@@ -1304,18 +1317,19 @@ impl Bucket {
     /// The bucket of one worker of `share`: the router's rate and burst divided among them.
     fn new(share: u16) -> Bucket {
         let share = share.max(1) as f64;
+        let burst = (Bucket::BURST / share).max(1.0);
         Bucket {
-            tokens: Bucket::BURST / share,
+            tokens: burst,
             at: 0,
-            share,
+            rate: Bucket::RATE / share,
+            burst,
         }
     }
 
     fn take(&mut self, now: u64) -> bool {
         let dt = now.saturating_sub(self.at) as f64 / 1e9;
         self.at = now;
-        self.tokens = (self.tokens + dt * Bucket::RATE / self.share)
-            .min((Bucket::BURST / self.share).max(1.0));
+        self.tokens = (self.tokens + dt * self.rate).min(self.burst);
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
             true
@@ -2317,11 +2331,15 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         cfg.nfqueue.workers
     };
-    anyhow::ensure!(
-        (1..=64).contains(&workers) && cfg.nfqueue.queue.checked_add(workers - 1).is_some(),
-        "nfqueue.workers: 1 to 64 (queues {} and up)",
-        cfg.nfqueue.queue
-    );
+    if inline {
+        anyhow::ensure!((1..=64).contains(&workers), "workers: 1 to 64");
+    } else {
+        anyhow::ensure!(
+            (1..=64).contains(&workers) && cfg.nfqueue.queue.checked_add(workers - 1).is_some(),
+            "nfqueue.workers: 1 to 64 (queues {} and up)",
+            cfg.nfqueue.queue
+        );
+    }
     anyhow::ensure!(
         matches!(cfg.nfqueue.copy.as_str(), "auto" | "headers" | "packet"),
         "nfqueue.copy: auto, headers or packet"
@@ -2366,8 +2384,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
             matches!(cfg.io.as_str(), "auto" | "xdp" | "afpacket"),
             "io: auto, xdp or afpacket"
         );
-        let n = cfg.workers;
-        anyhow::ensure!((1..=64).contains(&n), "workers: 1 to 64");
+        let n = workers;
         // per worker, its ports (and in AF_XDP mode the ARP side sockets)
         let mut links: Vec<(Vec<Link>, Vec<Option<weir_io::afpacket::Port>>)> = Vec::new();
         if n == 1 {
@@ -2403,21 +2420,11 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        let shared = (n > 1).then(|| Arc::new(SharedNeigh::default()));
-        let mut net = Some(net);
+        let mut net = net;
+        net.shared = (n > 1).then(|| Arc::new(SharedNeigh::default()));
         for (w, (ports, arp)) in links.into_iter().enumerate() {
-            let mut net = match net.take() {
-                Some(x) => x,
-                None => Net::build(&cfg)?,
-            };
-            net.shared = shared.clone();
-            let mut sf = Stateful::new(
-                engine(&rs),
-                weir_conntrack::Config {
-                    max_entries: cfg.conntrack.max_entries,
-                    ..weir_conntrack::Config::default()
-                },
-            );
+            let net = net.clone();
+            let mut sf = stateful(&rs, &cfg);
             if n > 1 {
                 sf.steer = Some((n as u32, w as u32));
             }
@@ -2445,13 +2452,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     for i in 0..if inline { 0 } else { workers } {
-        let sf = Stateful::new(
-            engine(&rs),
-            weir_conntrack::Config {
-                max_entries: cfg.conntrack.max_entries,
-                ..weir_conntrack::Config::default()
-            },
-        );
+        let sf = stateful(&rs, &cfg);
         let copy = copy_range(&cfg.nfqueue.copy, &sf);
         let q = Queue::open(
             cfg.nfqueue.queue + i,
