@@ -39,17 +39,28 @@ pub fn mix(addrs: u32, ports: u32) -> u32 {
     (addrs ^ ports).wrapping_mul(0x9E37_79B1) >> 16
 }
 
+/// The port word of a tuple's hash: the TCP/UDP ports, or the ICMP identifier where both
+/// directions carry it; `None` when no port enters the hash (NAT cannot steer by the port).
+fn port_word(t: &Tuple) -> Option<u32> {
+    match t.proto {
+        proto::TCP | proto::UDP => Some((t.sport ^ t.dport) as u32),
+        proto::ICMP if !t.v6 && icmp_has_id(false, (t.dport >> 8) as u8) => Some(t.sport as u32),
+        proto::ICMPV6 if t.v6 && icmp_has_id(true, (t.dport >> 8) as u8) => Some(t.sport as u32),
+        _ => None,
+    }
+}
+
+/// Whether the port (or ICMP identifier) of `t` enters its hash: only then can a NAT binding
+/// choose it to steer the reply.
+pub fn port_steers(t: &Tuple) -> bool {
+    port_word(t).is_some()
+}
+
 /// The steering hash of a connection tuple: the same for both directions, and the same as the
 /// fanout program computes for any packet of the connection (ICMP errors included).
 pub fn flow_hash(t: &Tuple) -> u32 {
     let a = fold(t.src, t.v6) ^ fold(t.dst, t.v6);
-    let p = match t.proto {
-        proto::TCP | proto::UDP => (t.sport ^ t.dport) as u32,
-        proto::ICMP if !t.v6 && icmp_has_id(false, (t.dport >> 8) as u8) => t.sport as u32,
-        proto::ICMPV6 if t.v6 && icmp_has_id(true, (t.dport >> 8) as u8) => t.sport as u32,
-        _ => 0,
-    };
-    mix(a, p)
+    mix(a, port_word(t).unwrap_or(0))
 }
 
 /// The worker (of `workers`) whose table holds the connection of tuple `t`.
@@ -88,7 +99,7 @@ mod tests {
             };
             let proto = [6u8, 17, if v6 { 58 } else { 1 }, 47][(i % 4) as usize];
             let dport = if proto == 1 || proto == 58 {
-                ((if v6 { 128u16 } else { 8 }) << 8) | 0
+                (if v6 { 128u16 } else { 8 }) << 8
             } else {
                 (x >> 48) as u16
             };

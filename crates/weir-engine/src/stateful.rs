@@ -1117,7 +1117,11 @@ impl Stateful {
         let req = *req;
         debug_assert_eq!(req.manip, m);
         let ct = &self.ct;
-        let steer = self.steer.filter(|_| m == Manip::Src);
+        // only a source binding whose port enters the hash can steer the reply; a full range
+        // (every port taken or steering elsewhere) falls back to any free port
+        let steer = self
+            .steer
+            .filter(|_| m == Manip::Src && weir_conntrack::steer::port_steers(&cur));
         let mine =
             |t: &Tuple| steer.is_none_or(|(n, me)| weir_conntrack::steer::worker(t, n) == me);
         let new = match nat::unique_tuple(&cur, &req, &mut self.nat_rng, |t| {

@@ -81,6 +81,13 @@ impl Asm {
     fn jeq(&mut self, k: u32, to: &'static str) -> &mut Self {
         self.jump(JMP | JEQ | K, k, L::At(to), L::Next)
     }
+    /// `if A is one of ks goto to`.
+    fn jeq_any(&mut self, ks: &[u32], to: &'static str) -> &mut Self {
+        for &k in ks {
+            self.jeq(k, to);
+        }
+        self
+    }
     fn ja(&mut self, to: &'static str) -> &mut Self {
         self.jump(JMP | JA, 0, L::At(to), L::Next)
     }
@@ -127,6 +134,9 @@ impl Asm {
     }
 }
 
+/// ICMPv6 types with an identifier both directions carry (`steer::icmp_has_id`).
+const ICMP6_ID: [u32; 4] = [128, 129, 139, 140];
+
 /// The fanout program (scratch memory: M[0] the address word, M[1]/M[2] the port word's
 /// halves, M[3] the offset of a quoted header, M[5] a temporary).
 pub fn program() -> Vec<Insn> {
@@ -152,13 +162,8 @@ pub fn program() -> Vec<Insn> {
         .ja("p0");
     a.label("icmp4")
         .op(LD | B | IND, NET)
-        .jeq(3, "err4")
-        .jeq(4, "err4")
-        .jeq(5, "err4")
-        .jeq(11, "err4")
-        .jeq(12, "err4")
-        .jeq(0, "id")
-        .jeq(8, "id")
+        .jeq_any(&[3, 4, 5, 11, 12], "err4")
+        .jeq_any(&[0, 8], "id")
         .jump(JMP | JGT | K, 18, L::At("p0"), L::Next)
         .jump(JMP | JGT | K, 12, L::At("id"), L::At("p0"));
     // an ICMP error: the quoted header at X + 8 decides
@@ -190,8 +195,7 @@ pub fn program() -> Vec<Insn> {
     // a quoted ICMP message at X: its identifier when the type has one
     a.label("qicmp")
         .op(LD | B | IND, NET)
-        .jeq(0, "id")
-        .jeq(8, "id")
+        .jeq_any(&[0, 8], "id")
         .jump(JMP | JGT | K, 18, L::At("p0"), L::Next)
         .jump(JMP | JGT | K, 12, L::At("id"), L::At("p0"));
     // IPv6 (no extension headers): M[0] = the XOR of the address words
@@ -206,10 +210,7 @@ pub fn program() -> Vec<Insn> {
         .ja("p0");
     a.label("icmp6")
         .op(LD | B | ABS, NET + 40)
-        .jeq(128, "id")
-        .jeq(129, "id")
-        .jeq(139, "id")
-        .jeq(140, "id")
+        .jeq_any(&ICMP6_ID, "id")
         .jeq(0, "p0")
         .jump(JMP | JGT | K, 4, L::At("p0"), L::Next)
         // an ICMPv6 error: the quoted IPv6 header at 48
@@ -221,10 +222,7 @@ pub fn program() -> Vec<Insn> {
         .jeq(17, "ports")
         .jump(JMP | JEQ | K, 58, L::Next, L::At("p0"))
         .op(LD | B | ABS, NET + 88)
-        .jeq(128, "id")
-        .jeq(129, "id")
-        .jeq(139, "id")
-        .jeq(140, "id")
+        .jeq_any(&ICMP6_ID, "id")
         .ja("p0");
     // the port word at X: sport ^ dport
     a.label("ports")
