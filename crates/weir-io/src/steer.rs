@@ -102,6 +102,15 @@ impl Asm {
         }
         self
     }
+    /// An IPv6 header at `off` (no extension headers): M[0] = the XOR of its address words,
+    /// X = its payload's offset, to "ports" for TCP/UDP, else A = the next header.
+    fn ipv6_header(&mut self, off: u32) -> &mut Self {
+        self.xor_words(off + 8, 8)
+            .op(ST, 0)
+            .op(LDX | W | IMM, off + 40)
+            .op(LD | B | ABS, NET + off + 6)
+            .jeq_any(&[6, 17], "ports")
+    }
     fn finish(&self) -> Vec<Insn> {
         let at = |l: L, i: usize| -> u8 {
             match l {
@@ -199,27 +208,14 @@ pub fn program() -> Vec<Insn> {
         .jump(JMP | JGT | K, 18, L::At("p0"), L::Next)
         .jump(JMP | JGT | K, 12, L::At("id"), L::At("p0"));
     // IPv6 (no extension headers): M[0] = the XOR of the address words
-    a.label("v6")
-        .xor_words(8, 8)
-        .op(ST, 0)
-        .op(LDX | W | IMM, 40)
-        .op(LD | B | ABS, NET + 6)
-        .jeq(6, "ports")
-        .jeq(17, "ports")
-        .jeq(58, "icmp6")
-        .ja("p0");
+    a.label("v6").ipv6_header(0).jeq(58, "icmp6").ja("p0");
     a.label("icmp6")
         .op(LD | B | ABS, NET + 40)
         .jeq_any(&ICMP6_ID, "id")
         .jeq(0, "p0")
         .jump(JMP | JGT | K, 4, L::At("p0"), L::Next)
         // an ICMPv6 error: the quoted IPv6 header at 48
-        .xor_words(56, 8)
-        .op(ST, 0)
-        .op(LDX | W | IMM, 88)
-        .op(LD | B | ABS, NET + 54)
-        .jeq(6, "ports")
-        .jeq(17, "ports")
+        .ipv6_header(48)
         .jump(JMP | JEQ | K, 58, L::Next, L::At("p0"))
         .op(LD | B | ABS, NET + 88)
         .jeq_any(&ICMP6_ID, "id")
