@@ -4,7 +4,8 @@
 # routes, one static neighbour and one learnt over ARP. Checks: ICMP and TCP (iperf3, masqueraded,
 # across a reload under load) pass, what the ruleset drops is dropped, TTL is decremented, weir refuses to run beside the
 # kernel's forwarding and names a missing interface; answers TTL 1 and unroutable packets with
-# ICMP errors; traces packets; prints weir's CPU time per packet. The
+# ICMP errors; traces packets; offloads TCP connections to a flowtable (the fast path);
+# prints weir's CPU time per packet. The
 # traffic checks run three times: over AF_XDP, over AF_PACKET, and over AF_PACKET with two
 # workers (a fanout steers both directions of each connection, masqueraded ones included, to
 # one worker).
@@ -33,10 +34,20 @@ for x in "$C weirin-c0" "$S weirin-s0"; do
   set -- $x; ip netns exec $1 ethtool -K $2 tx off tso off gso off >/dev/null 2>&1 || true
 done
 
-cat > "$DIR/rules.nft" <<'R'
+# the ruleset; with "flow", established TCP connections go into a flowtable (the fast path:
+# no chains, the route and NAT kept in the connection)
+write_rules() {
+  local ft="" fa=""
+  if [ "${1:-}" = flow ]; then
+    ft='flowtable ft { hook ingress priority 0; devices = { weirin-r0, weirin-r1 }; }'
+    fa='meta l4proto tcp ct state established flow add @ft'
+  fi
+  cat > "$DIR/rules.nft" <<R
 table inet filter {
+  $ft
   chain forward {
     type filter hook forward priority 0; policy accept;
+    $fa
     ip daddr 198.18.31.3 counter drop
     udp dport 9999 counter drop
     icmp type echo-request ip ttl 63 counter
@@ -49,6 +60,8 @@ table ip nat {
   }
 }
 R
+}
+write_rules
 cat > "$DIR/weir.toml" <<T
 ruleset = "rules.nft"
 mode = "inline"
@@ -98,7 +111,11 @@ echo "ok: refuses to start beside kernel forwarding, names a missing interface, 
 # the same checks over AF_XDP (an XDP program hands weir the IP frames) and over AF_PACKET
 for RUN in xdp afpacket afpacket-2; do
 IO=${RUN%-*}; WORKERS=1; [ "$RUN" = afpacket-2 ] && WORKERS=2
-echo "-- io = $IO, workers = $WORKERS"
+# the flowtable fast path in the AF_XDP and two-worker passes; the chains for every packet in
+# the other
+FLOW=flow; [ "$RUN" = afpacket ] && FLOW=""
+write_rules $FLOW
+echo "-- io = $IO, workers = $WORKERS${FLOW:+, flowtable}"
 sed "s/^mode = .*/&\nio = \"$IO\"\nworkers = $WORKERS/" "$DIR/weir.toml" > "$DIR/weir-$IO.toml"
 ip -n $C neigh flush all; ip -n $S neigh flush all
 ip netns exec $R "$WEIR" run --config "$DIR/weir-$IO.toml" >"$DIR/weir.log" 2>&1 &
@@ -157,6 +174,16 @@ ctl counters | grep "udp dport 9999 counter drop" | awk '{ exit !($1 >= 3) }' ||
 echo "ok: UDP dropped by its rule"
 ctl status > "$DIR/status"
 sed 's/^/  /' "$DIR/status"
+RW=$(grep -o "rewritten [0-9]*" "$DIR/status" | awk '{ n += $2 } END { print n + 0 }')
+[ "$RW" -gt 1000 ] || fail "only $RW packets counted as rewritten (masqueraded)"
+if [ -n "$FLOW" ]; then
+  # (with two workers, each reports its own connections)
+  for n in $(grep -o "fast path [0-9]*" "$DIR/status" | awk '{print $3}'); do
+    [ "$n" -gt 1000 ] || fail "the flowtable fast path forwarded $n packets"
+  done
+  grep -q "fast path" "$DIR/status" || fail "no flowtable in the status"
+  echo "ok: iperf3 connections offloaded to the flowtable (fast path, NAT kept, across the reload)"
+fi
 case $IO in
   xdp) grep -q "AF_XDP" "$DIR/status" || fail "not on AF_XDP" ;;
   afpacket) grep -q "AF_PACKET" "$DIR/status" || fail "not on AF_PACKET" ;;

@@ -616,6 +616,7 @@ impl Stateful {
                 );
                 let other = if is_reply { orig } else { reply };
                 if nat::manip_pkt(frame, pm, &other.invert(), m, false) {
+                    self.stats.nat_rewritten += 1;
                     *pm = PacketMeta::parse(frame, pm.link);
                 }
             }

@@ -24,7 +24,7 @@ use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;
-use weir_engine::stateful::{PacketCt, Stateful};
+use weir_engine::stateful::{FtDevices, PacketCt, Stateful};
 use weir_engine::{Compiled, Decision, DropReason, Engine, Meta, Mode};
 use weir_io::nfqueue::{self, Queue, Verdict};
 use weir_lang::ir::Hook;
@@ -896,10 +896,36 @@ impl Net {
         })
     }
 
-    fn route(&self, dst: u128, v6: bool) -> Option<&Route> {
+    /// The longest prefix route to a destination: its index in `routes` (what the route
+    /// cache keeps in a connection).
+    fn route(&self, dst: u128, v6: bool) -> Option<usize> {
         self.routes
             .iter()
-            .find(|r| r.v6 == v6 && dst & mask(r.len, v6) == r.net)
+            .position(|r| r.v6 == v6 && dst & mask(r.len, v6) == r.net)
+    }
+
+    /// Out by route `ri` (after the hooks or the flowtable): the next hop's MAC (the
+    /// route's gateway, or the destination on a link) and the port's own as the source.
+    fn output(
+        &self,
+        frame: &mut [u8],
+        ri: usize,
+        daddr: u128,
+        v6: bool,
+        out_macs: &[[u8; 6]],
+    ) -> Fate {
+        let r = &self.routes[ri];
+        let hop = r.via.unwrap_or(daddr);
+        let Some(mac) = self.neigh.get(&(hop, v6)) else {
+            return Fate::NoNeighbour {
+                port: r.port,
+                hop,
+                v6,
+            };
+        };
+        frame[..6].copy_from_slice(mac);
+        frame[6..12].copy_from_slice(&out_macs[r.port]);
+        Fate::Out(r.port)
     }
 
     /// Whether an address is on the link of a port (a route through it with no next hop;
@@ -1339,7 +1365,23 @@ impl Bucket {
     }
 }
 
-/// One frame through the router: routing, the hooks, the neighbour, MACs and TTL.
+/// Decrement the TTL (hop limit) of a frame's IP header at `l3`, updating the IPv4 header
+/// checksum as Linux does.
+fn dec_ttl(frame: &mut [u8], l3: usize, v6: bool) {
+    if v6 {
+        frame[l3 + 7] -= 1;
+    } else {
+        frame[l3 + 8] -= 1;
+        let c = u16::from_be_bytes([frame[l3 + 10], frame[l3 + 11]]);
+        frame[l3 + 10..l3 + 12]
+            .copy_from_slice(&weir_lab::model::kernel_ttl_checksum(c).to_be_bytes());
+    }
+}
+
+/// One frame through the router: the flowtable fast path for offloaded connections
+/// (`devs`: the flowtables of the arrival port); otherwise routing (the route cached in the
+/// connection, or a lookup whose result is cached), the hooks, the neighbour, MACs and TTL.
+#[allow(clippy::too_many_arguments)]
 fn route_frame(
     sf: &mut Stateful,
     net: &Net,
@@ -1347,6 +1389,7 @@ fn route_frame(
     in_port: usize,
     in_mac: [u8; 6],
     out_macs: &[[u8; 6]],
+    devs: FtDevices,
     now: u64,
 ) -> Fate {
     let mut pm = PacketMeta::parse(frame, LinkType::Ethernet);
@@ -1362,6 +1405,17 @@ fn route_frame(
         return Fate::Drop("malformed");
     }
     let l3 = pm.l3_off as usize;
+    if devs.0 != 0 {
+        // (the fast path takes only TTLs above 1 and IPv4 headers without options)
+        if let Some(fp) = sf.fast_path_with(frame, &mut pm, devs, 0, now) {
+            let ri = fp.oif as usize;
+            if ri < net.routes.len() {
+                dec_ttl(frame, l3, v6);
+                return net.output(frame, ri, pm.daddr, v6, out_macs);
+            }
+            return Fate::Drop("no-route");
+        }
+    }
     let ttl_at = l3 + if v6 { 7 } else { 8 };
     let Some(&ttl) = frame.get(ttl_at) else {
         return Fate::Drop("malformed");
@@ -1385,7 +1439,13 @@ fn route_frame(
     if net.is_own(pm.daddr, v6) {
         return Fate::Drop("to-router");
     }
-    let Some(r) = net.route(pm.daddr, v6).copied() else {
+    // the route cache: the route of the connection's direction, looked up for its first
+    // packet (routes are fixed while weir runs; a reload changes only the ruleset)
+    let cached = sf
+        .cached_route(&pc)
+        .map(|i| i as usize)
+        .filter(|&i| i < net.routes.len());
+    let Some(ri) = cached.or_else(|| net.route(pm.daddr, v6)) else {
         let (typ, code) = if v6 { (1, 0) } else { (3, 0) };
         return Fate::Icmp {
             why: "no-route",
@@ -1405,14 +1465,8 @@ fn route_frame(
             quote,
         };
     }
-    if v6 {
-        frame[l3 + 7] -= 1;
-    } else {
-        frame[l3 + 8] -= 1;
-        let c = u16::from_be_bytes([frame[l3 + 10], frame[l3 + 11]]);
-        frame[l3 + 10..l3 + 12]
-            .copy_from_slice(&weir_lab::model::kernel_ttl_checksum(c).to_be_bytes());
-    }
+    dec_ttl(frame, l3, v6);
+    let r = net.routes[ri];
     pc.oif_addr = net.addrs[r.port].iter().find(|a| a.1 == v6).map(|a| a.0);
     for h in [Hook::Forward, Hook::Postrouting] {
         let mut meta = Meta::with_ifnames("", "");
@@ -1426,20 +1480,11 @@ fn route_frame(
     if let Decision::Drop(why) = sf.finish(&mut pc, now) {
         return Fate::Drop(reason(why));
     }
-    // the next hop after NAT: the destination may have changed (dnat)
-    let pm2 = PacketMeta::parse(frame, LinkType::Ethernet);
-    let r = net.route(pm2.daddr, v6).copied().unwrap_or(r);
-    let hop = r.via.unwrap_or(pm2.daddr);
-    let Some(mac) = net.neigh.get(&(hop, v6)) else {
-        return Fate::NoNeighbour {
-            port: r.port,
-            hop,
-            v6,
-        };
-    };
-    frame[..6].copy_from_slice(mac);
-    frame[6..12].copy_from_slice(&out_macs[r.port]);
-    Fate::Out(r.port)
+    // the next hop after NAT (the hooks keep `pm` parsed from the rewritten frame)
+    if cached.is_none() {
+        sf.cache_route(&pc, ri as u16);
+    }
+    net.output(frame, ri, pm.daddr, v6, out_macs)
 }
 
 /// A worker: one queue, its own connection table and engine state (the kernel sends both
@@ -1504,7 +1549,7 @@ impl Worker {
         let mut drops: Vec<_> = c.dropped.iter().collect();
         drops.sort();
         format!(
-            "worker {} ({}): packets {} accepted {} rewritten {} dropped {}{}{}; conntrack entries {} (evicted {}, refused {}{}); {}\n",
+            "worker {} ({}): packets {} accepted {} rewritten {} dropped {}{}{}; conntrack entries {} (evicted {}, refused {}{}){}; {}\n",
             self.idx,
             self.io.describe(),
             c.packets,
@@ -1533,6 +1578,15 @@ impl Worker {
                 )
             } else {
                 String::new()
+            },
+            if self.sf.flowtables.is_empty() {
+                String::new()
+            } else {
+                let st = &self.sf.stats;
+                format!(
+                    "; flowtable offloaded {} fast path {} teardowns {}",
+                    st.offloaded, st.fast_path, st.offload_teardowns
+                )
             },
             self.io.stats(),
         )
@@ -1633,6 +1687,7 @@ impl Worker {
                 p => p.recv_batch()?,
             };
             il.fwd.clear();
+            let devs = self.sf.flowtable_devices(&il.ports_names[pi]);
             for i in 0..n {
                 let (frame, truncated) = il.ports[pi].frame_mut(i);
                 // neighbours learnt from the ARP and ND traffic on the link
@@ -1643,11 +1698,13 @@ impl Worker {
                 };
                 let before = traced.then(|| self.sf.eng.st.rule_hits.clone());
                 let summary = traced.then(|| frame_summary(frame, il.ports_names[pi].as_str()));
+                let writes = self.sf.stats.nat_rewritten + self.sf.stats.header_writes;
                 let fate = if truncated {
                     Fate::Drop("truncated")
                 } else {
-                    route_frame(&mut self.sf, &il.net, frame, pi, macs[pi], macs, now)
+                    route_frame(&mut self.sf, &il.net, frame, pi, macs[pi], macs, devs, now)
                 };
+                let rewritten = self.sf.stats.nat_rewritten + self.sf.stats.header_writes != writes;
                 if let (Some(before), Some(summary)) = (before, summary) {
                     let v = match &fate {
                         Fate::Kernel => "to the kernel (not weir's to forward)".to_string(),
@@ -1691,6 +1748,7 @@ impl Worker {
                     Fate::Out(o) => {
                         c.packets += 1;
                         c.accepted += 1;
+                        c.rewritten += rewritten as u64;
                         il.fwd.push((i, o));
                     }
                     Fate::Icmp {
@@ -2010,6 +2068,12 @@ impl Worker {
             "counter",
             "Packets rewritten (NAT, header writes).",
             one(c.rewritten),
+        );
+        metric(
+            "fast_path_total",
+            "counter",
+            "Packets forwarded by the flowtable fast path (no chains, no connection tracking).",
+            one(self.sf.stats.fast_path),
         );
         let mut drops: Vec<_> = c.dropped.iter().collect();
         drops.sort();
@@ -2994,6 +3058,189 @@ mod tests {
         assert_eq!((0..60).filter(|_| bk.take(1)).count(), 50);
         assert!(bk.take(1 + 1_000_000));
         assert!(!bk.take(1 + 1_000_000));
+    }
+
+    /// A masqueraded TCP connection through the inline router: its first packets take the
+    /// hooks and cache their route in the connection; once `flow add` offloads it, its
+    /// packets take the flowtable fast path (no chain runs) and still leave translated, with
+    /// the TTL decremented and both checksums right.
+    #[test]
+    fn route_cache_and_flowtable_fast_path() {
+        use std::net::Ipv4Addr;
+        use weir_wire::build::{Builder, Tcp};
+        let text = r#"table ip f {
+  flowtable ft { hook ingress priority 0; devices = { lan0, wan0 }; }
+  chain fwd {
+    type filter hook forward priority 0; policy accept;
+    ip protocol tcp ct state established flow add @ft
+    tcp dport 5201 counter
+  }
+}
+table ip nat {
+  chain post { type nat hook postrouting priority srcnat; oifname "wan0" masquerade; }
+}
+"#;
+        let rs = weir_lang::load_str("t.nft", text)
+            .map_err(|_| "ruleset")
+            .unwrap()
+            .0;
+        let mut sf = Stateful::new(engine(&rs), weir_conntrack::Config::default());
+        let (client, server, outside) = (
+            Ipv4Addr::new(198, 18, 30, 2),
+            Ipv4Addr::new(198, 18, 31, 2),
+            Ipv4Addr::new(198, 18, 31, 1),
+        );
+        let route = |net: u32, port| Route {
+            net: net as u128,
+            len: 24,
+            v6: false,
+            port,
+            via: None,
+        };
+        let mut net = Net {
+            addrs: vec![
+                vec![(0xc612_1e01, false)],
+                vec![(u32::from(outside) as u128, false)],
+            ],
+            routes: vec![route(0xc612_1e00, 0), route(0xc612_1f00, 1)],
+            neigh: NeighMap::default(),
+            names: vec![
+                weir_wire::field::ifname_value("lan0"),
+                weir_wire::field::ifname_value("wan0"),
+            ],
+            shared: None,
+            seen: 0,
+        };
+        let (cmac, smac) = ([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 1, 2]);
+        net.neigh.insert((u32::from(client) as u128, false), cmac);
+        net.neigh.insert((u32::from(server) as u128, false), smac);
+        let macs = [[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 1, 1]];
+        let devs = [sf.flowtable_devices("lan0"), sf.flowtable_devices("wan0")];
+        assert_ne!(devs[0].0, 0);
+        // one segment through the router: its fate and the frame as it leaves
+        let send = |sf: &mut Stateful, net: &Net, out: bool, t: Tcp, data: &[u8]| {
+            let (pi, b) = if out {
+                (
+                    0,
+                    Builder::new()
+                        .macs(cmac, macs[0])
+                        .tcp(client, server, &t, data),
+                )
+            } else {
+                (
+                    1,
+                    Builder::new()
+                        .macs(smac, macs[1])
+                        .tcp(server, outside, &t, data),
+                )
+            };
+            let mut f = b;
+            let fate = route_frame(
+                sf,
+                net,
+                &mut f,
+                pi,
+                macs[pi],
+                &macs,
+                devs[pi],
+                1_000_000_000,
+            );
+            (fate, f)
+        };
+        let ack = 0x10;
+        let (fate, syn) = send(&mut sf, &net, true, Tcp::new(40000, 5201, 2).seq(1000), &[]);
+        assert!(matches!(fate, Fate::Out(1)));
+        let pm = PacketMeta::parse(&syn, LinkType::Ethernet);
+        assert_eq!(pm.saddr, u32::from(outside) as u128, "masqueraded");
+        let port = pm.sport;
+        let back = |flags| Tcp::new(5201, port, flags).seq(5000).ack(1001);
+        let (fate, _) = send(&mut sf, &net, false, back(0x12), &[]);
+        assert!(matches!(fate, Fate::Out(0)), "SYN-ACK back to the client");
+        let (fate, _) = send(
+            &mut sf,
+            &net,
+            true,
+            Tcp::new(40000, 5201, ack).seq(1001).ack(5001),
+            &[],
+        );
+        assert!(matches!(fate, Fate::Out(1)));
+        assert_eq!(
+            sf.stats.offloaded, 1,
+            "the established connection is offloaded"
+        );
+        assert_eq!(sf.stats.fast_path, 0);
+        // a UDP flow (not offloaded): its first packet caches its route
+        let mut udp = |sf: &mut Stateful, net: &Net| {
+            let mut f = Builder::new()
+                .macs(cmac, macs[0])
+                .udp(client, server, 40002, 53, b"q");
+            route_frame(sf, net, &mut f, 0, macs[0], &macs, devs[0], 1_000_000_000)
+        };
+        assert!(matches!(udp(&mut sf, &net), Fate::Out(1)));
+        let counted = sf.eng.st.rule_hits.clone();
+        // the route cache: the routes no longer match, the connection still knows its own
+        let kept = net.routes.clone();
+        for r in net.routes.iter_mut() {
+            r.net ^= 0xff00;
+        }
+        let data = Tcp::new(40000, 5201, ack | 8).seq(1001).ack(5001);
+        let (fate, f) = send(&mut sf, &net, true, data, b"0123456789");
+        assert!(matches!(fate, Fate::Out(1)), "by the cached route");
+        assert_eq!(sf.stats.fast_path, 1, "through the flowtable");
+        // the UDP flow's second packet: the chains, with the cached route
+        assert!(
+            matches!(udp(&mut sf, &net), Fate::Out(1)),
+            "by the cached route"
+        );
+        assert_eq!(sf.stats.fast_path, 1);
+        // (the UDP packets match no rule; the TCP ones would hit two in the chains)
+        assert_eq!(
+            sf.eng.st.rule_hits, counted,
+            "no chain ran for the offloaded packet"
+        );
+        assert_eq!(&f[..12], &[smac, macs[1]].concat()[..]);
+        let pm = PacketMeta::parse(&f, LinkType::Ethernet);
+        assert_eq!((pm.saddr, pm.sport), (u32::from(outside) as u128, port));
+        let l3 = pm.l3_off as usize;
+        assert_eq!(f[l3 + 8], 63, "TTL decremented");
+        assert_eq!(weir_wire::checksum::checksum(&f[l3..l3 + 20]), 0);
+        let l4 = pm.l4_off as usize;
+        let ph = weir_wire::checksum::pseudo_v4(
+            outside.octets(),
+            server.octets(),
+            6,
+            (f.len() - l4) as u16,
+        );
+        assert_eq!(weir_wire::checksum::checksum_with(ph, &f[l4..]), 0);
+        // the reply direction: its first packet after the offload caches its route too
+        let (fate, f) = send(&mut sf, &net, false, back(ack | 8), b"abc");
+        assert!(matches!(fate, Fate::Out(0)));
+        let pm = PacketMeta::parse(&f, LinkType::Ethernet);
+        assert_eq!((pm.daddr, pm.dport), (u32::from(client) as u128, 40000));
+        assert_eq!(sf.stats.fast_path, 2);
+        // a new connection finds no route (the test broke them) and gets no cached one
+        net.routes = kept
+            .iter()
+            .map(|r| Route {
+                net: r.net ^ 0xff00,
+                ..*r
+            })
+            .collect();
+        let (fate, _) = send(&mut sf, &net, true, Tcp::new(40001, 5201, 2).seq(7), &[]);
+        assert!(matches!(
+            fate,
+            Fate::Icmp {
+                why: "no-route",
+                ..
+            }
+        ));
+        // a FIN takes the connection off the flowtable, to the hooks
+        net.routes = kept;
+        let fin = Tcp::new(40000, 5201, ack | 1).seq(1011).ack(5004);
+        let (fate, _) = send(&mut sf, &net, true, fin, &[]);
+        assert!(matches!(fate, Fate::Out(1)));
+        assert_eq!(sf.stats.fast_path, 2);
+        assert_eq!(sf.stats.offload_teardowns, 1);
     }
 
     #[test]
