@@ -88,7 +88,9 @@
 //! # Not done (differences from Linux)
 //!
 //! - No IP defragmentation: a non-first fragment is [`Invalid::Fragment`]; a first fragment is
-//!   tracked by its transport header (Linux reassembles before conntrack).
+//!   tracked by its transport header (Linux reassembles before conntrack). The engine's
+//!   virtual reassembly (`weir_engine::frag`) gives later fragments their first's connection
+//!   and counts their TCP payload with [`Entry::extend_sent`].
 //! - No expectations / helpers (FTP, SIP...): `Related` only comes from ICMP errors.
 //! - No SCTP / DCCP / GRE state machines (generic tracker instead), no zones, no checksum
 //!   verification (`nf_conntrack_checksum`), no retransmission counter
@@ -446,6 +448,16 @@ impl<X> Entry<X> {
     /// the fast path let through unseen do not make the connection invalid.
     pub fn forget_windows(&mut self) {
         self.tcp.maxwin = [0, 0];
+    }
+
+    /// Count `bytes` more sent in direction `d` of a TCP connection: the payload of the later
+    /// fragments of a segment whose first fragment was tracked (its length gave only the
+    /// first fragment's end), so that the peer's ACK of the whole segment stays in window.
+    pub fn extend_sent(&mut self, d: Dir, bytes: u32) {
+        if self.tcp.ct_proto == proto::TCP {
+            let i = d as usize;
+            self.tcp.end[i] = self.tcp.end[i].wrapping_add(bytes);
+        }
     }
 
     /// TCP connection state (`None` for other protocols).

@@ -8,6 +8,7 @@
 
 pub mod compile;
 pub mod eval;
+pub mod frag;
 pub mod hash;
 pub mod nat;
 pub mod sets;

@@ -13,11 +13,14 @@
 //! Connection tracking runs for a family only when the ruleset needs it (a `ct` expression,
 //! `notrack`, a NAT statement or a `nat` chain in a table of that family), as the kernel only
 //! registers its conntrack hooks then; otherwise packets stay untracked. When it runs, IP
-//! fragments are held for reassembly by the kernel; weir does not reassemble and drops them
-//! with a counted reason instead (see KNOWN_DIFFERENCES).
+//! fragments, which the kernel reassembles first, take weir's virtual reassembly
+//! ([`crate::frag`]): the first fragment crosses the chains, the later ones of its datagram
+//! follow it (its connection, its NAT translation, no chain); a later fragment without a
+//! first that passed is dropped with a counted reason.
 
 use crate::compile::HookEntry;
 use crate::eval::{CtView, Decision, DropReason, Engine, Meta, Pkt};
+use crate::frag;
 use crate::nat::{self, Manip, NatError, Request};
 use weir_conntrack::{Config, Conntrack, CtInfo, Dir, EntryId, Pending, Track, Tuple};
 use weir_lang::ir::{self, ChainType, Family, Hook};
@@ -100,6 +103,20 @@ pub struct PacketCt {
     /// Filled by the stateful layer for packets of existing connections and related ICMP
     /// errors.
     pub tuples: Option<CtTuples>,
+    /// The packet's part in virtual reassembly.
+    pub frag: FragPkt,
+}
+
+/// A fragment's part in virtual reassembly ([`crate::frag`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FragPkt {
+    /// Not a fragment, or not tracked.
+    #[default]
+    No,
+    /// A first fragment: when it leaves, its datagram's later fragments may follow it.
+    First(frag::Key),
+    /// A later fragment following its first: no chain runs, NAT translates it.
+    Follow,
 }
 
 /// A weir-private bit of [`CtExt::nat_status`]: source NAT changed the port because the
@@ -135,8 +152,11 @@ fn ct_view(
 /// Counters of the stateful layer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StatefulStats {
-    /// Fragments dropped because weir does not reassemble (the kernel would hold them).
+    /// Later fragments dropped: no first fragment of their datagram passed (it came after
+    /// them, was dropped, or expired).
     pub fragments: u64,
+    /// Later fragments that followed their datagram's first.
+    pub fragments_followed: u64,
     /// New connections whose entry could not be inserted (table full, clash): dropped.
     pub refused: u64,
     /// Connections confirmed.
@@ -195,6 +215,8 @@ pub struct Stateful {
     /// The entry the current packet ended (a RST before any reply): gone from the table, but
     /// the packet still carries it through the chains, as the kernel's skb keeps its ct.
     dying: Option<weir_conntrack::Killed<CtExt>>,
+    /// Virtual reassembly: the datagrams whose first fragment passed.
+    pub frags: frag::Table,
 }
 
 /// Priority of netfilter's NAT hooks: destination NAT (prerouting, output) at -100, source
@@ -371,6 +393,7 @@ impl Stateful {
             nat_v6: n6,
             flowtables,
             dying: None,
+            frags: frag::Table::default(),
         }
     }
 
@@ -783,8 +806,8 @@ impl Stateful {
             pc.ct = CtPkt::Untracked;
             return None;
         }
-        if pm.frag != Frag::None {
-            // the kernel's defragmentation (priority -400) holds fragments until reassembled
+        if pm.frag == Frag::Later {
+            // (a later fragment that did not cross the ct point of `run_hook`)
             self.stats.fragments += 1;
             return Some(Decision::Drop(DropReason::Fragment));
         }
@@ -898,6 +921,61 @@ impl Stateful {
         meta.nwrites = 0;
     }
 
+    /// Virtual reassembly at a ct point (where the kernel defragments, priority -400): a
+    /// first fragment is marked to be kept when it leaves; a later one follows its first
+    /// (Some(Accept)) or is dropped.
+    fn defrag(&mut self, pm: &PacketMeta, now_ns: u64, pc: &mut PacketCt) -> Option<Decision> {
+        pc.frag = FragPkt::No;
+        if pm.frag == Frag::None || !self.tracks(pm.l3) || !pm.l3_ok() {
+            return None;
+        }
+        let key = frag::Key::of(pm);
+        if pm.frag == Frag::First {
+            pc.frag = FragPkt::First(key);
+            return None;
+        }
+        let followed = match self.frags.get(&key, now_ns) {
+            Some(frag::Follow::Untracked) => {
+                pc.ct = CtPkt::Untracked;
+                true
+            }
+            Some(frag::Follow::Entry {
+                id,
+                dir,
+                info,
+                tuple,
+            }) if self.ct.tuple(id, dir) == Some(tuple) => {
+                let payload = pm.l3_end().saturating_sub(pm.l4_off as usize) as u32;
+                match (
+                    self.ct.tuple(id, Dir::Original),
+                    self.ct.tuple(id, Dir::Reply),
+                    self.ct.get_mut(id),
+                ) {
+                    (Some(orig), Some(reply), Some(e)) => {
+                        e.extend_sent(dir, payload);
+                        pc.ct = CtPkt::Entry { id, dir, info };
+                        pc.tuples = Some(CtTuples {
+                            orig,
+                            reply,
+                            nat_status: e.ext.nat_status,
+                        });
+                        true
+                    }
+                    _ => false,
+                }
+            }
+            _ => false,
+        };
+        if !followed {
+            // the kernel would hold it until its datagram is whole
+            self.stats.fragments += 1;
+            return Some(Decision::Drop(DropReason::Fragment));
+        }
+        self.stats.fragments_followed += 1;
+        pc.frag = FragPkt::Follow;
+        Some(Decision::Accept)
+    }
+
     fn run_hook(
         &mut self,
         hook: Hook,
@@ -910,6 +988,10 @@ impl Stateful {
         let ct_point = matches!(hook, Hook::Prerouting | Hook::Output);
         if ct_point {
             pc.ct = CtPkt::NotYet;
+            pc.tuples = None;
+            if let Some(Decision::Drop(r)) = self.defrag(pm, now_ns, pc) {
+                return Decision::Drop(r);
+            }
         }
         // netfilter registers its NAT hooks only while the family has nat chains
         let nat_hooks = match pm.l3 {
@@ -918,6 +1000,17 @@ impl Stateful {
             _ => false,
         };
         let manip = Manip::of_hook(hook).filter(|_| nat_hooks);
+        if pc.frag == FragPkt::Follow {
+            // a later fragment: its first took the chains' decision for the datagram; it
+            // gets the same translation (addresses only)
+            self.load_view(meta, pm.l3, pc);
+            if let Some(m) = manip {
+                if let Some(d) = self.nat_point(hook, m, &mut buf, pm, meta, now_ns, pc) {
+                    return d;
+                }
+            }
+            return Decision::Accept;
+        }
         let n = self.eng.rs.hooks[hook as usize].len();
         if n == 0 && !ct_point && manip.is_none() {
             // nothing registered at this hook
@@ -1168,6 +1261,24 @@ impl Stateful {
                     self.stats.refused += 1;
                     return Decision::Drop(DropReason::CtRefused);
                 }
+            }
+        }
+        if let FragPkt::First(key) = pc.frag {
+            // a first fragment leaves: the rest of its datagram may follow
+            let follow = match pc.ct {
+                CtPkt::Entry { id, dir, info } => {
+                    self.ct.tuple(id, dir).map(|tuple| frag::Follow::Entry {
+                        id,
+                        dir,
+                        info,
+                        tuple,
+                    })
+                }
+                CtPkt::Untracked => Some(frag::Follow::Untracked),
+                _ => None,
+            };
+            if let Some(f) = follow {
+                self.frags.insert(key, f, now_ns);
             }
         }
         Decision::Accept

@@ -210,10 +210,11 @@ fn nat_chains_see_first_packets_only_and_fragments_are_counted() {
     // matched all three (no reply yet)
     assert_eq!(sf.eng.st.rule_hits[0].0, 1);
     assert_eq!(sf.eng.st.rule_hits[1].0, 3);
-    // fragments: held by the kernel for reassembly; weir drops and counts them
+    // a later fragment whose first never passed: dropped and counted (virtual reassembly,
+    // tests/fragments.rs)
     let frag = Builder::new()
         .ip_id(9)
-        .fragment(0, true)
+        .fragment(9, true)
         .udp(C, S, 7, 53, &[0; 32]);
     let (d, _) = forward(&mut sf, &frag, 10);
     assert!(!d.is_accept());

@@ -127,6 +127,13 @@ pub const KNOWN: &[KnownDifference] = &[
         fix: None,
     },
     KnownDifference {
+        id: "fragment-reassembly",
+        summary: "intentional: with connection tracking the kernel holds fragments until their datagram is whole; weir forwards each one after its first",
+        variant: Variant { holds_fragments: true, ..Variant::WEIR },
+        rewrite: None,
+        fix: None,
+    },
+    KnownDifference {
         id: "malformed-transport",
         summary: "open: the kernel reads a broken transport header byte by byte, weir gives it no transport fields",
         variant: Variant { raw_transport: true, ..Variant::WEIR },

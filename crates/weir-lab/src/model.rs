@@ -193,6 +193,10 @@ pub struct Variant {
     /// TCP/UDP/ICMP header) is still read byte by byte by the kernel, each field as long as its
     /// bytes are in the packet; weir gives such a packet no transport fields.
     pub raw_transport: bool,
+    /// With connection tracking the kernel holds every fragment until its datagram is whole
+    /// (`nf_defrag`); weir's virtual reassembly forwards a first fragment the chains accept,
+    /// and the later ones of its datagram after it.
+    pub holds_fragments: bool,
 }
 
 impl Variant {
@@ -201,12 +205,14 @@ impl Variant {
         th_any_protocol: false,
         fragment_transport: false,
         raw_transport: false,
+        holds_fragments: false,
     };
     pub const ALL: Variant = Variant {
         empty_ifname: true,
         th_any_protocol: true,
         fragment_transport: true,
         raw_transport: true,
+        holds_fragments: true,
     };
 
     /// Both variants' flags.
@@ -216,6 +222,7 @@ impl Variant {
             th_any_protocol: self.th_any_protocol || o.th_any_protocol,
             fragment_transport: self.fragment_transport || o.fragment_transport,
             raw_transport: self.raw_transport || o.raw_transport,
+            holds_fragments: self.holds_fragments || o.holds_fragments,
         }
     }
 }
@@ -294,7 +301,7 @@ pub struct Model {
 
 /// The connection tables of a model, saved to replay a packet with a variant and come back.
 pub struct ModelState {
-    tables: [(Conntrack<CtExt>, StatefulStats); 2],
+    tables: [(Conntrack<CtExt>, StatefulStats, weir_engine::frag::Table); 2],
 }
 
 /// Connection table size in the lab (small: the model's state is saved packet by packet).
@@ -338,8 +345,16 @@ impl Model {
     pub fn save(&self) -> ModelState {
         ModelState {
             tables: [
-                (self.compiled.ct.clone(), self.compiled.stats),
-                (self.linear.ct.clone(), self.linear.stats),
+                (
+                    self.compiled.ct.clone(),
+                    self.compiled.stats,
+                    self.compiled.frags.clone(),
+                ),
+                (
+                    self.linear.ct.clone(),
+                    self.linear.stats,
+                    self.linear.frags.clone(),
+                ),
             ],
         }
     }
@@ -347,8 +362,10 @@ impl Model {
     pub fn restore(&mut self, s: &ModelState) {
         self.compiled.ct = s.tables[0].0.clone();
         self.compiled.stats = s.tables[0].1;
+        self.compiled.frags = s.tables[0].2.clone();
         self.linear.ct = s.tables[1].0.clone();
         self.linear.stats = s.tables[1].1;
+        self.linear.frags = s.tables[1].2.clone();
     }
 
     /// The model of a ruleset whose compiled form `fix` changes (None when it changes nothing):
@@ -407,8 +424,7 @@ impl Model {
                 format!("malformed ({}) and the chain's policy is drop", m.reason())
             }
             DropReason::Fragment => {
-                "a fragment held for reassembly by connection tracking (weir does not reassemble)"
-                    .into()
+                "a later fragment whose first did not pass (virtual reassembly)".into()
             }
             DropReason::CtRefused => "the connection table refused a new entry".into(),
         }
@@ -506,11 +522,10 @@ impl Model {
             L3::Ipv4 => sf.track_v4,
             _ => sf.track_v6,
         };
-        if tracks && pm.frag != Frag::None {
+        if tracks && pm.frag != Frag::None && variant.holds_fragments {
             // nf_defrag (priority -400) holds fragments until the datagram is whole
             return drop(
-                "a fragment: connection tracking holds it for reassembly before any chain (weir does not reassemble)"
-                    .into(),
+                "a fragment: connection tracking holds it for reassembly before any chain".into(),
             );
         }
         let mut pc = PacketCt {

@@ -220,6 +220,9 @@ pub struct PacketMeta {
     /// parse (GRE, ESP, ...), true when the fragment carries the start of the payload.
     pub has_l4: bool,
     pub frag: Frag,
+    /// The identification of a fragment's datagram (IPv4: 16 bits, IPv6: the fragment
+    /// header's 32 bits); 0 when `frag` is [`Frag::None`].
+    pub frag_id: u32,
     /// Numeric source address, IPv4 in the low 32 bits.
     pub saddr: u128,
     /// Numeric destination address, IPv4 in the low 32 bits.
@@ -424,6 +427,9 @@ impl PacketMeta {
         } else {
             Frag::None
         };
+        if self.frag != Frag::None {
+            self.frag_id = b16(f, off + 4).unwrap_or(0) as u32;
+        }
         if self.frag == Frag::Later {
             return;
         }
@@ -491,6 +497,9 @@ impl PacketMeta {
             let next = b8(f, cur).unwrap_or(0);
             if nh == proto::FRAGMENT {
                 let fw = b16(f, cur + 2).unwrap_or(0);
+                if fw & 0xfff9 != 0 {
+                    self.frag_id = b32(f, cur + 4).unwrap_or(0);
+                }
                 if fw & 0xfff8 != 0 {
                     // Non-first fragment: the rest is not interpretable.
                     self.frag = Frag::Later;

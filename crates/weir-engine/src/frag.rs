@@ -1,0 +1,198 @@
+//! Virtual reassembly of IP fragments for connection tracking (VPP's "shallow virtual
+//! reassembly", `ip4-sv-reass`): what the first fragment of a datagram decided is kept, and
+//! the later fragments of the same datagram follow it.
+//!
+//! Linux reassembles a datagram before connection tracking (`nf_defrag`, priority -400),
+//! runs the whole datagram through the chains once, and fragments it again on output. Weir
+//! forwards fragments one by one instead: the first fragment (offset 0, with the transport
+//! header) takes connection tracking, NAT and every chain as any packet does; when it leaves
+//! the host ([`crate::stateful::Stateful::finish`]) its connection and direction are kept
+//! here under the datagram's key (addresses, identification, and for IPv4 the protocol, as
+//! the kernel's fragment queues are keyed). A later fragment of that datagram takes no chain:
+//! it gets the connection and the NAT translation of its first (addresses only: the transport
+//! header and its checksum are in the first fragment). A later fragment with no first kept
+//! here (it came first, or its first was dropped) is dropped and counted.
+//!
+//! The table is bounded: entries expire after the reassembly timeout (Linux's
+//! `ipfrag_time`, 30 s) and, when it is full, the oldest entry makes room (counted).
+
+use std::collections::{HashMap, VecDeque};
+use weir_conntrack::{CtInfo, Dir, EntryId, Tuple};
+use weir_wire::{PacketMeta, L3};
+
+/// A datagram: addresses, identification, and the protocol for IPv4 (an IPv6 later
+/// fragment names only the header after the fragment header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Key {
+    src: u128,
+    dst: u128,
+    id: u32,
+    proto: u8,
+    v6: bool,
+}
+
+impl Key {
+    pub fn of(pm: &PacketMeta) -> Key {
+        let v6 = pm.l3 == L3::Ipv6;
+        Key {
+            src: pm.saddr,
+            dst: pm.daddr,
+            id: pm.frag_id,
+            proto: if v6 { 0 } else { pm.l4proto },
+            v6,
+        }
+    }
+}
+
+/// What the later fragments of a datagram get.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Follow {
+    /// The first fragment was not tracked (`notrack`).
+    Untracked,
+    /// The first fragment's connection and direction, with the direction's tuple (checked
+    /// again, in case the entry was ended and its slot reused).
+    Entry {
+        id: EntryId,
+        dir: Dir,
+        info: CtInfo,
+        tuple: Tuple,
+    },
+}
+
+/// The datagrams whose first fragment passed.
+#[derive(Clone, Debug)]
+pub struct Table {
+    map: HashMap<Key, (Follow, u64, u64)>,
+    /// Insertion order: (key, generation); a key inserted again has a newer generation.
+    order: VecDeque<(Key, u64)>,
+    gen: u64,
+    cap: usize,
+    timeout_ns: u64,
+    /// Entries pushed out by newer ones while not expired.
+    pub evicted: u64,
+}
+
+impl Table {
+    /// Linux's `ipfrag_time`.
+    pub const TIMEOUT_NS: u64 = 30_000_000_000;
+    pub const CAPACITY: usize = 16384;
+
+    pub fn new(cap: usize, timeout_ns: u64) -> Table {
+        Table {
+            map: HashMap::new(),
+            order: VecDeque::new(),
+            gen: 0,
+            cap: cap.max(1),
+            timeout_ns,
+            evicted: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Drop the oldest entry of the insertion order (if it is still the current one).
+    fn pop_oldest(&mut self, now_ns: u64, only_expired: bool) -> bool {
+        let Some(&(k, g)) = self.order.front() else {
+            return false;
+        };
+        match self.map.get(&k) {
+            Some(&(_, exp, eg)) if eg == g => {
+                if only_expired && exp > now_ns {
+                    return false;
+                }
+                if exp > now_ns {
+                    self.evicted += 1;
+                }
+                self.map.remove(&k);
+            }
+            _ => {}
+        }
+        self.order.pop_front();
+        true
+    }
+
+    /// Keep what a datagram's first fragment got.
+    pub fn insert(&mut self, k: Key, f: Follow, now_ns: u64) {
+        while self.pop_oldest(now_ns, true) {}
+        let exp = now_ns.saturating_add(self.timeout_ns);
+        if let Some(e) = self.map.get_mut(&k) {
+            // the same datagram's first fragment again (a retransmission, an identification
+            // used again): its place in the order stays
+            e.0 = f;
+            e.1 = exp;
+            return;
+        }
+        while self.map.len() >= self.cap && self.pop_oldest(now_ns, false) {}
+        self.gen += 1;
+        self.map.insert(k, (f, exp, self.gen));
+        self.order.push_back((k, self.gen));
+        // stale order slots (entries found expired by `get`) are dropped as they reach the
+        // front; keep the queue within twice the table
+        while self.order.len() > 2 * self.cap && self.pop_oldest(now_ns, false) {}
+    }
+
+    /// What a later fragment of datagram `k` follows, if its first passed and has not
+    /// expired.
+    pub fn get(&mut self, k: &Key, now_ns: u64) -> Option<Follow> {
+        let &(f, exp, _) = self.map.get(k)?;
+        if exp <= now_ns {
+            self.map.remove(k);
+            return None;
+        }
+        Some(f)
+    }
+}
+
+impl Default for Table {
+    fn default() -> Table {
+        Table::new(Table::CAPACITY, Table::TIMEOUT_NS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(id: u32) -> Key {
+        Key {
+            src: 1,
+            dst: 2,
+            id,
+            proto: 17,
+            v6: false,
+        }
+    }
+
+    #[test]
+    fn bounded_expiring_and_oldest_out() {
+        let mut t = Table::new(3, 100);
+        for i in 0..3 {
+            t.insert(key(i), Follow::Untracked, 10);
+        }
+        assert_eq!(t.get(&key(0), 50), Some(Follow::Untracked));
+        // full: the oldest goes, counted
+        t.insert(key(3), Follow::Untracked, 20);
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.evicted, 1);
+        assert_eq!(t.get(&key(0), 50), None);
+        assert_eq!(t.get(&key(3), 50), Some(Follow::Untracked));
+        // expired at its timeout; expired entries make room without counting
+        assert_eq!(t.get(&key(1), 110), None);
+        t.insert(key(4), Follow::Untracked, 115);
+        assert_eq!(t.evicted, 1);
+        assert_eq!(t.get(&key(3), 115), Some(Follow::Untracked));
+        // a key inserted again keeps one entry and its place, with the new expiry
+        for _ in 0..10 {
+            t.insert(key(4), Follow::Untracked, 116);
+        }
+        assert_eq!((t.len(), t.order.len(), t.evicted), (2, 2, 1));
+        assert_eq!(t.get(&key(4), 200), Some(Follow::Untracked));
+        assert_eq!(t.get(&key(4), 216), None);
+    }
+}
