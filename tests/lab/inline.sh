@@ -4,7 +4,7 @@
 # routes, one static neighbour and one learnt over ARP. Checks: ICMP and TCP (iperf3, masqueraded,
 # across a reload under load) pass, what the ruleset drops is dropped, TTL is decremented, weir refuses to run beside the
 # kernel's forwarding and names a missing interface; answers TTL 1 and unroutable packets with
-# ICMP errors; traces packets; offloads TCP connections to a flowtable (the fast path);
+# ICMP errors; forwards fragmented datagrams; traces packets; offloads TCP connections to a flowtable (the fast path);
 # prints weir's CPU time per packet. The
 # traffic checks run three times: over AF_XDP, over AF_PACKET, and over AF_PACKET with two
 # workers (a fanout steers both directions of each connection, masqueraded ones included, to
@@ -133,6 +133,11 @@ echo "ok: a neighbour learnt over ARP (the client's MAC is not configured)"
 ip netns exec $C ping -6 -c 3 -i 0.2 -W 1 2001:db8:31::2 >"$DIR/ping6" || fail "IPv6 ping through weir: $(cat $DIR/ping6)"
 grep -q "ttl=63" "$DIR/ping6" || fail "hop limit not decremented: $(cat $DIR/ping6)"
 echo "ok: IPv6 forwarded, both neighbours learnt from neighbour discovery"
+# fragmented datagrams (3000-byte echoes, both ways): the first fragment crosses the chains,
+# the later ones follow it (virtual reassembly)
+ip netns exec $C ping -c 2 -i 0.2 -W 1 -s 3000 198.18.31.2 >"$DIR/pingf" || fail "fragmented ping through weir: $(cat $DIR/pingf)"
+ip netns exec $C ping -6 -c 2 -i 0.2 -W 1 -s 3000 2001:db8:31::2 >"$DIR/pingf6" || fail "fragmented IPv6 ping through weir: $(cat $DIR/pingf6)"
+echo "ok: fragmented IPv4 and IPv6 datagrams forwarded (virtual reassembly)"
 # as in Linux, the forward hook sees the TTL already decremented
 ctl counters | grep "ip ttl 63 counter" | awk '{ exit !($1 >= 3) }' || fail "forward did not see TTL 63: $(ctl counters)"
 # the router answers a TTL of 1 with time exceeded, and a destination without a route with
@@ -174,6 +179,8 @@ ctl counters | grep "udp dport 9999 counter drop" | awk '{ exit !($1 >= 3) }' ||
 echo "ok: UDP dropped by its rule"
 ctl status > "$DIR/status"
 sed 's/^/  /' "$DIR/status"
+FF=$(grep -o "fragments followed [0-9]*" "$DIR/status" | awk '{ n += $3 } END { print n + 0 }')
+[ "$FF" -ge 8 ] || fail "$FF later fragments followed their first (8 sent each way)"
 RW=$(grep -o "rewritten [0-9]*" "$DIR/status" | awk '{ n += $2 } END { print n + 0 }')
 [ "$RW" -gt 1000 ] || fail "only $RW packets counted as rewritten (masqueraded)"
 if [ -n "$FLOW" ]; then

@@ -1549,7 +1549,7 @@ impl Worker {
         let mut drops: Vec<_> = c.dropped.iter().collect();
         drops.sort();
         format!(
-            "worker {} ({}): packets {} accepted {} rewritten {} dropped {}{}{}; conntrack entries {} (evicted {}, refused {}{}){}; {}\n",
+            "worker {} ({}): packets {} accepted {} rewritten {} dropped {}{}{}; conntrack entries {} (evicted {}, refused {}{}), fragments followed {}{}; {}\n",
             self.idx,
             self.io.describe(),
             c.packets,
@@ -1579,6 +1579,7 @@ impl Worker {
             } else {
                 String::new()
             },
+            self.sf.stats.fragments_followed,
             if self.sf.flowtables.is_empty() {
                 String::new()
             } else {
