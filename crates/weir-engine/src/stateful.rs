@@ -152,8 +152,8 @@ fn ct_view(
 /// Counters of the stateful layer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StatefulStats {
-    /// Later fragments dropped: no first fragment of their datagram passed (it came after
-    /// them, was dropped, or expired).
+    /// Fragments dropped: later ones whose datagram's first did not pass (it came after
+    /// them, was dropped, or expired), and first ones without a whole transport header.
     pub fragments: u64,
     /// Later fragments that followed their datagram's first.
     pub fragments_followed: u64,
@@ -931,6 +931,12 @@ impl Stateful {
         }
         let key = frag::Key::of(pm);
         if pm.frag == Frag::First {
+            if pm.malformed.is_some() {
+                // a first fragment without a whole transport header (RFC 1858's tiny
+                // fragment): the kernel would wait for the rest; weir cannot judge it alone
+                self.stats.fragments += 1;
+                return Some(Decision::Drop(DropReason::Fragment));
+            }
             pc.frag = FragPkt::First(key);
             return None;
         }

@@ -164,6 +164,17 @@ fn later_fragments_follow_their_first_through_nat() {
             0x1234,
         );
         assert!(!fwd(&mut sf, &other, "lan0", 7).0.is_accept());
+        // a first fragment with 8 bytes of a TCP header (RFC 1858): dropped, counted
+        let seg = tcp_segment(H.into(), S.into(), &Tcp::new(40005, 80, tf::SYN), &[]);
+        let tiny = Builder::new()
+            .ip_id(0x7777)
+            .fragment(0, true)
+            .ip(H, S, 6, &seg[..8]);
+        assert_eq!(
+            fwd(&mut sf, &tiny, "lan0", 7).0,
+            Decision::Drop(DropReason::Fragment)
+        );
+        assert_eq!(sf.stats.fragments, 4, "orphan, after a dropped first, other source, tiny");
         // the datagram's entry expires with the reassembly timeout (30 s)
         assert!(fwd(&mut sf, &later, "lan0", 8).0.is_accept());
         assert!(!fwd(&mut sf, &later, "lan0", 31_000_000_000).0.is_accept());

@@ -446,6 +446,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             "nat_not_applied": sf.stats.nat_not_applied,
             "nat_bindings": sf.stats.nat_bound, "nat_rewrites": sf.stats.nat_rewritten,
             "nat_dropped": sf.stats.nat_no_port + sf.stats.nat_no_address,
+            "fragments_followed": sf.stats.fragments_followed,
+            "fragments_dropped": sf.stats.fragments,
         });
         if let Some(e) = &cap.trailing_error {
             o["capture_error"] = json!(e.to_string());
@@ -511,9 +513,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if stateful {
         println!();
         println!(
-            "  connection tracking: {} connections confirmed, {} entries now; {} fragments dropped (not reassembled)",
+            "  connection tracking: {} connections confirmed, {} entries now; fragments: {} followed their first, {} dropped (no first passed)",
             sf.stats.confirmed,
             sf.ct.len(),
+            sf.stats.fragments_followed,
             sf.stats.fragments
         );
         if router {
