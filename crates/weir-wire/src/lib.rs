@@ -10,10 +10,12 @@
 //! - [`checksum`]: RFC 1071 checksums and RFC 1624 incremental updates (for NAT rewrites).
 //! - [`pcap`]: reading pcap / pcapng captures and writing pcap.
 //! - [`build`]: making test and example packets, well-formed and hostile.
+//! - [`frag`]: cutting an IPv4 packet into fragments for a smaller MTU.
 
 pub mod build;
 pub mod checksum;
 pub mod field;
+pub mod frag;
 pub mod meta;
 pub mod pcap;
 
