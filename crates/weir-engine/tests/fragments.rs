@@ -174,7 +174,10 @@ fn later_fragments_follow_their_first_through_nat() {
             fwd(&mut sf, &tiny, "lan0", 7).0,
             Decision::Drop(DropReason::Fragment)
         );
-        assert_eq!(sf.stats.fragments, 4, "orphan, after a dropped first, other source, tiny");
+        assert_eq!(
+            sf.stats.fragments, 4,
+            "orphan, after a dropped first, other source, tiny"
+        );
         // the datagram's entry expires with the reassembly timeout (30 s)
         assert!(fwd(&mut sf, &later, "lan0", 8).0.is_accept());
         assert!(!fwd(&mut sf, &later, "lan0", 31_000_000_000).0.is_accept());

@@ -272,6 +272,35 @@ pub(crate) fn iface(fd: i32, name: &str) -> io::Result<(u32, [u8; 6])> {
     Ok((idx, mac))
 }
 
+/// The MTU of interface `name` (`SIOCGIFMTU`): the largest IP packet its link carries.
+pub fn mtu(name: &str) -> io::Result<usize> {
+    if name.is_empty() || name.len() >= libc::IF_NAMESIZE {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("interface name '{name}': 1 to 15 bytes"),
+        ));
+    }
+    // SAFETY: plain socket(2) call; the descriptor is checked and owned below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(os_err("socket for SIOCGIFMTU"));
+    }
+    // SAFETY: fd is a fresh descriptor nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: ifreq is plain old data; zeroed is valid, the name is copied in with its NUL.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in req.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = s as libc::c_char;
+    }
+    // SAFETY: ioctl with a live ifreq, as SIOCGIFMTU expects.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFMTU, &mut req) } < 0 {
+        return Err(os_err(&format!("interface {name}: MTU")));
+    }
+    // SAFETY: the kernel filled the mtu member of the union.
+    let m = unsafe { req.ifr_ifru.ifru_mtu };
+    Ok(m.max(0) as usize)
+}
+
 /// An AF_PACKET socket bound to interface `name`: `proto` (network order) is what it takes
 /// (0: nothing) and what it is bound with. Errors name the cause.
 fn bound_socket(name: &str, proto: u16) -> io::Result<(OwnedFd, u32, [u8; 6])> {

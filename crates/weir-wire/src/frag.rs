@@ -109,7 +109,11 @@ mod tests {
             let fw = u16::from_be_bytes([f[20], f[21]]);
             let off = (fw & 0x1fff) as usize * 8;
             at.push((off, fw & 0x2000 != 0));
-            assert_eq!(u16::from_be_bytes([f[18], f[19]]), 0x4242, "identification kept");
+            assert_eq!(
+                u16::from_be_bytes([f[18], f[19]]),
+                0x4242,
+                "identification kept"
+            );
             data.extend_from_slice(&f[14 + h..]);
         }
         (data, at)

@@ -493,6 +493,8 @@ struct Counts {
     /// limit held back.
     icmp_errors: u64,
     icmp_limited: u64,
+    /// Inline mode: packets forwarded in fragments (larger than the output link's MTU).
+    fragmented: u64,
 }
 
 fn reason(r: DropReason) -> &'static str {
@@ -783,6 +785,11 @@ struct Net {
     routes: Vec<Route>,
     neigh: NeighMap,
     names: Vec<u128>,
+    /// Per port: the MTU of its link (the largest IP packet it carries), read when weir
+    /// starts.
+    mtu: Vec<usize>,
+    /// The smallest of them: a packet no larger fits every port.
+    min_mtu: usize,
     /// Several workers: the neighbours any of them learnt, and the generation of it this one
     /// has merged.
     shared: Option<Arc<SharedNeigh>>,
@@ -881,7 +888,7 @@ impl Net {
         for n in &cfg.neighbour {
             neigh.insert(parse_addr(&n.address)?, parse_mac(&n.mac)?);
         }
-        let names = cfg
+        let names: Vec<u128> = cfg
             .interface
             .iter()
             .map(|i| weir_wire::field::ifname_value(&i.name))
@@ -890,6 +897,8 @@ impl Net {
             addrs,
             routes,
             neigh,
+            mtu: vec![usize::MAX; names.len()],
+            min_mtu: usize::MAX,
             names,
             shared: None,
             seen: 0,
@@ -966,6 +975,12 @@ impl Net {
             }
             self.seen = g;
         }
+    }
+
+    /// Set the ports' MTUs.
+    fn set_mtu(&mut self, mtu: Vec<usize>) {
+        self.min_mtu = mtu.iter().copied().min().unwrap_or(usize::MAX);
+        self.mtu = mtu;
     }
 
     fn is_own(&self, a: u128, v6: bool) -> bool {
@@ -1267,12 +1282,17 @@ enum Fate {
     },
     /// Rewritten in place; out of this port.
     Out(usize),
-    /// Dropped, and the sender is told with an ICMP error (type, code), quoting the packet as
-    /// it arrived (`quote`) or as it is now (None).
+    /// Rewritten in place, larger than the MTU of this port (IPv4 without "don't fragment"):
+    /// out in fragments.
+    Fragments(usize),
+    /// Dropped, and the sender is told with an ICMP error (type, code, and the 32 bits after
+    /// the checksum: the MTU of a "fragmentation needed" or "packet too big"), quoting the
+    /// packet as it arrived (`quote`) or as it is now (None).
     Icmp {
         why: &'static str,
         typ: u8,
         code: u8,
+        info: u32,
         quote: Option<Vec<u8>>,
     },
 }
@@ -1281,6 +1301,7 @@ enum Fate {
 /// address on that port), or None where RFC 1812 (and Linux's `icmp_send`) sends none: the
 /// frame is an ICMP error itself, a fragment other than the first, to or from a multicast or
 /// broadcast address, or the port has no address of the family.
+#[allow(clippy::too_many_arguments)]
 fn icmp_error(
     net: &Net,
     port: usize,
@@ -1288,6 +1309,7 @@ fn icmp_error(
     frame: &[u8],
     typ: u8,
     code: u8,
+    info: u32,
     quote: Option<&[u8]>,
 ) -> Option<Vec<u8>> {
     let pm = PacketMeta::parse(frame, LinkType::Ethernet);
@@ -1323,7 +1345,14 @@ fn icmp_error(
         weir_wire::build::Builder::new()
             .macs(mac, dst_mac)
             .ttl(64)
-            .icmp_error(to_ip(src), to_ip(pm.saddr), typ, code, original, keep),
+            .icmp(
+                to_ip(src),
+                to_ip(pm.saddr),
+                typ,
+                code,
+                info,
+                &original[..keep.min(original.len())],
+            ),
     )
 }
 
@@ -1405,8 +1434,9 @@ fn route_frame(
         return Fate::Drop("malformed");
     }
     let l3 = pm.l3_off as usize;
-    if devs.0 != 0 {
-        // (the fast path takes only TTLs above 1 and IPv4 headers without options)
+    if devs.0 != 0 && (pm.l3_len as usize) <= net.min_mtu {
+        // (the fast path takes only TTLs above 1 and IPv4 headers without options; a packet
+        // too large for some port takes the slow path, which checks the MTU)
         if let Some(fp) = sf.fast_path_with(frame, &mut pm, devs, 0, now) {
             let ri = fp.oif as usize;
             if ri < net.routes.len() {
@@ -1422,7 +1452,8 @@ fn route_frame(
     };
     // the packet as it arrived, for the ICMP error that a TTL of 1 will cost (NAT in
     // prerouting may change it before the TTL is checked)
-    let quote = (ttl <= 1).then(|| frame[l3..frame.len().min(l3 + 576 - 28)].to_vec());
+    let too_big = pm.l3_len as usize > net.min_mtu;
+    let quote = (ttl <= 1 || too_big).then(|| frame[l3..frame.len().min(l3 + 576 - 28)].to_vec());
     let mut pc = PacketCt {
         iif_addr: net.addrs[in_port].iter().find(|a| a.1 == v6).map(|a| a.0),
         ..PacketCt::default()
@@ -1451,6 +1482,7 @@ fn route_frame(
             why: "no-route",
             typ,
             code,
+            info: 0,
             quote: None,
         };
     };
@@ -1462,6 +1494,24 @@ fn route_frame(
             why: "ttl",
             typ,
             code,
+            info: 0,
+            quote,
+        };
+    }
+    // as Linux's ip_forward / ip6_forward, before the forward hook: a packet larger than the
+    // output link's MTU is refused with "fragmentation needed" (IPv4 with "don't fragment")
+    // or "packet too big" (IPv6: routers never fragment), telling the sender the MTU; other
+    // IPv4 packets leave in fragments
+    let mtu = net.mtu[net.routes[ri].port];
+    let mtu = if v6 { mtu.max(1280) } else { mtu };
+    let fragment = too_big && pm.l3_len as usize > mtu;
+    if fragment && (v6 || frame[l3 + 6] & 0x40 != 0) {
+        let (typ, code) = if v6 { (2, 0) } else { (3, 4) };
+        return Fate::Icmp {
+            why: "too-big",
+            typ,
+            code,
+            info: mtu.min(u16::MAX as usize) as u32,
             quote,
         };
     }
@@ -1484,7 +1534,10 @@ fn route_frame(
     if cached.is_none() {
         sf.cache_route(&pc, ri as u16);
     }
-    net.output(frame, ri, pm.daddr, v6, out_macs)
+    match net.output(frame, ri, pm.daddr, v6, out_macs) {
+        Fate::Out(o) if fragment => Fate::Fragments(o),
+        f => f,
+    }
 }
 
 /// A worker: one queue, its own connection table and engine state (the kernel sends both
@@ -1565,6 +1618,10 @@ impl Worker {
                     "; ICMP errors sent {} (rate-limited {})",
                     c.icmp_errors, c.icmp_limited
                 )
+            } else {
+                String::new()
+            } + &if c.fragmented > 0 {
+                format!("; forwarded in fragments {}", c.fragmented)
             } else {
                 String::new()
             },
@@ -1715,6 +1772,9 @@ impl Worker {
                         }
                         Fate::NoNeighbour { .. } => "drop (no-neighbour)".to_string(),
                         Fate::Out(o) => format!("forward out {}", il.ports_names[*o]),
+                        Fate::Fragments(o) => {
+                            format!("forward out {} in fragments", il.ports_names[*o])
+                        }
                     };
                     trace_packet(&mut self.trace, &self.sf, &summary, &before, &v);
                 }
@@ -1752,16 +1812,40 @@ impl Worker {
                         c.rewritten += rewritten as u64;
                         il.fwd.push((i, o));
                     }
+                    Fate::Fragments(o) => {
+                        c.packets += 1;
+                        let f = il.ports[pi].frame(i);
+                        let l3 = PacketMeta::parse(f, LinkType::Ethernet).l3_off as usize;
+                        match weir_wire::frag::fragment_ipv4(f, l3, il.net.mtu[o]) {
+                            Some(pieces) => {
+                                c.accepted += 1;
+                                c.rewritten += rewritten as u64;
+                                c.fragmented += 1;
+                                // the frames before it in the batch leave first (no
+                                // reordering within a flow)
+                                for &(j, p) in &il.fwd {
+                                    forward_frame(&mut il.ports, pi, j, p);
+                                }
+                                il.fwd.clear();
+                                for piece in &pieces {
+                                    il.ports[o].push(piece);
+                                }
+                            }
+                            None => *c.dropped.entry("too-big").or_default() += 1,
+                        }
+                    }
                     Fate::Icmp {
                         why,
                         typ,
                         code,
+                        info,
                         quote,
                     } => {
                         c.packets += 1;
                         *c.dropped.entry(why).or_default() += 1;
                         let f = il.ports[pi].frame(i);
-                        let err = icmp_error(&il.net, pi, macs[pi], f, typ, code, quote.as_deref());
+                        let err =
+                            icmp_error(&il.net, pi, macs[pi], f, typ, code, info, quote.as_deref());
                         match err {
                             Some(e) if il.icmp_bucket.take(now) => {
                                 c.icmp_errors += 1;
@@ -2487,6 +2571,12 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         }
         let mut net = net;
         net.shared = (n > 1).then(|| Arc::new(SharedNeigh::default()));
+        net.set_mtu(
+            cfg.interface
+                .iter()
+                .map(|i| weir_io::afpacket::mtu(&i.name))
+                .collect::<std::io::Result<_>>()?,
+        );
         for (w, (ports, arp)) in links.into_iter().enumerate() {
             let net = net.clone();
             let mut sf = stateful(&rs, &cfg);
@@ -3025,6 +3115,8 @@ mod tests {
             routes: vec![],
             neigh: NeighMap::default(),
             names: vec![0, 0],
+            mtu: vec![1500; 2],
+            min_mtu: 1500,
             shared: None,
             seen: 0,
         };
@@ -3032,7 +3124,7 @@ mod tests {
         let (a, b) = (Ipv4Addr::new(198, 18, 30, 2), Ipv4Addr::new(198, 18, 31, 2));
         let b4 = weir_wire::build::Builder::new().macs(host, me).ttl(1);
         let f = b4.udp(a, b, 1000, 53, &[7; 700]);
-        let e = icmp_error(&net, 0, me, &f, 11, 0, None).expect("an error is due");
+        let e = icmp_error(&net, 0, me, &f, 11, 0, 0, None).expect("an error is due");
         let pm = PacketMeta::parse(&e, LinkType::Ethernet);
         assert_eq!((&e[..6], &e[6..12]), (&host[..], &me[..]));
         assert_eq!((pm.saddr, pm.daddr), (0xc612_1e01, u32::from(a) as u128));
@@ -3043,17 +3135,17 @@ mod tests {
         assert_eq!(weir_wire::checksum::checksum(&e[l4..]), 0);
         // a quote given (the packet before NAT) is used instead
         let q = f[14..60].to_vec();
-        let e = icmp_error(&net, 0, me, &f, 11, 0, Some(&q)).unwrap();
+        let e = icmp_error(&net, 0, me, &f, 11, 0, 0, Some(&q)).unwrap();
         assert_eq!(&e[e.len() - q.len()..], &q[..]);
         // none about an ICMP error, to a multicast or broadcast address, from a port without
         // an address of the family
         let err = b4.icmp_error(a, b, 3, 3, &f[14..], 64);
-        assert!(icmp_error(&net, 0, me, &err, 11, 0, None).is_none());
+        assert!(icmp_error(&net, 0, me, &err, 11, 0, 0, None).is_none());
         let mc = b4.udp(a, Ipv4Addr::new(224, 0, 0, 5), 1, 2, b"");
-        assert!(icmp_error(&net, 0, me, &mc, 11, 0, None).is_none());
+        assert!(icmp_error(&net, 0, me, &mc, 11, 0, 0, None).is_none());
         let bc = b4.udp(a, Ipv4Addr::BROADCAST, 1, 2, b"");
-        assert!(icmp_error(&net, 0, me, &bc, 11, 0, None).is_none());
-        assert!(icmp_error(&net, 1, me, &f, 11, 0, None).is_none());
+        assert!(icmp_error(&net, 0, me, &bc, 11, 0, 0, None).is_none());
+        assert!(icmp_error(&net, 1, me, &f, 11, 0, 0, None).is_none());
         // the rate limit: a burst of 50, then 1000 per second
         let mut bk = Bucket::new(1);
         assert_eq!((0..60).filter(|_| bk.take(1)).count(), 50);
@@ -3109,6 +3201,8 @@ table ip nat {
                 weir_wire::field::ifname_value("lan0"),
                 weir_wire::field::ifname_value("wan0"),
             ],
+            mtu: vec![1500; 2],
+            min_mtu: 1500,
             shared: None,
             seen: 0,
         };
@@ -3244,6 +3338,111 @@ table ip nat {
         assert_eq!(sf.stats.offload_teardowns, 1);
     }
 
+    /// A packet larger than the output link's MTU: "fragmentation needed" with the MTU (IPv4
+    /// with "don't fragment"), "packet too big" (IPv6), or out in fragments (other IPv4); a
+    /// packet that fits goes out whole, and the other way (a larger MTU) too.
+    #[test]
+    fn packets_larger_than_the_mtu() {
+        use std::net::{Ipv4Addr, Ipv6Addr};
+        use weir_wire::build::Builder;
+        let text = "table inet f { chain fwd { type filter hook forward priority 0; counter } }";
+        let rs = weir_lang::load_str("t.nft", text)
+            .map_err(|_| "ruleset")
+            .unwrap()
+            .0;
+        let mut sf = Stateful::new(engine(&rs), weir_conntrack::Config::default());
+        let (c4, s4) = (Ipv4Addr::new(198, 18, 30, 2), Ipv4Addr::new(198, 18, 31, 2));
+        let (c6, s6): (Ipv6Addr, Ipv6Addr) = (
+            "2001:db8:30::2".parse().unwrap(),
+            "2001:db8:31::2".parse().unwrap(),
+        );
+        let route = |net: u128, len, v6, port| Route {
+            net,
+            len,
+            v6,
+            port,
+            via: None,
+        };
+        let mut net = Net {
+            addrs: vec![
+                vec![(0xc612_1e01, false), (u128::from(c6) - 1, true)],
+                vec![(0xc612_1f01, false), (u128::from(s6) - 1, true)],
+            ],
+            routes: vec![
+                route(0xc612_1e00, 24, false, 0),
+                route(0xc612_1f00, 24, false, 1),
+                route(u128::from(c6) & !0xffff_ffff_ffff_ffff, 64, true, 0),
+                route(u128::from(s6) & !0xffff_ffff_ffff_ffff, 64, true, 1),
+            ],
+            neigh: NeighMap::default(),
+            names: vec![
+                weir_wire::field::ifname_value("lan0"),
+                weir_wire::field::ifname_value("wan0"),
+            ],
+            mtu: vec![],
+            min_mtu: 0,
+            shared: None,
+            seen: 0,
+        };
+        net.set_mtu(vec![1500, 1400]);
+        assert_eq!(net.min_mtu, 1400);
+        for a in [u32::from(c4) as u128, u32::from(s4) as u128] {
+            net.neigh.insert((a, false), [2, 0, 0, 0, 0, 9]);
+        }
+        for a in [u128::from(c6), u128::from(s6)] {
+            net.neigh.insert((a, true), [2, 0, 0, 0, 0, 9]);
+        }
+        let macs = [[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 1, 1]];
+        let mut send = |f: &mut Vec<u8>, pi: usize| {
+            route_frame(&mut sf, &net, f, pi, macs[pi], &macs, FtDevices(0), 1)
+        };
+        let b = || Builder::new().macs([2, 0, 0, 0, 0, 9], macs[0]);
+        let df = b().dont_fragment().udp(c4, s4, 1, 2, &[0; 1472]);
+        let mut f = df.clone();
+        let Fate::Icmp {
+            why: "too-big",
+            typ: 3,
+            code: 4,
+            info: 1400,
+            quote: Some(q),
+        } = send(&mut f, 0)
+        else {
+            panic!("no fragmentation needed");
+        };
+        // the error carries the MTU after its checksum, and quotes the packet as it came
+        let e = icmp_error(&net, 0, macs[0], &f, 3, 4, 1400, Some(&q)).unwrap();
+        let pm = PacketMeta::parse(&e, LinkType::Ethernet);
+        let l4 = pm.l4_off as usize;
+        assert_eq!(&e[l4 + 4..l4 + 8], &[0, 0, 0x05, 0x78]);
+        assert_eq!(&e[l4 + 8..l4 + 28], &df[14..34]);
+        // without "don't fragment": out in fragments that fit
+        let mut f = b().udp(c4, s4, 1, 2, &[0; 1472]);
+        assert!(matches!(send(&mut f, 0), Fate::Fragments(1)));
+        let pieces = weir_wire::frag::fragment_ipv4(&f, 14, 1400).unwrap();
+        assert_eq!(pieces.len(), 2);
+        assert!(pieces.iter().all(|p| p.len() - 14 <= 1400));
+        // IPv6: packet too big
+        let mut f = b().udp(c6, s6, 1, 2, &[0; 1452]);
+        assert!(matches!(
+            send(&mut f, 0),
+            Fate::Icmp {
+                why: "too-big",
+                typ: 2,
+                code: 0,
+                info: 1400,
+                ..
+            }
+        ));
+        // what fits goes whole; the same size towards the larger MTU too
+        let mut f = b().dont_fragment().udp(c4, s4, 1, 2, &[0; 1372]);
+        assert!(matches!(send(&mut f, 0), Fate::Out(1)));
+        let mut f = Builder::new()
+            .macs([2, 0, 0, 0, 0, 9], macs[1])
+            .dont_fragment()
+            .udp(s4, c4, 2, 1, &[0; 1472]);
+        assert!(matches!(send(&mut f, 1), Fate::Out(0)));
+    }
+
     #[test]
     fn neighbour_discovery_solicits_and_learns() {
         let mac = [2, 0, 0, 0, 0, 9];
@@ -3302,6 +3501,8 @@ table ip nat {
             }],
             neigh: NeighMap::default(),
             names: vec![0],
+            mtu: vec![1500; 2],
+            min_mtu: 1500,
             shared: None,
             seen: 0,
         };
@@ -3314,6 +3515,8 @@ table ip nat {
             routes: net.routes.clone(),
             neigh: NeighMap::default(),
             names: vec![0],
+            mtu: vec![1500; 2],
+            min_mtu: 1500,
             shared: Some(shared.clone()),
             seen: 0,
         };
@@ -3357,6 +3560,8 @@ table ip nat {
             }],
             neigh: NeighMap::default(),
             names: vec![0, 0],
+            mtu: vec![1500; 2],
+            min_mtu: 1500,
             shared: None,
             seen: 0,
         };
