@@ -4,7 +4,8 @@
 # routes, one static neighbour and one learnt over ARP. Checks: ICMP and TCP (iperf3, masqueraded,
 # across a reload under load) pass, what the ruleset drops is dropped, TTL is decremented, weir refuses to run beside the
 # kernel's forwarding and names a missing interface; answers TTL 1 and unroutable packets with
-# ICMP errors; forwards fragmented datagrams; traces packets; offloads TCP connections to a flowtable (the fast path);
+# ICMP errors; forwards fragmented datagrams, fragments or refuses packets larger than the
+# next link's MTU; traces packets; offloads TCP connections to a flowtable (the fast path);
 # prints weir's CPU time per packet. The
 # traffic checks run three times: over AF_XDP, over AF_PACKET, and over AF_PACKET with two
 # workers (a fanout steers both directions of each connection, masqueraded ones included, to
@@ -23,6 +24,8 @@ ip -n $R addr add 198.18.30.1/24 dev weirin-r0; ip -n $R link set weirin-r0 up
 ip -n $R addr add 198.18.31.1/24 dev weirin-r1; ip -n $R link set weirin-r1 up
 ip -n $S addr add 198.18.31.2/24 dev weirin-s0; ip -n $S addr add 198.18.31.3/24 dev weirin-s0
 ip -n $S link set weirin-s0 up; ip -n $S route add default via 198.18.31.1
+# a smaller MTU on the server's link: weir fragments, or tells the sender the MTU
+ip -n $S link set weirin-s0 mtu 1400; ip -n $R link set weirin-r1 mtu 1400
 # IPv6: no neighbour configured; weir learns both hosts from neighbour discovery
 ip -n $C addr add 2001:db8:30::2/64 dev weirin-c0 nodad; ip -n $C -6 route add default via 2001:db8:30::1
 ip -n $R addr add 2001:db8:30::1/64 dev weirin-r0 nodad; ip -n $R addr add 2001:db8:31::1/64 dev weirin-r1 nodad
@@ -134,10 +137,26 @@ ip netns exec $C ping -6 -c 3 -i 0.2 -W 1 2001:db8:31::2 >"$DIR/ping6" || fail "
 grep -q "ttl=63" "$DIR/ping6" || fail "hop limit not decremented: $(cat $DIR/ping6)"
 echo "ok: IPv6 forwarded, both neighbours learnt from neighbour discovery"
 # fragmented datagrams (3000-byte echoes, both ways): the first fragment crosses the chains,
-# the later ones follow it (virtual reassembly)
+# the later ones follow it (virtual reassembly); the client's 1500-byte fragments are cut
+# again by weir for the server's link (the path MTU learnt in an earlier pass forgotten)
+pmtu_forget() {
+  ip netns exec $C ip route flush cache >/dev/null 2>&1 || true
+  ip netns exec $C ip -6 route flush cache >/dev/null 2>&1 || true
+}
+pmtu_forget
 ip netns exec $C ping -c 2 -i 0.2 -W 1 -s 3000 198.18.31.2 >"$DIR/pingf" || fail "fragmented ping through weir: $(cat $DIR/pingf)"
 ip netns exec $C ping -6 -c 2 -i 0.2 -W 1 -s 3000 2001:db8:31::2 >"$DIR/pingf6" || fail "fragmented IPv6 ping through weir: $(cat $DIR/pingf6)"
 echo "ok: fragmented IPv4 and IPv6 datagrams forwarded (virtual reassembly)"
+# larger than the server link's MTU (1400): with "don't fragment", the sender is told the MTU
+# (ICMP fragmentation needed, ICMPv6 packet too big); without, weir sends it in fragments
+pmtu_forget
+ip netns exec $C ping -c 2 -i 0.3 -W 1 -M do -s 1450 198.18.31.2 >"$DIR/pmtu" 2>&1 || true
+grep -Eq "From 198.18.30.1 .*mtu ?= ?1400" "$DIR/pmtu" || fail "no fragmentation needed with the MTU: $(cat $DIR/pmtu)"
+ip netns exec $C ping -6 -c 2 -i 0.3 -W 1 -M do -s 1450 2001:db8:31::2 >"$DIR/pmtu6" 2>&1 || true
+grep -Eq "From 2001:db8:30::1 .*mtu ?= ?1400" "$DIR/pmtu6" || fail "no packet too big with the MTU: $(cat $DIR/pmtu6)"
+pmtu_forget
+ip netns exec $C ping -c 2 -i 0.3 -W 1 -M dont -s 1450 198.18.31.2 >"$DIR/pmtuf" 2>&1 || fail "a 1478-byte packet without DF not forwarded in fragments: $(cat $DIR/pmtuf)"
+echo "ok: MTU 1400 on the way: fragmentation needed, packet too big, IPv4 fragmented by weir"
 # as in Linux, the forward hook sees the TTL already decremented
 ctl counters | grep "ip ttl 63 counter" | awk '{ exit !($1 >= 3) }' || fail "forward did not see TTL 63: $(ctl counters)"
 # the router answers a TTL of 1 with time exceeded, and a destination without a route with
@@ -179,6 +198,7 @@ ctl counters | grep "udp dport 9999 counter drop" | awk '{ exit !($1 >= 3) }' ||
 echo "ok: UDP dropped by its rule"
 ctl status > "$DIR/status"
 sed 's/^/  /' "$DIR/status"
+grep -q "forwarded in fragments [1-9]" "$DIR/status" || fail "no packet forwarded in fragments"
 FF=$(grep -o "fragments followed [0-9]*" "$DIR/status" | awk '{ n += $3 } END { print n + 0 }')
 [ "$FF" -ge 8 ] || fail "$FF later fragments followed their first (8 sent each way)"
 RW=$(grep -o "rewritten [0-9]*" "$DIR/status" | awk '{ n += $2 } END { print n + 0 }')
