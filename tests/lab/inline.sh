@@ -52,6 +52,7 @@ table inet filter {
     type filter hook forward priority 0; policy accept;
     $fa
     ip daddr 198.18.31.3 counter drop
+    iifname "weirin-r1" udp sport 5202 ct state new counter drop
     udp dport 9999 counter drop
     icmp type echo-request ip ttl 63 counter
   }
@@ -192,6 +193,17 @@ ctl counters | grep -q "udp dport 9998" || fail "the reloaded ruleset is not run
 grep -q "Accepted connection from 198.18.31.1" "$DIR/iperf-s.log" || fail "masquerade: the server saw $(grep Accepted $DIR/iperf-s.log)"
 echo "ok: TCP through weir, masqueraded: $(grep -E 'receiver$' "$DIR/iperf.out" | tail -1 | awk '{print $(NF-2), $(NF-1)}')"
 
+# UDP answers in fragments (3000-byte datagrams from the server, cut for its 1400-byte link),
+# which the ruleset lets in only for connections the client opened: each datagram's fragments
+# follow its first, and with two workers reach the worker of their connection (they are
+# steered by their addresses alone)
+ip netns exec $S iperf3 -s -1 -D -p 5202 -B 198.18.31.2 --logfile "$DIR/iperf-u.log"
+sleep 0.3
+ip netns exec $C iperf3 -c 198.18.31.2 -p 5202 -u -R -l 3000 -b 4M -t 2 -P 8 >"$DIR/iperfu.out" 2>&1 ||
+  fail "iperf3 UDP in fragments: $(cat $DIR/iperfu.out)"
+LOSS=$(grep -E "^\[SUM\].*receiver" "$DIR/iperfu.out" | grep -o "([0-9.e+-]*%)" | tr -d '()%')
+awk -v l="${LOSS:-100}" 'BEGIN { exit !(l <= 5) }' || fail "UDP in fragments: ${LOSS:-?}% lost: $(cat $DIR/iperfu.out)"
+echo "ok: UDP answers in fragments through weir: ${LOSS}% lost"
 for i in 1 2 3; do ip netns exec $C bash -c 'echo x > /dev/udp/198.18.31.2/9999' || true; done
 sleep 0.3
 ctl counters | grep "udp dport 9999 counter drop" | awk '{ exit !($1 >= 3) }' || fail "UDP to 9999 not dropped: $(ctl counters)"
@@ -220,6 +232,7 @@ if [ "$WORKERS" = 2 ]; then
     grep -E "^worker $w .*: packets [1-9]" "$DIR/status" >/dev/null || fail "worker $w handled no packet"
   done
   [ "$(grep -c 'NAT replies steered to another worker 0)' "$DIR/status")" = 2 ] || fail "NAT replies not steered to their worker"
+  grep -o "fragments handed to another worker [0-9]* (inbox full 0)" "$DIR/status" | sed 's/^/  /'
   echo "ok: two workers share the traffic, masqueraded replies steered to the worker of their connection"
 fi
 kill -TERM $WPID; wait $WPID || true; WPID=

@@ -63,6 +63,42 @@ pub fn flow_hash(t: &Tuple) -> u32 {
     mix(a, port_word(t).unwrap_or(0))
 }
 
+/// The tuple of a packet whose port (or ICMP identifier) enters its hash, read as the fanout
+/// program reads a whole packet: TCP/UDP ports, or the identifier of an ICMP message that
+/// carries one. For a first fragment, this is how its connection's unfragmented packets
+/// steer (the program steers every fragment by its addresses alone). None: the addresses
+/// alone steer the packet.
+pub fn packet_tuple(pm: &weir_wire::PacketMeta, frame: &[u8]) -> Option<Tuple> {
+    let v6 = match pm.l3 {
+        weir_wire::L3::Ipv4 => false,
+        weir_wire::L3::Ipv6 => true,
+        _ => return None,
+    };
+    let mut t = Tuple {
+        src: pm.saddr,
+        dst: pm.daddr,
+        sport: 0,
+        dport: 0,
+        proto: pm.l4proto,
+        v6,
+    };
+    match pm.l4proto {
+        proto::TCP | proto::UDP if pm.has_ports => {
+            t.sport = pm.sport;
+            t.dport = pm.dport;
+        }
+        proto::ICMP | proto::ICMPV6 if pm.has_l4 => {
+            let l4 = pm.l4_off as usize;
+            let typ = *frame.get(l4)?;
+            let code = *frame.get(l4 + 1)?;
+            t.sport = u16::from_be_bytes(frame.get(l4 + 4..l4 + 6)?.try_into().ok()?);
+            t.dport = (typ as u16) << 8 | code as u16;
+        }
+        _ => return None,
+    }
+    port_steers(&t).then_some(t)
+}
+
 /// The worker (of `workers`) whose table holds the connection of tuple `t`.
 pub fn worker(t: &Tuple, workers: u32) -> u32 {
     flow_hash(t) % workers.max(1)

@@ -13,6 +13,7 @@ mod bench_ipt;
 mod bench_lab;
 mod bench_pipeline;
 mod check;
+mod handoff;
 mod import;
 mod lab;
 mod replay;

@@ -1013,6 +1013,110 @@ struct Inline {
     /// The poll set (ports, then side sockets) and the ports' MACs, built on the first batch.
     fds: Vec<libc::pollfd>,
     macs: Vec<[u8; 6]>,
+    /// Several workers: this one's ends of the fragment handoff.
+    handoff: Option<crate::handoff::Handoff>,
+}
+
+impl Inline {
+    /// Carry out the fate of a frame read on port `pi`: drops counted, neighbour requests,
+    /// ICMP errors and fragments sent. A frame that leaves whole is counted and its output
+    /// port returned, for the caller to send it. `frame` gives the frame's bytes (read only
+    /// on the rare paths that need them).
+    fn settle(
+        &mut self,
+        c: &mut Counts,
+        pi: usize,
+        fate: Fate,
+        rewritten: bool,
+        now: u64,
+        frame: &dyn Fn(&Inline) -> Vec<u8>,
+    ) -> Option<usize> {
+        match fate {
+            Fate::Kernel => {}
+            Fate::Drop(why) => {
+                c.packets += 1;
+                *c.dropped.entry(why).or_default() += 1;
+            }
+            Fate::NoNeighbour { port, hop, v6 } => {
+                c.packets += 1;
+                *c.dropped.entry("no-neighbour").or_default() += 1;
+                let last = self.asked.entry((hop, v6)).or_insert(0);
+                if now.saturating_sub(*last) >= 1_000_000_000 {
+                    *last = now;
+                    if let Some(src) = self.net.addrs[port].iter().find(|a| a.1 == v6).map(|a| a.0)
+                    {
+                        let req = if v6 {
+                            nd_solicit(self.macs[port], src, hop)
+                        } else {
+                            arp_request(self.macs[port], src as u32, hop as u32)
+                        };
+                        match &mut self.arp[port] {
+                            Some(a) => a.push(&req),
+                            None => self.ports[port].push(&req),
+                        }
+                    }
+                }
+            }
+            Fate::Out(o) => {
+                c.packets += 1;
+                c.accepted += 1;
+                c.rewritten += rewritten as u64;
+                return Some(o);
+            }
+            Fate::Fragments(o) => {
+                c.packets += 1;
+                let f = frame(self);
+                let l3 = PacketMeta::parse(&f, LinkType::Ethernet).l3_off as usize;
+                match weir_wire::frag::fragment_ipv4(&f, l3, self.net.mtu[o]) {
+                    Some(pieces) => {
+                        c.accepted += 1;
+                        c.rewritten += rewritten as u64;
+                        c.fragmented += 1;
+                        // the frames before it in the batch leave first (no
+                        // reordering within a flow)
+                        for &(j, p) in &self.fwd {
+                            forward_frame(&mut self.ports, pi, j, p);
+                        }
+                        self.fwd.clear();
+                        for piece in &pieces {
+                            self.ports[o].push(piece);
+                        }
+                    }
+                    None => *c.dropped.entry("too-big").or_default() += 1,
+                }
+            }
+            Fate::Icmp {
+                why,
+                typ,
+                code,
+                info,
+                quote,
+            } => {
+                c.packets += 1;
+                *c.dropped.entry(why).or_default() += 1;
+                let f = frame(self);
+                let err = icmp_error(
+                    &self.net,
+                    pi,
+                    self.macs[pi],
+                    &f,
+                    typ,
+                    code,
+                    info,
+                    quote.as_deref(),
+                );
+                match err {
+                    Some(e) if self.icmp_bucket.take(now) => {
+                        c.icmp_errors += 1;
+                        self.ports[pi].push(&e)
+                    }
+                    Some(_) => c.icmp_limited += 1,
+                    None => {}
+                }
+            }
+        }
+        None
+    }
 }
 
 /// One port of the inline router: AF_PACKET or AF_XDP.
@@ -1586,12 +1690,16 @@ impl Io {
                 "queue batches {} sends {} netlink errors {}",
                 q.stats.batches, q.stats.sends, q.stats.errors
             ),
-            Io::Inline(il) => il
-                .ports
-                .iter_mut()
-                .map(|p| p.stats())
-                .collect::<Vec<_>>()
-                .join("; "),
+            Io::Inline(il) => {
+                let mut v: Vec<String> = il.ports.iter_mut().map(|p| p.stats()).collect();
+                if let Some(h) = &il.handoff {
+                    v.push(format!(
+                        "fragments handed to another worker {} (inbox full {})",
+                        h.handed, h.full
+                    ));
+                }
+                v.join("; ")
+            }
         }
     }
 }
@@ -1670,6 +1778,7 @@ impl Worker {
                 .iter()
                 .map(|p| p.fd())
                 .chain(il.arp.iter().flatten().map(|a| a.fd()))
+                .chain(il.handoff.as_ref().map(|h| h.fd()))
                 .map(|fd| libc::pollfd {
                     fd,
                     events: libc::POLLIN,
@@ -1724,7 +1833,8 @@ impl Worker {
             }
         }
         let now = if ready { now } else { now_ns() };
-        let macs = &il.macs;
+        let macs = il.macs.clone();
+        let macs = &macs;
         // ARP on the side sockets (AF_XDP mode): neighbours learnt from the link
         let mut ai = np;
         for (pi, a) in il.arp.iter_mut().enumerate() {
@@ -1735,6 +1845,18 @@ impl Worker {
                 }
             }
             ai += 1;
+        }
+        // fragments other workers read for this one's connections (they were steered by
+        // their addresses), in the order they were read
+        let handed = il.handoff.as_mut().map(|h| h.take()).unwrap_or_default();
+        for (pi, mut f) in handed {
+            let devs = self.sf.flowtable_devices(&il.ports_names[pi]);
+            let writes = self.sf.stats.nat_rewritten + self.sf.stats.header_writes;
+            let fate = route_frame(&mut self.sf, &il.net, &mut f, pi, macs[pi], macs, devs, now);
+            let rewritten = self.sf.stats.nat_rewritten + self.sf.stats.header_writes != writes;
+            if let Some(o) = il.settle(&mut self.counts, pi, fate, rewritten, now, &|_| f.clone()) {
+                il.ports[o].push(&f);
+            }
         }
         for pi in 0..np {
             if fds[pi].revents == 0 {
@@ -1750,6 +1872,16 @@ impl Worker {
                 let (frame, truncated) = il.ports[pi].frame_mut(i);
                 // neighbours learnt from the ARP and ND traffic on the link
                 il.net.learn(pi, frame);
+                if let Some(h) = il.handoff.as_mut() {
+                    // a fragment of another worker's connection goes to it
+                    let pm = PacketMeta::parse(frame, LinkType::Ethernet);
+                    if pm.frag != weir_wire::Frag::None && !truncated {
+                        if let Some(w) = h.owner(&pm, frame, now) {
+                            h.send(w, pi, frame);
+                            continue;
+                        }
+                    }
+                }
                 let traced = self.trace.is_some() && {
                     let pm = PacketMeta::parse(frame, LinkType::Ethernet);
                     !matches!(pm.l3, weir_wire::L3::Other(_)) && trace_wants(&self.trace, &pm)
@@ -1778,83 +1910,10 @@ impl Worker {
                     };
                     trace_packet(&mut self.trace, &self.sf, &summary, &before, &v);
                 }
-                let c = &mut self.counts;
-                match fate {
-                    Fate::Kernel => continue,
-                    Fate::Drop(why) => {
-                        c.packets += 1;
-                        *c.dropped.entry(why).or_default() += 1;
-                    }
-                    Fate::NoNeighbour { port, hop, v6 } => {
-                        c.packets += 1;
-                        *c.dropped.entry("no-neighbour").or_default() += 1;
-                        let last = il.asked.entry((hop, v6)).or_insert(0);
-                        if now.saturating_sub(*last) >= 1_000_000_000 {
-                            *last = now;
-                            if let Some(src) =
-                                il.net.addrs[port].iter().find(|a| a.1 == v6).map(|a| a.0)
-                            {
-                                let req = if v6 {
-                                    nd_solicit(macs[port], src, hop)
-                                } else {
-                                    arp_request(macs[port], src as u32, hop as u32)
-                                };
-                                match &mut il.arp[port] {
-                                    Some(a) => a.push(&req),
-                                    None => il.ports[port].push(&req),
-                                }
-                            }
-                        }
-                    }
-                    Fate::Out(o) => {
-                        c.packets += 1;
-                        c.accepted += 1;
-                        c.rewritten += rewritten as u64;
-                        il.fwd.push((i, o));
-                    }
-                    Fate::Fragments(o) => {
-                        c.packets += 1;
-                        let f = il.ports[pi].frame(i);
-                        let l3 = PacketMeta::parse(f, LinkType::Ethernet).l3_off as usize;
-                        match weir_wire::frag::fragment_ipv4(f, l3, il.net.mtu[o]) {
-                            Some(pieces) => {
-                                c.accepted += 1;
-                                c.rewritten += rewritten as u64;
-                                c.fragmented += 1;
-                                // the frames before it in the batch leave first (no
-                                // reordering within a flow)
-                                for &(j, p) in &il.fwd {
-                                    forward_frame(&mut il.ports, pi, j, p);
-                                }
-                                il.fwd.clear();
-                                for piece in &pieces {
-                                    il.ports[o].push(piece);
-                                }
-                            }
-                            None => *c.dropped.entry("too-big").or_default() += 1,
-                        }
-                    }
-                    Fate::Icmp {
-                        why,
-                        typ,
-                        code,
-                        info,
-                        quote,
-                    } => {
-                        c.packets += 1;
-                        *c.dropped.entry(why).or_default() += 1;
-                        let f = il.ports[pi].frame(i);
-                        let err =
-                            icmp_error(&il.net, pi, macs[pi], f, typ, code, info, quote.as_deref());
-                        match err {
-                            Some(e) if il.icmp_bucket.take(now) => {
-                                c.icmp_errors += 1;
-                                il.ports[pi].push(&e)
-                            }
-                            Some(_) => c.icmp_limited += 1,
-                            None => {}
-                        }
-                    }
+                if let Some(o) = il.settle(&mut self.counts, pi, fate, rewritten, now, &|il| {
+                    il.ports[pi].frame(i).to_vec()
+                }) {
+                    il.fwd.push((i, o));
                 }
             }
             for &(i, o) in &il.fwd {
@@ -2571,6 +2630,12 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         }
         let mut net = net;
         net.shared = (n > 1).then(|| Arc::new(SharedNeigh::default()));
+        let mut hands = if n > 1 {
+            crate::handoff::Handoff::group(n as usize)?
+        } else {
+            Vec::new()
+        }
+        .into_iter();
         net.set_mtu(
             cfg.interface
                 .iter()
@@ -2596,6 +2661,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
                     polled: 0,
                     fds: Vec::new(),
                     macs: Vec::new(),
+                    handoff: hands.next(),
                 }),
                 trace: None,
                 sf,
@@ -3265,7 +3331,7 @@ table ip nat {
         );
         assert_eq!(sf.stats.fast_path, 0);
         // a UDP flow (not offloaded): its first packet caches its route
-        let mut udp = |sf: &mut Stateful, net: &Net| {
+        let udp = |sf: &mut Stateful, net: &Net| {
             let mut f = Builder::new()
                 .macs(cmac, macs[0])
                 .udp(client, server, 40002, 53, b"q");
