@@ -32,6 +32,7 @@ ip -n $R addr add 2001:db8:30::1/64 dev weirin-r0 nodad; ip -n $R addr add 2001:
 ip -n $S addr add 2001:db8:31::2/64 dev weirin-s0 nodad; ip -n $S -6 route add default via 2001:db8:31::1
 ip netns exec $R sysctl -qw net.ipv4.ip_forward=0
 ip netns exec $R sysctl -qw net.ipv6.conf.all.forwarding=0
+ip -n $R link set lo up
 # full checksums and MTU-sized segments from the hosts (weir forwards frames as they are)
 for x in "$C weirin-c0" "$S weirin-s0"; do
   set -- $x; ip netns exec $1 ethtool -K $2 tx off tso off gso off >/dev/null 2>&1 || true
@@ -72,7 +73,7 @@ mode = "inline"
 [control]
 socket = "$DIR/weir.sock"
 [metrics]
-address = ""
+address = "127.0.0.1:9561"
 [[interface]]
 name = "weirin-r0"
 address = ["198.18.30.1", "2001:db8:30::1"]
@@ -213,6 +214,11 @@ sed 's/^/  /' "$DIR/status"
 grep -q "forwarded in fragments [1-9]" "$DIR/status" || fail "no packet forwarded in fragments"
 FF=$(grep -o "fragments followed [0-9]*" "$DIR/status" | awk '{ n += $3 } END { print n + 0 }')
 [ "$FF" -ge 8 ] || fail "$FF later fragments followed their first (8 sent each way)"
+# the same counts in the Prometheus metrics (summed over the workers)
+ip netns exec $R bash -c 'exec 3<>/dev/tcp/127.0.0.1/9561; printf "GET /metrics HTTP/1.0\r\n\r\n" >&3; cat <&3' >"$DIR/metrics" || fail "metrics endpoint"
+for m in fragments_followed_total forwarded_in_fragments_total ${FLOW:+fast_path_total}; do
+  grep -q "^weir_$m [1-9]" "$DIR/metrics" || fail "metrics: weir_$m: $(grep "weir_$m" $DIR/metrics)"
+done
 RW=$(grep -o "rewritten [0-9]*" "$DIR/status" | awk '{ n += $2 } END { print n + 0 }')
 [ "$RW" -gt 1000 ] || fail "only $RW packets counted as rewritten (masqueraded)"
 if [ -n "$FLOW" ]; then

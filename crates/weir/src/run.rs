@@ -2219,6 +2219,30 @@ impl Worker {
             "Packets forwarded by the flowtable fast path (no chains, no connection tracking).",
             one(self.sf.stats.fast_path),
         );
+        metric(
+            "fragments_followed_total",
+            "counter",
+            "Later IP fragments that followed their datagram's first (virtual reassembly).",
+            one(self.sf.stats.fragments_followed),
+        );
+        let handed = match &self.io {
+            Io::Inline(Inline {
+                handoff: Some(h), ..
+            }) => h.handed,
+            _ => 0,
+        };
+        metric(
+            "fragments_handed_total",
+            "counter",
+            "Fragments handed to the worker of their connection (several inline workers).",
+            one(handed),
+        );
+        metric(
+            "forwarded_in_fragments_total",
+            "counter",
+            "Packets larger than the output link's MTU forwarded in fragments.",
+            one(c.fragmented),
+        );
         let mut drops: Vec<_> = c.dropped.iter().collect();
         drops.sort();
         metric(
