@@ -1106,7 +1106,9 @@ impl Inline {
                     quote.as_deref(),
                 );
                 match err {
-                    Some(e) if self.icmp_bucket.take(now) => {
+                    // as Linux (`icmpv4_mask_allow`, `icmpv6_mask_allow`), path MTU
+                    // discovery is not rate-limited
+                    Some(e) if why == "too-big" || self.icmp_bucket.take(now) => {
                         c.icmp_errors += 1;
                         self.ports[pi].push(&e)
                     }
