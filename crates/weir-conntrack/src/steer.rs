@@ -99,6 +99,33 @@ pub fn packet_tuple(pm: &weir_wire::PacketMeta, frame: &[u8]) -> Option<Tuple> {
     port_steers(&t).then_some(t)
 }
 
+/// The steering hash of a frame, as the fanout program (`weir_io::steer`) computes it: the
+/// [`flow_hash`] of its connection, read from the quoted header of an ICMP error; a fragment
+/// or a packet without ports by its addresses alone; 0 for what is not IP. For steering in
+/// software (AF_XDP: the NIC's queue does not follow the connection).
+pub fn frame_hash(pm: &weir_wire::PacketMeta, frame: &[u8]) -> u32 {
+    let q;
+    let pm = match pm.icmp_quoted(frame) {
+        Some(x) if pm.frag == weir_wire::Frag::None => {
+            q = x;
+            &q
+        }
+        _ => pm,
+    };
+    let v6 = match pm.l3 {
+        weir_wire::L3::Ipv4 => false,
+        weir_wire::L3::Ipv6 => true,
+        _ => return 0,
+    };
+    if pm.frag != weir_wire::Frag::None {
+        return mix(fold(pm.saddr, v6) ^ fold(pm.daddr, v6), 0);
+    }
+    match packet_tuple(pm, frame) {
+        Some(t) => flow_hash(&t),
+        None => mix(fold(pm.saddr, v6) ^ fold(pm.daddr, v6), 0),
+    }
+}
+
 /// The worker (of `workers`) whose table holds the connection of tuple `t`.
 pub fn worker(t: &Tuple, workers: u32) -> u32 {
     flow_hash(t) % workers.max(1)

@@ -333,7 +333,8 @@ pub fn interpret(prog: &[Insn], net: &[u8], ethertype: u16) -> u32 {
 mod tests {
     use super::*;
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-    use weir_conntrack::steer::flow_hash;
+    use weir_conntrack::steer::{flow_hash, frame_hash};
+    use weir_wire::{LinkType, PacketMeta};
     use weir_conntrack::Tuple;
     use weir_wire::build::{Builder, Tcp};
 
@@ -409,6 +410,9 @@ mod tests {
         for _ in 0..4000 {
             let (p, et, t) = packet(&mut r, &b);
             assert_eq!(interpret(&prog, &p, et), flow_hash(&t), "{t:?}");
+            // the same in software (AF_XDP workers steer frames themselves)
+            let soft = |f: &[u8]| frame_hash(&PacketMeta::parse(f, LinkType::RawIp), f);
+            assert_eq!(soft(&p), flow_hash(&t), "{t:?}");
             // an ICMP error quoting the packet (from a third address) goes with its connection
             let v6 = et == 0x86dd;
             let (typ, code) = if v6 { (1, 4) } else { (3, 3) };
@@ -419,6 +423,7 @@ mod tests {
                 flow_hash(&t),
                 "error quoting {t:?}"
             );
+            assert_eq!(soft(&err), flow_hash(&t), "error quoting {t:?}");
             // a truncated frame never reads past its end (ends as worker 0 or a hash)
             let cut = (r.next() as usize) % p.len();
             interpret(&prog, &p[..cut], et);
@@ -441,6 +446,8 @@ mod tests {
             ..Tuple::default()
         };
         assert_eq!(interpret(&prog, &f, 0x0800), flow_hash(&t));
+        let pm = PacketMeta::parse(&f, LinkType::RawIp);
+        assert_eq!(frame_hash(&pm, &f), flow_hash(&t));
     }
 
     #[test]
