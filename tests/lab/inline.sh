@@ -16,8 +16,17 @@ set -euo pipefail
 C=weirin-c R=weirin-r S=weirin-s
 NAMESPACES="$C $R $S" TOOLS="ip iptables ip6tables iperf3 ping ethtool" PREFIX=weirin
 . "$(dirname "$0")/common.sh"
-ip link add weirin-c0 netns $C address 02:77:69:00:00:02 type veth peer name weirin-r0 netns $R address 02:77:69:00:00:01
-ip link add weirin-s0 netns $S address 02:77:69:00:01:02 type veth peer name weirin-r1 netns $R address 02:77:69:00:01:01
+# two queues each way (one per worker in the AF_XDP pass with two workers; one otherwise)
+Q="numtxqueues 2 numrxqueues 2"
+ip link add weirin-c0 netns $C address 02:77:69:00:00:02 $Q type veth peer name weirin-r0 netns $R address 02:77:69:00:00:01 $Q
+ip link add weirin-s0 netns $S address 02:77:69:00:01:02 $Q type veth peer name weirin-r1 netns $R address 02:77:69:00:01:01 $Q
+queues() {
+  local n=$1
+  for x in "$C weirin-c0" "$R weirin-r0" "$R weirin-r1" "$S weirin-s0"; do
+    set -- $x; ip netns exec $1 ethtool -L $2 rx $n tx $n || fail "ethtool -L $2 rx $n tx $n"
+  done
+}
+queues 1
 ip -n $C addr add 198.18.30.2/24 dev weirin-c0; ip -n $C link set weirin-c0 up
 ip -n $C route add default via 198.18.30.1
 ip -n $R addr add 198.18.30.1/24 dev weirin-r0; ip -n $R link set weirin-r0 up
@@ -109,13 +118,17 @@ sed 's/name = "weirin-r1"/name = "weirin-nope"/; s/interface = "weirin-r1"/inter
 if ip netns exec $R "$WEIR" run --config "$DIR/bad.toml" >"$DIR/bad.log" 2>&1; then fail "started without its interface"; fi
 grep -q "weirin-nope" "$DIR/bad.log" || fail "missing interface not named: $(cat $DIR/bad.log)"
 sed "s/^mode = .*/&\nio = \"xdp\"\nworkers = 2/" "$DIR/weir.toml" > "$DIR/xdp2.toml"
-if ip netns exec $R "$WEIR" run --config "$DIR/xdp2.toml" >"$DIR/xdp2.log" 2>&1; then fail "started AF_XDP with two workers"; fi
+if ip netns exec $R "$WEIR" run --config "$DIR/xdp2.toml" >"$DIR/xdp2.log" 2>&1; then fail "started AF_XDP with two workers on one queue"; fi
 grep -q "io = \"afpacket\"" "$DIR/xdp2.log" || fail "no reason given for AF_XDP with two workers: $(cat $DIR/xdp2.log)"
-echo "ok: refuses to start beside kernel forwarding, names a missing interface, explains why AF_XDP takes one worker"
+echo "ok: refuses to start beside kernel forwarding, names a missing interface, explains that two AF_XDP workers need two queues"
 
 # the same checks over AF_XDP (an XDP program hands weir the IP frames) and over AF_PACKET
-for RUN in xdp afpacket afpacket-2; do
-IO=${RUN%-*}; WORKERS=1; [ "$RUN" = afpacket-2 ] && WORKERS=2
+for RUN in xdp afpacket afpacket-2 xdp-2; do
+IO=${RUN%-*}; WORKERS=1
+case $RUN in *-2) WORKERS=2 ;; esac
+# AF_XDP with two workers: each reads one of the two queues of every interface, and hands
+# what belongs to the other worker over (the sending veth picks the queue by its own hash)
+[ "$RUN" = xdp-2 ] && queues 2
 # the flowtable fast path in the AF_XDP and two-worker passes; the chains for every packet in
 # the other
 FLOW=flow; [ "$RUN" = afpacket ] && FLOW=""
@@ -238,7 +251,7 @@ if [ "$WORKERS" = 2 ]; then
     grep -E "^worker $w .*: packets [1-9]" "$DIR/status" >/dev/null || fail "worker $w handled no packet"
   done
   [ "$(grep -c 'NAT replies steered to another worker 0)' "$DIR/status")" = 2 ] || fail "NAT replies not steered to their worker"
-  grep -o "fragments handed to another worker [0-9]* (inbox full 0)" "$DIR/status" | sed 's/^/  /'
+  grep -o "[a-z]* handed to another worker [0-9]* (inbox full [0-9]*)" "$DIR/status" | sed 's/^/  /'
   echo "ok: two workers share the traffic, masqueraded replies steered to the worker of their connection"
 fi
 kill -TERM $WPID; wait $WPID || true; WPID=

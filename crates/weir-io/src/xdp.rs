@@ -369,7 +369,7 @@ pub struct Stats {
     pub kernel_fill_empty: u64,
 }
 
-/// An AF_XDP socket on queue 0 of one interface, with its UMEM and the XDP program.
+/// An AF_XDP socket on one receive queue of an interface, with its UMEM and the XDP program.
 pub struct Port {
     fd: OwnedFd,
     pub ifindex: u32,
@@ -389,7 +389,8 @@ pub struct Port {
     /// TX descriptors written but not yet published.
     tx_pending: u32,
     pub stats: Stats,
-    pub program: Program,
+    /// Shared by the sockets of one interface (one per receive queue).
+    pub program: std::sync::Arc<Program>,
 }
 
 // SAFETY: the raw pointers point into mappings the Port owns; a Port moves between threads
@@ -400,6 +401,19 @@ impl Port {
     /// Open an AF_XDP socket on interface `name` (queue 0; copy mode), attach the XDP program
     /// that feeds it, and stock the fill ring. `batch`: frames taken per receive.
     pub fn open(name: &str, batch: usize) -> io::Result<Port> {
+        Port::open_queue(name, batch, 0, 1, None)
+    }
+
+    /// [`Port::open`] on receive queue `queue` of an interface with `queues` of them: the
+    /// first socket of the interface attaches the program (`program` None), the others join
+    /// it (its map sends each queue's frames to that queue's socket).
+    pub fn open_queue(
+        name: &str,
+        batch: usize,
+        queue: u32,
+        queues: u32,
+        program: Option<std::sync::Arc<Program>>,
+    ) -> io::Result<Port> {
         // SAFETY: plain socket(2) call; the descriptor is checked and owned below.
         let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
@@ -513,7 +527,7 @@ impl Port {
             sxdp_family: libc::AF_XDP as u16,
             sxdp_flags: libc::XDP_COPY | libc::XDP_USE_NEED_WAKEUP,
             sxdp_ifindex: ifindex,
-            sxdp_queue_id: 0,
+            sxdp_queue_id: queue,
             sxdp_shared_umem_fd: 0,
         };
         // A socket closed a moment ago (weir restarted) leaves the queue busy until the
@@ -541,8 +555,11 @@ impl Port {
             tries += 1;
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        let program = Program::attach(ifindex, name, 1)?;
-        program.insert(0, raw)?;
+        let program = match program {
+            Some(p) => p,
+            None => std::sync::Arc::new(Program::attach(ifindex, name, queues)?),
+        };
+        program.insert(queue, raw)?;
         guard.0 = std::ptr::null_mut();
         Ok(Port {
             fd,

@@ -8,6 +8,12 @@
 //! fragment and then every later fragment of the same datagram, in order, over a bounded
 //! channel (the frames are copied; fragments are rare). The receiving worker is woken through
 //! an eventfd in its poll set and runs them as if it had read them from the port.
+//!
+//! Over AF_XDP the kernel does not steer at all: each worker reads one receive queue of every
+//! interface, and the NIC (or the sending veth) picks the queue whatever the connection. There
+//! every frame is steered in software ([`Handoff::all`]): by
+//! [`weir_conntrack::steer::frame_hash`], the fanout program's hash, so that connections,
+//! their NAT bindings (which steer by it) and their ICMP errors stay on one worker.
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -33,7 +39,9 @@ pub struct Handoff {
     peers: Vec<(mpsc::SyncSender<Handed>, Arc<OwnedFd>)>,
     /// Datagrams whose first fragment went to another worker: where, and until when.
     sent: HashMap<frag::Key, (usize, u64)>,
-    /// Fragments handed to another worker, and those dropped because its inbox was full.
+    /// Steer every frame (AF_XDP), not only fragments (AF_PACKET fanout).
+    pub all: bool,
+    /// Frames handed to another worker, and those dropped because its inbox was full.
     pub handed: u64,
     pub full: u64,
 }
@@ -68,6 +76,7 @@ impl Handoff {
                 wake,
                 peers: peers.clone(),
                 sent: HashMap::new(),
+                all: false,
                 handed: 0,
                 full: 0,
             })
@@ -79,16 +88,22 @@ impl Handoff {
         self.wake.as_raw_fd()
     }
 
-    /// The worker a fragment read here belongs to, when it is another one: a first fragment
-    /// by its connection's ports, a later one by where its first went.
+    /// The worker a frame read here belongs to, when it is another one: a first fragment by
+    /// its connection's ports, a later one by where its first went; with [`Handoff::all`],
+    /// any other frame by its steering hash.
     pub fn owner(&mut self, pm: &PacketMeta, frame: &[u8], now: u64) -> Option<usize> {
         let n = self.peers.len() as u32;
-        let key = frag::Key::of(pm);
+        let by_hash = || (weir_conntrack::steer::frame_hash(pm, frame) % n.max(1)) as usize;
         match pm.frag {
+            Frag::None if self.all => Some(by_hash()).filter(|&w| w != self.me),
             Frag::None => None,
             Frag::First => {
-                let t = weir_conntrack::steer::packet_tuple(pm, frame)?;
-                let w = weir_conntrack::steer::worker(&t, n) as usize;
+                let key = frag::Key::of(pm);
+                let w = match weir_conntrack::steer::packet_tuple(pm, frame) {
+                    Some(t) => weir_conntrack::steer::worker(&t, n) as usize,
+                    None if self.all => by_hash(),
+                    None => return None,
+                };
                 if w == self.me {
                     self.sent.remove(&key);
                     return None;
@@ -103,7 +118,7 @@ impl Handoff {
                     .insert(key, (w, now.saturating_add(frag::Table::TIMEOUT_NS)));
                 Some(w)
             }
-            Frag::Later => match self.sent.get(&key) {
+            Frag::Later => match self.sent.get(&frag::Key::of(pm)) {
                 Some(&(w, until)) if until > now => Some(w),
                 _ => None,
             },

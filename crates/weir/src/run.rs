@@ -995,6 +995,72 @@ fn mask(len: u8, v6: bool) -> u128 {
     all & !all.checked_shr((len as u32).min(bits)).unwrap_or(0)
 }
 
+/// Several workers over AF_XDP: every interface needs one receive queue per worker; worker
+/// `w` reads queue `w` of each (the XDP program sends a queue's frames to its socket) and
+/// steers in software what belongs to another worker ([`crate::handoff`]). None: use
+/// AF_PACKET with a fanout (`io = "auto"` on interfaces without one queue per worker, or
+/// `io = "afpacket"`).
+#[allow(clippy::type_complexity)]
+fn xdp_workers(
+    cfg: &Config,
+    n: u16,
+) -> anyhow::Result<Option<Vec<(Vec<Link>, Vec<Option<weir_io::afpacket::Port>>)>>> {
+    if cfg.io == "afpacket" {
+        return Ok(None);
+    }
+    let queues = |name: &str| {
+        std::fs::read_dir(format!("/sys/class/net/{name}/queues"))
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                    .count()
+            })
+            .unwrap_or(1)
+    };
+    if let Some(i) = cfg.interface.iter().find(|i| queues(&i.name) != n as usize) {
+        let q = queues(&i.name);
+        anyhow::ensure!(
+            cfg.io != "xdp",
+            "workers = {n} with io = \"xdp\": {} has {q} receive queue(s), and each worker reads one queue of every interface: give it {n} (`ethtool -L {} combined {n}`, or `rx {n} tx {n}` on a veth), or use io = \"afpacket\" (or \"auto\"), whose fanout steers flows to workers",
+            i.name,
+            i.name
+        );
+        eprintln!("weir run: {n} workers: {} has {q} receive queue(s), not one per worker: AF_PACKET rings with a fanout steering flows to workers", i.name);
+        return Ok(None);
+    }
+    let mut links: Vec<(Vec<Link>, Vec<Option<weir_io::afpacket::Port>>)> =
+        (0..n).map(|_| (Vec::new(), Vec::new())).collect();
+    for i in &cfg.interface {
+        let mut prog = None;
+        for (w, (ports, arp)) in links.iter_mut().enumerate() {
+            let p = match weir_io::xdp::Port::open_queue(
+                &i.name,
+                cfg.nfqueue.batch,
+                w as u32,
+                n as u32,
+                prog.clone(),
+            ) {
+                Ok(p) => p,
+                Err(e) if cfg.io == "xdp" => return Err(e.into()),
+                Err(e) => {
+                    eprintln!("weir run: {}: AF_XDP not available ({e}); using AF_PACKET", i.name);
+                    return Ok(None);
+                }
+            };
+            prog = Some(p.program.clone());
+            ports.push(Link::Xdp(Box::new(p)));
+            // ARP and neighbour discovery go to the kernel: worker 0 reads them on a side
+            // socket and shares what it learns; the others send their requests on the port
+            arp.push(if w == 0 {
+                Some(weir_io::afpacket::Port::open(&i.name, 64)?)
+            } else {
+                None
+            });
+        }
+    }
+    Ok(Some(links))
+}
+
 /// The inline router's ports and tables.
 struct Inline {
     ports: Vec<Link>,
@@ -1696,8 +1762,10 @@ impl Io {
                 let mut v: Vec<String> = il.ports.iter_mut().map(|p| p.stats()).collect();
                 if let Some(h) = &il.handoff {
                     v.push(format!(
-                        "fragments handed to another worker {} (inbox full {})",
-                        h.handed, h.full
+                        "{} handed to another worker {} (inbox full {})",
+                        if h.all { "frames" } else { "fragments" },
+                        h.handed,
+                        h.full
                     ));
                 }
                 v.join("; ")
@@ -1875,9 +1943,10 @@ impl Worker {
                 // neighbours learnt from the ARP and ND traffic on the link
                 il.net.learn(pi, frame);
                 if let Some(h) = il.handoff.as_mut() {
-                    // a fragment of another worker's connection goes to it
+                    // a fragment of another worker's connection goes to it (with AF_XDP,
+                    // any frame of another worker's connection)
                     let pm = PacketMeta::parse(frame, LinkType::Ethernet);
-                    if pm.frag != weir_wire::Frag::None && !truncated {
+                    if (h.all || pm.frag != weir_wire::Frag::None) && !truncated {
                         if let Some(w) = h.owner(&pm, frame, now) {
                             h.send(w, pi, frame);
                             continue;
@@ -2633,14 +2702,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
                 ports.push(l);
             }
             links.push((ports, arp));
+        } else if let Some(xdp) = xdp_workers(&cfg, n)? {
+            links = xdp;
         } else {
-            anyhow::ensure!(
-                cfg.io != "xdp",
-                "workers = {n} with io = \"xdp\": weir keeps both directions of a connection on one worker by steering frames with an AF_PACKET fanout, and an AF_XDP socket reads one NIC queue whatever the flow; use io = \"afpacket\" (or \"auto\") with several workers, or workers = 1 with AF_XDP"
-            );
-            if cfg.io == "auto" {
-                eprintln!("weir run: {n} workers: AF_PACKET rings with a fanout steering flows to workers (AF_XDP takes one worker)");
-            }
             let prog = weir_io::steer::program();
             links.resize_with(n as usize, || (Vec::new(), Vec::new()));
             // the sockets of an interface join its group in worker order: member w is worker w
@@ -2656,12 +2720,20 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         }
         let mut net = net;
         net.shared = (n > 1).then(|| Arc::new(SharedNeigh::default()));
+        let xdp_steer = links
+            .first()
+            .is_some_and(|(p, _)| p.iter().any(|l| matches!(l, Link::Xdp(_))));
         let mut hands = if n > 1 {
             crate::handoff::Handoff::group(n as usize)?
         } else {
             Vec::new()
         }
-        .into_iter();
+        .into_iter()
+        .map(|mut h| {
+            // AF_XDP: the queue does not follow the connection, every frame is steered here
+            h.all = xdp_steer;
+            h
+        });
         net.set_mtu(
             cfg.interface
                 .iter()
