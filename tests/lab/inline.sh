@@ -6,10 +6,10 @@
 # kernel's forwarding and names a missing interface; answers TTL 1 and unroutable packets with
 # ICMP errors; forwards fragmented datagrams, fragments or refuses packets larger than the
 # next link's MTU; traces packets; offloads TCP connections to a flowtable (the fast path);
-# prints weir's CPU time per packet. The
-# traffic checks run three times: over AF_XDP, over AF_PACKET, and over AF_PACKET with two
-# workers (a fanout steers both directions of each connection, masqueraded ones included, to
-# one worker).
+# prints weir's CPU time per packet. The traffic checks run four times: over AF_XDP, over
+# AF_PACKET, over AF_PACKET with two workers (a fanout steers both directions of each
+# connection, masqueraded ones included, to one worker), and over AF_XDP with two workers on
+# two-queue veths (each worker reads one queue and hands the other's frames over).
 #
 # Usage: tests/lab/inline.sh [path/to/weir]
 set -euo pipefail
