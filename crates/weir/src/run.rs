@@ -1469,6 +1469,22 @@ enum Fate {
     },
 }
 
+impl Fate {
+    /// What `weir ctl trace` says of it (`names`: the ports' interfaces).
+    fn describe(&self, names: &[String]) -> String {
+        match self {
+            Fate::Kernel => "to the kernel (not weir's to forward)".to_string(),
+            Fate::Drop(why) => format!("drop ({why})"),
+            Fate::Icmp { why, typ, code, .. } => {
+                format!("drop ({why}; ICMP error {typ}/{code} to the sender)")
+            }
+            Fate::NoNeighbour { .. } => "drop (no-neighbour)".to_string(),
+            Fate::Out(o) => format!("forward out {}", names[*o]),
+            Fate::Fragments(o) => format!("forward out {} in fragments", names[*o]),
+        }
+    }
+}
+
 /// The ICMP error for a frame weir read on port `port` (back to its sender, from the router's
 /// address on that port), or None where RFC 1812 (and Linux's `icmp_send`) sends none: the
 /// frame is an ICMP error itself, a fragment other than the first, to or from a multicast or
@@ -1921,9 +1937,17 @@ impl Worker {
         let handed = il.handoff.as_mut().map(|h| h.take()).unwrap_or_default();
         for (pi, mut f) in handed {
             let devs = self.sf.flowtable_devices(&il.ports_names[pi]);
+            let traced = self.trace.is_some()
+                && trace_wants(&self.trace, &PacketMeta::parse(&f, LinkType::Ethernet));
+            let before = traced.then(|| self.sf.eng.st.rule_hits.clone());
+            let summary = traced.then(|| frame_summary(&f, il.ports_names[pi].as_str()));
             let writes = self.sf.stats.nat_rewritten + self.sf.stats.header_writes;
             let fate = route_frame(&mut self.sf, &il.net, &mut f, pi, macs[pi], macs, devs, now);
             let rewritten = self.sf.stats.nat_rewritten + self.sf.stats.header_writes != writes;
+            if let (Some(before), Some(summary)) = (before, summary) {
+                let v = fate.describe(&il.ports_names);
+                trace_packet(&mut self.trace, &self.sf, &summary, &before, &v);
+            }
             if let Some(o) = il.settle(&mut self.counts, pi, fate, rewritten, now, &|_| f.clone()) {
                 il.ports[o].push(&f);
             }
@@ -1967,18 +1991,7 @@ impl Worker {
                 };
                 let rewritten = self.sf.stats.nat_rewritten + self.sf.stats.header_writes != writes;
                 if let (Some(before), Some(summary)) = (before, summary) {
-                    let v = match &fate {
-                        Fate::Kernel => "to the kernel (not weir's to forward)".to_string(),
-                        Fate::Drop(why) => format!("drop ({why})"),
-                        Fate::Icmp { why, typ, code, .. } => {
-                            format!("drop ({why}; ICMP error {typ}/{code} to the sender)")
-                        }
-                        Fate::NoNeighbour { .. } => "drop (no-neighbour)".to_string(),
-                        Fate::Out(o) => format!("forward out {}", il.ports_names[*o]),
-                        Fate::Fragments(o) => {
-                            format!("forward out {} in fragments", il.ports_names[*o])
-                        }
-                    };
+                    let v = fate.describe(&il.ports_names);
                     trace_packet(&mut self.trace, &self.sf, &summary, &before, &v);
                 }
                 if let Some(o) = il.settle(&mut self.counts, pi, fate, rewritten, now, &|il| {
@@ -1990,6 +2003,8 @@ impl Worker {
             for &(i, o) in &il.fwd {
                 forward_frame(&mut il.ports, pi, i, o);
             }
+            // (the list names frames of this port's batch: nobody else may send them)
+            il.fwd.clear();
             il.ports[pi].recv_done();
         }
         for p in il.ports.iter_mut() {
