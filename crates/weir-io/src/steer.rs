@@ -334,9 +334,9 @@ mod tests {
     use super::*;
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
     use weir_conntrack::steer::{flow_hash, frame_hash};
-    use weir_wire::{LinkType, PacketMeta};
     use weir_conntrack::Tuple;
     use weir_wire::build::{Builder, Tcp};
+    use weir_wire::{LinkType, PacketMeta};
 
     struct Rng(u64);
     impl Rng {

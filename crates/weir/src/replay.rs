@@ -513,7 +513,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if stateful {
         println!();
         println!(
-            "  connection tracking: {} connections confirmed, {} entries now; fragments: {} followed their first, {} dropped (no first passed)",
+            "  connection tracking: {} connections confirmed, {} entries now; fragments: {} followed their first, {} dropped (no first passed, or a first too short for its transport header)",
             sf.stats.confirmed,
             sf.ct.len(),
             sf.stats.fragments_followed,

@@ -1043,7 +1043,10 @@ fn xdp_workers(
                 Ok(p) => p,
                 Err(e) if cfg.io == "xdp" => return Err(e.into()),
                 Err(e) => {
-                    eprintln!("weir run: {}: AF_XDP not available ({e}); using AF_PACKET", i.name);
+                    eprintln!(
+                        "weir run: {}: AF_XDP not available ({e}); using AF_PACKET",
+                        i.name
+                    );
                     return Ok(None);
                 }
             };
