@@ -117,10 +117,7 @@ pub fn frame_hash(pm: &weir_wire::PacketMeta, frame: &[u8]) -> u32 {
         weir_wire::L3::Ipv6 => true,
         _ => return 0,
     };
-    if pm.frag != weir_wire::Frag::None {
-        return mix(fold(pm.saddr, v6) ^ fold(pm.daddr, v6), 0);
-    }
-    match packet_tuple(pm, frame) {
+    match packet_tuple(pm, frame).filter(|_| pm.frag == weir_wire::Frag::None) {
         Some(t) => flow_hash(&t),
         None => mix(fold(pm.saddr, v6) ^ fold(pm.daddr, v6), 0),
     }

@@ -236,8 +236,8 @@ fn os_err(what: &str) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
-/// The interface's index and MAC address (`SIOCGIFINDEX`, `SIOCGIFHWADDR`).
-pub(crate) fn iface(fd: i32, name: &str) -> io::Result<(u32, [u8; 6])> {
+/// An interface request naming `name` (checked: 1 to 15 bytes), the rest zero.
+fn ifreq(name: &str) -> io::Result<libc::ifreq> {
     if name.is_empty() || name.len() >= libc::IF_NAMESIZE {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -249,6 +249,12 @@ pub(crate) fn iface(fd: i32, name: &str) -> io::Result<(u32, [u8; 6])> {
     for (d, s) in req.ifr_name.iter_mut().zip(name.bytes()) {
         *d = s as libc::c_char;
     }
+    Ok(req)
+}
+
+/// The interface's index and MAC address (`SIOCGIFINDEX`, `SIOCGIFHWADDR`).
+pub(crate) fn iface(fd: i32, name: &str) -> io::Result<(u32, [u8; 6])> {
+    let mut req = ifreq(name)?;
     // SAFETY: ioctl with a live ifreq, as SIOCGIFINDEX expects.
     if unsafe { libc::ioctl(fd, libc::SIOCGIFINDEX, &mut req) } < 0 {
         let e = io::Error::last_os_error();
@@ -274,12 +280,7 @@ pub(crate) fn iface(fd: i32, name: &str) -> io::Result<(u32, [u8; 6])> {
 
 /// The MTU of interface `name` (`SIOCGIFMTU`): the largest IP packet its link carries.
 pub fn mtu(name: &str) -> io::Result<usize> {
-    if name.is_empty() || name.len() >= libc::IF_NAMESIZE {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("interface name '{name}': 1 to 15 bytes"),
-        ));
-    }
+    let mut req = ifreq(name)?;
     // SAFETY: plain socket(2) call; the descriptor is checked and owned below.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
@@ -287,11 +288,6 @@ pub fn mtu(name: &str) -> io::Result<usize> {
     }
     // SAFETY: fd is a fresh descriptor nobody else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: ifreq is plain old data; zeroed is valid, the name is copied in with its NUL.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (d, s) in req.ifr_name.iter_mut().zip(name.bytes()) {
-        *d = s as libc::c_char;
-    }
     // SAFETY: ioctl with a live ifreq, as SIOCGIFMTU expects.
     if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFMTU, &mut req) } < 0 {
         return Err(os_err(&format!("interface {name}: MTU")));

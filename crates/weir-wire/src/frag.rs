@@ -57,7 +57,7 @@ pub fn fragment_ipv4(frame: &[u8], l3: usize, mtu: usize) -> Option<Vec<Vec<u8>>
     let payload = &ip[hlen..tot];
     let mut out = Vec::with_capacity(payload.len().div_ceil(step));
     let mut pos = 0;
-    while pos < payload.len() || (pos == 0 && payload.is_empty()) {
+    loop {
         let n = step.min(payload.len() - pos);
         let last = pos + n >= payload.len();
         let hdr = if pos == 0 { &ip[..hlen] } else { &later[..] };
@@ -78,7 +78,7 @@ pub fn fragment_ipv4(frame: &[u8], l3: usize, mtu: usize) -> Option<Vec<Vec<u8>>
         h[10..12].copy_from_slice(&c.to_be_bytes());
         out.push(f);
         pos += n;
-        if n == 0 {
+        if last {
             break;
         }
     }

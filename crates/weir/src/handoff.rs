@@ -6,8 +6,9 @@
 //! worker reads the ports in the first fragment, finds the connection's worker
 //! ([`weir_conntrack::steer::worker`]) and, when it is another one, hands it the first
 //! fragment and then every later fragment of the same datagram, in order, over a bounded
-//! channel (the frames are copied; fragments are rare). The receiving worker is woken through
-//! an eventfd in its poll set and runs them as if it had read them from the port.
+//! channel (the frames are copied into buffers the receiver sends back for reuse). The
+//! receiving worker is woken through an eventfd in its poll set, written once per batch, and
+//! runs them as if it had read them from the port.
 //!
 //! Over AF_XDP the kernel does not steer at all: each worker reads one receive queue of every
 //! interface, and the NIC (or the sending veth) picks the queue whatever the connection. There
@@ -22,8 +23,9 @@ use std::sync::Arc;
 use weir_engine::frag;
 use weir_wire::{Frag, PacketMeta};
 
-/// A frame handed over: the port it was read on, and its bytes.
-pub type Handed = (usize, Vec<u8>);
+/// A frame handed over: the worker that read it (its buffer goes back there), the port it was
+/// read on, and its bytes.
+pub type Handed = (usize, usize, Vec<u8>);
 
 /// Frames one worker may have waiting for it before more are dropped.
 const DEPTH: usize = 4096;
@@ -31,12 +33,26 @@ const DEPTH: usize = 4096;
 /// Datagrams a worker remembers having handed over (for their later fragments).
 const REMEMBERED: usize = 4096;
 
-/// One worker's ends: its inbox and wakeup, and the other workers' inboxes.
+/// One worker's end of the channels between the workers.
+struct Peer {
+    tx: mpsc::SyncSender<Handed>,
+    wake: Arc<OwnedFd>,
+    /// Where this worker's spent buffers go back to that one.
+    back: mpsc::SyncSender<Vec<u8>>,
+}
+
+/// One worker's ends: its inbox and wakeup, its spare buffers, and the other workers' ends.
 pub struct Handoff {
     pub me: usize,
     rx: mpsc::Receiver<Handed>,
     wake: Arc<OwnedFd>,
-    peers: Vec<(mpsc::SyncSender<Handed>, Arc<OwnedFd>)>,
+    /// Buffers the other workers are done with.
+    spare: mpsc::Receiver<Vec<u8>>,
+    peers: Vec<Peer>,
+    /// Per worker: frames were sent to it since its eventfd was last written.
+    unwoken: Vec<bool>,
+    /// The list `take` fills, kept between batches.
+    inbox: Vec<Handed>,
     /// Datagrams whose first fragment went to another worker: where, and until when.
     sent: HashMap<frag::Key, (usize, u64)>,
     /// Steer every frame (AF_XDP), not only fragments (AF_PACKET fanout).
@@ -63,18 +79,33 @@ impl Handoff {
         let mut peers = Vec::with_capacity(n);
         for _ in 0..n {
             let (tx, rx) = mpsc::sync_channel(DEPTH);
+            let (back, spare) = mpsc::sync_channel(DEPTH);
             let wake = eventfd()?;
-            peers.push((tx, wake.clone()));
-            ends.push((rx, wake));
+            peers.push(Peer {
+                tx,
+                wake: wake.clone(),
+                back,
+            });
+            ends.push((rx, wake, spare));
         }
         Ok(ends
             .into_iter()
             .enumerate()
-            .map(|(me, (rx, wake))| Handoff {
+            .map(|(me, (rx, wake, spare))| Handoff {
                 me,
                 rx,
                 wake,
-                peers: peers.clone(),
+                spare,
+                peers: peers
+                    .iter()
+                    .map(|p| Peer {
+                        tx: p.tx.clone(),
+                        wake: p.wake.clone(),
+                        back: p.back.clone(),
+                    })
+                    .collect(),
+                unwoken: vec![false; n],
+                inbox: Vec::new(),
                 sent: HashMap::new(),
                 all: false,
                 handed: 0,
@@ -125,27 +156,50 @@ impl Handoff {
         }
     }
 
-    /// Hand a frame read on `port` to worker `w` (dropped and counted if its inbox is full).
+    /// Hand a frame read on `port` to worker `w` (dropped and counted if its inbox is full),
+    /// in a buffer it gave back if there is one. [`Handoff::wake`] wakes it.
     pub fn send(&mut self, w: usize, port: usize, frame: &[u8]) {
-        let (tx, wake) = &self.peers[w];
-        match tx.try_send((port, frame.to_vec())) {
+        let mut buf = self.spare.try_recv().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(frame);
+        match self.peers[w].tx.try_send((self.me, port, buf)) {
             Ok(()) => {
                 self.handed += 1;
-                let one = 1u64.to_ne_bytes();
-                // SAFETY: writing 8 bytes from a live buffer to an eventfd we hold open.
-                unsafe { libc::write(wake.as_raw_fd(), one.as_ptr().cast(), 8) };
+                self.unwoken[w] = true;
             }
             Err(_) => self.full += 1,
         }
     }
 
+    /// Wake the workers frames were sent to (once per batch, not per frame).
+    pub fn wake(&mut self) {
+        for (w, u) in self.unwoken.iter_mut().enumerate() {
+            if std::mem::take(u) {
+                let one = 1u64.to_ne_bytes();
+                // SAFETY: writing 8 bytes from a live buffer to an eventfd we hold open.
+                unsafe { libc::write(self.peers[w].wake.as_raw_fd(), one.as_ptr().cast(), 8) };
+            }
+        }
+    }
+
     /// The frames waiting for this worker (the wakeup is reset first, so a frame sent
-    /// meanwhile wakes it again).
+    /// meanwhile wakes it again). Give the list back with [`Handoff::done`].
     pub fn take(&mut self) -> Vec<Handed> {
         let mut v = [0u8; 8];
         // SAFETY: reading 8 bytes into a live buffer from our own non-blocking eventfd.
         unsafe { libc::read(self.wake.as_raw_fd(), v.as_mut_ptr().cast(), 8) };
-        self.rx.try_iter().collect()
+        let mut inbox = std::mem::take(&mut self.inbox);
+        inbox.extend(self.rx.try_iter());
+        inbox
+    }
+
+    /// Done with what [`Handoff::take`] gave: each buffer goes back to the worker that
+    /// filled it, the list is kept for the next batch.
+    pub fn done(&mut self, mut inbox: Vec<Handed>) {
+        for (from, _, buf) in inbox.drain(..) {
+            let _ = self.peers[from].back.try_send(buf);
+        }
+        self.inbox = inbox;
     }
 }
 
@@ -192,6 +246,7 @@ mod tests {
         h0.send(w, 1, &first);
         h0.send(w, 1, &later);
         assert_eq!(h0.handed, 2);
+        h0.wake();
         // the owner is woken, and gets them in order with their port
         let mut p = libc::pollfd {
             fd: ends[w].fd(),
@@ -201,13 +256,18 @@ mod tests {
         // SAFETY: poll over one live pollfd.
         assert_eq!(unsafe { libc::poll(&mut p, 1, 0) }, 1);
         let got = ends[w].take();
-        assert_eq!(got, vec![(1, first.clone()), (1, later.clone())]);
+        assert_eq!(got, vec![(0, 1, first.clone()), (0, 1, later.clone())]);
         // SAFETY: as above.
         assert_eq!(
             unsafe { libc::poll(&mut p, 1, 0) },
             0,
             "the wakeup is reset"
         );
+        // the buffers go back to worker 0, which fills them again
+        ends[w].done(got);
+        assert!(ends[w].inbox.is_empty() && ends[w].inbox.capacity() >= 2);
+        let back = ends[0].spare.try_recv().unwrap();
+        assert!(back.capacity() >= first.len());
         // a whole packet is never handed over
         let whole = Builder::new().udp(a, b, sport, 53, &[7; 64]);
         let pm = PacketMeta::parse(&whole, LinkType::Ethernet);

@@ -995,6 +995,17 @@ fn mask(len: u8, v6: bool) -> u128 {
     all & !all.checked_shr((len as u32).min(bits)).unwrap_or(0)
 }
 
+/// The receive queues of an interface (1 when sysfs does not say).
+fn rx_queues(name: &str) -> usize {
+    std::fs::read_dir(format!("/sys/class/net/{name}/queues"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                .count()
+        })
+        .unwrap_or(1)
+}
+
 /// Several workers over AF_XDP: every interface needs one receive queue per worker; worker
 /// `w` reads queue `w` of each (the XDP program sends a queue's frames to its socket) and
 /// steers in software what belongs to another worker ([`crate::handoff`]). None: use
@@ -1008,17 +1019,12 @@ fn xdp_workers(
     if cfg.io == "afpacket" {
         return Ok(None);
     }
-    let queues = |name: &str| {
-        std::fs::read_dir(format!("/sys/class/net/{name}/queues"))
-            .map(|d| {
-                d.flatten()
-                    .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
-                    .count()
-            })
-            .unwrap_or(1)
-    };
-    if let Some(i) = cfg.interface.iter().find(|i| queues(&i.name) != n as usize) {
-        let q = queues(&i.name);
+    if let Some(i) = cfg
+        .interface
+        .iter()
+        .find(|i| rx_queues(&i.name) != n as usize)
+    {
+        let q = rx_queues(&i.name);
         anyhow::ensure!(
             cfg.io != "xdp",
             "workers = {n} with io = \"xdp\": {} has {q} receive queue(s), and each worker reads one queue of every interface: give it {n} (`ethtool -L {} combined {n}`, or `rx {n} tx {n}` on a veth), or use io = \"afpacket\" (or \"auto\"), whose fanout steers flows to workers",
@@ -1081,7 +1087,7 @@ struct Inline {
     polled: u64,
     /// The poll set (ports, then side sockets) and the ports' MACs, built on the first batch.
     fds: Vec<libc::pollfd>,
-    macs: Vec<[u8; 6]>,
+    macs: Arc<[[u8; 6]]>,
     /// Several workers: this one's ends of the fragment handoff.
     handoff: Option<crate::handoff::Handoff>,
 }
@@ -1200,13 +1206,7 @@ impl Link {
     /// Open interface `name` as `io` says (`auto`: AF_XDP, else AF_PACKET).
     fn open(name: &str, io: &str, batch: usize) -> anyhow::Result<Link> {
         if io != "afpacket" {
-            let queues = std::fs::read_dir(format!("/sys/class/net/{name}/queues"))
-                .map(|d| {
-                    d.flatten()
-                        .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
-                        .count()
-                })
-                .unwrap_or(1);
+            let queues = rx_queues(name);
             let r = if queues > 1 {
                 Err(anyhow::anyhow!(
                     "{name} has {queues} receive queues and weir reads queue 0 only: set one with `ethtool -L {name} combined 1`, or io = \"afpacket\""
@@ -1598,6 +1598,34 @@ fn dec_ttl(frame: &mut [u8], l3: usize, v6: bool) {
     }
 }
 
+/// [`route_frame`] for a worker, `frame` parsed as `pm`: traced if a trace asks for it, and
+/// whether its headers were rewritten (NAT, header writes).
+#[allow(clippy::too_many_arguments)]
+fn decide(
+    sf: &mut Stateful,
+    trace: &mut Option<Trace>,
+    net: &Net,
+    names: &[String],
+    macs: &[[u8; 6]],
+    frame: &mut [u8],
+    pm: PacketMeta,
+    pi: usize,
+    devs: FtDevices,
+    now: u64,
+) -> (Fate, bool) {
+    let traced =
+        trace.is_some() && !matches!(pm.l3, weir_wire::L3::Other(_)) && trace_wants(trace, &pm);
+    let before = traced.then(|| sf.eng.st.rule_hits.clone());
+    let summary = traced.then(|| frame_summary(frame, names[pi].as_str()));
+    let writes = sf.stats.nat_rewritten + sf.stats.header_writes;
+    let fate = route_frame(sf, net, frame, pm, pi, macs[pi], macs, devs, now);
+    let rewritten = sf.stats.nat_rewritten + sf.stats.header_writes != writes;
+    if let (Some(before), Some(summary)) = (before, summary) {
+        trace_packet(trace, sf, &summary, &before, &fate.describe(names));
+    }
+    (fate, rewritten)
+}
+
 /// One frame through the router: the flowtable fast path for offloaded connections
 /// (`devs`: the flowtables of the arrival port); otherwise routing (the route cached in the
 /// connection, or a lookup whose result is cached), the hooks, the neighbour, MACs and TTL.
@@ -1606,13 +1634,13 @@ fn route_frame(
     sf: &mut Stateful,
     net: &Net,
     frame: &mut [u8],
+    mut pm: PacketMeta,
     in_port: usize,
     in_mac: [u8; 6],
     out_macs: &[[u8; 6]],
     devs: FtDevices,
     now: u64,
 ) -> Fate {
-    let mut pm = PacketMeta::parse(frame, LinkType::Ethernet);
     let v6 = match pm.l3 {
         weir_wire::L3::Ipv4 => false,
         weir_wire::L3::Ipv6 => true,
@@ -1874,7 +1902,7 @@ impl Worker {
                     revents: 0,
                 })
                 .collect();
-            il.macs = il.ports.iter().map(|p| p.mac()).collect();
+            il.macs = il.ports.iter().map(|p| p.mac()).collect::<Vec<_>>().into();
         }
         let mut fds = std::mem::take(&mut il.fds);
         for f in fds.iter_mut() {
@@ -1922,8 +1950,9 @@ impl Worker {
             }
         }
         let now = if ready { now } else { now_ns() };
-        let macs = il.macs.clone();
-        let macs = &macs;
+        // (shared: the ports' MACs are read while `il` is lent to `settle`)
+        let macs = Arc::clone(&il.macs);
+        let macs: &[[u8; 6]] = &macs;
         // ARP on the side sockets (AF_XDP mode): neighbours learnt from the link
         let mut ai = np;
         for (pi, a) in il.arp.iter_mut().enumerate() {
@@ -1937,22 +1966,32 @@ impl Worker {
         }
         // fragments other workers read for this one's connections (they were steered by
         // their addresses), in the order they were read
-        let handed = il.handoff.as_mut().map(|h| h.take()).unwrap_or_default();
-        for (pi, mut f) in handed {
-            let devs = self.sf.flowtable_devices(&il.ports_names[pi]);
-            let traced = self.trace.is_some()
-                && trace_wants(&self.trace, &PacketMeta::parse(&f, LinkType::Ethernet));
-            let before = traced.then(|| self.sf.eng.st.rule_hits.clone());
-            let summary = traced.then(|| frame_summary(&f, il.ports_names[pi].as_str()));
-            let writes = self.sf.stats.nat_rewritten + self.sf.stats.header_writes;
-            let fate = route_frame(&mut self.sf, &il.net, &mut f, pi, macs[pi], macs, devs, now);
-            let rewritten = self.sf.stats.nat_rewritten + self.sf.stats.header_writes != writes;
-            if let (Some(before), Some(summary)) = (before, summary) {
-                let v = fate.describe(&il.ports_names);
-                trace_packet(&mut self.trace, &self.sf, &summary, &before, &v);
+        if let Some(mut inbox) = il.handoff.as_mut().map(|h| h.take()) {
+            for (_, pi, f) in inbox.iter_mut() {
+                let pi = *pi;
+                let devs = self.sf.flowtable_devices(&il.ports_names[pi]);
+                let pm = PacketMeta::parse(f, LinkType::Ethernet);
+                let (fate, rewritten) = decide(
+                    &mut self.sf,
+                    &mut self.trace,
+                    &il.net,
+                    &il.ports_names,
+                    macs,
+                    f,
+                    pm,
+                    pi,
+                    devs,
+                    now,
+                );
+                let f: &[u8] = f;
+                if let Some(o) =
+                    il.settle(&mut self.counts, pi, fate, rewritten, now, &|_| f.to_vec())
+                {
+                    il.ports[o].push(f);
+                }
             }
-            if let Some(o) = il.settle(&mut self.counts, pi, fate, rewritten, now, &|_| f.clone()) {
-                il.ports[o].push(&f);
+            if let Some(h) = il.handoff.as_mut() {
+                h.done(inbox);
             }
         }
         for pi in 0..np {
@@ -1969,34 +2008,33 @@ impl Worker {
                 let (frame, truncated) = il.ports[pi].frame_mut(i);
                 // neighbours learnt from the ARP and ND traffic on the link
                 il.net.learn(pi, frame);
-                if let Some(h) = il.handoff.as_mut() {
-                    // a fragment of another worker's connection goes to it (with AF_XDP,
-                    // any frame of another worker's connection)
+                let (fate, rewritten) = if truncated {
+                    (Fate::Drop("truncated"), false)
+                } else {
                     let pm = PacketMeta::parse(frame, LinkType::Ethernet);
-                    if (h.all || pm.frag != weir_wire::Frag::None) && !truncated {
-                        if let Some(w) = h.owner(&pm, frame, now) {
-                            h.send(w, pi, frame);
-                            continue;
+                    if let Some(h) = il.handoff.as_mut() {
+                        // a fragment of another worker's connection goes to it (with
+                        // AF_XDP, any frame of another worker's connection)
+                        if h.all || pm.frag != weir_wire::Frag::None {
+                            if let Some(w) = h.owner(&pm, frame, now) {
+                                h.send(w, pi, frame);
+                                continue;
+                            }
                         }
                     }
-                }
-                let traced = self.trace.is_some() && {
-                    let pm = PacketMeta::parse(frame, LinkType::Ethernet);
-                    !matches!(pm.l3, weir_wire::L3::Other(_)) && trace_wants(&self.trace, &pm)
+                    decide(
+                        &mut self.sf,
+                        &mut self.trace,
+                        &il.net,
+                        &il.ports_names,
+                        macs,
+                        frame,
+                        pm,
+                        pi,
+                        devs,
+                        now,
+                    )
                 };
-                let before = traced.then(|| self.sf.eng.st.rule_hits.clone());
-                let summary = traced.then(|| frame_summary(frame, il.ports_names[pi].as_str()));
-                let writes = self.sf.stats.nat_rewritten + self.sf.stats.header_writes;
-                let fate = if truncated {
-                    Fate::Drop("truncated")
-                } else {
-                    route_frame(&mut self.sf, &il.net, frame, pi, macs[pi], macs, devs, now)
-                };
-                let rewritten = self.sf.stats.nat_rewritten + self.sf.stats.header_writes != writes;
-                if let (Some(before), Some(summary)) = (before, summary) {
-                    let v = fate.describe(&il.ports_names);
-                    trace_packet(&mut self.trace, &self.sf, &summary, &before, &v);
-                }
                 if let Some(o) = il.settle(&mut self.counts, pi, fate, rewritten, now, &|il| {
                     il.ports[pi].frame(i).to_vec()
                 }) {
@@ -2009,6 +2047,9 @@ impl Worker {
             // (the list names frames of this port's batch: nobody else may send them)
             il.fwd.clear();
             il.ports[pi].recv_done();
+        }
+        if let Some(h) = il.handoff.as_mut() {
+            h.wake();
         }
         for p in il.ports.iter_mut() {
             p.flush()?;
@@ -2321,9 +2362,9 @@ impl Worker {
             _ => 0,
         };
         metric(
-            "fragments_handed_total",
+            "handed_total",
             "counter",
-            "Fragments handed to the worker of their connection (several inline workers).",
+            "Frames handed to the worker of their connection (several inline workers: fragments; over AF_XDP every frame another worker owns).",
             one(handed),
         );
         metric(
@@ -2776,7 +2817,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
                     icmp_bucket: Bucket::new(n),
                     polled: 0,
                     fds: Vec::new(),
-                    macs: Vec::new(),
+                    macs: Vec::new().into(),
                     handoff: hands.next(),
                 }),
                 trace: None,
@@ -3412,10 +3453,12 @@ table ip nat {
                 )
             };
             let mut f = b;
+            let pm = PacketMeta::parse(&f, LinkType::Ethernet);
             let fate = route_frame(
                 sf,
                 net,
                 &mut f,
+                pm,
                 pi,
                 macs[pi],
                 &macs,
@@ -3451,7 +3494,18 @@ table ip nat {
             let mut f = Builder::new()
                 .macs(cmac, macs[0])
                 .udp(client, server, 40002, 53, b"q");
-            route_frame(sf, net, &mut f, 0, macs[0], &macs, devs[0], 1_000_000_000)
+            let pm = PacketMeta::parse(&f, LinkType::Ethernet);
+            route_frame(
+                sf,
+                net,
+                &mut f,
+                pm,
+                0,
+                macs[0],
+                &macs,
+                devs[0],
+                1_000_000_000,
+            )
         };
         assert!(matches!(udp(&mut sf, &net), Fate::Out(1)));
         let counted = sf.eng.st.rule_hits.clone();
@@ -3576,7 +3630,8 @@ table ip nat {
         }
         let macs = [[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 1, 1]];
         let mut send = |f: &mut Vec<u8>, pi: usize| {
-            route_frame(&mut sf, &net, f, pi, macs[pi], &macs, FtDevices(0), 1)
+            let pm = PacketMeta::parse(f, LinkType::Ethernet);
+            route_frame(&mut sf, &net, f, pm, pi, macs[pi], &macs, FtDevices(0), 1)
         };
         let b = || Builder::new().macs([2, 0, 0, 0, 0, 9], macs[0]);
         let df = b().dont_fragment().udp(c4, s4, 1, 2, &[0; 1472]);
