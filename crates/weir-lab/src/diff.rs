@@ -45,6 +45,10 @@ pub struct KnownDifference {
     pub rewrite: Option<fn(&str) -> Option<String>>,
     /// Or a change of the compiled ruleset (false when it changes nothing).
     pub fix: Option<fn(&mut weir_engine::Compiled) -> bool>,
+    /// The variant changes state that later packets see (a set an earlier packet filled, a
+    /// connection it opened): a packet is then predicted again by a model that ran the
+    /// packets before it with the variant too, not only from weir's state before it.
+    pub replays: bool,
 }
 
 /// nft 1.0.6 merges adjacent payload matches into one compare and, doing so, turns the
@@ -125,6 +129,7 @@ pub const KNOWN: &[KnownDifference] = &[
         variant: Variant { fragment_transport: true, ..Variant::WEIR },
         rewrite: None,
         fix: None,
+        replays: false,
     },
     KnownDifference {
         id: "fragment-reassembly",
@@ -132,6 +137,7 @@ pub const KNOWN: &[KnownDifference] = &[
         variant: Variant { holds_fragments: true, ..Variant::WEIR },
         rewrite: None,
         fix: None,
+        replays: true,
     },
     KnownDifference {
         id: "malformed-transport",
@@ -139,6 +145,7 @@ pub const KNOWN: &[KnownDifference] = &[
         variant: Variant { raw_transport: true, ..Variant::WEIR },
         rewrite: None,
         fix: None,
+        replays: false,
     },
     KnownDifference {
         id: "nft-merges-flags",
@@ -146,6 +153,7 @@ pub const KNOWN: &[KnownDifference] = &[
         variant: Variant::WEIR,
         rewrite: Some(rewrite_merged_flags),
         fix: None,
+        replays: false,
     },
     KnownDifference {
         id: "xt-icmp-hotdrop",
@@ -153,6 +161,7 @@ pub const KNOWN: &[KnownDifference] = &[
         variant: Variant::WEIR,
         rewrite: Some(rewrite_xt_hotdrop),
         fix: None,
+        replays: false,
     },
 ];
 
@@ -890,7 +899,9 @@ fn explain(
         let rw: Vec<usize> = KNOWN
             .iter()
             .enumerate()
-            .filter(|(i, k)| m & (1 << i) != 0 && (k.rewrite.is_some() || k.fix.is_some()))
+            .filter(|(i, k)| {
+                m & (1 << i) != 0 && (k.rewrite.is_some() || k.fix.is_some() || k.replays)
+            })
             .map(|(i, _)| i)
             .collect();
         if rw.len() > 1 {
@@ -919,16 +930,25 @@ fn explain(
                         (None, Some(fix)) => {
                             Model::with_fix(rs, router.clone(), fix).map(|m| (m, 0))
                         }
+                        (None, None) if KNOWN[i].replays => {
+                            Some((Model::new(rs, router.clone()), 0))
+                        }
                         (None, None) => None,
                     });
                 }
                 match slot.as_mut().and_then(|m| m.as_mut()) {
                     Some((alt, seen)) => {
                         if alt.tracks() {
-                            // the packets before this one, then this one from that state
+                            // the packets before this one (with the variant when it
+                            // changes state), then this one from that state
+                            let hv = if KNOWN[i].replays {
+                                KNOWN[i].variant
+                            } else {
+                                Variant::WEIR
+                            };
                             for h in cx.history.get(*seen..).unwrap_or(&[]) {
                                 if h.skip.is_none() {
-                                    alt.predict(h, Variant::WEIR, EngineMode::Linear);
+                                    alt.predict(h, hv, EngineMode::Linear);
                                 }
                             }
                             *seen = cx.history.len();
@@ -1450,7 +1470,7 @@ mod tests {
     use crate::kernel::{Captured, LocalCopy};
     use crate::model::Prepared;
     use std::net::Ipv4Addr;
-    use weir_wire::build;
+    use weir_wire::build::{self, Builder};
     use weir_wire::pcap::Packet;
 
     #[test]
@@ -1569,6 +1589,80 @@ mod tests {
         assert_eq!((rep.differences(), rep.explained(), rep.same()), (1, 0, 3));
         let j = rep.packets[3].to_json();
         assert_eq!(j["status"], "different");
+    }
+
+    /// Found by the campaign (seed 20261201, ruleset 234): weir passes the first fragment of a
+    /// datagram that never completes, and its `add @dyn4` then drops a later packet of the
+    /// same source that the kernel (which held the fragments) forwards. Only a model that ran
+    /// the fragments with the kernel's reassembly explains it.
+    #[test]
+    fn a_fragment_the_kernel_held_changes_a_later_packet() {
+        let text = r#"table inet f {
+              set dyn4 { type ipv4_addr; flags dynamic, timeout; timeout 60s; }
+              chain forward { type filter hook forward priority 10; policy accept;
+                ct state established,related accept
+                ip saddr @dyn4 counter drop
+                meta l4proto udp add @dyn4 { ip saddr } } }"#;
+        let (rs, router) = setup(text);
+        const WAN: usize = 2;
+        let b = Builder::new()
+            .macs([2, 0, 0, 0, 2, 1], router.ifaces[WAN].mac)
+            .ttl(63)
+            .ip_id(12435);
+        let first = b
+            .clone()
+            .fragment(0, true)
+            .udp(FAR, LAN, 40107, 22, &[7; 64]);
+        let later = b.fragment(9, true).ip(FAR, LAN, 17, &[8; 24]);
+        let echo = build::icmp4_echo(FAR, LAN, 43246, 0, b"ping");
+        let mut ps: Vec<Prepared> = [first, later, echo]
+            .into_iter()
+            .map(|f| prep(&router, f, WAN))
+            .collect();
+        for (i, p) in ps.iter_mut().enumerate() {
+            p.index = i;
+        }
+        // the kernel's forwarded echo, as a model of the ruleset without the set would show it
+        let (plain, _) = setup(
+            "table inet f { chain forward { type filter hook forward priority 10; policy accept; } }",
+        );
+        let Fate::Forwarded { oif, frame } = Model::new(&plain, router.clone())
+            .predict(&ps[2], Variant::WEIR, EngineMode::Compiled)
+            .fate
+        else {
+            panic!("the echo is not forwarded without rules")
+        };
+        let held = Observed {
+            barrier: true,
+            ..Observed::default()
+        };
+        let forwarded = Observed {
+            frames: vec![Captured {
+                iface: oif,
+                ts_ns: 0,
+                frame,
+            }],
+            barrier: true,
+            ..Observed::default()
+        };
+        let inj = Injection {
+            observed: vec![held.clone(), held, forwarded],
+            ..Injection::default()
+        };
+        let rep = compare_all(&rs, Some(text), &router, &ps, &inj);
+        for p in &rep.packets {
+            assert_eq!(
+                p.status,
+                Status::Explained("fragment-reassembly".into()),
+                "{}",
+                p.text()
+            );
+        }
+        assert!(
+            rep.packets[2].weir.contains("@dyn4"),
+            "{}",
+            rep.packets[2].text()
+        );
     }
 
     #[test]

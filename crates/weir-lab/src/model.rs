@@ -301,7 +301,39 @@ pub struct Model {
 
 /// The connection tables of a model, saved to replay a packet with a variant and come back.
 pub struct ModelState {
-    tables: [(Conntrack<CtExt>, StatefulStats, weir_engine::frag::Table); 2],
+    tables: [Saved; 2],
+}
+
+/// What a packet changes in one engine: connections, statistics, the virtual reassembly, the
+/// ruleset's state (counters, limits, quotas, sets filled from the packet path, `ct count`
+/// lists) and the NAT port generator.
+#[derive(Clone)]
+struct Saved {
+    ct: Conntrack<CtExt>,
+    stats: StatefulStats,
+    frags: weir_engine::frag::Table,
+    st: weir_engine::eval::State,
+    nat_rng: u64,
+}
+
+impl Saved {
+    fn of(sf: &Stateful) -> Saved {
+        Saved {
+            ct: sf.ct.clone(),
+            stats: sf.stats,
+            frags: sf.frags.clone(),
+            st: sf.eng.st.clone(),
+            nat_rng: sf.nat_rng,
+        }
+    }
+
+    fn put(&self, sf: &mut Stateful) {
+        sf.ct = self.ct.clone();
+        sf.stats = self.stats;
+        sf.frags = self.frags.clone();
+        sf.eng.st = self.st.clone();
+        sf.nat_rng = self.nat_rng;
+    }
 }
 
 /// Connection table size in the lab (small: the model's state is saved packet by packet).
@@ -344,28 +376,13 @@ impl Model {
     /// Save the connection tables (cheap: the lab's tables are small).
     pub fn save(&self) -> ModelState {
         ModelState {
-            tables: [
-                (
-                    self.compiled.ct.clone(),
-                    self.compiled.stats,
-                    self.compiled.frags.clone(),
-                ),
-                (
-                    self.linear.ct.clone(),
-                    self.linear.stats,
-                    self.linear.frags.clone(),
-                ),
-            ],
+            tables: [Saved::of(&self.compiled), Saved::of(&self.linear)],
         }
     }
 
     pub fn restore(&mut self, s: &ModelState) {
-        self.compiled.ct = s.tables[0].0.clone();
-        self.compiled.stats = s.tables[0].1;
-        self.compiled.frags = s.tables[0].2.clone();
-        self.linear.ct = s.tables[1].0.clone();
-        self.linear.stats = s.tables[1].1;
-        self.linear.frags = s.tables[1].2.clone();
+        s.tables[0].put(&mut self.compiled);
+        s.tables[1].put(&mut self.linear);
     }
 
     /// The model of a ruleset whose compiled form `fix` changes (None when it changes nothing):

@@ -123,6 +123,10 @@ fn mask(len: u8, bits: u32) -> u128 {
     };
     if len == 0 {
         0
+    } else if len as u32 >= bits {
+        // a host prefix (a shift by the full width would overflow: in release builds it
+        // wrapped to no shift at all, and /128 became the mask 0)
+        full
     } else {
         full & !(full >> len as u32)
     }
@@ -552,6 +556,19 @@ impl Router {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_prefixes_keep_their_address() {
+        for (s, net) in [
+            ("2001:db8::5/128", "2001:db8::5/128"),
+            ("2001:db8::5/127", "2001:db8::4/127"),
+            ("198.18.0.5/32", "198.18.0.5/32"),
+            ("198.18.0.5/31", "198.18.0.4/31"),
+            ("198.18.0.5/0", "0.0.0.0/0"),
+        ] {
+            assert_eq!(Prefix::parse(s).unwrap().network().to_string(), net);
+        }
+    }
 
     fn topo() -> Topology {
         Topology::from_json(
