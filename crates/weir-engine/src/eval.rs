@@ -153,6 +153,39 @@ struct Bucket {
     init: bool,
 }
 
+/// The rate limiters and quotas of one ruleset, shared by the engines of several workers. The
+/// kernel keeps one `limit` (`nft_limit`, under a spinlock) and one `quota` (an atomic
+/// counter) per rule for all CPUs; so does weir: with four workers a `limit rate 10/second`
+/// still admits 10 packets a second, not 10 per worker. An engine without one (replay, one
+/// worker) keeps them in its own [`State`].
+#[derive(Debug, Default)]
+pub struct Shared {
+    limits: Vec<std::sync::Mutex<Bucket>>,
+    quotas: Vec<std::sync::atomic::AtomicU64>,
+    named_quotas: Vec<Vec<std::sync::atomic::AtomicU64>>,
+}
+
+impl Shared {
+    /// Fresh limiters and quotas for a compiled ruleset (named quotas start at their `used`).
+    pub fn new(rs: &Compiled) -> std::sync::Arc<Shared> {
+        use std::sync::atomic::AtomicU64;
+        std::sync::Arc::new(Shared {
+            limits: (0..rs.limit_slots).map(|_| Default::default()).collect(),
+            quotas: (0..rs.quota_slots).map(|_| AtomicU64::new(0)).collect(),
+            named_quotas: rs
+                .tables
+                .iter()
+                .map(|t| {
+                    t.ir.quotas
+                        .iter()
+                        .map(|(_, q)| AtomicU64::new(q.used))
+                        .collect()
+                })
+                .collect(),
+        })
+    }
+}
+
 /// The connection table as `ct count` sees it (nf_conncount looks the connections it counts
 /// up in conntrack); the stateful layer lends it to the evaluator in [`Pkt::conns`].
 pub trait Conns {
@@ -289,6 +322,9 @@ pub struct State {
     pub dynset_full: u64,
     /// The lists of rule-level `ct count` matches, by (rule id, item index).
     pub conncount: std::collections::HashMap<(usize, usize), ConnList>,
+    /// Limiters and quotas shared with other workers' engines (then `limits`, `quotas` and
+    /// `named_quotas` above are not used for the slots it has).
+    pub shared: Option<std::sync::Arc<Shared>>,
 }
 
 impl State {
@@ -692,6 +728,12 @@ impl Engine {
         e
     }
 
+    /// Share the ruleset's limiters and quotas with other engines of the same ruleset (the
+    /// workers of one daemon), as [`Shared::new`] made them for it.
+    pub fn share(&mut self, shared: std::sync::Arc<Shared>) {
+        self.st.shared = Some(shared);
+    }
+
     /// Grow the state to the compiled ruleset's counters (after incremental inserts).
     pub fn sync_state(&mut self) {
         let st = &mut self.st;
@@ -915,14 +957,36 @@ impl Engine {
                     }
                 }
                 CExpr::Limit { limit, slot } => {
-                    if !limit_pass(&mut st.limits[*slot], limit, p.now_ns, bytes) {
+                    let pass = match st.shared.as_deref().and_then(|s| s.limits.get(*slot)) {
+                        Some(b) => {
+                            // a poisoned lock held a bucket whose update was cut short: the
+                            // bucket is still a valid state
+                            let mut b = b.lock().unwrap_or_else(|e| e.into_inner());
+                            limit_pass(&mut b, limit, p.now_ns, bytes)
+                        }
+                        None => limit_pass(&mut st.limits[*slot], limit, p.now_ns, bytes),
+                    };
+                    if !pass {
                         return Outcome::Next;
                     }
                 }
                 CExpr::Quota { quota, slot } => {
-                    let used = match quota.named {
-                        Some(q) => &mut st.named_quotas[ti][q],
-                        None => &mut st.quotas[*slot],
+                    let shared = st.shared.as_deref().and_then(|s| match quota.named {
+                        Some(q) => s.named_quotas.get(ti)?.get(q),
+                        None => s.quotas.get(*slot),
+                    });
+                    let used = match shared {
+                        Some(a) => a
+                            .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed)
+                            .saturating_add(bytes),
+                        None => {
+                            let u = match quota.named {
+                                Some(q) => &mut st.named_quotas[ti][q],
+                                None => &mut st.quotas[*slot],
+                            };
+                            *u = u.saturating_add(bytes);
+                            *u
+                        }
                     };
                     let limit = match quota.named {
                         Some(q) => t.ir.quotas[q].1.bytes,
@@ -932,9 +996,8 @@ impl Engine {
                         Some(q) => t.ir.quotas[q].1.over,
                         None => quota.over,
                     };
-                    *used += bytes;
                     // as nft_quota: over once the bytes consumed reach the quota
-                    let exceeded = *used >= limit;
+                    let exceeded = used >= limit;
                     // `quota until N` matches while under; `quota over N` once over
                     if exceeded != over_flag {
                         return Outcome::Next;

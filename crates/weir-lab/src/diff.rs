@@ -129,7 +129,7 @@ pub const KNOWN: &[KnownDifference] = &[
         variant: Variant { fragment_transport: true, ..Variant::WEIR },
         rewrite: None,
         fix: None,
-        replays: false,
+        replays: true,
     },
     KnownDifference {
         id: "fragment-reassembly",
@@ -145,7 +145,7 @@ pub const KNOWN: &[KnownDifference] = &[
         variant: Variant { raw_transport: true, ..Variant::WEIR },
         rewrite: None,
         fix: None,
-        replays: false,
+        replays: true,
     },
     KnownDifference {
         id: "nft-merges-flags",
@@ -779,7 +779,6 @@ pub fn compare_all(
     // the rewritten rulesets' models, built when a difference needs them
     let mut rewritten: Vec<Option<Option<(Model, usize)>>> =
         (0..KNOWN.len()).map(|_| None).collect();
-    let tracks = model.tracks();
     let mut rep = Report {
         late: inj.late.len(),
         barrier_misses: inj.barrier_misses,
@@ -802,9 +801,9 @@ pub fn compare_all(
             continue;
         }
         let kv = kernel_view(p, ob);
-        // with connection tracking, a packet is predicted again (variants) from the state
-        // before it
-        let before = tracks.then(|| model.save());
+        // a packet is predicted again (variants) from the state before it: connections, and
+        // with or without connection tracking the sets, limits and quotas
+        let before = Some(model.save());
         let pred = model.predict(p, Variant::WEIR, EngineMode::Compiled);
         let lin = model.predict(p, Variant::WEIR, EngineMode::Linear);
         let mut details = compare(router, &pred, &kv);
@@ -938,27 +937,24 @@ fn explain(
                 }
                 match slot.as_mut().and_then(|m| m.as_mut()) {
                     Some((alt, seen)) => {
-                        if alt.tracks() {
-                            // the packets before this one (with the variant when it
-                            // changes state), then this one from that state
-                            let hv = if KNOWN[i].replays {
-                                KNOWN[i].variant
-                            } else {
-                                Variant::WEIR
-                            };
-                            for h in cx.history.get(*seen..).unwrap_or(&[]) {
-                                if h.skip.is_none() {
-                                    alt.predict(h, hv, EngineMode::Linear);
-                                }
-                            }
-                            *seen = cx.history.len();
-                            let st = alt.save();
-                            let r = alt.predict(p, v, EngineMode::Linear);
-                            alt.restore(&st);
-                            r
+                        // the packets before this one (with the variant when it changes
+                        // state), then this one from that state: connections, and without
+                        // connection tracking still sets, limits and quotas
+                        let hv = if KNOWN[i].replays {
+                            KNOWN[i].variant
                         } else {
-                            alt.predict(p, v, EngineMode::Linear)
+                            Variant::WEIR
+                        };
+                        for h in cx.history.get(*seen..).unwrap_or(&[]) {
+                            if h.skip.is_none() {
+                                alt.predict(h, hv, EngineMode::Linear);
+                            }
                         }
+                        *seen = cx.history.len();
+                        let st = alt.save();
+                        let r = alt.predict(p, v, EngineMode::Linear);
+                        alt.restore(&st);
+                        r
                     }
                     None => continue,
                 }
@@ -1110,7 +1106,7 @@ pub fn diff_files(
     opts: LabOptions,
     repro_dir: Option<&Path>,
 ) -> Result<FileDiff, Error> {
-    let (topo, router, cap, mut notes) = read_case(pcap, topology)?;
+    let (topo, router, cap, notes) = read_case(pcap, topology)?;
     let rules_text = std::fs::read_to_string(rules)
         .map_err(|e| Error::Input(format!("{}: {e}", rules.display())))?;
     let rs = match weir_lang::load_file(rules) {
@@ -1123,9 +1119,6 @@ pub fn diff_files(
             )))
         }
     };
-    if rs.uses_state() {
-        notes.push("the ruleset uses connection tracking or NAT: weir evaluates it statelessly for now, so differences are expected".into());
-    }
     let prepared = prepare(&router, &cap.packets, &router.packets);
     let mut lab = Lab::new(&router, opts)?;
     let report = run_case(&mut lab, &rs, Some(&rules_text), rules, &prepared)?;

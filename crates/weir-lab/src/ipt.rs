@@ -163,9 +163,6 @@ pub fn diff_files(
             ))
         })?
         .0;
-    if rs.uses_state() {
-        notes.push("the ruleset uses connection tracking or NAT: weir evaluates it statelessly for now, so differences are expected".into());
-    }
     if t4.iter().chain(t6.iter()).any(|t| {
         t.lines()
             .any(|l| l.starts_with('*') && l.trim() != "*filter")

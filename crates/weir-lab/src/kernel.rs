@@ -549,8 +549,15 @@ impl Lab {
         &self.dir
     }
 
-    /// Replace the router's ruleset with the one in `rules` (`flush ruleset`, then the file, in
-    /// one transaction). Err: nft's own message.
+    /// Replace the router's ruleset with the one in `rules`: `flush ruleset`, then the file.
+    /// Err: nft's own message.
+    ///
+    /// Two transactions, not one: base chains of equal priority run newest registration
+    /// first, and the NAT core's hook (one per family, registered with the family's first nat
+    /// chain) would otherwise outlive the flush inside the transaction and keep the previous
+    /// ruleset's place. Flushed apart, every ruleset is judged as a fresh load (a filter chain
+    /// at `postrouting priority 100` before a nat table runs after the NAT, as it would on a
+    /// freshly booted router; found by the campaign, seed 4, ruleset 439).
     pub fn load(&self, rules: &Path) -> Result<(), String> {
         let abs = std::fs::canonicalize(rules).map_err(|e| format!("{}: {e}", rules.display()))?;
         let s = abs.to_string_lossy();
@@ -560,8 +567,13 @@ impl Lab {
             ));
         }
         let wrapper = self.dir.join("load.nft");
-        std::fs::write(&wrapper, format!("flush ruleset\ninclude \"{s}\"\n"))
+        std::fs::write(&wrapper, format!("include \"{s}\"\n"))
             .map_err(|e| format!("{}: {e}", wrapper.display()))?;
+        run(
+            Command::new("ip").args(["netns", "exec", &self.names[0], "nft", "flush", "ruleset"]),
+            None,
+            "nft",
+        )?;
         let inc = abs
             .parent()
             .map(|p| p.to_string_lossy().into_owned())

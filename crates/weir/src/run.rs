@@ -271,9 +271,9 @@ fn nat_in_nfqueue_mode(rs: &weir_lang::ir::Ruleset) -> Option<String> {
 }
 
 /// A worker's engine with its own connection table.
-fn stateful(rs: &weir_lang::ir::Ruleset, cfg: &Config) -> Stateful {
+fn stateful(eng: Engine, cfg: &Config) -> Stateful {
     Stateful::new(
-        engine(rs),
+        eng,
         weir_conntrack::Config {
             max_entries: cfg.conntrack.max_entries,
             ..weir_conntrack::Config::default()
@@ -283,6 +283,19 @@ fn stateful(rs: &weir_lang::ir::Ruleset, cfg: &Config) -> Stateful {
 
 fn engine(rs: &weir_lang::ir::Ruleset) -> Engine {
     Engine::new(Compiled::build(rs, Mode::Compiled))
+}
+
+/// The engines of `n` workers for a ruleset: each its own counters, sets and connections, all
+/// one set of rate limiters and quotas (as the kernel's are one for all CPUs).
+fn engines(rs: &weir_lang::ir::Ruleset, n: usize) -> Vec<Engine> {
+    let mut es: Vec<Engine> = (0..n).map(|_| engine(rs)).collect();
+    if let Some(first) = es.first() {
+        let shared = weir_engine::eval::Shared::new(&first.rs);
+        for e in &mut es {
+            e.share(shared.clone());
+        }
+    }
+    es
 }
 
 /// Bytes of a queued packet copied to weir when only its headers are read: IPv4 or IPv6 with
@@ -2799,9 +2812,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
                 .map(|i| weir_io::afpacket::mtu(&i.name))
                 .collect::<std::io::Result<_>>()?,
         );
-        for (w, (ports, arp)) in links.into_iter().enumerate() {
+        let engs = engines(&rs, links.len());
+        for ((w, (ports, arp)), eng) in links.into_iter().enumerate().zip(engs) {
             let net = net.clone();
-            let mut sf = stateful(&rs, &cfg);
+            let mut sf = stateful(eng, &cfg);
             if n > 1 {
                 sf.steer = Some((n as u32, w as u32));
             }
@@ -2829,8 +2843,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
             });
         }
     }
-    for i in 0..if inline { 0 } else { workers } {
-        let sf = stateful(&rs, &cfg);
+    let queues = if inline { 0 } else { workers };
+    for (i, eng) in (0..queues).zip(engines(&rs, queues as usize)) {
+        let sf = stateful(eng, &cfg);
         let copy = copy_range(&cfg.nfqueue.copy, &sf);
         let q = Queue::open(
             cfg.nfqueue.queue + i,
@@ -2988,9 +3003,10 @@ impl Dispatcher {
                 let acks: Vec<_> = self
                     .workers
                     .iter()
-                    .map(|w| {
+                    .zip(engines(&rs, self.workers.len()))
+                    .map(|(w, eng)| {
                         let (tx, rx) = mpsc::channel();
-                        let _ = w.send(Msg::Reload(Box::new(engine(&rs)), tx));
+                        let _ = w.send(Msg::Reload(Box::new(eng), tx));
                         rx
                     })
                     .collect();
@@ -3283,6 +3299,40 @@ pub fn ctl(a: CtlArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The workers' engines (`engines`, also what a reload sends them) admit what one
+    /// `limit` admits between them, not once each.
+    #[test]
+    fn workers_share_one_limit() {
+        let (rs, _) = weir_lang::load_str(
+            "t.nft",
+            "table ip f { chain fwd { type filter hook forward priority 0; policy accept;
+               limit rate over 1/second burst 2 packets drop } }",
+        )
+        .unwrap();
+        let f = weir_wire::build::udp4(
+            "198.18.0.1".parse().unwrap(),
+            "198.19.0.1".parse().unwrap(),
+            1000,
+            53,
+            b"x",
+        );
+        let pm = PacketMeta::parse(&f, LinkType::Ethernet);
+        let mut es = engines(&rs, 2);
+        let passed = (0..8)
+            .filter(|i| {
+                let mut p = weir_engine::Pkt {
+                    conns: None,
+                    frame: &f,
+                    pm: &pm,
+                    meta: &mut Meta::default(),
+                    now_ns: 0,
+                };
+                es[i % 2].process(Hook::Forward, &mut p).is_accept()
+            })
+            .count();
+        assert_eq!(passed, 2);
+    }
 
     #[test]
     fn answers_of_workers_merge() {
