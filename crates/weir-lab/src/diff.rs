@@ -1493,6 +1493,22 @@ mod tests {
         prepare(router, &[pk], &[iif]).remove(0)
     }
 
+    /// What the kernel shows of a packet it forwards as `model` predicts weir forwards it.
+    fn kernel_forwards(p: &Prepared, model: &mut Model) -> Observed {
+        match model.predict(p, Variant::WEIR, EngineMode::Compiled).fate {
+            Fate::Forwarded { oif, frame } => Observed {
+                frames: vec![Captured {
+                    iface: oif,
+                    ts_ns: 0,
+                    frame,
+                }],
+                barrier: true,
+                ..Observed::default()
+            },
+            f => panic!("not forwarded: {f:?}"),
+        }
+    }
+
     const LAN: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 16);
     const FAR: Ipv4Addr = Ipv4Addr::new(198, 19, 7, 7);
 
@@ -1508,21 +1524,7 @@ mod tests {
         let mut model = Model::new(&rs, router.clone());
         let mk = |dport| prep(&router, build::udp4(LAN, FAR, 1000, dport, b"x"), 0);
         // weir's own forwarded frame, as the kernel would show it
-        let fwd = |p: &Prepared, model: &mut Model| match model
-            .predict(p, Variant::WEIR, EngineMode::Compiled)
-            .fate
-        {
-            Fate::Forwarded { oif, frame } => Observed {
-                frames: vec![Captured {
-                    iface: oif,
-                    ts_ns: 0,
-                    frame,
-                }],
-                barrier: true,
-                ..Observed::default()
-            },
-            f => panic!("{f:?}"),
-        };
+        let fwd = kernel_forwards;
         let a = mk(97);
         let b = mk(98);
         let c = mk(99);
@@ -1619,22 +1621,8 @@ mod tests {
         let (plain, _) = setup(
             "table inet f { chain forward { type filter hook forward priority 10; policy accept; } }",
         );
-        let Fate::Forwarded { oif, frame } = Model::new(&plain, router.clone())
-            .predict(&ps[2], Variant::WEIR, EngineMode::Compiled)
-            .fate
-        else {
-            panic!("the echo is not forwarded without rules")
-        };
+        let forwarded = kernel_forwards(&ps[2], &mut Model::new(&plain, router.clone()));
         let held = Observed {
-            barrier: true,
-            ..Observed::default()
-        };
-        let forwarded = Observed {
-            frames: vec![Captured {
-                iface: oif,
-                ts_ns: 0,
-                frame,
-            }],
             barrier: true,
             ..Observed::default()
         };
