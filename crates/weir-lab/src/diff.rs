@@ -803,7 +803,7 @@ pub fn compare_all(
         let kv = kernel_view(p, ob);
         // a packet is predicted again (variants) from the state before it: connections, and
         // with or without connection tracking the sets, limits and quotas
-        let before = Some(model.save());
+        let before = model.save();
         let pred = model.predict(p, Variant::WEIR, EngineMode::Compiled);
         let lin = model.predict(p, Variant::WEIR, EngineMode::Linear);
         let mut details = compare(router, &pred, &kv);
@@ -830,17 +830,15 @@ pub fn compare_all(
             status = Status::Explained("nat-random-port".into());
         }
         if status == Status::Different && lin.fate == pred.fate {
-            let after = before.as_ref().map(|_| model.save());
+            let after = model.save();
             let cx = ExplainCx {
-                before: before.as_ref(),
+                before: &before,
                 history: &prepared[..p.index.min(prepared.len())],
             };
             status = explain(rs, &mut model, &mut rewritten, text, router, p, &kv, &cx)
                 .map(Status::Explained)
                 .unwrap_or(Status::Different);
-            if let Some(a) = &after {
-                model.restore(a);
-            }
+            model.restore(&after);
         }
         rep.packets.push(PacketReport {
             number: p.index + 1,
@@ -865,10 +863,10 @@ pub fn compare_all(
 /// The known difference(s) whose model variant predicts what the kernel did. Variants run on
 /// weir's linear reference: the compiled classifier folds some of weir's own rules into its
 /// index (`th dport` implies TCP/UDP/SCTP/DCCP/UDP-Lite), which the variants change.
-/// What re-predicting a packet with connection tracking needs: the model's state before it,
-/// and the packets before it (a rewritten ruleset's model sees them first).
+/// What re-predicting a packet needs: the model's state before it, and the packets before it
+/// (a rewritten or replaying model runs them first).
 struct ExplainCx<'a> {
-    before: Option<&'a ModelState>,
+    before: &'a ModelState,
     history: &'a [Prepared],
 }
 
@@ -913,9 +911,7 @@ fn explain(
         let ids: Vec<&str> = ks.iter().map(|k| k.id).collect();
         let pred = match rw.first() {
             None => {
-                if let Some(b) = cx.before {
-                    model.restore(b);
-                }
+                model.restore(cx.before);
                 model.predict(p, v, EngineMode::Linear)
             }
             Some(&i) => {

@@ -299,7 +299,7 @@ pub struct Model {
     linear: Stateful,
 }
 
-/// The connection tables of a model, saved to replay a packet with a variant and come back.
+/// The state of a model's two engines, saved to replay a packet with a variant and come back.
 pub struct ModelState {
     tables: [Saved; 2],
 }
@@ -368,12 +368,7 @@ impl Model {
         }
     }
 
-    /// Whether connection tracking runs for some family (the kernel tracks then too).
-    pub fn tracks(&self) -> bool {
-        self.compiled.track_v4 || self.compiled.track_v6
-    }
-
-    /// Save the connection tables (cheap: the lab's tables are small).
+    /// Save the engines' state (cheap: the lab's tables are small).
     pub fn save(&self) -> ModelState {
         ModelState {
             tables: [Saved::of(&self.compiled), Saved::of(&self.linear)],

@@ -116,20 +116,9 @@ pub fn addr_bits(a: IpAddr) -> (u128, u32) {
 }
 
 fn mask(len: u8, bits: u32) -> u128 {
-    let full = if bits == 128 {
-        u128::MAX
-    } else {
-        (1u128 << bits) - 1
-    };
-    if len == 0 {
-        0
-    } else if len as u32 >= bits {
-        // a host prefix (a shift by the full width would overflow: in release builds it
-        // wrapped to no shift at all, and /128 became the mask 0)
-        full
-    } else {
-        full & !(full >> len as u32)
-    }
+    // (a plain shift by the full width overflowed: in release builds it wrapped to no shift
+    // at all, and a /128 became the mask 0)
+    weir_wire::field::prefix_mask(len, bits == 128)
 }
 
 impl Prefix {

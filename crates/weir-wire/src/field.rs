@@ -376,3 +376,11 @@ mod tests {
         assert_eq!((lo, hi), (0, u128::MAX));
     }
 }
+
+/// The network mask of a prefix of `len` bits for an IPv4 (`v6` false: 32 bits) or IPv6
+/// address as fields hold it; lengths past the address's width keep every bit.
+pub fn prefix_mask(len: u8, v6: bool) -> u128 {
+    let bits: u32 = if v6 { 128 } else { 32 };
+    let all = if v6 { u128::MAX } else { u32::MAX as u128 };
+    all & !all.checked_shr((len as u32).min(bits)).unwrap_or(0)
+}

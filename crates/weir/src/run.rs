@@ -286,10 +286,11 @@ fn engine(rs: &weir_lang::ir::Ruleset) -> Engine {
 }
 
 /// The engines of `n` workers for a ruleset: each its own counters, sets and connections, all
-/// one set of rate limiters and quotas (as the kernel's are one for all CPUs).
+/// one set of rate limiters and quotas (as the kernel's are one for all CPUs). A single
+/// worker keeps them in its own state, without a lock.
 fn engines(rs: &weir_lang::ir::Ruleset, n: usize) -> Vec<Engine> {
     let mut es: Vec<Engine> = (0..n).map(|_| engine(rs)).collect();
-    if let Some(first) = es.first() {
+    if let (true, Some(first)) = (n > 1, es.first()) {
         let shared = weir_engine::eval::Shared::new(&first.rs);
         for e in &mut es {
             e.share(shared.clone());
@@ -1003,9 +1004,7 @@ impl Net {
 
 /// The top `len` bits of an address of the family.
 fn mask(len: u8, v6: bool) -> u128 {
-    let bits: u32 = if v6 { 128 } else { 32 };
-    let all = if v6 { u128::MAX } else { u32::MAX as u128 };
-    all & !all.checked_shr((len as u32).min(bits)).unwrap_or(0)
+    weir_wire::field::prefix_mask(len, v6)
 }
 
 /// The receive queues of an interface (1 when sysfs does not say).
