@@ -4,7 +4,7 @@
 # routes, one static neighbour and one learnt over ARP. Checks: ICMP and TCP (iperf3, masqueraded,
 # across a reload under load) pass, what the ruleset drops is dropped, TTL is decremented, weir refuses to run beside the
 # kernel's forwarding and names a missing interface; answers TTL 1 and unroutable packets with
-# ICMP errors; forwards fragmented datagrams, fragments or refuses packets larger than the
+# ICMP errors; answers `reject` with a TCP reset and ICMP errors; forwards fragmented datagrams, fragments or refuses packets larger than the
 # next link's MTU; traces packets; offloads TCP connections to a flowtable (the fast path);
 # prints weir's CPU time per packet. The traffic checks run four times: over AF_XDP, over
 # AF_PACKET, over AF_PACKET with two workers (a fanout steers both directions of each
@@ -62,6 +62,9 @@ table inet filter {
     type filter hook forward priority 0; policy accept;
     $fa
     ip daddr 198.18.31.3 counter drop
+    ip daddr 198.18.31.4 counter reject with icmpx admin-prohibited
+    ip6 daddr 2001:db8:31::4 counter reject
+    tcp dport 23 counter reject with tcp reset
     iifname "weirin-r1" udp sport 5202 ct state new counter drop
     udp dport 9999 counter drop
     icmp type echo-request ip ttl 63 counter
@@ -151,6 +154,15 @@ echo "ok: a neighbour learnt over ARP (the client's MAC is not configured)"
 ip netns exec $C ping -6 -c 3 -i 0.2 -W 1 2001:db8:31::2 >"$DIR/ping6" || fail "IPv6 ping through weir: $(cat $DIR/ping6)"
 grep -q "ttl=63" "$DIR/ping6" || fail "hop limit not decremented: $(cat $DIR/ping6)"
 echo "ok: IPv6 forwarded, both neighbours learnt from neighbour discovery"
+# reject answers the sender: a TCP reset (the connection is refused at once, not after the
+# SYN's retries) and ICMP errors from the router, IPv4 and IPv6
+if ip netns exec $C timeout 3 bash -c 'exec 3<>/dev/tcp/198.18.31.2/23' 2>"$DIR/rst"; then fail "connected to a rejected port"; fi
+grep -q "Connection refused" "$DIR/rst" || fail "no TCP reset for a rejected port: $(cat $DIR/rst)"
+ip netns exec $C ping -c 1 -W 1 198.18.31.4 >"$DIR/rej" 2>&1 || true
+grep -q "From 198.18.30.1 .*Packet filtered" "$DIR/rej" || fail "no ICMP admin-prohibited for a rejected ping: $(cat $DIR/rej)"
+ip netns exec $C ping -6 -c 1 -W 1 2001:db8:31::4 >"$DIR/rej6" 2>&1 || true
+grep -q "From 2001:db8:30::1 .*Port unreachable" "$DIR/rej6" || fail "no ICMPv6 port unreachable for a rejected ping: $(cat $DIR/rej6)"
+echo "ok: reject answers with a TCP reset and ICMP errors"
 # fragmented datagrams (3000-byte echoes, both ways): the first fragment crosses the chains,
 # the later ones follow it (virtual reassembly); the client's 1500-byte fragments are cut
 # again by weir for the server's link (the path MTU learnt in an earlier pass forgotten)
@@ -225,6 +237,7 @@ echo "ok: UDP dropped by its rule"
 ctl status > "$DIR/status"
 sed 's/^/  /' "$DIR/status"
 grep -q "forwarded in fragments [1-9]" "$DIR/status" || fail "no packet forwarded in fragments"
+grep -q "TCP resets sent [1-9]" "$DIR/status" || fail "no TCP reset counted"
 FF=$(grep -o "fragments followed [0-9]*" "$DIR/status" | awk '{ n += $3 } END { print n + 0 }')
 [ "$FF" -ge 8 ] || fail "$FF later fragments followed their first (8 sent each way)"
 # the same counts in the Prometheus metrics (summed over the workers)

@@ -254,6 +254,9 @@ pub struct Compiled {
     pub rule_loc: Vec<(u32, u32, u32)>,
     pub limit_slots: usize,
     pub quota_slots: usize,
+    /// Some rule rejects: a dataplane that answers rejected packets keeps their headers as
+    /// they arrived (NAT may rewrite them before the rule runs).
+    pub rejects: bool,
     pub mode: Mode,
     pub build_ns: u64,
 }
@@ -550,6 +553,8 @@ fn split128(lo: u128, hi: u128) -> Vec<((u64, u64), (u64, u64))> {
 struct Slots {
     limits: usize,
     quotas: usize,
+    /// A rule with `reject` was compiled.
+    rejects: bool,
 }
 
 fn compile_set_ref(s: &SetRef) -> SetSlot {
@@ -623,7 +628,10 @@ fn compile_expr(e: &Expr, slots: &mut Slots) -> CExpr {
                 slot: slots.quotas - 1,
             }
         }
-        Expr::Reject(r) => CExpr::Reject(r.clone()),
+        Expr::Reject(r) => {
+            slots.rejects = true;
+            CExpr::Reject(r.clone())
+        }
         Expr::Assign { field, value } => CExpr::Assign {
             field: *field,
             value: Box::new(compile_value(value)),
@@ -743,12 +751,33 @@ impl CChain {
 }
 
 impl Compiled {
+    /// The rule with a global id (`DropReason::Rule`, `DropReason::Reject`).
+    pub fn rule_by_gid(&self, gid: usize) -> Option<&CRule> {
+        let &(t, c, s) = self.rule_loc.get(gid)?;
+        self.tables
+            .get(t as usize)?
+            .chains
+            .get(c as usize)?
+            .slots
+            .get(s as usize)?
+            .as_ref()
+    }
+
+    /// How the rule with a global id rejects (`DropReason::Reject`).
+    pub fn reject_of(&self, gid: usize) -> Option<&ir::Reject> {
+        self.rule_by_gid(gid)?.exprs.iter().find_map(|e| match e {
+            CExpr::Reject(r) => Some(r),
+            _ => None,
+        })
+    }
+
     /// Compile a checked ruleset.
     pub fn build(rs: &ir::Ruleset, mode: Mode) -> Compiled {
         let t0 = std::time::Instant::now();
         let mut slots = Slots {
             limits: 0,
             quotas: 0,
+            rejects: false,
         };
         let mut tables = Vec::new();
         let mut hooks: [Vec<HookEntry>; 7] = Default::default();
@@ -837,6 +866,7 @@ impl Compiled {
             rule_loc,
             limit_slots: slots.limits,
             quota_slots: slots.quotas,
+            rejects: slots.rejects,
             mode,
             build_ns: t0.elapsed().as_nanos() as u64,
         }
@@ -955,12 +985,14 @@ impl Compiled {
         let mut slots = Slots {
             limits: self.limit_slots,
             quotas: self.quota_slots,
+            rejects: self.rejects,
         };
         let mut cr = compile_rule(rule, family, gid, prio, &mut slots);
         self.tables[table].next_handle += 1;
         cr.handle = self.tables[table].next_handle;
         self.limit_slots = slots.limits;
         self.quota_slots = slots.quotas;
+        self.rejects = slots.rejects;
         let c = &mut self.tables[table].chains[chain];
         let handle = cr.handle;
         let slot = match c.free.pop() {

@@ -263,7 +263,8 @@ pub struct Quota {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reject {
-    /// Default: ICMP port unreachable (ICMPv6 for IPv6), TCP reset for TCP in inet tables.
+    /// Default: ICMP port unreachable (ICMPv6 for IPv6), whatever the protocol (nft emits
+    /// `reject type 0 code 3` in ip tables, `type 2 code 1`, icmpx port-unreachable, in inet).
     Default,
     TcpReset,
     Icmp(u8),

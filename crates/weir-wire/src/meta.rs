@@ -661,6 +661,49 @@ impl PacketMeta {
         }
     }
 
+    /// The TCP or UDP checksum is correct over the whole segment (false for other protocols,
+    /// fragments and segments cut short; a UDP/IPv4 checksum of 0, "none", counts as correct).
+    /// Linux answers a rejected packet only when this holds (`nf_ip_checksum`).
+    pub fn transport_checksum_ok(&self, frame: &[u8]) -> bool {
+        use crate::checksum::{checksum_with, pseudo_v4, pseudo_v6};
+        if !matches!(self.l4proto, 6 | 17)
+            || !self.has_l4
+            || self.frag != Frag::None
+            || self.malformed.is_some()
+        {
+            return false;
+        }
+        let (l3, l4, end) = (self.l3_off as usize, self.l4_off as usize, self.l3_end());
+        let (Some(seg), Some(ip)) = (frame.get(l4..end), frame.get(l3..)) else {
+            return false;
+        };
+        if self.l4proto == 17 && self.l3 == L3::Ipv4 && seg.get(6..8) == Some(&[0, 0]) {
+            return true;
+        }
+        let pseudo = match self.l3 {
+            L3::Ipv4 => match (ip.get(12..16), ip.get(16..20)) {
+                (Some(s), Some(d)) => pseudo_v4(
+                    s.try_into().unwrap_or_default(),
+                    d.try_into().unwrap_or_default(),
+                    self.l4proto,
+                    seg.len() as u16,
+                ),
+                _ => return false,
+            },
+            L3::Ipv6 => match (ip.get(8..24), ip.get(24..40)) {
+                (Some(s), Some(d)) => pseudo_v6(
+                    s.try_into().unwrap_or([0; 16]),
+                    d.try_into().unwrap_or([0; 16]),
+                    self.l4proto,
+                    seg.len() as u32,
+                ),
+                _ => return false,
+            },
+            _ => return false,
+        };
+        checksum_with(pseudo, seg) == 0
+    }
+
     /// True for ICMP and ICMPv6 error messages (destination unreachable, time exceeded,
     /// parameter problem, ...), which quote the packet that caused them.
     pub fn is_icmp_error(&self, frame: &[u8]) -> bool {

@@ -507,6 +507,8 @@ struct Counts {
     /// limit held back.
     icmp_errors: u64,
     icmp_limited: u64,
+    /// Inline mode: TCP resets sent for `reject with tcp reset`.
+    resets: u64,
     /// Inline mode: packets forwarded in fragments (larger than the output link's MTU).
     fragmented: u64,
 }
@@ -1124,6 +1126,12 @@ impl Inline {
                 c.packets += 1;
                 *c.dropped.entry(why).or_default() += 1;
             }
+            Fate::Reset(rst) => {
+                c.packets += 1;
+                *c.dropped.entry("reject").or_default() += 1;
+                c.resets += 1;
+                self.ports[pi].push(&rst);
+            }
             Fate::NoNeighbour { port, hop, v6 } => {
                 c.packets += 1;
                 *c.dropped.entry("no-neighbour").or_default() += 1;
@@ -1482,6 +1490,9 @@ enum Fate {
         info: u32,
         quote: Option<Vec<u8>>,
     },
+    /// Rejected with `reject with tcp reset`: this frame (the reset) goes back out of the
+    /// arrival port.
+    Reset(Vec<u8>),
 }
 
 impl Fate {
@@ -1493,6 +1504,7 @@ impl Fate {
             Fate::Icmp { why, typ, code, .. } => {
                 format!("drop ({why}; ICMP error {typ}/{code} to the sender)")
             }
+            Fate::Reset(_) => "drop (reject; TCP reset to the sender)".to_string(),
             Fate::NoNeighbour { .. } => "drop (no-neighbour)".to_string(),
             Fate::Out(o) => format!("forward out {}", names[*o]),
             Fate::Fragments(o) => format!("forward out {} in fragments", names[*o]),
@@ -1638,6 +1650,136 @@ fn decide(
     (fate, rewritten)
 }
 
+/// The first bytes of a packet's IP and transport headers as it arrived, before NAT rewrote
+/// them: what a `reject` answers (the sender knows its connection by these addresses and
+/// ports). Kept on the stack, only when the ruleset rejects.
+struct Head {
+    b: [u8; Head::LEN],
+    n: usize,
+}
+
+impl Head {
+    /// IPv4 with options or IPv6 with an extension header, and a TCP header with options.
+    const LEN: usize = 128;
+
+    fn of(frame: &[u8], pm: &PacketMeta) -> Head {
+        let l3 = pm.l3_off as usize;
+        let ip = frame.get(l3..pm.l3_end().min(frame.len())).unwrap_or(&[]);
+        let n = ip.len().min(Head::LEN);
+        let mut b = [0; Head::LEN];
+        b[..n].copy_from_slice(&ip[..n]);
+        Head { b, n }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.b[..self.n]
+    }
+}
+
+/// What becomes of a packet the hooks dropped: a counted drop, or for `reject` also the
+/// answer to its sender, made from the packet as it arrived (`head`, None when the ruleset
+/// has no `reject`) as Linux's `nf_send_unreach` / `nf_send_reset` make it: an ICMP error
+/// from the router (rate-limited when sent), or a TCP reset. None for a TCP or UDP packet
+/// whose checksum is wrong, as Linux.
+fn refused(
+    sf: &Stateful,
+    why: DropReason,
+    head: Option<&Head>,
+    frame: &[u8],
+    pm: &PacketMeta,
+    in_mac: [u8; 6],
+    v6: bool,
+) -> Fate {
+    use weir_lang::ir::Reject;
+    let (DropReason::Reject(g), Some(head)) = (why, head) else {
+        return Fate::Drop(reason(why));
+    };
+    if matches!(pm.l4proto, 6 | 17) && !pm.transport_checksum_ok(frame) {
+        return Fate::Drop("reject");
+    }
+    let icmp = |typ, code| Fate::Icmp {
+        why: "reject",
+        typ,
+        code,
+        info: 0,
+        quote: Some(head.bytes().to_vec()),
+    };
+    let unreachable = |c4, c6| if v6 { icmp(1, c6) } else { icmp(3, c4) };
+    match sf.eng.rs.reject_of(g) {
+        Some(Reject::Default) => unreachable(3, 4),
+        Some(&Reject::Icmp(c)) if !v6 => icmp(3, c),
+        Some(&Reject::Icmp6(c)) if v6 => icmp(1, c),
+        // icmpx: no-route, port-unreachable, host-unreachable, admin-prohibited
+        Some(Reject::Icmpx(0)) => unreachable(0, 0),
+        Some(Reject::Icmpx(1)) => unreachable(3, 4),
+        Some(Reject::Icmpx(2)) => unreachable(1, 3),
+        Some(Reject::Icmpx(3)) => unreachable(13, 1),
+        Some(Reject::TcpReset) => match tcp_reset(head.bytes(), frame, pm, in_mac, v6) {
+            Some(rst) => Fate::Reset(rst),
+            None => Fate::Drop("reject"),
+        },
+        _ => Fate::Drop("reject"),
+    }
+}
+
+/// The TCP reset answering a rejected segment (`head`: its IP and TCP headers as they
+/// arrived; `frame`, `pm`: the segment now, same header lengths), as `nf_reject_ip_tcphdr_put`
+/// builds it: from the address and port the sender wrote to, back to it, out of the port it
+/// came in by; the sender's ACK as its sequence number, or else acknowledging the segment.
+/// None for a reset, a fragment, or headers past `head`.
+fn tcp_reset(
+    head: &[u8],
+    frame: &[u8],
+    pm: &PacketMeta,
+    in_mac: [u8; 6],
+    v6: bool,
+) -> Option<Vec<u8>> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    if pm.l4proto != 6 || pm.frag != weir_wire::Frag::None {
+        return None;
+    }
+    let tcp = head
+        .get(pm.l4_off as usize - pm.l3_off as usize..)?
+        .get(..20)?;
+    let flags = tcp[13];
+    if flags & 0x04 != 0 {
+        return None;
+    }
+    let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    let (sport, dport) = (
+        u16::from_be_bytes([tcp[0], tcp[1]]),
+        u16::from_be_bytes([tcp[2], tcp[3]]),
+    );
+    let (src, dst): (IpAddr, IpAddr) = if v6 {
+        let a = |o: usize| -> Option<IpAddr> {
+            Some(Ipv6Addr::from(<[u8; 16]>::try_from(head.get(o..o + 16)?).ok()?).into())
+        };
+        (a(24)?, a(8)?)
+    } else {
+        let a = |o: usize| -> Option<IpAddr> {
+            Some(Ipv4Addr::from(<[u8; 4]>::try_from(head.get(o..o + 4)?).ok()?).into())
+        };
+        (a(16)?, a(12)?)
+    };
+    let t = if flags & 0x10 != 0 {
+        weir_wire::build::Tcp::new(dport, sport, 0x04).seq(be32(&tcp[8..12]))
+    } else {
+        // SYN and FIN count one each, then the data
+        let data = (pm.l3_end() - pm.l4_off as usize).saturating_sub((tcp[12] >> 4) as usize * 4);
+        let len = data as u32 + (flags & 0x02 != 0) as u32 + (flags & 0x01 != 0) as u32;
+        weir_wire::build::Tcp::new(dport, sport, 0x14)
+            .seq(0)
+            .ack(be32(&tcp[4..8]).wrapping_add(len))
+    };
+    let dst_mac: [u8; 6] = frame.get(6..12)?.try_into().ok()?;
+    Some(
+        weir_wire::build::Builder::new()
+            .macs(in_mac, dst_mac)
+            .ttl(64)
+            .tcp(src, dst, &t.window(0), &[]),
+    )
+}
+
 /// One frame through the router: the flowtable fast path for offloaded connections
 /// (`devs`: the flowtables of the arrival port); otherwise routing (the route cached in the
 /// connection, or a lookup whose result is cached), the hooks, the neighbour, MACs and TTL.
@@ -1685,6 +1827,8 @@ fn route_frame(
     // prerouting may change it before the TTL is checked)
     let too_big = pm.l3_len as usize > net.min_mtu;
     let quote = (ttl <= 1 || too_big).then(|| frame[l3..frame.len().min(l3 + 576 - 28)].to_vec());
+    // and, when the ruleset rejects, its headers as they arrived, for the answer
+    let head = sf.eng.rs.rejects.then(|| Head::of(frame, &pm));
     let mut pc = PacketCt {
         iif_addr: net.addrs[in_port].iter().find(|a| a.1 == v6).map(|a| a.0),
         ..PacketCt::default()
@@ -1694,7 +1838,7 @@ fn route_frame(
     if let Decision::Drop(why) =
         sf.hook_mut(Hook::Prerouting, frame, &mut pm, &mut meta, now, &mut pc)
     {
-        return Fate::Drop(reason(why));
+        return refused(sf, why, head.as_ref(), frame, &pm, in_mac, v6);
     }
     // routing after prerouting, as the kernel does (a reply to a masqueraded connection is
     // addressed to the router until connection tracking translates it back)
@@ -1755,7 +1899,7 @@ fn route_frame(
         meta.oifname = net.names[r.port];
         let d = sf.hook_mut(h, frame, &mut pm, &mut meta, now, &mut pc);
         if let Decision::Drop(why) = d {
-            return Fate::Drop(reason(why));
+            return refused(sf, why, head.as_ref(), frame, &pm, in_mac, v6);
         }
     }
     if let Decision::Drop(why) = sf.finish(&mut pc, now) {
@@ -1855,6 +1999,10 @@ impl Worker {
                     "; ICMP errors sent {} (rate-limited {})",
                     c.icmp_errors, c.icmp_limited
                 )
+            } else {
+                String::new()
+            } + &if c.resets > 0 {
+                format!("; TCP resets sent {}", c.resets)
             } else {
                 String::new()
             } + &if c.fragmented > 0 {
@@ -3626,16 +3774,14 @@ table ip nat {
     /// A packet larger than the output link's MTU: "fragmentation needed" with the MTU (IPv4
     /// with "don't fragment"), "packet too big" (IPv6), or out in fragments (other IPv4); a
     /// packet that fits goes out whole, and the other way (a larger MTU) too.
-    #[test]
-    fn packets_larger_than_the_mtu() {
+    type V4Pair = (std::net::Ipv4Addr, std::net::Ipv4Addr);
+    type V6Pair = (std::net::Ipv6Addr, std::net::Ipv6Addr);
+
+    /// A router between lan0 (198.18.30.1/24, 2001:db8:30::1/64) and wan0 (198.18.31.1/24,
+    /// 2001:db8:31::1/64), MTU 1500, with a client (.2 / ::2 on lan0) and a server (on wan0)
+    /// as neighbours (MAC 02:00:00:00:00:09); the ports' MACs.
+    fn dual_stack_net() -> (V4Pair, V6Pair, Net, [[u8; 6]; 2]) {
         use std::net::{Ipv4Addr, Ipv6Addr};
-        use weir_wire::build::Builder;
-        let text = "table inet f { chain fwd { type filter hook forward priority 0; counter } }";
-        let rs = weir_lang::load_str("t.nft", text)
-            .map_err(|_| "ruleset")
-            .unwrap()
-            .0;
-        let mut sf = Stateful::new(engine(&rs), weir_conntrack::Config::default());
         let (c4, s4) = (Ipv4Addr::new(198, 18, 30, 2), Ipv4Addr::new(198, 18, 31, 2));
         let (c6, s6): (Ipv6Addr, Ipv6Addr) = (
             "2001:db8:30::2".parse().unwrap(),
@@ -3669,8 +3815,7 @@ table ip nat {
             shared: None,
             seen: 0,
         };
-        net.set_mtu(vec![1500, 1400]);
-        assert_eq!(net.min_mtu, 1400);
+        net.set_mtu(vec![1500, 1500]);
         for a in [u32::from(c4) as u128, u32::from(s4) as u128] {
             net.neigh.insert((a, false), [2, 0, 0, 0, 0, 9]);
         }
@@ -3678,6 +3823,150 @@ table ip nat {
             net.neigh.insert((a, true), [2, 0, 0, 0, 0, 9]);
         }
         let macs = [[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 1, 1]];
+        ((c4, s4), (c6, s6), net, macs)
+    }
+
+    /// `reject` answers the sender as Linux does: ICMP errors of the right type and code for
+    /// each form, quoting the packet as it arrived; a TCP reset whose sequence numbers the
+    /// sender accepts, and which, for a masqueraded connection, comes from the router's
+    /// public address, not the client's inside one; nothing for a corrupt segment or a reset.
+    #[test]
+    fn reject_answers_the_sender() {
+        use weir_wire::build::{Builder, Tcp};
+        let text = r#"table inet f {
+  chain fwd {
+    type filter hook forward priority 0; policy accept;
+    tcp dport 23 reject with tcp reset
+    udp dport 9 reject
+    udp dport 10 reject with icmpx admin-prohibited
+    meta nfproto ipv4 udp dport 11 reject with icmp host-prohibited
+    iifname "wan0" tcp sport 80 tcp flags & fin == fin reject with tcp reset
+  }
+}
+table ip nat {
+  chain post { type nat hook postrouting priority srcnat; oifname "wan0" masquerade; }
+}
+"#;
+        let rs = weir_lang::load_str("t.nft", text)
+            .map_err(|_| "ruleset")
+            .unwrap()
+            .0;
+        let mut sf = Stateful::new(engine(&rs), weir_conntrack::Config::default());
+        assert!(sf.eng.rs.rejects);
+        let ((c4, s4), (c6, s6), net, macs) = dual_stack_net();
+        let cmac = [2, 0, 0, 0, 0, 9];
+        let mut send = |f: &mut Vec<u8>, pi: usize| {
+            let pm = PacketMeta::parse(f, LinkType::Ethernet);
+            route_frame(&mut sf, &net, f, pm, pi, macs[pi], &macs, FtDevices(0), 1)
+        };
+        let b = |pi: usize| Builder::new().macs(cmac, macs[pi]);
+        // ICMP errors: type, code, and the quote is the datagram as sent
+        for (dport, v6, typ, code) in [
+            (9, false, 3, 3),
+            (9, true, 1, 4),
+            (10, false, 3, 13),
+            (10, true, 1, 1),
+            (11, false, 3, 10),
+        ] {
+            let sent = if v6 {
+                b(0).udp(c6, s6, 5000, dport, b"x")
+            } else {
+                b(0).udp(c4, s4, 5000, dport, b"x")
+            };
+            let mut f = sent.clone();
+            match send(&mut f, 0) {
+                Fate::Icmp {
+                    why: "reject",
+                    typ: t,
+                    code: c,
+                    info: 0,
+                    quote: Some(q),
+                } => {
+                    assert_eq!((t, c), (typ, code), "udp dport {dport} v6 {v6}");
+                    assert_eq!(q, sent[14..], "the quote is the packet as it arrived");
+                }
+                f => panic!("udp dport {dport} v6 {v6}: {}", f.describe(&[])),
+            }
+        }
+        // a SYN gets RST|ACK acknowledging it, from the address and port it was sent to
+        let mut syn = b(0).tcp(c4, s4, &Tcp::new(40000, 23, 0x02).seq(7000), &[]);
+        let Fate::Reset(rst) = send(&mut syn, 0) else {
+            panic!("no reset for a SYN")
+        };
+        let pm = PacketMeta::parse(&rst, LinkType::Ethernet);
+        assert_eq!(
+            (pm.saddr, pm.daddr),
+            (u32::from(s4) as u128, u32::from(c4) as u128)
+        );
+        assert_eq!((pm.sport, pm.dport, pm.tcp_flags), (23, 40000, 0x14));
+        assert!(pm.transport_checksum_ok(&rst));
+        assert!(pm.ipv4_checksum_ok(&rst));
+        let l4 = pm.l4_off as usize;
+        assert_eq!(&rst[l4 + 4..l4 + 12], &[0, 0, 0, 0, 0, 0, 0x1b, 0x59]);
+        assert_eq!((&rst[..6], &rst[6..12]), (&cmac[..], &macs[0][..]));
+        // IPv6, with data and an ACK: a bare RST whose sequence number is that ACK
+        let mut seg = b(0).tcp(c6, s6, &Tcp::new(40001, 23, 0x18).seq(9).ack(77), b"hello");
+        let Fate::Reset(rst) = send(&mut seg, 0) else {
+            panic!("no IPv6 reset")
+        };
+        let pm = PacketMeta::parse(&rst, LinkType::Ethernet);
+        assert_eq!((pm.saddr, pm.daddr), (u128::from(s6), u128::from(c6)));
+        assert_eq!(pm.tcp_flags, 0x04);
+        assert!(pm.transport_checksum_ok(&rst));
+        let l4 = pm.l4_off as usize;
+        assert_eq!(&rst[l4 + 4..l4 + 8], &77u32.to_be_bytes());
+        // no answer to a reset, nor to a segment whose checksum is wrong
+        let mut r = b(0).tcp(c4, s4, &Tcp::new(40002, 23, 0x04), &[]);
+        assert!(matches!(send(&mut r, 0), Fate::Drop("reject")));
+        let mut bad = b(0).tcp(c4, s4, &Tcp::new(40003, 23, 0x02), &[]);
+        let n = bad.len();
+        bad[n - 3] ^= 0xff; // the urgent pointer, inside the checksum
+        assert!(matches!(send(&mut bad, 0), Fate::Drop("reject")));
+        // masquerade: the server's FIN to the router's address is translated back to the
+        // client before forward rejects it; the reset goes to the server from the router's
+        // public address and the masqueraded port (as the kernel's reset through its own
+        // connection tracking), never from the client's inside address
+        let mut out = b(0).tcp(c4, s4, &Tcp::new(40004, 80, 0x02).seq(100), &[]);
+        assert!(matches!(send(&mut out, 0), Fate::Out(1)));
+        let pm = PacketMeta::parse(&out, LinkType::Ethernet);
+        let (public, port) = (pm.saddr, pm.sport);
+        assert_eq!(public, 0xc612_1f01);
+        let to_router = |t: Tcp| {
+            Builder::new().macs(cmac, macs[1]).tcp(
+                s4,
+                std::net::Ipv4Addr::from(public as u32),
+                &t,
+                &[],
+            )
+        };
+        let mut synack = to_router(Tcp::new(80, port, 0x12).seq(5000).ack(101));
+        assert!(matches!(send(&mut synack, 1), Fate::Out(0)));
+        let mut ack = b(0).tcp(c4, s4, &Tcp::new(40004, 80, 0x10).seq(101).ack(5001), &[]);
+        assert!(matches!(send(&mut ack, 0), Fate::Out(1)));
+        let mut f = to_router(Tcp::new(80, port, 0x11).seq(5001).ack(101));
+        let Fate::Reset(rst) = send(&mut f, 1) else {
+            panic!("no reset for the server's FIN")
+        };
+        let pm = PacketMeta::parse(&rst, LinkType::Ethernet);
+        assert_eq!((pm.saddr, pm.daddr), (public, u32::from(s4) as u128));
+        assert_eq!((pm.sport, pm.dport, pm.tcp_flags), (port, 80, 0x04));
+        assert!(pm.transport_checksum_ok(&rst));
+        let l4 = pm.l4_off as usize;
+        assert_eq!(&rst[l4 + 4..l4 + 8], &101u32.to_be_bytes());
+    }
+
+    #[test]
+    fn packets_larger_than_the_mtu() {
+        use weir_wire::build::Builder;
+        let text = "table inet f { chain fwd { type filter hook forward priority 0; counter } }";
+        let rs = weir_lang::load_str("t.nft", text)
+            .map_err(|_| "ruleset")
+            .unwrap()
+            .0;
+        let mut sf = Stateful::new(engine(&rs), weir_conntrack::Config::default());
+        let ((c4, s4), (c6, s6), mut net, macs) = dual_stack_net();
+        net.set_mtu(vec![1500, 1400]);
+        assert_eq!(net.min_mtu, 1400);
         let mut send = |f: &mut Vec<u8>, pi: usize| {
             let pm = PacketMeta::parse(f, LinkType::Ethernet);
             route_frame(&mut sf, &net, f, pm, pi, macs[pi], &macs, FtDevices(0), 1)
