@@ -3593,11 +3593,7 @@ table ip nat {
   chain post { type nat hook postrouting priority srcnat; oifname "wan0" masquerade; }
 }
 "#;
-        let rs = weir_lang::load_str("t.nft", text)
-            .map_err(|_| "ruleset")
-            .unwrap()
-            .0;
-        let mut sf = Stateful::new(engine(&rs), weir_conntrack::Config::default());
+        let mut sf = stateful_of(text);
         let (client, server, outside) = (
             Ipv4Addr::new(198, 18, 30, 2),
             Ipv4Addr::new(198, 18, 31, 2),
@@ -3774,6 +3770,15 @@ table ip nat {
     /// A packet larger than the output link's MTU: "fragmentation needed" with the MTU (IPv4
     /// with "don't fragment"), "packet too big" (IPv6), or out in fragments (other IPv4); a
     /// packet that fits goes out whole, and the other way (a larger MTU) too.
+    /// A worker's engine for a ruleset text, with a default connection table.
+    fn stateful_of(text: &str) -> Stateful {
+        let rs = weir_lang::load_str("t.nft", text)
+            .map_err(|_| "ruleset")
+            .unwrap()
+            .0;
+        Stateful::new(engine(&rs), weir_conntrack::Config::default())
+    }
+
     type V4Pair = (std::net::Ipv4Addr, std::net::Ipv4Addr);
     type V6Pair = (std::net::Ipv6Addr, std::net::Ipv6Addr);
 
@@ -3847,11 +3852,7 @@ table ip nat {
   chain post { type nat hook postrouting priority srcnat; oifname "wan0" masquerade; }
 }
 "#;
-        let rs = weir_lang::load_str("t.nft", text)
-            .map_err(|_| "ruleset")
-            .unwrap()
-            .0;
-        let mut sf = Stateful::new(engine(&rs), weir_conntrack::Config::default());
+        let mut sf = stateful_of(text);
         assert!(sf.eng.rs.rejects);
         let ((c4, s4), (c6, s6), net, macs) = dual_stack_net();
         let cmac = [2, 0, 0, 0, 0, 9];
@@ -3959,11 +3960,7 @@ table ip nat {
     fn packets_larger_than_the_mtu() {
         use weir_wire::build::Builder;
         let text = "table inet f { chain fwd { type filter hook forward priority 0; counter } }";
-        let rs = weir_lang::load_str("t.nft", text)
-            .map_err(|_| "ruleset")
-            .unwrap()
-            .0;
-        let mut sf = Stateful::new(engine(&rs), weir_conntrack::Config::default());
+        let mut sf = stateful_of(text);
         let ((c4, s4), (c6, s6), mut net, macs) = dual_stack_net();
         net.set_mtu(vec![1500, 1400]);
         assert_eq!(net.min_mtu, 1400);
