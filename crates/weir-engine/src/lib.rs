@@ -6,6 +6,7 @@
 //! allocation per packet: the same engine runs under `weir replay` (pcap files), the benchmarks
 //! and, later, the live backends.
 
+pub mod answer;
 pub mod compile;
 pub mod eval;
 pub mod frag;

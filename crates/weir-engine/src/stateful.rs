@@ -79,6 +79,15 @@ pub enum CtPkt {
         dir: Dir,
     },
     New(Pending<CtExt>),
+    /// The router's own answer to a packet of a connection (a reset): it carries that
+    /// connection, in the other direction, as Linux's `nf_ct_attach` attaches it. Connection
+    /// tracking leaves it and the connection as they are; it is `related`, and NAT
+    /// translates it by the connection's bindings (`PacketCt::tuples`). `id`: None for a
+    /// connection not yet confirmed.
+    Attached {
+        id: Option<EntryId>,
+        dir: Dir,
+    },
 }
 
 /// A connection's tuples and NAT status as conntrack found them for this packet (the entry
@@ -701,6 +710,13 @@ impl Stateful {
                 },
             ),
             CtPkt::Related { master, .. } => (master, state::RELATED),
+            CtPkt::Attached { id, .. } => {
+                m.ct_state = state::RELATED;
+                match id {
+                    Some(id) => (id, state::RELATED),
+                    None => return,
+                }
+            }
         };
         m.ct_state = bits;
 
@@ -800,6 +816,9 @@ impl Stateful {
         now_ns: u64,
         pc: &mut PacketCt,
     ) -> Option<Decision> {
+        if let CtPkt::Attached { .. } = pc.ct {
+            return None;
+        }
         pc.tuples = None;
         self.dying = None;
         if pc.notrack || !self.tracks(pm.l3) {
@@ -992,7 +1011,7 @@ impl Stateful {
         pc: &mut PacketCt,
     ) -> Decision {
         let ct_point = matches!(hook, Hook::Prerouting | Hook::Output);
-        if ct_point {
+        if ct_point && !matches!(pc.ct, CtPkt::Attached { .. }) {
             pc.ct = CtPkt::NotYet;
             pc.tuples = None;
             if let Some(Decision::Drop(r)) = self.defrag(pm, now_ns, pc) {
@@ -1177,6 +1196,7 @@ impl Stateful {
             ),
             CtPkt::Entry { dir, .. } => (pc.tuples?, dir == Dir::Reply, false),
             CtPkt::Related { dir, .. } => (pc.tuples?, dir == Dir::Reply, true),
+            CtPkt::Attached { dir, .. } => (pc.tuples?, dir == Dir::Reply, false),
             _ => return None,
         };
         if !m.applies(t.nat_status, reply) {

@@ -558,7 +558,8 @@ impl Model {
         match d {
             Decision::Accept => {}
             Decision::Drop(r) => {
-                return drop(format!("prerouting: {}", Self::describe(&sf.eng, r)))
+                reset_if_rejected(sf, router, r, &buf, &pc, p.ts_ns);
+                return drop(format!("prerouting: {}", Self::describe(&sf.eng, r)));
             }
         }
         let mark = pkt.meta.mark;
@@ -601,7 +602,10 @@ impl Model {
                     &mut pc,
                 ) {
                     Decision::Accept => {}
-                    Decision::Drop(r) => return dropped_at(&path, "input", &sf.eng, r),
+                    Decision::Drop(r) => {
+                        reset_if_rejected(sf, router, r, &local, &pc, p.ts_ns);
+                        return dropped_at(&path, "input", &sf.eng, r);
+                    }
                 }
                 if let Decision::Drop(r) = sf.finish(&mut pc, p.ts_ns) {
                     return dropped_at(&path, "input", &sf.eng, r);
@@ -670,7 +674,10 @@ impl Model {
                 let pkt = PktView { meta };
                 match d {
                     Decision::Accept => {}
-                    Decision::Drop(r) => return dropped_at(&path, "forward", &sf.eng, r),
+                    Decision::Drop(r) => {
+                        reset_if_rejected(sf, router, r, &out, &pc, p.ts_ns);
+                        return dropped_at(&path, "forward", &sf.eng, r);
+                    }
                 }
                 // ip_output / ip6_output pass the input device to postrouting too
                 let mut meta = Meta::with_ifnames(iname, oname);
@@ -777,49 +784,73 @@ fn answer_locally(sf: &mut Stateful, router: &Router, frame: &[u8], pm: &PacketM
     );
     let l4 = pm.l4_off as usize;
     let end = pm.l3_end().min(frame.len());
-    let b = weir_wire::build::Builder::new();
     let answer = match pm.l4proto {
-        6 if pm.has_ports && l4 + 20 <= end && pm.tcp_flags & 0x04 == 0 => {
-            let rd =
-                |i: usize| u32::from_be_bytes([frame[i], frame[i + 1], frame[i + 2], frame[i + 3]]);
-            let (seq, ack) = (rd(l4 + 4), rd(l4 + 8));
-            let doff = ((frame[l4 + 12] >> 4) as usize * 4).max(20);
-            let len = end.saturating_sub(l4 + doff) as u32
-                + (pm.tcp_flags & 0x02 != 0) as u32
-                + (pm.tcp_flags & 0x01 != 0) as u32;
-            let t = if pm.tcp_flags & 0x10 != 0 {
-                weir_wire::build::Tcp::new(pm.dport, pm.sport, 0x04).seq(ack)
-            } else {
-                weir_wire::build::Tcp::new(pm.dport, pm.sport, 0x14)
-                    .seq(0)
-                    .ack(seq.wrapping_add(len))
-            };
-            b.tcp(src, dst, &t, &[])
-        }
+        6 => weir_engine::answer::tcp_reset(frame, pm, MAC0, MAC0),
         1 | 58 if l4 + 8 <= end && frame[l4] == if v4 { 8 } else { 128 } => {
             let id = u16::from_be_bytes([frame[l4 + 4], frame[l4 + 5]]);
             let sq = u16::from_be_bytes([frame[l4 + 6], frame[l4 + 7]]);
-            b.icmp_echo(src, dst, false, id, sq, &frame[l4 + 8..end])
+            Some(weir_wire::build::Builder::new().icmp_echo(
+                src,
+                dst,
+                false,
+                id,
+                sq,
+                &frame[l4 + 8..end],
+            ))
         }
-        _ => return,
+        _ => None,
     };
-    let mut apm = PacketMeta::parse(&answer, LinkType::Ethernet);
-    let mut buf = answer.clone();
-    let oname = match router.route(dst) {
-        Dest::Forward { dev, .. } => router.ifaces[dev].name.clone(),
-        _ => String::new(),
-    };
-    let mut pc = PacketCt::default();
-    for hook in [Hook::Output, Hook::Postrouting] {
-        let mut meta = Meta::with_ifnames("", &oname);
-        if !sf
-            .hook_mut(hook, &mut buf, &mut apm, &mut meta, now, &mut pc)
-            .is_accept()
-        {
-            return;
-        }
+    if let Some(a) = answer {
+        send_locally(sf, router, a, PacketCt::default(), now);
     }
-    sf.finish(&mut pc, now);
+}
+
+/// The MACs of the model's own answers (never compared).
+const MAC0: [u8; 6] = [2, 0, 0, 0, 0, 0];
+
+/// A packet dropped by `reject with tcp reset` (`frame`: as it was at the rejecting hook;
+/// `pc`: its connection context) is answered by a reset that leaves through `output` and
+/// `postrouting` (Linux's `nf_send_reset`), carrying the packet's connection; a reset
+/// answering a packet without one is tracked, and may close a connection of its own.
+fn reset_if_rejected(
+    sf: &mut Stateful,
+    router: &Router,
+    r: DropReason,
+    frame: &[u8],
+    pc: &PacketCt,
+    now: u64,
+) {
+    let DropReason::Reject(g) = r else {
+        return;
+    };
+    if !matches!(sf.eng.rs.reject_of(g), Some(ir::Reject::TcpReset)) {
+        return;
+    }
+    let pm = PacketMeta::parse(frame, LinkType::Ethernet);
+    if let Some(rst) = weir_engine::answer::tcp_reset(frame, &pm, MAC0, MAC0) {
+        let apc = sf.answer_ct(pc);
+        send_locally(sf, router, rst, apc, now);
+    }
+}
+
+/// The router's own packet through `output` and `postrouting`, out of the interface its
+/// destination routes to.
+fn send_locally(
+    sf: &mut Stateful,
+    router: &Router,
+    mut frame: Vec<u8>,
+    mut pc: PacketCt,
+    now: u64,
+) {
+    let pm = PacketMeta::parse(&frame, LinkType::Ethernet);
+    let v4 = pm.l3 == L3::Ipv4;
+    let mut meta = Meta::with_ifnames("", "");
+    if let Dest::Forward { dev, .. } = router.route(crate::topology::from_bits(pm.daddr, v4)) {
+        meta = Meta::with_ifnames("", &router.ifaces[dev].name);
+        meta.oif = router.ifaces[dev].ifindex;
+        pc.oif_addr = iface_addr(router, dev, v4);
+    }
+    sf.local_out(&mut frame, meta, pc, now);
 }
 
 /// The first address of an interface in a family (masquerade, redirect), as a field value.

@@ -1677,18 +1677,28 @@ impl Head {
 }
 
 /// What becomes of a packet the hooks dropped: a counted drop, or for `reject` also the
-/// answer to its sender, made from the packet as it arrived (`head`, None when the ruleset
-/// has no `reject`) as Linux's `nf_send_unreach` / `nf_send_reset` make it: an ICMP error
-/// from the router (rate-limited when sent), or a TCP reset. None for a TCP or UDP packet
-/// whose checksum is wrong, as Linux.
+/// answer to its sender, as Linux's `nf_send_unreach` / `nf_send_reset` make it: an ICMP error
+/// from the router (rate-limited when sent) quoting the packet as it arrived (`head`, None
+/// when the ruleset has no `reject`), or a TCP reset. None for a TCP or UDP packet whose
+/// checksum is wrong, as Linux.
+///
+/// The reset is made from the segment as it is at the rejecting hook and leaves, as the
+/// kernel's does, through the `output` and `postrouting` hooks out of the arrival port
+/// (`in_port`): the ruleset can filter it, connection tracking closes the connection it
+/// belongs to, and NAT gives it the addresses the sender knows.
+#[allow(clippy::too_many_arguments)]
 fn refused(
-    sf: &Stateful,
+    sf: &mut Stateful,
+    net: &Net,
+    in_port: usize,
     why: DropReason,
     head: Option<&Head>,
     frame: &[u8],
     pm: &PacketMeta,
+    pc: &PacketCt,
     in_mac: [u8; 6],
     v6: bool,
+    now: u64,
 ) -> Fate {
     use weir_lang::ir::Reject;
     let (DropReason::Reject(g), Some(head)) = (why, head) else {
@@ -1714,70 +1724,24 @@ fn refused(
         Some(Reject::Icmpx(1)) => unreachable(3, 4),
         Some(Reject::Icmpx(2)) => unreachable(1, 3),
         Some(Reject::Icmpx(3)) => unreachable(13, 1),
-        Some(Reject::TcpReset) => match tcp_reset(head.bytes(), frame, pm, in_mac, v6) {
-            Some(rst) => Fate::Reset(rst),
-            None => Fate::Drop("reject"),
-        },
+        Some(Reject::TcpReset) => {
+            let sender: Option<[u8; 6]> = frame.get(6..12).and_then(|m| m.try_into().ok());
+            let Some(mut rst) =
+                sender.and_then(|to| weir_engine::answer::tcp_reset(frame, pm, in_mac, to))
+            else {
+                return Fate::Drop("reject");
+            };
+            let mut meta = Meta::with_ifnames("", "");
+            meta.oifname = net.names[in_port];
+            let mut apc = sf.answer_ct(pc);
+            apc.oif_addr = net.addrs[in_port].iter().find(|a| a.1 == v6).map(|a| a.0);
+            match sf.local_out(&mut rst, meta, apc, now) {
+                Decision::Accept => Fate::Reset(rst),
+                Decision::Drop(_) => Fate::Drop("reject"),
+            }
+        }
         _ => Fate::Drop("reject"),
     }
-}
-
-/// The TCP reset answering a rejected segment (`head`: its IP and TCP headers as they
-/// arrived; `frame`, `pm`: the segment now, same header lengths), as `nf_reject_ip_tcphdr_put`
-/// builds it: from the address and port the sender wrote to, back to it, out of the port it
-/// came in by; the sender's ACK as its sequence number, or else acknowledging the segment.
-/// None for a reset, a fragment, or headers past `head`.
-fn tcp_reset(
-    head: &[u8],
-    frame: &[u8],
-    pm: &PacketMeta,
-    in_mac: [u8; 6],
-    v6: bool,
-) -> Option<Vec<u8>> {
-    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-    if pm.l4proto != 6 || pm.frag != weir_wire::Frag::None {
-        return None;
-    }
-    let tcp = head
-        .get(pm.l4_off as usize - pm.l3_off as usize..)?
-        .get(..20)?;
-    let flags = tcp[13];
-    if flags & 0x04 != 0 {
-        return None;
-    }
-    let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-    let (sport, dport) = (
-        u16::from_be_bytes([tcp[0], tcp[1]]),
-        u16::from_be_bytes([tcp[2], tcp[3]]),
-    );
-    let (src, dst): (IpAddr, IpAddr) = if v6 {
-        let a = |o: usize| -> Option<IpAddr> {
-            Some(Ipv6Addr::from(<[u8; 16]>::try_from(head.get(o..o + 16)?).ok()?).into())
-        };
-        (a(24)?, a(8)?)
-    } else {
-        let a = |o: usize| -> Option<IpAddr> {
-            Some(Ipv4Addr::from(<[u8; 4]>::try_from(head.get(o..o + 4)?).ok()?).into())
-        };
-        (a(16)?, a(12)?)
-    };
-    let t = if flags & 0x10 != 0 {
-        weir_wire::build::Tcp::new(dport, sport, 0x04).seq(be32(&tcp[8..12]))
-    } else {
-        // SYN and FIN count one each, then the data
-        let data = (pm.l3_end() - pm.l4_off as usize).saturating_sub((tcp[12] >> 4) as usize * 4);
-        let len = data as u32 + (flags & 0x02 != 0) as u32 + (flags & 0x01 != 0) as u32;
-        weir_wire::build::Tcp::new(dport, sport, 0x14)
-            .seq(0)
-            .ack(be32(&tcp[4..8]).wrapping_add(len))
-    };
-    let dst_mac: [u8; 6] = frame.get(6..12)?.try_into().ok()?;
-    Some(
-        weir_wire::build::Builder::new()
-            .macs(in_mac, dst_mac)
-            .ttl(64)
-            .tcp(src, dst, &t.window(0), &[]),
-    )
 }
 
 /// One frame through the router: the flowtable fast path for offloaded connections
@@ -1838,7 +1802,19 @@ fn route_frame(
     if let Decision::Drop(why) =
         sf.hook_mut(Hook::Prerouting, frame, &mut pm, &mut meta, now, &mut pc)
     {
-        return refused(sf, why, head.as_ref(), frame, &pm, in_mac, v6);
+        return refused(
+            sf,
+            net,
+            in_port,
+            why,
+            head.as_ref(),
+            frame,
+            &pm,
+            &pc,
+            in_mac,
+            v6,
+            now,
+        );
     }
     // routing after prerouting, as the kernel does (a reply to a masqueraded connection is
     // addressed to the router until connection tracking translates it back)
@@ -1899,7 +1875,19 @@ fn route_frame(
         meta.oifname = net.names[r.port];
         let d = sf.hook_mut(h, frame, &mut pm, &mut meta, now, &mut pc);
         if let Decision::Drop(why) = d {
-            return refused(sf, why, head.as_ref(), frame, &pm, in_mac, v6);
+            return refused(
+                sf,
+                net,
+                in_port,
+                why,
+                head.as_ref(),
+                frame,
+                &pm,
+                &pc,
+                in_mac,
+                v6,
+                now,
+            );
         }
     }
     if let Decision::Drop(why) = sf.finish(&mut pc, now) {
@@ -3846,9 +3834,11 @@ table ip nat {
     udp dport 10 reject with icmpx admin-prohibited
     meta nfproto ipv4 udp dport 11 reject with icmp host-prohibited
     iifname "wan0" tcp sport 80 tcp flags & fin == fin reject with tcp reset
+    iifname "wan0" tcp sport 81 reject with tcp reset
   }
 }
 table ip nat {
+  chain pre { type nat hook prerouting priority dstnat; tcp dport 8080 dnat to 198.18.31.2:23; }
   chain post { type nat hook postrouting priority srcnat; oifname "wan0" masquerade; }
 }
 "#;
@@ -3954,6 +3944,90 @@ table ip nat {
         assert!(pm.transport_checksum_ok(&rst));
         let l4 = pm.l4_off as usize;
         assert_eq!(&rst[l4 + 4..l4 + 8], &101u32.to_be_bytes());
+        // a new connection rejected after DNAT: the reset comes from the address and port the
+        // client wrote to (the reset carries the new connection, whose DNAT it undoes)
+        let mut syn = b(0).tcp(c4, s4, &Tcp::new(40005, 8080, 0x02).seq(1), &[]);
+        let Fate::Reset(rst) = send(&mut syn, 0) else {
+            panic!("no reset for a DNATed SYN")
+        };
+        let pm = PacketMeta::parse(&rst, LinkType::Ethernet);
+        assert_eq!(
+            (pm.saddr, pm.daddr),
+            (u32::from(s4) as u128, u32::from(c4) as u128)
+        );
+        assert_eq!((pm.sport, pm.dport, pm.tcp_flags), (8080, 40005, 0x14));
+        assert!(pm.transport_checksum_ok(&rst));
+        // a stray SYN-ACK to a masqueraded client's inside address belongs to no connection:
+        // the reset answering it is tracked, finds the client's connection, leaves from the
+        // public address and ends that connection, which has seen no reply (as the kernel's
+        // own reset does)
+        let mut out = b(0).tcp(c4, s4, &Tcp::new(40006, 81, 0x02).seq(300), &[]);
+        assert!(matches!(send(&mut out, 0), Fate::Out(1)));
+        let pm = PacketMeta::parse(&out, LinkType::Ethernet);
+        let port81 = pm.sport;
+        let conns = |sf: &Stateful| sf.ct.len();
+        let mut stray = Builder::new().macs(cmac, macs[1]).tcp(
+            s4,
+            c4,
+            &Tcp::new(81, 40006, 0x12).seq(9000).ack(301),
+            &[],
+        );
+        let before = conns(&sf);
+        let pm = PacketMeta::parse(&stray, LinkType::Ethernet);
+        let fate = route_frame(
+            &mut sf,
+            &net,
+            &mut stray,
+            pm,
+            1,
+            macs[1],
+            &macs,
+            FtDevices(0),
+            1,
+        );
+        let Fate::Reset(rst) = fate else {
+            panic!("no reset for the stray SYN-ACK")
+        };
+        let pm = PacketMeta::parse(&rst, LinkType::Ethernet);
+        assert_eq!((pm.saddr, pm.sport, pm.tcp_flags), (public, port81, 0x04));
+        assert!(pm.transport_checksum_ok(&rst));
+        let state = |sf: &Stateful, sport: u16, dport: u16| {
+            sf.ct
+                .iter()
+                .find(|&(id, _)| {
+                    let t = sf.ct.tuple(id, Dir::Original).unwrap();
+                    (t.sport, t.dport) == (sport, dport)
+                })
+                .and_then(|(_, e)| e.tcp_state())
+        };
+        use weir_conntrack::{Dir, TcpState};
+        assert_eq!(conns(&sf), before - 1);
+        assert_eq!(state(&sf, 40006, 81), None);
+        // the reset of a tracked segment carries its connection and leaves it as it was
+        // (Linux's nf_ct_attach): the server's FIN above left it in FIN_WAIT, where it stays
+        assert_eq!(state(&sf, 40004, 80), Some(TcpState::FinWait));
+        // and through the output hook: a ruleset that drops resets there sends none
+        let mut sf = stateful_of(&format!(
+            "{text}\ntable inet o {{ chain out {{ type filter hook output priority 0; tcp flags rst drop; }} }}\n"
+        ));
+        let mut syn = b(0).tcp(c4, s4, &Tcp::new(40007, 23, 0x02), &[]);
+        let pm = PacketMeta::parse(&syn, LinkType::Ethernet);
+        let fate = route_frame(
+            &mut sf,
+            &net,
+            &mut syn,
+            pm,
+            0,
+            macs[0],
+            &macs,
+            FtDevices(0),
+            1,
+        );
+        assert!(
+            matches!(fate, Fate::Drop("reject")),
+            "{}",
+            fate.describe(&[])
+        );
     }
 
     #[test]

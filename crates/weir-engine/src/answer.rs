@@ -1,0 +1,148 @@
+//! The router's own answers to the packets it rejects or that are addressed to it, as Linux
+//! makes them, and their way out: a locally generated packet leaves through the `output` and
+//! `postrouting` hooks, so the ruleset filters it and connection tracking sees it (a reset
+//! closes the connection it belongs to; NAT gives it the addresses the peer knows).
+//!
+//! A rare path: it allocates.
+
+use crate::eval::{Decision, Meta};
+use crate::stateful::{CtPkt, CtTuples, PacketCt, Stateful};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use weir_conntrack::Dir;
+use weir_lang::ir::Hook;
+use weir_wire::build::{tcp_flags, Builder, Tcp};
+use weir_wire::{Frag, LinkType, PacketMeta, L3};
+
+/// The TCP reset answering segment `frame` (Ethernet, parsed as `pm`) as it is now, built as
+/// Linux's `nf_reject_ip_tcphdr_put` / `nf_reject_ip6_tcphdr_put` build it: from the
+/// segment's destination address and port back to its source, with the sender's ACK as its
+/// sequence number, or else acknowledging the segment's SYN, FIN and data; window 0, TTL 64.
+/// The frame goes from `src_mac` to `dst_mac`.
+///
+/// None for a reset, a non-first fragment, a segment cut short, or a checksum
+/// that is wrong: Linux answers none of these (`nf_reject_verify_csum`, `nf_ip_checksum`).
+pub fn tcp_reset(
+    frame: &[u8],
+    pm: &PacketMeta,
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+) -> Option<Vec<u8>> {
+    if pm.l4proto != 6 || !pm.has_ports || matches!(pm.frag, Frag::Later) {
+        return None;
+    }
+    let l4 = pm.l4_off as usize;
+    let end = pm.l3_end().min(frame.len());
+    let tcp = frame.get(l4..end)?.get(..20)?;
+    let flags = tcp[13];
+    if flags & tcp_flags::RST != 0 || !pm.transport_checksum_ok(frame) {
+        return None;
+    }
+    let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    let (sport, dport) = (
+        u16::from_be_bytes([tcp[0], tcp[1]]),
+        u16::from_be_bytes([tcp[2], tcp[3]]),
+    );
+    let l3 = pm.l3_off as usize;
+    let (src, dst): (IpAddr, IpAddr) = match pm.l3 {
+        L3::Ipv4 => {
+            let a = |o: usize| -> Option<IpAddr> {
+                Some(
+                    Ipv4Addr::from(<[u8; 4]>::try_from(frame.get(l3 + o..l3 + o + 4)?).ok()?)
+                        .into(),
+                )
+            };
+            (a(16)?, a(12)?)
+        }
+        L3::Ipv6 => {
+            let a = |o: usize| -> Option<IpAddr> {
+                Some(
+                    Ipv6Addr::from(<[u8; 16]>::try_from(frame.get(l3 + o..l3 + o + 16)?).ok()?)
+                        .into(),
+                )
+            };
+            (a(24)?, a(8)?)
+        }
+        _ => return None,
+    };
+    let t = if flags & tcp_flags::ACK != 0 {
+        Tcp::new(dport, sport, tcp_flags::RST).seq(be32(&tcp[8..12]))
+    } else {
+        let data = (end - l4).saturating_sub((tcp[12] >> 4) as usize * 4);
+        let len = data as u32
+            + (flags & tcp_flags::SYN != 0) as u32
+            + (flags & tcp_flags::FIN != 0) as u32;
+        Tcp::new(dport, sport, tcp_flags::RST | tcp_flags::ACK)
+            .seq(0)
+            .ack(be32(&tcp[4..8]).wrapping_add(len))
+    };
+    Some(
+        Builder::new()
+            .macs(src_mac, dst_mac)
+            .ttl(64)
+            .tcp(src, dst, &t.window(0), &[]),
+    )
+}
+
+impl Stateful {
+    /// The connection context of the router's answer to the packet whose context is `of`,
+    /// for [`Stateful::local_out`], as Linux's `nf_ct_attach` gives it: the packet's
+    /// connection (confirmed or new) in the other direction, or, for a packet without one
+    /// (invalid, untracked), none: the answer is then looked up like any packet, and may
+    /// belong to, and change, a connection of its own.
+    pub fn answer_ct(&self, of: &PacketCt) -> PacketCt {
+        let back = |d: Dir| match d {
+            Dir::Original => Dir::Reply,
+            Dir::Reply => Dir::Original,
+        };
+        let (ct, tuples) = match of.ct {
+            CtPkt::Entry { id, dir, .. } | CtPkt::Related { master: id, dir } => (
+                CtPkt::Attached {
+                    id: Some(id),
+                    dir: back(dir),
+                },
+                of.tuples,
+            ),
+            CtPkt::New(p) => (
+                CtPkt::Attached {
+                    id: None,
+                    dir: Dir::Reply,
+                },
+                Some(CtTuples {
+                    orig: *p.orig(),
+                    reply: *p.reply(),
+                    nat_status: p.entry.ext.nat_status,
+                }),
+            ),
+            _ => (CtPkt::NotYet, None),
+        };
+        PacketCt {
+            ct,
+            tuples,
+            ..PacketCt::default()
+        }
+    }
+
+    /// A packet the router made (Ethernet `frame`) through the `output` and `postrouting`
+    /// hooks, and confirmed, as `ip_local_out` sends it: the ruleset may drop it, connection
+    /// tracking sees it (unless `pc` attaches it to a connection, see
+    /// [`Stateful::answer_ct`]), NAT rewrites it in place. `meta`: its output interface;
+    /// `pc.oif_addr`: that interface's address of the packet's family.
+    pub fn local_out(
+        &mut self,
+        frame: &mut [u8],
+        meta: Meta,
+        mut pc: PacketCt,
+        now: u64,
+    ) -> Decision {
+        let mut pm = PacketMeta::parse(frame, LinkType::Ethernet);
+        // (one metadata for both hooks: a mark set in output is seen in postrouting)
+        let mut meta = meta;
+        for hook in [Hook::Output, Hook::Postrouting] {
+            let d = self.hook_mut(hook, frame, &mut pm, &mut meta, now, &mut pc);
+            if !d.is_accept() {
+                return d;
+            }
+        }
+        self.finish(&mut pc, now)
+    }
+}
