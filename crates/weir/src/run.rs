@@ -1651,8 +1651,8 @@ fn decide(
 }
 
 /// The first bytes of a packet's IP and transport headers as it arrived, before NAT rewrote
-/// them: what a `reject` answers (the sender knows its connection by these addresses and
-/// ports). Kept on the stack, only when the ruleset rejects.
+/// them: what the ICMP error of a `reject` quotes (the sender knows its connection by these
+/// addresses and ports). Kept on the stack, only when the ruleset rejects.
 struct Head {
     b: [u8; Head::LEN],
     n: usize,
@@ -1791,7 +1791,7 @@ fn route_frame(
     // prerouting may change it before the TTL is checked)
     let too_big = pm.l3_len as usize > net.min_mtu;
     let quote = (ttl <= 1 || too_big).then(|| frame[l3..frame.len().min(l3 + 576 - 28)].to_vec());
-    // and, when the ruleset rejects, its headers as they arrived, for the answer
+    // and, when the ruleset rejects, its headers as they arrived, for an ICMP answer
     let head = sf.eng.rs.rejects.then(|| Head::of(frame, &pm));
     let mut pc = PacketCt {
         iif_addr: net.addrs[in_port].iter().find(|a| a.1 == v6).map(|a| a.0),
