@@ -3,7 +3,8 @@
 # server in three namespaces; the router forwards, weir (in the router's namespace) gives the
 # verdicts. Checks: ICMP and TCP (iperf3) pass, what the ruleset drops is dropped, a reload
 # under load keeps the TCP connection, a broken ruleset on reload is refused and traffic goes
-# on, SIGTERM removes weir's kernel rules. Prints weir's CPU time per packet.
+# on, SIGTERM removes weir's kernel rules, `reject` answers with a TCP reset and ICMP / ICMPv6
+# errors that weir sends itself. Prints weir's CPU time per packet.
 #
 # weir runs two workers (queues 7 and 8, `--queue-balance`).
 #
@@ -20,7 +21,11 @@ ip -n $R addr add 198.18.20.1/24 dev weirnq-r0; ip -n $R link set weirnq-r0 up
 ip -n $R addr add 198.18.21.1/24 dev weirnq-r1; ip -n $R link set weirnq-r1 up
 ip -n $S addr add 198.18.21.2/24 dev weirnq-s0; ip -n $S addr add 198.18.21.3/24 dev weirnq-s0
 ip -n $S link set weirnq-s0 up; ip -n $S route add default via 198.18.21.1
+ip -n $C addr add 2001:db8:20::2/64 dev weirnq-c0 nodad; ip -n $C -6 route add default via 2001:db8:20::1
+ip -n $R addr add 2001:db8:20::1/64 dev weirnq-r0 nodad; ip -n $R addr add 2001:db8:21::1/64 dev weirnq-r1 nodad
+ip -n $S addr add 2001:db8:21::2/64 dev weirnq-s0 nodad; ip -n $S -6 route add default via 2001:db8:21::1
 ip netns exec $R sysctl -qw net.ipv4.ip_forward=1
+ip netns exec $R sysctl -qw net.ipv6.conf.all.forwarding=1
 
 cat > "$DIR/rules.nft" <<'R'
 table inet filter {
@@ -30,8 +35,15 @@ table inet filter {
     ip saddr @blocked counter drop
     ip daddr 198.18.21.3 counter drop
     udp dport 9999 counter drop
+    tcp dport 23 counter reject with tcp reset
+    ip daddr 198.18.21.4 counter reject with icmpx admin-prohibited
+    ip6 daddr 2001:db8:21::4 counter reject
     ct state established,related counter accept
     tcp dport 5201 counter accept
+  }
+  chain output {
+    type filter hook output priority 0; policy accept;
+    tcp flags & rst == rst counter
   }
 }
 R
@@ -64,6 +76,17 @@ echo "ok: a busy queue is refused with its reason"
 ip netns exec $C ping -c 3 -i 0.2 -W 1 198.18.21.2 >/dev/null || fail "ping through weir"
 if ip netns exec $C ping -c 2 -i 0.2 -W 1 198.18.21.3 >/dev/null; then fail "ping to the dropped address passed"; fi
 echo "ok: ICMP accepted and dropped as the ruleset says"
+# reject: weir sends the answers itself (raw sockets; the kernel routes them)
+if ip netns exec $C timeout 3 bash -c 'exec 3<>/dev/tcp/198.18.21.2/23' 2>"$DIR/rst"; then fail "connected to a rejected port"; fi
+grep -q "Connection refused" "$DIR/rst" || fail "no TCP reset for a rejected port: $(cat $DIR/rst)"
+ip netns exec $C ping -c 1 -W 2 198.18.21.4 >"$DIR/rej" 2>&1 || true
+grep -q "From 198.18.20.1 .*Packet filtered" "$DIR/rej" || fail "no ICMP admin-prohibited for a rejected ping: $(cat $DIR/rej)"
+ip netns exec $C ping -6 -c 1 -W 2 2001:db8:21::4 >"$DIR/rej6" 2>&1 || true
+grep -q "From 2001:db8:20::1 .*Port unreachable" "$DIR/rej6" || fail "no ICMPv6 port unreachable for a rejected ping: $(cat $DIR/rej6)"
+# the reset passed weir's output hook once, in weir; its mark kept it out of the queue
+ctl counters | grep "tcp flags & rst == rst counter" | awk '{ exit !($1 == 1) }' || fail "the reset did not pass the output hook exactly once: $(ctl counters)"
+ctl status | grep -q "TCP resets sent 1" || fail "reset not counted: $(ctl status)"
+echo "ok: reject answers with a TCP reset and ICMP errors"
 
 ip netns exec $S iperf3 -s -1 -D -B 198.18.21.2 --logfile "$DIR/iperf-s.log"
 sleep 0.3

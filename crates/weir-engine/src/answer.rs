@@ -19,8 +19,9 @@ use weir_wire::{Frag, LinkType, PacketMeta, L3};
 /// sequence number, or else acknowledging the segment's SYN, FIN and data; window 0, TTL 64.
 /// The frame goes from `src_mac` to `dst_mac`.
 ///
-/// None for a reset, a non-first fragment, a segment cut short, or a checksum
-/// that is wrong: Linux answers none of these (`nf_reject_verify_csum`, `nf_ip_checksum`).
+/// None for a reset, a non-first fragment or a segment cut short. Linux also answers no
+/// segment whose checksum is wrong (`nf_reject_verify_csum`, `nf_ip_checksum`): the caller
+/// checks it, as only it knows whether the checksum was verified or left to an offload.
 pub fn tcp_reset(
     frame: &[u8],
     pm: &PacketMeta,
@@ -34,7 +35,7 @@ pub fn tcp_reset(
     let end = pm.l3_end().min(frame.len());
     let tcp = frame.get(l4..end)?.get(..20)?;
     let flags = tcp[13];
-    if flags & tcp_flags::RST != 0 || !pm.transport_checksum_ok(frame) {
+    if flags & tcp_flags::RST != 0 {
         return None;
     }
     let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);

@@ -6,11 +6,14 @@
 //!   `nfnetlink_queue`; weir returns verdicts (and rewritten packets), many per `sendmsg`.
 //! - [`afpacket`]: weir reads and writes Ethernet frames on interfaces itself (inline mode),
 //!   batched with `recvmmsg` / `sendmmsg`.
+//! - [`raw`]: raw IP sockets for the answers weir sends itself in NFQUEUE mode (resets and
+//!   ICMP errors for rejected packets).
 //! - [`xdp`]: the same over AF_XDP: an XDP program hands weir the IP frames before the kernel
 //!   builds socket buffers for them; frames move through rings shared with the kernel.
 
 pub mod afpacket;
 mod mmsg;
 pub mod nfqueue;
+pub mod raw;
 pub mod steer;
 pub mod xdp;

@@ -41,6 +41,7 @@ const NFQA_IFINDEX_INDEV: u16 = 5;
 const NFQA_IFINDEX_OUTDEV: u16 = 6;
 const NFQA_PAYLOAD: u16 = 10;
 const NFQA_CAP_LEN: u16 = 13;
+const NFQA_SKB_INFO: u16 = 14;
 
 const NLMSG_HDRLEN: usize = 16;
 const NLMSG_ERROR: u16 = 2;
@@ -103,6 +104,23 @@ pub struct Packet<'a> {
     pub payload: &'a [u8],
     /// The packet's length when the payload was cut (never with the full copy range).
     pub cap_len: Option<u32>,
+    /// `NFQA_SKB_INFO` flags: [`SKB_CSUMNOTREADY`] (the transport checksum is left to the
+    /// sender's offload), [`SKB_GSO`], [`SKB_CSUM_NOTVERIFIED`] (nobody checked it yet).
+    /// 0 when the kernel sent none: a checksum already verified.
+    pub skb_info: u32,
+}
+
+/// [`Packet::skb_info`] flags.
+pub const SKB_CSUMNOTREADY: u32 = 1;
+pub const SKB_GSO: u32 = 2;
+pub const SKB_CSUM_NOTVERIFIED: u32 = 4;
+
+impl Packet<'_> {
+    /// The transport checksum need not be checked: the kernel verified it, or it is left to
+    /// the sender's offload (as Linux's `skb_csum_unnecessary` for `nf_reject`).
+    pub fn checksum_trusted(&self) -> bool {
+        self.skb_info & SKB_CSUMNOTREADY != 0 || self.skb_info & SKB_CSUM_NOTVERIFIED == 0
+    }
 }
 
 /// Counters of the queue's traffic.
@@ -204,6 +222,7 @@ fn parse_packet(body: &[u8]) -> Option<Packet<'_>> {
         outdev: 0,
         payload: &[],
         cap_len: None,
+        skb_info: 0,
     };
     let mut hdr = false;
     for (ty, d) in attrs(body) {
@@ -219,6 +238,7 @@ fn parse_packet(body: &[u8]) -> Option<Packet<'_>> {
             NFQA_IFINDEX_OUTDEV => p.outdev = be32(d)?,
             NFQA_PAYLOAD => p.payload = d,
             NFQA_CAP_LEN => p.cap_len = be32(d),
+            NFQA_SKB_INFO => p.skb_info = be32(d)?,
             _ => {}
         }
     }
@@ -614,6 +634,19 @@ mod tests {
         assert_eq!((p.id, p.hw_protocol, p.hook, p.mark), (7, 0x0800, 2, 5));
         assert_eq!((p.indev, p.outdev), (3, 4));
         assert_eq!(p.payload, &[0x45, 0, 0, 20, 1]);
+        // no NFQA_SKB_INFO: the checksum was verified; with it, as its flags say
+        assert!(p.checksum_trusted() && p.skb_info == 0);
+        for (flags, trusted) in [
+            (SKB_CSUM_NOTVERIFIED, false),
+            (SKB_CSUMNOTREADY, true),
+            (SKB_GSO | SKB_CSUM_NOTVERIFIED, false),
+            (SKB_GSO, true),
+        ] {
+            let mut b2 = b.clone();
+            push_attr(&mut b2, NFQA_SKB_INFO, &flags.to_be_bytes());
+            let p = parse_packet(&b2).expect("parsed");
+            assert_eq!((p.skb_info, p.checksum_trusted()), (flags, trusted));
+        }
         // truncated attributes end the walk without a panic
         for cut in 0..b.len() {
             let _ = parse_packet(&b[..cut]);

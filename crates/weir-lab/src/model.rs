@@ -785,7 +785,9 @@ fn answer_locally(sf: &mut Stateful, router: &Router, frame: &[u8], pm: &PacketM
     let l4 = pm.l4_off as usize;
     let end = pm.l3_end().min(frame.len());
     let answer = match pm.l4proto {
-        6 => weir_engine::answer::tcp_reset(frame, pm, MAC0, MAC0),
+        6 if pm.transport_checksum_ok(frame) => {
+            weir_engine::answer::tcp_reset(frame, pm, MAC0, MAC0)
+        }
         1 | 58 if l4 + 8 <= end && frame[l4] == if v4 { 8 } else { 128 } => {
             let id = u16::from_be_bytes([frame[l4 + 4], frame[l4 + 5]]);
             let sq = u16::from_be_bytes([frame[l4 + 6], frame[l4 + 7]]);
@@ -827,6 +829,9 @@ fn reset_if_rejected(
         return;
     }
     let pm = PacketMeta::parse(frame, LinkType::Ethernet);
+    if !pm.transport_checksum_ok(frame) {
+        return;
+    }
     if let Some(rst) = weir_engine::answer::tcp_reset(frame, &pm, MAC0, MAC0) {
         let apc = sf.answer_ct(pc);
         send_locally(sf, router, rst, apc, now);

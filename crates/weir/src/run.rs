@@ -355,6 +355,16 @@ fn ipt(tool: &str, table: &[&str], args: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// The match that keeps weir's own answers (sent with [`weir_io::raw::ANSWER_MARK`], already
+/// through weir's output hook) out of its queue at the output hook.
+fn skip_answers(hook: &str) -> &'static [&'static str] {
+    if hook == "OUTPUT" {
+        &["-m", "mark", "!", "--mark", "0x77656972"]
+    } else {
+        &[]
+    }
+}
+
 /// The commands that install (`add`) or remove the queueing rules.
 fn kernel_rules(q: u16, workers: u16, hooks: &[&str], add: bool) -> Vec<Vec<String>> {
     let chain = chain_name(q);
@@ -378,11 +388,13 @@ fn kernel_rules(q: u16, workers: u16, hooks: &[&str], add: bool) -> Vec<Vec<Stri
                 "--queue-bypass",
             ]));
             for h in hooks {
-                cmds.push(c(&["-I", h, "1", "-j", &chain]));
+                cmds.push(c(
+                    &[&["-I", h, "1"], skip_answers(h), &["-j", &chain]].concat()
+                ));
             }
         } else {
             for h in hooks {
-                cmds.push(c(&["-D", h, "-j", &chain]));
+                cmds.push(c(&[&["-D", h], skip_answers(h), &["-j", &chain]].concat()));
             }
             cmds.push(c(&["-F", &chain]));
             cmds.push(c(&["-X", &chain]));
@@ -507,8 +519,10 @@ struct Counts {
     /// limit held back.
     icmp_errors: u64,
     icmp_limited: u64,
-    /// Inline mode: TCP resets sent for `reject with tcp reset`.
+    /// TCP resets sent for `reject with tcp reset`.
     resets: u64,
+    /// NFQUEUE mode: answers to rejected packets that could not be sent.
+    answers_failed: u64,
     /// Inline mode: packets forwarded in fragments (larger than the output link's MTU).
     fragmented: u64,
 }
@@ -544,17 +558,20 @@ fn cpu_seconds() -> (f64, f64) {
     (t(ru.ru_utime), t(ru.ru_stime))
 }
 
-/// One queued packet through weir, in place: the verdict and whether weir changed the bytes.
+/// One queued packet through weir, in place: the verdict, whether weir changed the bytes, and
+/// for a rejected packet the answer weir sends its sender.
 fn process(
     sf: &mut Stateful,
     p: &nfqueue::Packet,
     buf: &mut [u8],
     ifs: &mut IfNames,
     now: u64,
-) -> (Decision, bool) {
+) -> (Decision, bool, Option<NfqAnswer>) {
     let writes = sf.stats.nat_rewritten + sf.stats.header_writes;
     let wire = p.cap_len.map_or(buf.len(), |c| c as usize);
     let mut pm = PacketMeta::parse_captured(buf, LinkType::RawIp, wire);
+    // when the ruleset rejects, the headers as they arrived, for an ICMP answer
+    let head = sf.eng.rs.rejects.then(|| Head::of(buf, &pm));
     let (iif, oif) = (ifs.value(p.indev), ifs.value(p.outdev));
     let hooks: &[Hook] = match p.hook {
         0 => &[Hook::Prerouting],
@@ -573,12 +590,161 @@ fn process(
         }
         meta.mark = p.mark;
         let d = sf.hook_mut(h, buf, &mut pm, &mut meta, now, &mut pc);
-        if !d.is_accept() {
-            return (d, false);
+        if let Decision::Drop(why) = d {
+            let answer = match (why, &head) {
+                (DropReason::Reject(g), Some(head)) => {
+                    nfq_answer(sf, g, head, buf, &pm, &pc, p, iif, now)
+                }
+                _ => None,
+            };
+            return (d, false, answer);
         }
     }
     let d = sf.finish(&mut pc, now);
-    (d, sf.stats.nat_rewritten + sf.stats.header_writes != writes)
+    (
+        d,
+        sf.stats.nat_rewritten + sf.stats.header_writes != writes,
+        None,
+    )
+}
+
+/// What weir sends itself in NFQUEUE mode for a rejected packet (through
+/// [`weir_io::raw::Answerer`]: the kernel routes it).
+enum NfqAnswer {
+    /// A whole IP packet: a TCP reset, already through weir's output and postrouting hooks.
+    Packet(Vec<u8>),
+    /// An ICMP or ICMPv6 error (type, code) quoting the packet as it arrived, to its sender;
+    /// the kernel gives it the source address of the route back.
+    Icmp {
+        v6: bool,
+        typ: u8,
+        code: u8,
+        quote: Vec<u8>,
+        to: u128,
+    },
+}
+
+/// The answer to a packet of queue packet `p` rejected by rule `g` (`buf`, `pm`, `pc`: the
+/// packet at the rejecting hook; `head`: its headers as they arrived; `iif`: the name value
+/// of its input interface, where a reset leaves), as [`refused`] makes it in inline mode.
+#[allow(clippy::too_many_arguments)]
+fn nfq_answer(
+    sf: &mut Stateful,
+    g: usize,
+    head: &Head,
+    buf: &[u8],
+    pm: &PacketMeta,
+    pc: &PacketCt,
+    p: &nfqueue::Packet,
+    iif: u128,
+    now: u64,
+) -> Option<NfqAnswer> {
+    let v6 = pm.l3 == weir_wire::L3::Ipv6;
+    // as Linux: no answer to a segment or datagram whose checksum is wrong (the kernel may
+    // have checked it already, or left it to the sender's offload)
+    if matches!(pm.l4proto, 6 | 17) && !p.checksum_trusted() && !pm.transport_checksum_ok(buf) {
+        return None;
+    }
+    match reject_answer(sf.eng.rs.reject_of(g)?, v6)? {
+        RejectAnswer::Icmp(typ, code) => icmp_answerable(buf, pm).then(|| NfqAnswer::Icmp {
+            v6,
+            typ,
+            code,
+            quote: head.bytes().to_vec(),
+            to: pm.saddr,
+        }),
+        RejectAnswer::Reset => {
+            let mut rst = weir_engine::answer::tcp_reset(buf, pm, [0; 6], [0; 6])?;
+            let mut meta = Meta::with_ifnames("", "");
+            meta.oifname = iif;
+            let apc = sf.answer_ct(pc);
+            let sent = sf.local_out(&mut rst, meta, apc, now).is_accept();
+            sent.then(|| NfqAnswer::Packet(rst[14..].to_vec()))
+        }
+    }
+}
+
+/// NFQUEUE mode: the raw sockets that send the answers to rejected packets (opened with the
+/// first one), and the ICMP rate limit of this worker.
+struct Answers {
+    sock: Option<weir_io::raw::Answerer>,
+    failed: bool,
+    bucket: Bucket,
+}
+
+impl Answers {
+    fn new(workers: u16) -> Answers {
+        Answers {
+            sock: None,
+            failed: false,
+            bucket: Bucket::new(workers),
+        }
+    }
+
+    /// Send one answer, counted in `c`.
+    fn send(&mut self, c: &mut Counts, a: NfqAnswer, now: u64) {
+        use std::net::{Ipv4Addr, Ipv6Addr};
+        if matches!(a, NfqAnswer::Icmp { .. }) && !self.bucket.take(now) {
+            c.icmp_limited += 1;
+            return;
+        }
+        if self.sock.is_none() && !self.failed {
+            match weir_io::raw::Answerer::open() {
+                Ok(s) => self.sock = Some(s),
+                Err(e) => {
+                    eprintln!(
+                        "weir: cannot open raw sockets to answer rejected packets ({e}); they are dropped without an answer"
+                    );
+                    self.failed = true;
+                }
+            }
+        }
+        let Some(s) = &self.sock else {
+            c.answers_failed += 1;
+            return;
+        };
+        let r = match a {
+            NfqAnswer::Packet(pkt) => s.send_packet(&pkt).map(|()| c.resets += 1),
+            NfqAnswer::Icmp {
+                v6: false,
+                typ,
+                code,
+                quote,
+                to,
+            } => {
+                let pkt = weir_wire::build::Builder::raw().ttl(64).icmp(
+                    Ipv4Addr::UNSPECIFIED,
+                    Ipv4Addr::from(to as u32),
+                    typ,
+                    code,
+                    0,
+                    &quote,
+                );
+                s.send_packet(&pkt).map(|()| c.icmp_errors += 1)
+            }
+            NfqAnswer::Icmp {
+                v6: true,
+                typ,
+                code,
+                quote,
+                to,
+            } => {
+                let to = Ipv6Addr::from(to);
+                let msg = weir_wire::build::icmp_message(
+                    Ipv6Addr::UNSPECIFIED.into(),
+                    to.into(),
+                    typ,
+                    code,
+                    0,
+                    &quote,
+                );
+                s.send_icmp6(to, &msg).map(|()| c.icmp_errors += 1)
+            }
+        };
+        if r.is_err() {
+            c.answers_failed += 1;
+        }
+    }
 }
 
 type CtlRequest = (Vec<String>, mpsc::Sender<String>);
@@ -1529,18 +1695,7 @@ fn icmp_error(
 ) -> Option<Vec<u8>> {
     let pm = PacketMeta::parse(frame, LinkType::Ethernet);
     let v6 = pm.l3 == weir_wire::L3::Ipv6;
-    if pm.is_icmp_error(frame) || pm.frag == weir_wire::Frag::Later || frame[0] & 1 == 1 {
-        return None;
-    }
-    let multicast = |a: u128| {
-        if v6 {
-            a >> 120 == 0xff || a == 0
-        } else {
-            let a = a as u32;
-            a >> 28 == 0xe || a == u32::MAX || a == 0
-        }
-    };
-    if multicast(pm.saddr) || multicast(pm.daddr) {
+    if frame[0] & 1 == 1 || !icmp_answerable(frame, &pm) {
         return None;
     }
     let src = net.addrs[port].iter().find(|a| a.1 == v6)?.0;
@@ -1700,31 +1855,21 @@ fn refused(
     v6: bool,
     now: u64,
 ) -> Fate {
-    use weir_lang::ir::Reject;
     let (DropReason::Reject(g), Some(head)) = (why, head) else {
         return Fate::Drop(reason(why));
     };
     if matches!(pm.l4proto, 6 | 17) && !pm.transport_checksum_ok(frame) {
         return Fate::Drop("reject");
     }
-    let icmp = |typ, code| Fate::Icmp {
-        why: "reject",
-        typ,
-        code,
-        info: 0,
-        quote: Some(head.bytes().to_vec()),
-    };
-    let unreachable = |c4, c6| if v6 { icmp(1, c6) } else { icmp(3, c4) };
-    match sf.eng.rs.reject_of(g) {
-        Some(Reject::Default) => unreachable(3, 4),
-        Some(&Reject::Icmp(c)) if !v6 => icmp(3, c),
-        Some(&Reject::Icmp6(c)) if v6 => icmp(1, c),
-        // icmpx: no-route, port-unreachable, host-unreachable, admin-prohibited
-        Some(Reject::Icmpx(0)) => unreachable(0, 0),
-        Some(Reject::Icmpx(1)) => unreachable(3, 4),
-        Some(Reject::Icmpx(2)) => unreachable(1, 3),
-        Some(Reject::Icmpx(3)) => unreachable(13, 1),
-        Some(Reject::TcpReset) => {
+    match sf.eng.rs.reject_of(g).and_then(|r| reject_answer(r, v6)) {
+        Some(RejectAnswer::Icmp(typ, code)) => Fate::Icmp {
+            why: "reject",
+            typ,
+            code,
+            info: 0,
+            quote: Some(head.bytes().to_vec()),
+        },
+        Some(RejectAnswer::Reset) => {
             let sender: Option<[u8; 6]> = frame.get(6..12).and_then(|m| m.try_into().ok());
             let Some(mut rst) =
                 sender.and_then(|to| weir_engine::answer::tcp_reset(frame, pm, in_mac, to))
@@ -1740,8 +1885,59 @@ fn refused(
                 Decision::Drop(_) => Fate::Drop("reject"),
             }
         }
-        _ => Fate::Drop("reject"),
+        None => Fate::Drop("reject"),
     }
+}
+
+/// What a `reject` answers a packet of a family with.
+enum RejectAnswer {
+    /// An ICMP (IPv4) or ICMPv6 error: type and code.
+    Icmp(u8, u8),
+    Reset,
+}
+
+/// The answer of `reject` kind `r` to an IPv4 or IPv6 (`v6`) packet, as nft chooses it:
+/// port unreachable by default; `with icmp` / `icmpv6` codes as written (None for the other
+/// family: nft applies such a rule to its own family only); icmpx mapped per family.
+fn reject_answer(r: &weir_lang::ir::Reject, v6: bool) -> Option<RejectAnswer> {
+    use weir_lang::ir::Reject;
+    let unreachable = |c4, c6| {
+        Some(RejectAnswer::Icmp(
+            if v6 { 1 } else { 3 },
+            if v6 { c6 } else { c4 },
+        ))
+    };
+    match *r {
+        Reject::Default => unreachable(3, 4),
+        Reject::Icmp(c) if !v6 => Some(RejectAnswer::Icmp(3, c)),
+        Reject::Icmp6(c) if v6 => Some(RejectAnswer::Icmp(1, c)),
+        // icmpx: no-route, port-unreachable, host-unreachable, admin-prohibited
+        Reject::Icmpx(0) => unreachable(0, 0),
+        Reject::Icmpx(1) => unreachable(3, 4),
+        Reject::Icmpx(2) => unreachable(1, 3),
+        Reject::Icmpx(3) => unreachable(13, 1),
+        Reject::TcpReset => Some(RejectAnswer::Reset),
+        _ => None,
+    }
+}
+
+/// Whether an ICMP error may answer this packet (RFC 1812 and Linux's `icmp_send`): not an
+/// ICMP error itself, not a fragment other than the first, not to or from a multicast or
+/// broadcast address.
+fn icmp_answerable(frame: &[u8], pm: &PacketMeta) -> bool {
+    let v6 = pm.l3 == weir_wire::L3::Ipv6;
+    let multicast = |a: u128| {
+        if v6 {
+            a >> 120 == 0xff || a == 0
+        } else {
+            let a = a as u32;
+            a >> 28 == 0xe || a == u32::MAX || a == 0
+        }
+    };
+    !(pm.is_icmp_error(frame)
+        || pm.frag == weir_wire::Frag::Later
+        || multicast(pm.saddr)
+        || multicast(pm.daddr))
 }
 
 /// One frame through the router: the flowtable fast path for offloaded connections
@@ -1914,6 +2110,8 @@ struct Worker {
     ifs: IfNames,
     copy_mode: String,
     copy: u16,
+    /// NFQUEUE mode: the answers to rejected packets.
+    answers: Option<Answers>,
 }
 
 /// What the dispatcher asks a worker.
@@ -1991,6 +2189,10 @@ impl Worker {
                 String::new()
             } + &if c.resets > 0 {
                 format!("; TCP resets sent {}", c.resets)
+            } else {
+                String::new()
+            } + &if c.answers_failed > 0 {
+                format!("; answers not sent {}", c.answers_failed)
             } else {
                 String::new()
             } + &if c.fragmented > 0 {
@@ -2236,7 +2438,7 @@ impl Worker {
                 );
             let before = traced.then(|| self.sf.eng.st.rule_hits.clone());
             let summary = traced.then(|| packet_summary(&p, payload));
-            let (dec, changed) = process(&mut self.sf, &p, payload, &mut self.ifs, now);
+            let (dec, changed, answer) = process(&mut self.sf, &p, payload, &mut self.ifs, now);
             if let (Some(before), Some(summary)) = (before, summary) {
                 let v = verdict_text(dec, changed);
                 trace_packet(&mut self.trace, &self.sf, &summary, &before, &v);
@@ -2256,6 +2458,9 @@ impl Worker {
                     *c.dropped.entry(reason(r)).or_default() += 1;
                     verdicts.push((p.id, Verdict::Drop));
                 }
+            }
+            if let (Some(a), Some(ans)) = (answer, self.answers.as_mut()) {
+                ans.send(c, a, now);
             }
         }
         for &(id, v) in &verdicts {
@@ -2975,6 +3180,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
                 ifs: IfNames::default(),
                 copy_mode: String::new(),
                 copy: 0,
+                answers: None,
             });
         }
     }
@@ -3000,6 +3206,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
             ifs: IfNames::default(),
             copy_mode: cfg.nfqueue.copy.clone(),
             copy,
+            answers: Some(Answers::new(workers)),
         });
     }
     let _kernel = if inline {
@@ -3823,6 +4030,106 @@ table ip nat {
     /// each form, quoting the packet as it arrived; a TCP reset whose sequence numbers the
     /// sender accepts, and which, for a masqueraded connection, comes from the router's
     /// public address, not the client's inside one; nothing for a corrupt segment or a reset.
+    #[test]
+    fn nfqueue_answers_rejected_packets() {
+        use std::net::{Ipv4Addr, Ipv6Addr};
+        use weir_io::nfqueue::{SKB_CSUMNOTREADY, SKB_CSUM_NOTVERIFIED};
+        use weir_wire::build::{Builder, Tcp};
+        let text = r#"table inet f {
+  chain fwd {
+    type filter hook forward priority 0; policy accept;
+    tcp dport 23 reject with tcp reset
+    udp dport 9 reject
+    ip6 daddr 2001:db8::4 reject with icmpv6 admin-prohibited
+  }
+  chain out { type filter hook output priority 0; tcp sport 7 tcp flags & rst == rst drop; }
+}
+"#;
+        let mut sf = stateful_of(text);
+        let mut ifs = IfNames::default();
+        let (c, s) = (Ipv4Addr::new(198, 18, 20, 2), Ipv4Addr::new(198, 18, 21, 2));
+        let mut ask = |payload: &[u8], skb_info: u32| {
+            let p = nfqueue::Packet {
+                id: 1,
+                hw_protocol: 0x0800,
+                hook: 2,
+                mark: 0,
+                indev: 0,
+                outdev: 0,
+                payload,
+                cap_len: None,
+                skb_info,
+            };
+            let mut buf = payload.to_vec();
+            process(&mut sf, &p, &mut buf, &mut ifs, 1)
+        };
+        // a SYN whose checksum the sender's offload fills in later: answered with RST|ACK
+        // from the address and port it was sent to
+        let mut syn = Builder::raw().tcp(c, s, &Tcp::new(40000, 23, 0x02).seq(7), &[]);
+        let n = syn.len();
+        syn[n - 3] ^= 0xff; // (inside the checksum: as a partial checksum, not the real one)
+        let (d, _, a) = ask(&syn, SKB_CSUMNOTREADY);
+        assert!(matches!(d, Decision::Drop(DropReason::Reject(_))));
+        let Some(NfqAnswer::Packet(rst)) = a else {
+            panic!("no reset")
+        };
+        let pm = PacketMeta::parse(&rst, LinkType::RawIp);
+        assert_eq!(
+            (pm.saddr, pm.daddr),
+            (u32::from(s) as u128, u32::from(c) as u128)
+        );
+        assert_eq!((pm.sport, pm.dport, pm.tcp_flags), (23, 40000, 0x14));
+        assert!(pm.transport_checksum_ok(&rst) && pm.ipv4_checksum_ok(&rst));
+        // the same segment not yet verified by anybody: its checksum is wrong, no answer
+        assert!(ask(&syn, SKB_CSUM_NOTVERIFIED).2.is_none());
+        // the reset passes weir's output hook, which may drop it
+        let syn7 = Builder::raw().tcp(c, s, &Tcp::new(40001, 7, 0x02), &[]);
+        let mut sf7 = stateful_of(&text.replace("tcp dport 23 reject", "tcp dport 7 reject"));
+        let p = nfqueue::Packet {
+            id: 1,
+            hw_protocol: 0x0800,
+            hook: 2,
+            mark: 0,
+            indev: 0,
+            outdev: 0,
+            payload: &syn7,
+            cap_len: None,
+            skb_info: 0,
+        };
+        let mut buf = syn7.clone();
+        let (d, _, a) = process(&mut sf7, &p, &mut buf, &mut IfNames::default(), 1);
+        assert!(matches!(d, Decision::Drop(DropReason::Reject(_))) && a.is_none());
+        // ICMP errors quote the packet as it arrived, to its sender
+        let udp = Builder::raw().udp(c, s, 5000, 9, b"x");
+        match ask(&udp, 0).2 {
+            Some(NfqAnswer::Icmp {
+                v6: false,
+                typ: 3,
+                code: 3,
+                quote,
+                to,
+            }) => {
+                assert_eq!(quote, udp);
+                assert_eq!(to, u32::from(c) as u128);
+            }
+            _ => panic!("no port unreachable"),
+        }
+        let (c6, s6): (Ipv6Addr, Ipv6Addr) = (
+            "2001:db8::2".parse().unwrap(),
+            "2001:db8::4".parse().unwrap(),
+        );
+        let udp6 = Builder::raw().udp(c6, s6, 5000, 53, b"x");
+        assert!(matches!(
+            ask(&udp6, 0).2,
+            Some(NfqAnswer::Icmp {
+                v6: true,
+                typ: 1,
+                code: 1,
+                ..
+            })
+        ));
+    }
+
     #[test]
     fn reject_answers_the_sender() {
         use weir_wire::build::{Builder, Tcp};

@@ -1,0 +1,148 @@
+//! Raw IP sockets for the packets weir itself sends in NFQUEUE mode: the answers to rejected
+//! packets (TCP resets, ICMP errors). The kernel routes them out as its own packets. Every
+//! socket marks its packets with [`ANSWER_MARK`], so the kernel rules that queue the output
+//! hook to weir let them pass (weir has already taken them through its output hook).
+
+use std::io;
+use std::net::IpAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// The firewall mark of weir's own answers ("weir" in ASCII).
+pub const ANSWER_MARK: u32 = 0x7765_6972;
+
+/// The sockets: IPv4 and IPv6 with the IP header included, and an ICMPv6 socket (the kernel
+/// picks the source address of an ICMPv6 error and computes its checksum).
+pub struct Answerer {
+    ip4: OwnedFd,
+    ip6: OwnedFd,
+    icmp6: OwnedFd,
+}
+
+fn socket(family: i32, proto: i32) -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2) call; the result is checked before it is owned.
+    let fd = unsafe {
+        libc::socket(
+            family,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            proto,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a new descriptor nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    setsockopt(&fd, libc::SOL_SOCKET, libc::SO_MARK, &ANSWER_MARK)?;
+    Ok(fd)
+}
+
+fn setsockopt<T>(fd: &OwnedFd, level: i32, name: i32, v: &T) -> io::Result<()> {
+    // SAFETY: `v` points to a live value of the size passed.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (v as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `ICMP6_FILTER`: the socket is for sending; blocking every type keeps the kernel from
+/// copying the host's ICMPv6 traffic to it.
+const ICMP6_FILTER: i32 = 1;
+
+impl Answerer {
+    /// Open the sockets (needs CAP_NET_RAW, and CAP_NET_ADMIN for the mark).
+    pub fn open() -> io::Result<Answerer> {
+        let ip4 = socket(libc::AF_INET, libc::IPPROTO_RAW)?;
+        // (an IPv6 raw socket of protocol IPPROTO_RAW includes the header, as IPv4's does)
+        let ip6 = socket(libc::AF_INET6, libc::IPPROTO_RAW)?;
+        let icmp6 = socket(libc::AF_INET6, libc::IPPROTO_ICMPV6)?;
+        setsockopt(&icmp6, libc::IPPROTO_ICMPV6, ICMP6_FILTER, &[u32::MAX; 8])?;
+        // the receive side of the IPPROTO_RAW sockets never gets packets; ICMPv6 is filtered
+        Ok(Answerer { ip4, ip6, icmp6 })
+    }
+
+    /// A whole IPv4 or IPv6 packet, header included, sent as it is (an IPv4 source address of
+    /// 0 is filled in by the kernel with the address of the route's interface).
+    pub fn send_packet(&self, pkt: &[u8]) -> io::Result<()> {
+        match pkt.first().map(|b| b >> 4) {
+            Some(4) if pkt.len() >= 20 => {
+                let dst = [pkt[16], pkt[17], pkt[18], pkt[19]];
+                self.send_to(&self.ip4, IpAddr::from(dst), pkt)
+            }
+            Some(6) if pkt.len() >= 40 => {
+                let dst: [u8; 16] = pkt[24..40].try_into().expect("16 bytes");
+                self.send_to(&self.ip6, IpAddr::from(dst), pkt)
+            }
+            _ => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not an IPv4 or IPv6 packet",
+            )),
+        }
+    }
+
+    /// An ICMPv6 message (checksum left to the kernel) to `dst`, from the address the kernel
+    /// picks for the route back.
+    pub fn send_icmp6(&self, dst: std::net::Ipv6Addr, msg: &[u8]) -> io::Result<()> {
+        self.send_to(&self.icmp6, IpAddr::V6(dst), msg)
+    }
+
+    fn send_to(&self, fd: &OwnedFd, dst: IpAddr, buf: &[u8]) -> io::Result<()> {
+        let r = match dst {
+            IpAddr::V4(a) => {
+                let sa = libc::sockaddr_in {
+                    sin_family: libc::AF_INET as libc::sa_family_t,
+                    sin_port: 0,
+                    sin_addr: libc::in_addr {
+                        s_addr: u32::from_ne_bytes(a.octets()),
+                    },
+                    sin_zero: [0; 8],
+                };
+                // SAFETY: `buf` and `sa` are live for the call, with their sizes passed.
+                unsafe {
+                    libc::sendto(
+                        fd.as_raw_fd(),
+                        buf.as_ptr().cast(),
+                        buf.len(),
+                        0,
+                        (&sa as *const libc::sockaddr_in).cast(),
+                        std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+                    )
+                }
+            }
+            IpAddr::V6(a) => {
+                let sa = libc::sockaddr_in6 {
+                    sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                    sin6_port: 0,
+                    sin6_flowinfo: 0,
+                    sin6_addr: libc::in6_addr {
+                        s6_addr: a.octets(),
+                    },
+                    sin6_scope_id: 0,
+                };
+                // SAFETY: as above.
+                unsafe {
+                    libc::sendto(
+                        fd.as_raw_fd(),
+                        buf.as_ptr().cast(),
+                        buf.len(),
+                        0,
+                        (&sa as *const libc::sockaddr_in6).cast(),
+                        std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+                    )
+                }
+            }
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
