@@ -184,6 +184,15 @@ grep -Eq "From 2001:db8:30::1 .*mtu ?= ?1400" "$DIR/pmtu6" || fail "no packet to
 pmtu_forget
 ip netns exec $C ping -c 2 -i 0.3 -W 1 -M dont -s 1450 198.18.31.2 >"$DIR/pmtuf" 2>&1 || fail "a 1478-byte packet without DF not forwarded in fragments: $(cat $DIR/pmtuf)"
 echo "ok: MTU 1400 on the way: fragmentation needed, packet too big, IPv4 fragmented by weir"
+# an MTU changed while weir runs is read again within a second
+ip -n $R link set weirin-r1 mtu 1300
+sleep 1.5
+pmtu_forget
+ip netns exec $C ping -c 2 -i 0.3 -W 1 -M do -s 1350 198.18.31.2 >"$DIR/pmtu2" 2>&1 || true
+ip -n $R link set weirin-r1 mtu 1400
+grep -Eq "From 198.18.30.1 .*mtu ?= ?1300" "$DIR/pmtu2" || fail "the new MTU was not used: $(cat $DIR/pmtu2)"
+sleep 1.5
+echo "ok: an MTU changed at run time is used"
 # as in Linux, the forward hook sees the TTL already decremented
 ctl counters | grep "ip ttl 63 counter" | awk '{ exit !($1 >= 3) }' || fail "forward did not see TTL 63: $(ctl counters)"
 # the router answers a TTL of 1 with time exceeded, and a destination without a route with

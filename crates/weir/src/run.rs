@@ -1270,9 +1270,36 @@ struct Inline {
     macs: Arc<[[u8; 6]]>,
     /// Several workers: this one's ends of the fragment handoff.
     handoff: Option<crate::handoff::Handoff>,
+    /// When the ports' MTUs were last read (ns).
+    mtu_read: u64,
 }
 
+/// How often inline mode reads its ports' MTUs again (`ip link set ... mtu` while it runs).
+const MTU_PERIOD_NS: u64 = 1_000_000_000;
+
 impl Inline {
+    /// Read the ports' MTUs again if [`MTU_PERIOD_NS`] has passed; a change takes effect for
+    /// the next packet (and is logged by worker `log`). A port whose MTU cannot be read keeps
+    /// the last one.
+    fn refresh_mtu(&mut self, now: u64, log: bool) {
+        if now.saturating_sub(self.mtu_read) < MTU_PERIOD_NS {
+            return;
+        }
+        self.mtu_read = now;
+        let mut mtu = self.net.mtu.clone();
+        for (m, name) in mtu.iter_mut().zip(&self.ports_names) {
+            if let Ok(new) = weir_io::afpacket::mtu(name) {
+                if new != *m && log {
+                    eprintln!("weir: {name}: MTU {m} -> {new}");
+                }
+                *m = new;
+            }
+        }
+        if mtu != self.net.mtu {
+            self.net.set_mtu(mtu);
+        }
+    }
+
     /// Carry out the fate of a frame read on port `pi`: drops counted, neighbour requests,
     /// ICMP errors and fragments sent. A frame that leaves whole is counted and its output
     /// port returned, for the caller to send it. `frame` gives the frame's bytes (read only
@@ -2254,6 +2281,7 @@ impl Worker {
                 .collect();
             il.macs = il.ports.iter().map(|p| p.mac()).collect::<Vec<_>>().into();
         }
+        il.refresh_mtu(now_ns(), self.idx == 0);
         let mut fds = std::mem::take(&mut il.fds);
         for f in fds.iter_mut() {
             f.revents = 0;
@@ -3169,6 +3197,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
                     fwd: Vec::new(),
                     ports_names: cfg.interface.iter().map(|i| i.name.clone()).collect(),
                     icmp_bucket: Bucket::new(n),
+                    mtu_read: now_ns(),
                     polled: 0,
                     fds: Vec::new(),
                     macs: Vec::new().into(),
