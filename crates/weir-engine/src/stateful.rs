@@ -79,7 +79,7 @@ pub enum CtPkt {
         dir: Dir,
     },
     New(Pending<CtExt>),
-    /// The router's own answer to a packet of a connection (a reset): it carries that
+    /// The router's own answer to a packet of a connection (a reset, an ICMP error): it carries that
     /// connection, in the other direction, as Linux's `nf_ct_attach` attaches it. Connection
     /// tracking leaves it and the connection as they are; it is `related`, and NAT
     /// translates it by the connection's bindings (`PacketCt::tuples`). `id`: None for a
@@ -1196,7 +1196,10 @@ impl Stateful {
             ),
             CtPkt::Entry { dir, .. } => (pc.tuples?, dir == Dir::Reply, false),
             CtPkt::Related { dir, .. } => (pc.tuples?, dir == Dir::Reply, true),
-            CtPkt::Attached { dir, .. } => (pc.tuples?, dir == Dir::Reply, false),
+            // (an ICMP error carrying its connection is translated as a related one)
+            CtPkt::Attached { dir, .. } => {
+                (pc.tuples?, dir == Dir::Reply, pm.is_icmp_error(buf.get()))
+            }
             _ => return None,
         };
         if !m.applies(t.nat_status, reply) {

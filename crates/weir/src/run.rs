@@ -570,8 +570,6 @@ fn process(
     let writes = sf.stats.nat_rewritten + sf.stats.header_writes;
     let wire = p.cap_len.map_or(buf.len(), |c| c as usize);
     let mut pm = PacketMeta::parse_captured(buf, LinkType::RawIp, wire);
-    // when the ruleset rejects, the headers as they arrived, for an ICMP answer
-    let head = sf.eng.rs.rejects.then(|| Head::of(buf, &pm));
     let (iif, oif) = (ifs.value(p.indev), ifs.value(p.outdev));
     let hooks: &[Hook] = match p.hook {
         0 => &[Hook::Prerouting],
@@ -591,10 +589,8 @@ fn process(
         meta.mark = p.mark;
         let d = sf.hook_mut(h, buf, &mut pm, &mut meta, now, &mut pc);
         if let Decision::Drop(why) = d {
-            let answer = match (why, &head) {
-                (DropReason::Reject(g), Some(head)) => {
-                    nfq_answer(sf, g, head, buf, &pm, &pc, p, iif, now)
-                }
+            let answer = match why {
+                DropReason::Reject(g) => nfq_answer(sf, g, buf, &pm, &pc, p, iif, now),
                 _ => None,
             };
             return (d, false, answer);
@@ -631,7 +627,6 @@ enum NfqAnswer {
 fn nfq_answer(
     sf: &mut Stateful,
     g: usize,
-    head: &Head,
     buf: &[u8],
     pm: &PacketMeta,
     pc: &PacketCt,
@@ -650,7 +645,11 @@ fn nfq_answer(
             v6,
             typ,
             code,
-            quote: head.bytes().to_vec(),
+            quote: buf[..pm
+                .l3_end()
+                .min(buf.len())
+                .min(if v6 { 1280 - 48 } else { 576 - 28 })]
+                .to_vec(),
             to: pm.saddr,
         }),
         RejectAnswer::Reset => {
@@ -1304,8 +1303,10 @@ impl Inline {
     /// ICMP errors and fragments sent. A frame that leaves whole is counted and its output
     /// port returned, for the caller to send it. `frame` gives the frame's bytes (read only
     /// on the rare paths that need them).
+    #[allow(clippy::too_many_arguments)]
     fn settle(
         &mut self,
+        sf: &mut Stateful,
         c: &mut Counts,
         pi: usize,
         fate: Fate,
@@ -1378,27 +1379,20 @@ impl Inline {
                 typ,
                 code,
                 info,
-                quote,
+                ct,
             } => {
                 c.packets += 1;
                 *c.dropped.entry(why).or_default() += 1;
                 let f = frame(self);
-                let err = icmp_error(
-                    &self.net,
-                    pi,
-                    self.macs[pi],
-                    &f,
-                    typ,
-                    code,
-                    info,
-                    quote.as_deref(),
-                );
+                let err = icmp_error(&self.net, pi, self.macs[pi], &f, typ, code, info);
                 match err {
                     // as Linux (`icmpv4_mask_allow`, `icmpv6_mask_allow`), path MTU
                     // discovery is not rate-limited
                     Some(e) if why == "too-big" || self.icmp_bucket.take(now) => {
-                        c.icmp_errors += 1;
-                        self.ports[pi].push(&e)
+                        if let Some(e) = icmp_out(sf, &self.net, pi, e, *ct, now) {
+                            c.icmp_errors += 1;
+                            self.ports[pi].push(&e)
+                        }
                     }
                     Some(_) => c.icmp_limited += 1,
                     None => {}
@@ -1675,13 +1669,14 @@ enum Fate {
     Fragments(usize),
     /// Dropped, and the sender is told with an ICMP error (type, code, and the 32 bits after
     /// the checksum: the MTU of a "fragmentation needed" or "packet too big"), quoting the
-    /// packet as it arrived (`quote`) or as it is now (None).
+    /// packet as it is now; the error carries the packet's connection (`ct`, from
+    /// [`Stateful::answer_ct`]) through the output and postrouting hooks.
     Icmp {
         why: &'static str,
         typ: u8,
         code: u8,
         info: u32,
-        quote: Option<Vec<u8>>,
+        ct: Box<PacketCt>,
     },
     /// Rejected with `reject with tcp reset`: this frame (the reset) goes back out of the
     /// arrival port.
@@ -1718,7 +1713,6 @@ fn icmp_error(
     typ: u8,
     code: u8,
     info: u32,
-    quote: Option<&[u8]>,
 ) -> Option<Vec<u8>> {
     let pm = PacketMeta::parse(frame, LinkType::Ethernet);
     let v6 = pm.l3 == weir_wire::L3::Ipv6;
@@ -1734,7 +1728,7 @@ fn icmp_error(
         }
     };
     let l3 = pm.l3_off as usize;
-    let original = quote.unwrap_or(&frame[l3..]);
+    let original = &frame[l3..pm.l3_end().min(frame.len())];
     // as much of the packet as fits: 576 bytes in all for IPv4 (RFC 1812), 1280 for IPv6
     let keep = if v6 { 1280 - 48 } else { 576 - 28 };
     let dst_mac: [u8; 6] = frame[6..12].try_into().ok()?;
@@ -1751,6 +1745,25 @@ fn icmp_error(
                 &original[..keep.min(original.len())],
             ),
     )
+}
+
+/// ICMP error `e` for a packet read on port `pi` out through the output and postrouting hooks,
+/// as the kernel's `icmp_send` sends it, carrying the packet's connection (`ct`): NAT puts the
+/// quote and the source back as the sender knows them (`nf_nat_icmp_reply_translation`), and
+/// an output chain may drop it (None).
+fn icmp_out(
+    sf: &mut Stateful,
+    net: &Net,
+    pi: usize,
+    mut e: Vec<u8>,
+    mut ct: PacketCt,
+    now: u64,
+) -> Option<Vec<u8>> {
+    let v6 = PacketMeta::parse(&e, LinkType::Ethernet).l3 == weir_wire::L3::Ipv6;
+    let mut meta = Meta::with_ifnames("", "");
+    meta.oifname = net.names[pi];
+    ct.oif_addr = net.addrs[pi].iter().find(|a| a.1 == v6).map(|a| a.0);
+    sf.local_out(&mut e, meta, ct, now).is_accept().then_some(e)
 }
 
 /// A token bucket for the ICMP errors weir sends (Linux's `icmp_msgs_per_sec` and
@@ -1832,32 +1845,6 @@ fn decide(
     (fate, rewritten)
 }
 
-/// The first bytes of a packet's IP and transport headers as it arrived, before NAT rewrote
-/// them: what the ICMP error of a `reject` quotes (the sender knows its connection by these
-/// addresses and ports). Kept on the stack, only when the ruleset rejects.
-struct Head {
-    b: [u8; Head::LEN],
-    n: usize,
-}
-
-impl Head {
-    /// IPv4 with options or IPv6 with an extension header, and a TCP header with options.
-    const LEN: usize = 128;
-
-    fn of(frame: &[u8], pm: &PacketMeta) -> Head {
-        let l3 = pm.l3_off as usize;
-        let ip = frame.get(l3..pm.l3_end().min(frame.len())).unwrap_or(&[]);
-        let n = ip.len().min(Head::LEN);
-        let mut b = [0; Head::LEN];
-        b[..n].copy_from_slice(&ip[..n]);
-        Head { b, n }
-    }
-
-    fn bytes(&self) -> &[u8] {
-        &self.b[..self.n]
-    }
-}
-
 /// What becomes of a packet the hooks dropped: a counted drop, or for `reject` also the
 /// answer to its sender, as Linux's `nf_send_unreach` / `nf_send_reset` make it: an ICMP error
 /// from the router (rate-limited when sent) quoting the packet as it arrived (`head`, None
@@ -1874,7 +1861,6 @@ fn refused(
     net: &Net,
     in_port: usize,
     why: DropReason,
-    head: Option<&Head>,
     frame: &[u8],
     pm: &PacketMeta,
     pc: &PacketCt,
@@ -1882,7 +1868,7 @@ fn refused(
     v6: bool,
     now: u64,
 ) -> Fate {
-    let (DropReason::Reject(g), Some(head)) = (why, head) else {
+    let DropReason::Reject(g) = why else {
         return Fate::Drop(reason(why));
     };
     if matches!(pm.l4proto, 6 | 17) && !pm.transport_checksum_ok(frame) {
@@ -1894,7 +1880,7 @@ fn refused(
             typ,
             code,
             info: 0,
-            quote: Some(head.bytes().to_vec()),
+            ct: Box::new(sf.answer_ct(pc)),
         },
         Some(RejectAnswer::Reset) => {
             let sender: Option<[u8; 6]> = frame.get(6..12).and_then(|m| m.try_into().ok());
@@ -2010,12 +1996,7 @@ fn route_frame(
     let Some(&ttl) = frame.get(ttl_at) else {
         return Fate::Drop("malformed");
     };
-    // the packet as it arrived, for the ICMP error that a TTL of 1 will cost (NAT in
-    // prerouting may change it before the TTL is checked)
     let too_big = pm.l3_len as usize > net.min_mtu;
-    let quote = (ttl <= 1 || too_big).then(|| frame[l3..frame.len().min(l3 + 576 - 28)].to_vec());
-    // and, when the ruleset rejects, its headers as they arrived, for an ICMP answer
-    let head = sf.eng.rs.rejects.then(|| Head::of(frame, &pm));
     let mut pc = PacketCt {
         iif_addr: net.addrs[in_port].iter().find(|a| a.1 == v6).map(|a| a.0),
         ..PacketCt::default()
@@ -2025,19 +2006,7 @@ fn route_frame(
     if let Decision::Drop(why) =
         sf.hook_mut(Hook::Prerouting, frame, &mut pm, &mut meta, now, &mut pc)
     {
-        return refused(
-            sf,
-            net,
-            in_port,
-            why,
-            head.as_ref(),
-            frame,
-            &pm,
-            &pc,
-            in_mac,
-            v6,
-            now,
-        );
+        return refused(sf, net, in_port, why, frame, &pm, &pc, in_mac, v6, now);
     }
     // routing after prerouting, as the kernel does (a reply to a masqueraded connection is
     // addressed to the router until connection tracking translates it back)
@@ -2057,7 +2026,7 @@ fn route_frame(
             typ,
             code,
             info: 0,
-            quote: None,
+            ct: Box::new(sf.answer_ct(&pc)),
         };
     };
     // as Linux's ip_forward: the TTL is checked and decremented after routing, before the
@@ -2069,7 +2038,7 @@ fn route_frame(
             typ,
             code,
             info: 0,
-            quote,
+            ct: Box::new(sf.answer_ct(&pc)),
         };
     }
     // as Linux's ip_forward / ip6_forward, before the forward hook: a packet larger than the
@@ -2086,7 +2055,7 @@ fn route_frame(
             typ,
             code,
             info: mtu.min(u16::MAX as usize) as u32,
-            quote,
+            ct: Box::new(sf.answer_ct(&pc)),
         };
     }
     dec_ttl(frame, l3, v6);
@@ -2098,19 +2067,7 @@ fn route_frame(
         meta.oifname = net.names[r.port];
         let d = sf.hook_mut(h, frame, &mut pm, &mut meta, now, &mut pc);
         if let Decision::Drop(why) = d {
-            return refused(
-                sf,
-                net,
-                in_port,
-                why,
-                head.as_ref(),
-                frame,
-                &pm,
-                &pc,
-                in_mac,
-                v6,
-                now,
-            );
+            return refused(sf, net, in_port, why, frame, &pm, &pc, in_mac, v6, now);
         }
     }
     if let Decision::Drop(why) = sf.finish(&mut pc, now) {
@@ -2362,9 +2319,15 @@ impl Worker {
                     now,
                 );
                 let f: &[u8] = f;
-                if let Some(o) =
-                    il.settle(&mut self.counts, pi, fate, rewritten, now, &|_| f.to_vec())
-                {
+                if let Some(o) = il.settle(
+                    &mut self.sf,
+                    &mut self.counts,
+                    pi,
+                    fate,
+                    rewritten,
+                    now,
+                    &|_| f.to_vec(),
+                ) {
                     il.ports[o].push(f);
                 }
             }
@@ -2413,9 +2376,15 @@ impl Worker {
                         now,
                     )
                 };
-                if let Some(o) = il.settle(&mut self.counts, pi, fate, rewritten, now, &|il| {
-                    il.ports[pi].frame(i).to_vec()
-                }) {
+                if let Some(o) = il.settle(
+                    &mut self.sf,
+                    &mut self.counts,
+                    pi,
+                    fate,
+                    rewritten,
+                    now,
+                    &|il| il.ports[pi].frame(i).to_vec(),
+                ) {
                     il.fwd.push((i, o));
                 }
             }
@@ -3768,7 +3737,7 @@ mod tests {
         let (a, b) = (Ipv4Addr::new(198, 18, 30, 2), Ipv4Addr::new(198, 18, 31, 2));
         let b4 = weir_wire::build::Builder::new().macs(host, me).ttl(1);
         let f = b4.udp(a, b, 1000, 53, &[7; 700]);
-        let e = icmp_error(&net, 0, me, &f, 11, 0, 0, None).expect("an error is due");
+        let e = icmp_error(&net, 0, me, &f, 11, 0, 0).expect("an error is due");
         let pm = PacketMeta::parse(&e, LinkType::Ethernet);
         assert_eq!((&e[..6], &e[6..12]), (&host[..], &me[..]));
         assert_eq!((pm.saddr, pm.daddr), (0xc612_1e01, u32::from(a) as u128));
@@ -3777,19 +3746,15 @@ mod tests {
         // the quote: the original IP packet, cut so that the error is 576 bytes of IP
         assert_eq!(&e[l4 + 8..], &f[14..14 + 576 - 28]);
         assert_eq!(weir_wire::checksum::checksum(&e[l4..]), 0);
-        // a quote given (the packet before NAT) is used instead
-        let q = f[14..60].to_vec();
-        let e = icmp_error(&net, 0, me, &f, 11, 0, 0, Some(&q)).unwrap();
-        assert_eq!(&e[e.len() - q.len()..], &q[..]);
         // none about an ICMP error, to a multicast or broadcast address, from a port without
         // an address of the family
         let err = b4.icmp_error(a, b, 3, 3, &f[14..], 64);
-        assert!(icmp_error(&net, 0, me, &err, 11, 0, 0, None).is_none());
+        assert!(icmp_error(&net, 0, me, &err, 11, 0, 0).is_none());
         let mc = b4.udp(a, Ipv4Addr::new(224, 0, 0, 5), 1, 2, b"");
-        assert!(icmp_error(&net, 0, me, &mc, 11, 0, 0, None).is_none());
+        assert!(icmp_error(&net, 0, me, &mc, 11, 0, 0).is_none());
         let bc = b4.udp(a, Ipv4Addr::BROADCAST, 1, 2, b"");
-        assert!(icmp_error(&net, 0, me, &bc, 11, 0, 0, None).is_none());
-        assert!(icmp_error(&net, 1, me, &f, 11, 0, 0, None).is_none());
+        assert!(icmp_error(&net, 0, me, &bc, 11, 0, 0).is_none());
+        assert!(icmp_error(&net, 1, me, &f, 11, 0, 0).is_none());
         // the rate limit: a burst of 50, then 1000 per second
         let mut bk = Bucket::new(1);
         assert_eq!((0..60).filter(|_| bk.take(1)).count(), 50);
@@ -4059,6 +4024,31 @@ table ip nat {
     /// each form, quoting the packet as it arrived; a TCP reset whose sequence numbers the
     /// sender accepts, and which, for a masqueraded connection, comes from the router's
     /// public address, not the client's inside one; nothing for a corrupt segment or a reset.
+    /// A frame through the inline router (read on port `pi`, at time 1), and for an ICMP fate
+    /// the error as [`Inline::settle`] sends it (without the rate limit).
+    fn route_and_answer(
+        sf: &mut Stateful,
+        net: &Net,
+        macs: &[[u8; 6]],
+        f: &mut [u8],
+        pi: usize,
+    ) -> (Fate, Option<Vec<u8>>) {
+        let pm = PacketMeta::parse(f, LinkType::Ethernet);
+        let fate = route_frame(sf, net, f, pm, pi, macs[pi], macs, FtDevices(0), 1);
+        let err = match &fate {
+            Fate::Icmp {
+                typ,
+                code,
+                info,
+                ct,
+                ..
+            } => icmp_error(net, pi, macs[pi], f, *typ, *code, *info)
+                .and_then(|e| icmp_out(sf, net, pi, e, **ct, 1)),
+            _ => None,
+        };
+        (fate, err)
+    }
+
     #[test]
     fn nfqueue_answers_rejected_packets() {
         use std::net::{Ipv4Addr, Ipv6Addr};
@@ -4174,7 +4164,11 @@ table ip nat {
   }
 }
 table ip nat {
-  chain pre { type nat hook prerouting priority dstnat; tcp dport 8080 dnat to 198.18.31.2:23; }
+  chain pre {
+    type nat hook prerouting priority dstnat;
+    tcp dport 8080 dnat to 198.18.31.2:23
+    ip daddr 198.18.31.77 udp dport 8081 dnat to 198.18.31.2:9
+  }
   chain post { type nat hook postrouting priority srcnat; oifname "wan0" masquerade; }
 }
 "#;
@@ -4182,12 +4176,12 @@ table ip nat {
         assert!(sf.eng.rs.rejects);
         let ((c4, s4), (c6, s6), net, macs) = dual_stack_net();
         let cmac = [2, 0, 0, 0, 0, 9];
-        let mut send = |f: &mut Vec<u8>, pi: usize| {
-            let pm = PacketMeta::parse(f, LinkType::Ethernet);
-            route_frame(&mut sf, &net, f, pm, pi, macs[pi], &macs, FtDevices(0), 1)
+        let send = |sf: &mut Stateful, f: &mut Vec<u8>, pi: usize| {
+            route_and_answer(sf, &net, &macs, f, pi).0
         };
         let b = |pi: usize| Builder::new().macs(cmac, macs[pi]);
-        // ICMP errors: type, code, and the quote is the datagram as sent
+        // ICMP errors: type and code, from the router's address on the sender's side, quoting
+        // the datagram as the forward hook saw it (TTL decremented), as Linux's icmp_send
         for (dport, v6, typ, code) in [
             (9, false, 3, 3),
             (9, true, 1, 4),
@@ -4201,23 +4195,66 @@ table ip nat {
                 b(0).udp(c4, s4, 5000, dport, b"x")
             };
             let mut f = sent.clone();
-            match send(&mut f, 0) {
-                Fate::Icmp {
-                    why: "reject",
-                    typ: t,
-                    code: c,
-                    info: 0,
-                    quote: Some(q),
-                } => {
-                    assert_eq!((t, c), (typ, code), "udp dport {dport} v6 {v6}");
-                    assert_eq!(q, sent[14..], "the quote is the packet as it arrived");
-                }
-                f => panic!("udp dport {dport} v6 {v6}: {}", f.describe(&[])),
-            }
+            let (fate, err) = route_and_answer(&mut sf, &net, &macs, &mut f, 0);
+            let Fate::Icmp {
+                why: "reject",
+                typ: t,
+                code: c,
+                info: 0,
+                ..
+            } = fate
+            else {
+                panic!("udp dport {dport} v6 {v6}: {}", fate.describe(&[]))
+            };
+            assert_eq!((t, c), (typ, code), "udp dport {dport} v6 {v6}");
+            let e = err.expect("an ICMP error");
+            let pm = PacketMeta::parse(&e, LinkType::Ethernet);
+            let (router, client) = if v6 {
+                (u128::from(c6) - 1, u128::from(c6))
+            } else {
+                (0xc612_1e01, u32::from(c4) as u128)
+            };
+            assert_eq!((pm.saddr, pm.daddr), (router, client));
+            let mut at_forward = sent.clone();
+            dec_ttl(&mut at_forward, 14, v6);
+            let l4 = pm.l4_off as usize;
+            assert_eq!((e[l4], e[l4 + 1]), (typ, code));
+            assert_eq!(&e[l4 + 8..], &at_forward[14..], "the quote");
+            use weir_wire::checksum::{checksum, checksum_with, pseudo_v6};
+            let sum = if v6 {
+                let a = |o: usize| -> [u8; 16] { e[o..o + 16].try_into().unwrap() };
+                checksum_with(pseudo_v6(a(22), a(38), 58, (e.len() - l4) as u32), &e[l4..])
+            } else {
+                checksum(&e[l4..])
+            };
+            assert_eq!(sum, 0, "ICMP checksum");
         }
+        // a new connection DNATed, then rejected: the error comes from the address the client
+        // wrote to and quotes the datagram as the client sent it (NAT translates the error,
+        // which carries the connection, as the kernel's nf_nat_icmp_reply_translation)
+        let vip = std::net::Ipv4Addr::new(198, 18, 31, 77);
+        let sent = b(0).udp(c4, vip, 5000, 8081, b"x");
+        let mut f = sent.clone();
+        let (_, err) = route_and_answer(&mut sf, &net, &macs, &mut f, 0);
+        let e = err.expect("an ICMP error for the DNATed datagram");
+        let pm = PacketMeta::parse(&e, LinkType::Ethernet);
+        assert_eq!(
+            (pm.saddr, pm.daddr),
+            (u32::from(vip) as u128, u32::from(c4) as u128)
+        );
+        let l4 = pm.l4_off as usize;
+        let mut at_forward = sent.clone();
+        dec_ttl(&mut at_forward, 14, false);
+        assert_eq!(
+            &e[l4 + 8..],
+            &at_forward[14..],
+            "the quote, translated back"
+        );
+        assert_eq!(weir_wire::checksum::checksum(&e[l4..]), 0);
+        assert!(pm.ipv4_checksum_ok(&e));
         // a SYN gets RST|ACK acknowledging it, from the address and port it was sent to
         let mut syn = b(0).tcp(c4, s4, &Tcp::new(40000, 23, 0x02).seq(7000), &[]);
-        let Fate::Reset(rst) = send(&mut syn, 0) else {
+        let Fate::Reset(rst) = send(&mut sf, &mut syn, 0) else {
             panic!("no reset for a SYN")
         };
         let pm = PacketMeta::parse(&rst, LinkType::Ethernet);
@@ -4233,7 +4270,7 @@ table ip nat {
         assert_eq!((&rst[..6], &rst[6..12]), (&cmac[..], &macs[0][..]));
         // IPv6, with data and an ACK: a bare RST whose sequence number is that ACK
         let mut seg = b(0).tcp(c6, s6, &Tcp::new(40001, 23, 0x18).seq(9).ack(77), b"hello");
-        let Fate::Reset(rst) = send(&mut seg, 0) else {
+        let Fate::Reset(rst) = send(&mut sf, &mut seg, 0) else {
             panic!("no IPv6 reset")
         };
         let pm = PacketMeta::parse(&rst, LinkType::Ethernet);
@@ -4244,17 +4281,17 @@ table ip nat {
         assert_eq!(&rst[l4 + 4..l4 + 8], &77u32.to_be_bytes());
         // no answer to a reset, nor to a segment whose checksum is wrong
         let mut r = b(0).tcp(c4, s4, &Tcp::new(40002, 23, 0x04), &[]);
-        assert!(matches!(send(&mut r, 0), Fate::Drop("reject")));
+        assert!(matches!(send(&mut sf, &mut r, 0), Fate::Drop("reject")));
         let mut bad = b(0).tcp(c4, s4, &Tcp::new(40003, 23, 0x02), &[]);
         let n = bad.len();
         bad[n - 3] ^= 0xff; // the urgent pointer, inside the checksum
-        assert!(matches!(send(&mut bad, 0), Fate::Drop("reject")));
+        assert!(matches!(send(&mut sf, &mut bad, 0), Fate::Drop("reject")));
         // masquerade: the server's FIN to the router's address is translated back to the
         // client before forward rejects it; the reset goes to the server from the router's
         // public address and the masqueraded port (as the kernel's reset through its own
         // connection tracking), never from the client's inside address
         let mut out = b(0).tcp(c4, s4, &Tcp::new(40004, 80, 0x02).seq(100), &[]);
-        assert!(matches!(send(&mut out, 0), Fate::Out(1)));
+        assert!(matches!(send(&mut sf, &mut out, 0), Fate::Out(1)));
         let pm = PacketMeta::parse(&out, LinkType::Ethernet);
         let (public, port) = (pm.saddr, pm.sport);
         assert_eq!(public, 0xc612_1f01);
@@ -4267,11 +4304,11 @@ table ip nat {
             )
         };
         let mut synack = to_router(Tcp::new(80, port, 0x12).seq(5000).ack(101));
-        assert!(matches!(send(&mut synack, 1), Fate::Out(0)));
+        assert!(matches!(send(&mut sf, &mut synack, 1), Fate::Out(0)));
         let mut ack = b(0).tcp(c4, s4, &Tcp::new(40004, 80, 0x10).seq(101).ack(5001), &[]);
-        assert!(matches!(send(&mut ack, 0), Fate::Out(1)));
+        assert!(matches!(send(&mut sf, &mut ack, 0), Fate::Out(1)));
         let mut f = to_router(Tcp::new(80, port, 0x11).seq(5001).ack(101));
-        let Fate::Reset(rst) = send(&mut f, 1) else {
+        let Fate::Reset(rst) = send(&mut sf, &mut f, 1) else {
             panic!("no reset for the server's FIN")
         };
         let pm = PacketMeta::parse(&rst, LinkType::Ethernet);
@@ -4283,7 +4320,7 @@ table ip nat {
         // a new connection rejected after DNAT: the reset comes from the address and port the
         // client wrote to (the reset carries the new connection, whose DNAT it undoes)
         let mut syn = b(0).tcp(c4, s4, &Tcp::new(40005, 8080, 0x02).seq(1), &[]);
-        let Fate::Reset(rst) = send(&mut syn, 0) else {
+        let Fate::Reset(rst) = send(&mut sf, &mut syn, 0) else {
             panic!("no reset for a DNATed SYN")
         };
         let pm = PacketMeta::parse(&rst, LinkType::Ethernet);
@@ -4298,7 +4335,7 @@ table ip nat {
         // public address and ends that connection, which has seen no reply (as the kernel's
         // own reset does)
         let mut out = b(0).tcp(c4, s4, &Tcp::new(40006, 81, 0x02).seq(300), &[]);
-        assert!(matches!(send(&mut out, 0), Fate::Out(1)));
+        assert!(matches!(send(&mut sf, &mut out, 0), Fate::Out(1)));
         let pm = PacketMeta::parse(&out, LinkType::Ethernet);
         let port81 = pm.sport;
         let conns = |sf: &Stateful| sf.ct.len();
@@ -4386,13 +4423,13 @@ table ip nat {
             typ: 3,
             code: 4,
             info: 1400,
-            quote: Some(q),
+            ..
         } = send(&mut f, 0)
         else {
             panic!("no fragmentation needed");
         };
         // the error carries the MTU after its checksum, and quotes the packet as it came
-        let e = icmp_error(&net, 0, macs[0], &f, 3, 4, 1400, Some(&q)).unwrap();
+        let e = icmp_error(&net, 0, macs[0], &f, 3, 4, 1400).unwrap();
         let pm = PacketMeta::parse(&e, LinkType::Ethernet);
         let l4 = pm.l4_off as usize;
         assert_eq!(&e[l4 + 4..l4 + 8], &[0, 0, 0x05, 0x78]);
