@@ -669,6 +669,7 @@ struct Answers {
     sock: Option<weir_io::raw::Answerer>,
     failed: bool,
     bucket: Bucket,
+    peers: PeerLimit,
 }
 
 impl Answers {
@@ -677,15 +678,19 @@ impl Answers {
             sock: None,
             failed: false,
             bucket: Bucket::new(workers),
+            peers: PeerLimit::default(),
         }
     }
 
     /// Send one answer, counted in `c`.
     fn send(&mut self, c: &mut Counts, a: NfqAnswer, now: u64) {
         use std::net::{Ipv4Addr, Ipv6Addr};
-        if matches!(a, NfqAnswer::Icmp { .. }) && !self.bucket.take(now) {
-            c.icmp_limited += 1;
-            return;
+        if let NfqAnswer::Icmp { v6, to, .. } = a {
+            // (the kernel's routes are not known here: IPv6 gets the period of a host route)
+            if !(self.peers.allow(to, v6, PeerLimit::SECOND, now) && self.bucket.take(now)) {
+                c.icmp_limited += 1;
+                return;
+            }
         }
         if self.sock.is_none() && !self.failed {
             match weir_io::raw::Answerer::open() {
@@ -1262,6 +1267,7 @@ struct Inline {
     fwd: Vec<(usize, usize)>,
     ports_names: Vec<String>,
     icmp_bucket: Bucket,
+    icmp_peers: PeerLimit,
     /// When the sockets were last polled (ns).
     polled: u64,
     /// The poll set (ports, then side sockets) and the ports' MACs, built on the first batch.
@@ -1388,7 +1394,11 @@ impl Inline {
                 match err {
                     // as Linux (`icmpv4_mask_allow`, `icmpv6_mask_allow`), path MTU
                     // discovery is not rate-limited
-                    Some(e) if why == "too-big" || self.icmp_bucket.take(now) => {
+                    Some(e)
+                        if why == "too-big"
+                            || (self.icmp_peers.allow_to(&self.net, &e, now)
+                                && self.icmp_bucket.take(now)) =>
+                    {
                         if let Some(e) = icmp_out(sf, &self.net, pi, e, *ct, now) {
                             c.icmp_errors += 1;
                             self.ports[pi].push(&e)
@@ -1764,6 +1774,64 @@ fn icmp_out(
     meta.oifname = net.names[pi];
     ct.oif_addr = net.addrs[pi].iter().find(|a| a.1 == v6).map(|a| a.0);
     sf.local_out(&mut e, meta, ct, now).is_accept().then_some(e)
+}
+
+/// Linux's per-destination limit of ICMP errors (`icmpv4_xrlim_allow`, `icmpv6_xrlim_allow`:
+/// `inet_peer_xrlim_allow` with `icmp_ratelimit` 1 s), checked before the router-wide
+/// [`Bucket`]: a burst of 6 errors to one address, then one per second (IPv6: more for wider
+/// routes, 1 s >> ((128 - prefix length) / 32)). Addresses not heard from for the length of a
+/// burst are forgotten when the table is full.
+#[derive(Default)]
+struct PeerLimit {
+    peers: HashMap<(u128, bool), (u64, u64)>,
+}
+
+impl PeerLimit {
+    const BURST: u64 = 6;
+    const MAX: usize = 8192;
+    const SECOND: u64 = 1_000_000_000;
+
+    /// Whether an error to `dst` may leave now (`period`: ns per error); takes a token.
+    fn allow(&mut self, dst: u128, v6: bool, period: u64, now: u64) -> bool {
+        if self.peers.len() >= Self::MAX && !self.peers.contains_key(&(dst, v6)) {
+            let keep = Self::BURST * Self::SECOND;
+            self.peers
+                .retain(|_, &mut (_, last)| now.saturating_sub(last) < keep);
+            if self.peers.len() >= Self::MAX {
+                self.peers.clear();
+            }
+        }
+        // a new destination starts with a full burst (Linux dates a new peer a minute back)
+        let e = self
+            .peers
+            .entry((dst, v6))
+            .or_insert((Self::BURST * period, now));
+        let tokens = (e.0 + now.saturating_sub(e.1)).min(Self::BURST * period);
+        e.1 = now;
+        if tokens >= period {
+            e.0 = tokens - period;
+            true
+        } else {
+            e.0 = tokens;
+            false
+        }
+    }
+
+    /// [`PeerLimit::allow`] for ICMP error frame `e` built by [`icmp_error`], with the
+    /// period Linux gives its destination (IPv6: by the prefix length of the route to it).
+    fn allow_to(&mut self, net: &Net, e: &[u8], now: u64) -> bool {
+        let pm = PacketMeta::parse(e, LinkType::Ethernet);
+        let v6 = pm.l3 == weir_wire::L3::Ipv6;
+        let period = if v6 {
+            let plen = net
+                .route(pm.daddr, v6)
+                .map_or(128, |i| net.routes[i].len as u64);
+            Self::SECOND >> ((128 - plen.min(128)) >> 5)
+        } else {
+            Self::SECOND
+        };
+        self.allow(pm.daddr, v6, period, now)
+    }
 }
 
 /// A token bucket for the ICMP errors weir sends (Linux's `icmp_msgs_per_sec` and
@@ -3166,6 +3234,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
                     fwd: Vec::new(),
                     ports_names: cfg.interface.iter().map(|i| i.name.clone()).collect(),
                     icmp_bucket: Bucket::new(n),
+                    icmp_peers: PeerLimit::default(),
                     mtu_read: now_ns(),
                     polled: 0,
                     fds: Vec::new(),
@@ -3755,6 +3824,34 @@ mod tests {
         let bc = b4.udp(a, Ipv4Addr::BROADCAST, 1, 2, b"");
         assert!(icmp_error(&net, 0, me, &bc, 11, 0, 0).is_none());
         assert!(icmp_error(&net, 1, me, &f, 11, 0, 0).is_none());
+        // per destination: a burst of 6, then one a second; others have their own
+        let mut pl = PeerLimit::default();
+        let s = PeerLimit::SECOND;
+        assert_eq!((0..10).filter(|_| pl.allow(1, false, s, 5)).count(), 6);
+        assert!(pl.allow(2, false, s, 5) && pl.allow(1, true, s, 5));
+        assert!(!pl.allow(1, false, s, 5 + s / 2));
+        assert!(pl.allow(1, false, s, 5 + s + s / 2));
+        assert!(!pl.allow(1, false, s, 5 + s + s / 2));
+        // IPv6 to an address behind a /64: four a second
+        let mut net6 = Net {
+            routes: vec![Route {
+                net: 0x2001_0db8 << 96,
+                len: 64,
+                v6: true,
+                port: 0,
+                via: None,
+            }],
+            ..net.clone()
+        };
+        net6.addrs[0].push((0x2001_0db8 << 96 | 1, true));
+        let b6 = weir_wire::build::Builder::new().macs(host, me).ttl(1);
+        let c6 = std::net::Ipv6Addr::from(0x2001_0db8u128 << 96 | 2);
+        let f6 = b6.udp(c6, std::net::Ipv6Addr::from(3u128), 1, 2, b"");
+        let e6 = icmp_error(&net6, 0, me, &f6, 3, 0, 0).unwrap();
+        let mut pl = PeerLimit::default();
+        assert_eq!((0..10).filter(|_| pl.allow_to(&net6, &e6, 7)).count(), 6);
+        assert!(pl.allow_to(&net6, &e6, 7 + s / 4));
+        assert!(!pl.allow_to(&net6, &e6, 7 + s / 4));
         // the rate limit: a burst of 50, then 1000 per second
         let mut bk = Bucket::new(1);
         assert_eq!((0..60).filter(|_| bk.take(1)).count(), 50);
