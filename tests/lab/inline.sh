@@ -14,7 +14,7 @@
 # Usage: tests/lab/inline.sh [path/to/weir]
 set -euo pipefail
 C=weirin-c R=weirin-r S=weirin-s
-NAMESPACES="$C $R $S" TOOLS="ip iptables ip6tables iperf3 ping ethtool" PREFIX=weirin
+NAMESPACES="$C $R $S" TOOLS="python3 ip iptables ip6tables iperf3 ping ethtool" PREFIX=weirin
 . "$(dirname "$0")/common.sh"
 # two queues each way (one per worker in the AF_XDP pass with two workers; one otherwise)
 Q="numtxqueues 2 numrxqueues 2"
@@ -174,6 +174,36 @@ pmtu_forget
 ip netns exec $C ping -c 2 -i 0.2 -W 1 -s 3000 198.18.31.2 >"$DIR/pingf" || fail "fragmented ping through weir: $(cat $DIR/pingf)"
 ip netns exec $C ping -6 -c 2 -i 0.2 -W 1 -s 3000 2001:db8:31::2 >"$DIR/pingf6" || fail "fragmented IPv6 ping through weir: $(cat $DIR/pingf6)"
 echo "ok: fragmented IPv4 and IPv6 datagrams forwarded (virtual reassembly)"
+# fragments out of order (the last one first): weir holds it until the first has passed
+ip netns exec $S python3 - "$DIR/frag-rx" <<'PY' &
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("198.18.31.2", 7777))
+s.settimeout(3)
+try:
+    d, _ = s.recvfrom(4096)
+    open(sys.argv[1], "w").write(str(len(d)))
+except socket.timeout:
+    pass
+PY
+RXPID=$!
+sleep 0.3
+ip netns exec $C python3 - <<'PY'
+import socket, struct
+src, dst = socket.inet_aton("198.18.30.2"), socket.inet_aton("198.18.31.2")
+payload = b"w" * 1000
+udp = struct.pack("!HHHH", 40000, 7777, 8 + len(payload), 0) + payload  # no UDP checksum
+def frag(off8, more, data):
+    flags = (0x2000 if more else 0) | off8
+    return struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(data), 4242, flags, 64, 17, 0, src, dst) + data
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+s.sendto(frag(64, False, udp[512:]), ("198.18.31.2", 0))
+s.sendto(frag(0, True, udp[:512]), ("198.18.31.2", 0))
+PY
+wait $RXPID || true
+[ "$(cat "$DIR/frag-rx" 2>/dev/null)" = 1000 ] || fail "a datagram whose fragments came out of order was not delivered"
+rm -f "$DIR/frag-rx"
+echo "ok: a later fragment that came first waited for its first and followed it"
 # larger than the server link's MTU (1400): with "don't fragment", the sender is told the MTU
 # (ICMP fragmentation needed, ICMPv6 packet too big); without, weir sends it in fragments
 pmtu_forget

@@ -1277,6 +1277,92 @@ struct Inline {
     handoff: Option<crate::handoff::Handoff>,
     /// When the ports' MTUs were last read (ns).
     mtu_read: u64,
+    /// Later fragments waiting for their first.
+    held: Held,
+}
+
+/// Later fragments that came before the first fragment of their datagram (the kernel
+/// reassembles fragments in any order; weir's virtual reassembly needs the first's verdict).
+/// They are held, as they arrived, until the first has passed (then they follow it) or for
+/// [`Held::WAIT_NS`] at most (then they are dropped and counted), bounded in frames.
+#[derive(Default)]
+struct Held {
+    /// By datagram: when its first held fragment came, and its fragments (arrival port,
+    /// frame).
+    by_key: HashMap<weir_engine::frag::Key, (u64, Vec<(usize, Vec<u8>)>)>,
+    frames: usize,
+}
+
+impl Held {
+    const WAIT_NS: u64 = 1_000_000_000;
+    const MAX_FRAMES: usize = 1024;
+    /// IPv4's largest datagram in 1280-byte pieces, and some.
+    const MAX_PER_DATAGRAM: usize = 64;
+
+    fn is_empty(&self) -> bool {
+        self.frames == 0
+    }
+
+    /// Hold `frame` (read on port `pi`); Some(n): n frames dropped to stay in bounds (this
+    /// one, or held ones that waited too long).
+    fn hold(&mut self, pi: usize, frame: Vec<u8>, now: u64) -> Option<usize> {
+        let mut dropped = self.expire(now);
+        let pm = PacketMeta::parse(&frame, LinkType::Ethernet);
+        let key = weir_engine::frag::Key::of(&pm);
+        let full = self.frames >= Self::MAX_FRAMES;
+        let e = self.by_key.entry(key).or_insert((now, Vec::new()));
+        if full || e.1.len() >= Self::MAX_PER_DATAGRAM {
+            if e.1.is_empty() {
+                self.by_key.remove(&key);
+            }
+            dropped += 1;
+        } else {
+            e.1.push((pi, frame));
+            self.frames += 1;
+        }
+        (dropped > 0).then_some(dropped)
+    }
+
+    /// The fragments held for datagram `key` (its first went to another worker).
+    fn take(&mut self, key: &weir_engine::frag::Key) -> Vec<(usize, Vec<u8>)> {
+        let v = self.by_key.remove(key).map(|e| e.1).unwrap_or_default();
+        self.frames -= v.len();
+        v
+    }
+
+    /// Drop what waited longer than [`Held::WAIT_NS`]; how many frames.
+    fn expire(&mut self, now: u64) -> usize {
+        let mut n = 0;
+        self.by_key.retain(|_, (since, v)| {
+            let keep = now.saturating_sub(*since) < Held::WAIT_NS;
+            if !keep {
+                n += v.len();
+            }
+            keep
+        });
+        self.frames -= n;
+        n
+    }
+
+    /// The held fragments whose first has passed (`sf` keeps it now), in arrival order, and
+    /// how many frames expired.
+    fn ready(&mut self, sf: &mut Stateful, now: u64) -> (Vec<(usize, Vec<u8>)>, usize) {
+        let expired = self.expire(now);
+        let keys: Vec<_> = self
+            .by_key
+            .keys()
+            .copied()
+            .filter(|k| sf.frags.get(k, now).is_some())
+            .collect();
+        let mut out = Vec::new();
+        for k in keys {
+            if let Some((_, v)) = self.by_key.remove(&k) {
+                self.frames -= v.len();
+                out.extend(v);
+            }
+        }
+        (out, expired)
+    }
 }
 
 /// How often inline mode reads its ports' MTUs again (`ip link set ... mtu` while it runs).
@@ -1322,6 +1408,13 @@ impl Inline {
     ) -> Option<usize> {
         match fate {
             Fate::Kernel => {}
+            Fate::Hold => {
+                let f = frame(self);
+                if let Some(dropped) = self.held.hold(pi, f, now) {
+                    c.packets += dropped as u64;
+                    *c.dropped.entry("fragment").or_default() += dropped as u64;
+                }
+            }
             Fate::Drop(why) => {
                 c.packets += 1;
                 *c.dropped.entry(why).or_default() += 1;
@@ -1691,6 +1784,9 @@ enum Fate {
     /// Rejected with `reject with tcp reset`: this frame (the reset) goes back out of the
     /// arrival port.
     Reset(Vec<u8>),
+    /// A later fragment that came before the first of its datagram: held until the first
+    /// passes ([`Held`]).
+    Hold,
 }
 
 impl Fate {
@@ -1703,6 +1799,7 @@ impl Fate {
                 format!("drop ({why}; ICMP error {typ}/{code} to the sender)")
             }
             Fate::Reset(_) => "drop (reject; TCP reset to the sender)".to_string(),
+            Fate::Hold => "held (a later fragment before its first)".to_string(),
             Fate::NoNeighbour { .. } => "drop (no-neighbour)".to_string(),
             Fate::Out(o) => format!("forward out {}", names[*o]),
             Fate::Fragments(o) => format!("forward out {} in fragments", names[*o]),
@@ -2074,6 +2171,10 @@ fn route_frame(
     if let Decision::Drop(why) =
         sf.hook_mut(Hook::Prerouting, frame, &mut pm, &mut meta, now, &mut pc)
     {
+        if matches!(why, DropReason::Fragment) && pm.frag == weir_wire::Frag::Later {
+            // no first fragment kept for it yet: the kernel's reassembly would wait for it
+            return Fate::Hold;
+        }
         return refused(sf, net, in_port, why, frame, &pm, &pc, in_mac, v6, now);
     }
     // routing after prerouting, as the kernel does (a reply to a masqueraded connection is
@@ -2427,6 +2528,13 @@ impl Worker {
                         if h.all || pm.frag != weir_wire::Frag::None {
                             if let Some(w) = h.owner(&pm, frame, now) {
                                 h.send(w, pi, frame);
+                                // later fragments of its datagram held here follow it there
+                                if pm.frag == weir_wire::Frag::First && !il.held.is_empty() {
+                                    let key = weir_engine::frag::Key::of(&pm);
+                                    for (hp, hf) in il.held.take(&key) {
+                                        h.send(w, hp, &hf);
+                                    }
+                                }
                                 continue;
                             }
                         }
@@ -2462,6 +2570,38 @@ impl Worker {
             // (the list names frames of this port's batch: nobody else may send them)
             il.fwd.clear();
             il.ports[pi].recv_done();
+        }
+        // later fragments that came before their first: those whose first has passed
+        // follow it now (after it), those that waited too long are dropped
+        if !il.held.is_empty() {
+            let (ready, expired) = il.held.ready(&mut self.sf, now);
+            if expired > 0 {
+                self.counts.packets += expired as u64;
+                *self.counts.dropped.entry("fragment").or_default() += expired as u64;
+            }
+            for (pi, mut f) in ready {
+                let devs = self.sf.flowtable_devices(&il.ports_names[pi]);
+                let pm = PacketMeta::parse(&f, LinkType::Ethernet);
+                let (fate, rewritten) = decide(
+                    &mut self.sf,
+                    &mut self.trace,
+                    &il.net,
+                    &il.ports_names,
+                    macs,
+                    &mut f,
+                    pm,
+                    pi,
+                    devs,
+                    now,
+                );
+                let f: &[u8] = &f;
+                let c = &mut self.counts;
+                if let Some(o) =
+                    il.settle(&mut self.sf, c, pi, fate, rewritten, now, &|_| f.to_vec())
+                {
+                    il.ports[o].push(f);
+                }
+            }
         }
         if let Some(h) = il.handoff.as_mut() {
             h.wake();
@@ -3236,6 +3376,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
                     icmp_bucket: Bucket::new(n),
                     icmp_peers: PeerLimit::default(),
                     mtu_read: now_ns(),
+                    held: Held::default(),
                     polled: 0,
                     fds: Vec::new(),
                     macs: Vec::new().into(),
@@ -4144,6 +4285,69 @@ table ip nat {
             _ => None,
         };
         (fate, err)
+    }
+
+    /// A later fragment that comes before its first is held, and follows the first once it
+    /// has passed; held fragments that wait too long are dropped, and the table is bounded.
+    #[test]
+    fn later_fragments_wait_for_their_first() {
+        use weir_wire::build::Builder;
+        let text = "table inet f { chain fwd { type filter hook forward priority 0; policy drop; ct state new udp dport 53 accept; } }";
+        let mut sf = stateful_of(text);
+        let ((c4, s4), _, net, macs) = dual_stack_net();
+        let b = || Builder::new().macs([2, 0, 0, 0, 0, 9], macs[0]).ip_id(77);
+        let first = b().fragment(0, true).udp(c4, s4, 1000, 53, &[1; 64]);
+        let later = b().fragment(9, false).ip(c4, s4, 17, &[2; 40]);
+        let mut held = Held::default();
+        let mut send = |sf: &mut Stateful, f: &mut Vec<u8>| {
+            let pm = PacketMeta::parse(f, LinkType::Ethernet);
+            route_frame(sf, &net, f, pm, 0, macs[0], &macs, FtDevices(0), 1)
+        };
+        let mut f = later.clone();
+        assert!(matches!(send(&mut sf, &mut f), Fate::Hold));
+        assert_eq!(held.hold(0, f, 10), None);
+        // nothing to release while the first has not passed
+        let (ready, expired) = held.ready(&mut sf, 20);
+        assert!(ready.is_empty() && expired == 0 && !held.is_empty());
+        let mut f = first.clone();
+        assert!(matches!(send(&mut sf, &mut f), Fate::Out(1)));
+        let (ready, expired) = held.ready(&mut sf, 30);
+        assert_eq!((ready.len(), expired), (1, 0));
+        assert!(held.is_empty());
+        let (pi, mut f) = ready.into_iter().next().unwrap();
+        assert_eq!((pi, &f), (0, &later));
+        assert!(matches!(send(&mut sf, &mut f), Fate::Out(1)));
+        // a datagram whose first never comes: dropped after the wait
+        let orphan = Builder::new()
+            .macs([2, 0, 0, 0, 0, 9], macs[0])
+            .ip_id(78)
+            .fragment(9, false)
+            .ip(c4, s4, 17, &[2; 40]);
+        let mut f = orphan.clone();
+        assert!(matches!(send(&mut sf, &mut f), Fate::Hold));
+        assert_eq!(held.hold(0, f, 100), None);
+        let (ready, expired) = held.ready(&mut sf, 100 + Held::WAIT_NS);
+        assert_eq!((ready.len(), expired), (0, 1));
+        // bounded: per datagram, and in all
+        for i in 0..Held::MAX_PER_DATAGRAM {
+            assert_eq!(held.hold(0, orphan.clone(), 200 + i as u64), None);
+        }
+        assert_eq!(held.hold(0, orphan.clone(), 300), Some(1));
+        let mut id = 1000u16;
+        while held.frames < Held::MAX_FRAMES {
+            let f = Builder::new()
+                .ip_id(id)
+                .fragment(9, false)
+                .ip(c4, s4, 17, &[0; 8]);
+            assert_eq!(held.hold(0, f, 400), None);
+            id += 1;
+        }
+        let f = Builder::new()
+            .ip_id(id)
+            .fragment(9, false)
+            .ip(c4, s4, 17, &[0; 8]);
+        assert_eq!(held.hold(0, f, 400), Some(1));
+        assert_eq!(held.frames, Held::MAX_FRAMES);
     }
 
     #[test]
