@@ -6,7 +6,8 @@
 #   FUZZ_TIMEOUT=10                       # seconds one input may take before it counts as a hang
 #
 # Targets: every `cargo fuzz list` entry of every crates/*/fuzz directory (weir-wire:
-# packet_parse, pcap_read; weir-lang: parse_ruleset; and any added later). Each runs on a
+# packet_parse, pcap_read; weir-lang: parse_ruleset, import_iptables; weir-engine: engine_frames,
+# answers; and any added later). Each runs on a
 # scratch copy of its seed corpus (crates/X/fuzz/corpus/TARGET, when there is one), so the
 # committed seeds are never rewritten. Crash inputs land in crates/X/fuzz/artifacts/TARGET/.
 #

@@ -1,7 +1,9 @@
-//! The router's own answers to the packets it rejects or that are addressed to it, as Linux
-//! makes them, and their way out: a locally generated packet leaves through the `output` and
-//! `postrouting` hooks, so the ruleset filters it and connection tracking sees it (a reset
-//! closes the connection it belongs to; NAT gives it the addresses the peer knows).
+//! The router's own answers to the packets it rejects or cannot forward, as Linux makes them,
+//! and their way out: a locally generated packet leaves through the `output` and
+//! `postrouting` hooks, so the ruleset filters it. An answer to a packet of a connection
+//! carries that connection (Linux's `nf_ct_attach`): NAT gives it the addresses the peer knows
+//! and the connection is left as it was. An answer to a packet without one is tracked like
+//! any packet (a reset may then end the connection it finds).
 //!
 //! A rare path: it allocates.
 
@@ -13,11 +15,12 @@ use weir_lang::ir::Hook;
 use weir_wire::build::{tcp_flags, Builder, Tcp};
 use weir_wire::{Frag, LinkType, PacketMeta, L3};
 
-/// The TCP reset answering segment `frame` (Ethernet, parsed as `pm`) as it is now, built as
+/// The TCP reset answering segment `frame` (of any link type, parsed as `pm`) as it is now,
+/// built as
 /// Linux's `nf_reject_ip_tcphdr_put` / `nf_reject_ip6_tcphdr_put` build it: from the
 /// segment's destination address and port back to its source, with the sender's ACK as its
 /// sequence number, or else acknowledging the segment's SYN, FIN and data; window 0, TTL 64.
-/// The frame goes from `src_mac` to `dst_mac`.
+/// It is an Ethernet frame from `src_mac` to `dst_mac`.
 ///
 /// None for a reset, a non-first fragment or a segment cut short. Linux also answers no
 /// segment whose checksum is wrong (`nf_reject_verify_csum`, `nf_ip_checksum`): the caller
