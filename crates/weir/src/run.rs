@@ -4262,6 +4262,20 @@ table ip nat {
     /// each form, quoting the packet as it arrived; a TCP reset whose sequence numbers the
     /// sender accepts, and which, for a masqueraded connection, comes from the router's
     /// public address, not the client's inside one; nothing for a corrupt segment or a reset.
+    /// The reset of fate `f`, checked: from `from` to `to` (address, port), TCP flags `flags`,
+    /// checksums right.
+    fn check_reset(f: Fate, from: (u128, u16), to: (u128, u16), flags: u8) -> Vec<u8> {
+        let Fate::Reset(rst) = f else {
+            panic!("no reset: {}", f.describe(&[]))
+        };
+        let pm = PacketMeta::parse(&rst, LinkType::Ethernet);
+        assert_eq!(((pm.saddr, pm.sport), (pm.daddr, pm.dport)), (from, to));
+        assert_eq!(pm.tcp_flags, flags);
+        assert!(pm.transport_checksum_ok(&rst));
+        assert!(pm.l3 == weir_wire::L3::Ipv6 || pm.ipv4_checksum_ok(&rst));
+        rst
+    }
+
     /// A frame through the inline router (read on port `pi`, at time 1), and for an ICMP fate
     /// the error as [`Inline::settle`] sends it (without the rate limit).
     fn route_and_answer(
@@ -4299,7 +4313,7 @@ table ip nat {
         let first = b().fragment(0, true).udp(c4, s4, 1000, 53, &[1; 64]);
         let later = b().fragment(9, false).ip(c4, s4, 17, &[2; 40]);
         let mut held = Held::default();
-        let mut send = |sf: &mut Stateful, f: &mut Vec<u8>| {
+        let send = |sf: &mut Stateful, f: &mut Vec<u8>| {
             let pm = PacketMeta::parse(f, LinkType::Ethernet);
             route_frame(sf, &net, f, pm, 0, macs[0], &macs, FtDevices(0), 1)
         };
@@ -4368,8 +4382,9 @@ table ip nat {
         let mut sf = stateful_of(text);
         let mut ifs = IfNames::default();
         let (c, s) = (Ipv4Addr::new(198, 18, 20, 2), Ipv4Addr::new(198, 18, 21, 2));
-        let mut ask = |payload: &[u8], skb_info: u32| {
-            let p = nfqueue::Packet {
+        // a forwarded packet as the queue gives it
+        fn queued(payload: &[u8], skb_info: u32) -> nfqueue::Packet<'_> {
+            nfqueue::Packet {
                 id: 1,
                 hw_protocol: 0x0800,
                 hook: 2,
@@ -4379,9 +4394,11 @@ table ip nat {
                 payload,
                 cap_len: None,
                 skb_info,
-            };
+            }
+        }
+        let mut ask = |payload: &[u8], skb_info: u32| {
             let mut buf = payload.to_vec();
-            process(&mut sf, &p, &mut buf, &mut ifs, 1)
+            process(&mut sf, &queued(payload, skb_info), &mut buf, &mut ifs, 1)
         };
         // a SYN whose checksum the sender's offload fills in later: answered with RST|ACK
         // from the address and port it was sent to
@@ -4405,18 +4422,8 @@ table ip nat {
         // the reset passes weir's output hook, which may drop it
         let syn7 = Builder::raw().tcp(c, s, &Tcp::new(40001, 7, 0x02), &[]);
         let mut sf7 = stateful_of(&text.replace("tcp dport 23 reject", "tcp dport 7 reject"));
-        let p = nfqueue::Packet {
-            id: 1,
-            hw_protocol: 0x0800,
-            hook: 2,
-            mark: 0,
-            indev: 0,
-            outdev: 0,
-            payload: &syn7,
-            cap_len: None,
-            skb_info: 0,
-        };
         let mut buf = syn7.clone();
+        let p = queued(&syn7, 0);
         let (d, _, a) = process(&mut sf7, &p, &mut buf, &mut IfNames::default(), 1);
         assert!(matches!(d, Decision::Drop(DropReason::Reject(_))) && a.is_none());
         // ICMP errors quote the packet as it arrived, to its sender
@@ -4554,31 +4561,18 @@ table ip nat {
         assert_eq!(weir_wire::checksum::checksum(&e[l4..]), 0);
         assert!(pm.ipv4_checksum_ok(&e));
         // a SYN gets RST|ACK acknowledging it, from the address and port it was sent to
+        let (c4a, s4a) = (u32::from(c4) as u128, u32::from(s4) as u128);
         let mut syn = b(0).tcp(c4, s4, &Tcp::new(40000, 23, 0x02).seq(7000), &[]);
-        let Fate::Reset(rst) = send(&mut sf, &mut syn, 0) else {
-            panic!("no reset for a SYN")
-        };
-        let pm = PacketMeta::parse(&rst, LinkType::Ethernet);
-        assert_eq!(
-            (pm.saddr, pm.daddr),
-            (u32::from(s4) as u128, u32::from(c4) as u128)
-        );
-        assert_eq!((pm.sport, pm.dport, pm.tcp_flags), (23, 40000, 0x14));
-        assert!(pm.transport_checksum_ok(&rst));
-        assert!(pm.ipv4_checksum_ok(&rst));
-        let l4 = pm.l4_off as usize;
+        let f = send(&mut sf, &mut syn, 0);
+        let rst = check_reset(f, (s4a, 23), (c4a, 40000), 0x14);
+        let l4 = PacketMeta::parse(&rst, LinkType::Ethernet).l4_off as usize;
         assert_eq!(&rst[l4 + 4..l4 + 12], &[0, 0, 0, 0, 0, 0, 0x1b, 0x59]);
         assert_eq!((&rst[..6], &rst[6..12]), (&cmac[..], &macs[0][..]));
         // IPv6, with data and an ACK: a bare RST whose sequence number is that ACK
         let mut seg = b(0).tcp(c6, s6, &Tcp::new(40001, 23, 0x18).seq(9).ack(77), b"hello");
-        let Fate::Reset(rst) = send(&mut sf, &mut seg, 0) else {
-            panic!("no IPv6 reset")
-        };
-        let pm = PacketMeta::parse(&rst, LinkType::Ethernet);
-        assert_eq!((pm.saddr, pm.daddr), (u128::from(s6), u128::from(c6)));
-        assert_eq!(pm.tcp_flags, 0x04);
-        assert!(pm.transport_checksum_ok(&rst));
-        let l4 = pm.l4_off as usize;
+        let f = send(&mut sf, &mut seg, 0);
+        let rst = check_reset(f, (u128::from(s6), 23), (u128::from(c6), 40001), 0x04);
+        let l4 = PacketMeta::parse(&rst, LinkType::Ethernet).l4_off as usize;
         assert_eq!(&rst[l4 + 4..l4 + 8], &77u32.to_be_bytes());
         // no answer to a reset, nor to a segment whose checksum is wrong
         let mut r = b(0).tcp(c4, s4, &Tcp::new(40002, 23, 0x04), &[]);
@@ -4609,28 +4603,15 @@ table ip nat {
         let mut ack = b(0).tcp(c4, s4, &Tcp::new(40004, 80, 0x10).seq(101).ack(5001), &[]);
         assert!(matches!(send(&mut sf, &mut ack, 0), Fate::Out(1)));
         let mut f = to_router(Tcp::new(80, port, 0x11).seq(5001).ack(101));
-        let Fate::Reset(rst) = send(&mut sf, &mut f, 1) else {
-            panic!("no reset for the server's FIN")
-        };
-        let pm = PacketMeta::parse(&rst, LinkType::Ethernet);
-        assert_eq!((pm.saddr, pm.daddr), (public, u32::from(s4) as u128));
-        assert_eq!((pm.sport, pm.dport, pm.tcp_flags), (port, 80, 0x04));
-        assert!(pm.transport_checksum_ok(&rst));
-        let l4 = pm.l4_off as usize;
+        let f = send(&mut sf, &mut f, 1);
+        let rst = check_reset(f, (public, port), (s4a, 80), 0x04);
+        let l4 = PacketMeta::parse(&rst, LinkType::Ethernet).l4_off as usize;
         assert_eq!(&rst[l4 + 4..l4 + 8], &101u32.to_be_bytes());
         // a new connection rejected after DNAT: the reset comes from the address and port the
         // client wrote to (the reset carries the new connection, whose DNAT it undoes)
         let mut syn = b(0).tcp(c4, s4, &Tcp::new(40005, 8080, 0x02).seq(1), &[]);
-        let Fate::Reset(rst) = send(&mut sf, &mut syn, 0) else {
-            panic!("no reset for a DNATed SYN")
-        };
-        let pm = PacketMeta::parse(&rst, LinkType::Ethernet);
-        assert_eq!(
-            (pm.saddr, pm.daddr),
-            (u32::from(s4) as u128, u32::from(c4) as u128)
-        );
-        assert_eq!((pm.sport, pm.dport, pm.tcp_flags), (8080, 40005, 0x14));
-        assert!(pm.transport_checksum_ok(&rst));
+        let f = send(&mut sf, &mut syn, 0);
+        check_reset(f, (s4a, 8080), (c4a, 40005), 0x14);
         // a stray SYN-ACK to a masqueraded client's inside address belongs to no connection:
         // the reset answering it is tracked, finds the client's connection, leaves from the
         // public address and ends that connection, which has seen no reply (as the kernel's
@@ -4659,12 +4640,7 @@ table ip nat {
             FtDevices(0),
             1,
         );
-        let Fate::Reset(rst) = fate else {
-            panic!("no reset for the stray SYN-ACK")
-        };
-        let pm = PacketMeta::parse(&rst, LinkType::Ethernet);
-        assert_eq!((pm.saddr, pm.sport, pm.tcp_flags), (public, port81, 0x04));
-        assert!(pm.transport_checksum_ok(&rst));
+        check_reset(fate, (public, port81), (s4a, 81), 0x04);
         let state = |sf: &Stateful, sport: u16, dport: u16| {
             sf.ct
                 .iter()
