@@ -669,16 +669,16 @@ struct Answers {
     sock: Option<weir_io::raw::Answerer>,
     failed: bool,
     bucket: Bucket,
-    peers: PeerLimit,
+    peers: Arc<Mutex<PeerLimit>>,
 }
 
 impl Answers {
-    fn new(workers: u16) -> Answers {
+    fn new(workers: u16, peers: Arc<Mutex<PeerLimit>>) -> Answers {
         Answers {
             sock: None,
             failed: false,
             bucket: Bucket::new(workers),
-            peers: PeerLimit::default(),
+            peers,
         }
     }
 
@@ -687,7 +687,8 @@ impl Answers {
         use std::net::{Ipv4Addr, Ipv6Addr};
         if let NfqAnswer::Icmp { v6, to, .. } = a {
             // (the kernel's routes are not known here: IPv6 gets the period of a host route)
-            if !(self.peers.allow(to, v6, PeerLimit::SECOND, now) && self.bucket.take(now)) {
+            let peer = PeerLimit::shared(&self.peers).allow(to, v6, PeerLimit::SECOND, now);
+            if !(peer && self.bucket.take(now)) {
                 c.icmp_limited += 1;
                 return;
             }
@@ -1267,7 +1268,8 @@ struct Inline {
     fwd: Vec<(usize, usize)>,
     ports_names: Vec<String>,
     icmp_bucket: Bucket,
-    icmp_peers: PeerLimit,
+    /// Shared by the workers, as Linux's `inet_peer` is.
+    icmp_peers: Arc<Mutex<PeerLimit>>,
     /// When the sockets were last polled (ns).
     polled: u64,
     /// The poll set (ports, then side sockets) and the ports' MACs, built on the first batch.
@@ -1489,7 +1491,8 @@ impl Inline {
                     // discovery is not rate-limited
                     Some(e)
                         if why == "too-big"
-                            || (self.icmp_peers.allow_to(&self.net, &e, now)
+                            || (PeerLimit::shared(&self.icmp_peers)
+                                .allow_to(&self.net, &e, now)
                                 && self.icmp_bucket.take(now)) =>
                     {
                         if let Some(e) = icmp_out(sf, &self.net, pi, e, *ct, now) {
@@ -1877,7 +1880,7 @@ fn icmp_out(
 /// `inet_peer_xrlim_allow` with `icmp_ratelimit` 1 s), checked before the router-wide
 /// [`Bucket`]: a burst of 6 errors to one address, then one per second (IPv6: more for wider
 /// routes, 1 s >> ((128 - prefix length) / 32)). Addresses not heard from for the length of a
-/// burst are forgotten when the table is full.
+/// burst are forgotten when the table is full. One for all the workers.
 #[derive(Default)]
 struct PeerLimit {
     peers: HashMap<(u128, bool), (u64, u64)>,
@@ -1887,6 +1890,11 @@ impl PeerLimit {
     const BURST: u64 = 6;
     const MAX: usize = 8192;
     const SECOND: u64 = 1_000_000_000;
+
+    /// The limit shared by the workers (a worker that panicked holding it left it usable).
+    fn shared(p: &Mutex<PeerLimit>) -> std::sync::MutexGuard<'_, PeerLimit> {
+        p.lock().unwrap_or_else(|e| e.into_inner())
+    }
 
     /// Whether an error to `dst` may leave now (`period`: ns per error); takes a token.
     fn allow(&mut self, dst: u128, v6: bool, period: u64, now: u64) -> bool {
@@ -3358,6 +3366,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
                 .collect::<std::io::Result<_>>()?,
         );
         let engs = engines(&rs, links.len());
+        let icmp_peers = Arc::new(Mutex::new(PeerLimit::default()));
         for ((w, (ports, arp)), eng) in links.into_iter().enumerate().zip(engs) {
             let net = net.clone();
             let mut sf = stateful(eng, &cfg);
@@ -3374,7 +3383,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
                     fwd: Vec::new(),
                     ports_names: cfg.interface.iter().map(|i| i.name.clone()).collect(),
                     icmp_bucket: Bucket::new(n),
-                    icmp_peers: PeerLimit::default(),
+                    icmp_peers: Arc::clone(&icmp_peers),
                     mtu_read: now_ns(),
                     held: Held::default(),
                     polled: 0,
@@ -3393,6 +3402,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let queues = if inline { 0 } else { workers };
+    let icmp_peers = Arc::new(Mutex::new(PeerLimit::default()));
     for (i, eng) in (0..queues).zip(engines(&rs, queues as usize)) {
         let sf = stateful(eng, &cfg);
         let copy = copy_range(&cfg.nfqueue.copy, &sf);
@@ -3414,7 +3424,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
             ifs: IfNames::default(),
             copy_mode: cfg.nfqueue.copy.clone(),
             copy,
-            answers: Some(Answers::new(workers)),
+            answers: Some(Answers::new(workers, Arc::clone(&icmp_peers))),
         });
     }
     let _kernel = if inline {
