@@ -19,3 +19,17 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; [ -f "$DIR/weir.log" ] && sed 's/^/  weir: /' "$DIR/weir.log"; exit 1; }
 for n in $NAMESPACES; do ip netns del $n 2>/dev/null || true; ip netns add $n; ip -n $n link set lo up; done
+
+# `reject` answers the sender: a connection to TCP port 23 of $2 (rejected with a TCP reset) is
+# refused at once, not after the SYN's retries; a ping to $3 (rejected with icmpx
+# admin-prohibited) gets "Packet filtered" from $4, an IPv6 ping to $5 (a plain reject) "Port
+# unreachable" from $6. $1: the client's namespace.
+check_reject_answers() {
+  local c=$1 server=$2 rej4=$3 r4=$4 rej6=$5 r6=$6
+  if ip netns exec $c timeout 3 bash -c "exec 3<>/dev/tcp/$server/23" 2>"$DIR/rst"; then fail "connected to a rejected port"; fi
+  grep -q "Connection refused" "$DIR/rst" || fail "no TCP reset for a rejected port: $(cat $DIR/rst)"
+  ip netns exec $c ping -c 1 -W 2 $rej4 >"$DIR/rej" 2>&1 || true
+  grep -q "From $r4 .*Packet filtered" "$DIR/rej" || fail "no ICMP admin-prohibited for a rejected ping: $(cat $DIR/rej)"
+  ip netns exec $c ping -6 -c 1 -W 2 $rej6 >"$DIR/rej6" 2>&1 || true
+  grep -q "From $r6 .*Port unreachable" "$DIR/rej6" || fail "no ICMPv6 port unreachable for a rejected ping: $(cat $DIR/rej6)"
+}

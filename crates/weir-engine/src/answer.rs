@@ -9,10 +9,10 @@
 
 use crate::eval::{Decision, Meta};
 use crate::stateful::{CtPkt, CtTuples, PacketCt, Stateful};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use weir_conntrack::Dir;
 use weir_lang::ir::Hook;
 use weir_wire::build::{tcp_flags, Builder, Tcp};
+use weir_wire::field::ip_addr;
 use weir_wire::{Frag, LinkType, PacketMeta, L3};
 
 /// The TCP reset answering segment `frame` (of any link type, parsed as `pm`) as it is now,
@@ -42,32 +42,13 @@ pub fn tcp_reset(
         return None;
     }
     let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-    let (sport, dport) = (
-        u16::from_be_bytes([tcp[0], tcp[1]]),
-        u16::from_be_bytes([tcp[2], tcp[3]]),
-    );
-    let l3 = pm.l3_off as usize;
-    let (src, dst): (IpAddr, IpAddr) = match pm.l3 {
-        L3::Ipv4 => {
-            let a = |o: usize| -> Option<IpAddr> {
-                Some(
-                    Ipv4Addr::from(<[u8; 4]>::try_from(frame.get(l3 + o..l3 + o + 4)?).ok()?)
-                        .into(),
-                )
-            };
-            (a(16)?, a(12)?)
-        }
-        L3::Ipv6 => {
-            let a = |o: usize| -> Option<IpAddr> {
-                Some(
-                    Ipv6Addr::from(<[u8; 16]>::try_from(frame.get(l3 + o..l3 + o + 16)?).ok()?)
-                        .into(),
-                )
-            };
-            (a(24)?, a(8)?)
-        }
+    let v6 = match pm.l3 {
+        L3::Ipv4 => false,
+        L3::Ipv6 => true,
         _ => return None,
     };
+    let (src, dst) = (ip_addr(pm.daddr, v6), ip_addr(pm.saddr, v6));
+    let (sport, dport) = (pm.sport, pm.dport);
     let t = if flags & tcp_flags::ACK != 0 {
         Tcp::new(dport, sport, tcp_flags::RST).seq(be32(&tcp[8..12]))
     } else {

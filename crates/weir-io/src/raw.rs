@@ -95,30 +95,23 @@ impl Answerer {
     }
 
     fn send_to(&self, fd: &OwnedFd, dst: IpAddr, buf: &[u8]) -> io::Result<()> {
-        let r = match dst {
-            IpAddr::V4(a) => {
-                let sa = libc::sockaddr_in {
+        match dst {
+            IpAddr::V4(a) => sendto(
+                fd,
+                buf,
+                &libc::sockaddr_in {
                     sin_family: libc::AF_INET as libc::sa_family_t,
                     sin_port: 0,
                     sin_addr: libc::in_addr {
                         s_addr: u32::from_ne_bytes(a.octets()),
                     },
                     sin_zero: [0; 8],
-                };
-                // SAFETY: `buf` and `sa` are live for the call, with their sizes passed.
-                unsafe {
-                    libc::sendto(
-                        fd.as_raw_fd(),
-                        buf.as_ptr().cast(),
-                        buf.len(),
-                        0,
-                        (&sa as *const libc::sockaddr_in).cast(),
-                        std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-                    )
-                }
-            }
-            IpAddr::V6(a) => {
-                let sa = libc::sockaddr_in6 {
+                },
+            ),
+            IpAddr::V6(a) => sendto(
+                fd,
+                buf,
+                &libc::sockaddr_in6 {
                     sin6_family: libc::AF_INET6 as libc::sa_family_t,
                     sin6_port: 0,
                     sin6_flowinfo: 0,
@@ -126,23 +119,28 @@ impl Answerer {
                         s6_addr: a.octets(),
                     },
                     sin6_scope_id: 0,
-                };
-                // SAFETY: as above.
-                unsafe {
-                    libc::sendto(
-                        fd.as_raw_fd(),
-                        buf.as_ptr().cast(),
-                        buf.len(),
-                        0,
-                        (&sa as *const libc::sockaddr_in6).cast(),
-                        std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-                    )
-                }
-            }
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
+                },
+            ),
         }
-        Ok(())
     }
+}
+
+/// sendto(2) of `buf` on `fd` to socket address `sa` (a `sockaddr_in` or `sockaddr_in6`).
+fn sendto<A>(fd: &OwnedFd, buf: &[u8], sa: &A) -> io::Result<()> {
+    // SAFETY: `buf` and `sa` are live for the call, with their sizes passed; `sa` is a
+    // socket address of the family of `fd`.
+    let r = unsafe {
+        libc::sendto(
+            fd.as_raw_fd(),
+            buf.as_ptr().cast(),
+            buf.len(),
+            0,
+            (sa as *const A).cast(),
+            std::mem::size_of::<A>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

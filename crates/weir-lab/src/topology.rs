@@ -18,7 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr};
 
 /// The topology file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -197,11 +197,7 @@ impl fmt::Display for Prefix {
 }
 
 pub fn from_bits(v: u128, v4: bool) -> IpAddr {
-    if v4 {
-        IpAddr::V4(Ipv4Addr::from(v as u32))
-    } else {
-        IpAddr::V6(Ipv6Addr::from(v))
-    }
+    weir_wire::field::ip_addr(v, !v4)
 }
 
 /// The lab ranges: 198.18.0.0/15 (RFC 2544) and 2001:db8::/32 (RFC 3849). Every address the

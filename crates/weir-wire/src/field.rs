@@ -377,6 +377,15 @@ mod tests {
     }
 }
 
+/// An address as fields hold it (IPv4 in the low 32 bits) as a `std::net::IpAddr`.
+pub fn ip_addr(v: u128, v6: bool) -> std::net::IpAddr {
+    if v6 {
+        std::net::Ipv6Addr::from(v).into()
+    } else {
+        std::net::Ipv4Addr::from(v as u32).into()
+    }
+}
+
 /// The network mask of a prefix of `len` bits for an IPv4 (`v6` false: 32 bits) or IPv6
 /// address as fields hold it; lengths past the address's width keep every bit.
 pub fn prefix_mask(len: u8, v6: bool) -> u128 {

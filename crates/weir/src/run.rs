@@ -609,8 +609,8 @@ fn process(
 enum NfqAnswer {
     /// A whole IP packet: a TCP reset, already through weir's output and postrouting hooks.
     Packet(Vec<u8>),
-    /// An ICMP or ICMPv6 error (type, code) quoting the packet as it arrived, to its sender;
-    /// the kernel gives it the source address of the route back.
+    /// An ICMP or ICMPv6 error (type, code) quoting the packet as the rejecting hook saw it,
+    /// to its sender; the kernel gives it the source address of the route back.
     Icmp {
         v6: bool,
         typ: u8,
@@ -620,9 +620,9 @@ enum NfqAnswer {
     },
 }
 
-/// The answer to a packet of queue packet `p` rejected by rule `g` (`buf`, `pm`, `pc`: the
-/// packet at the rejecting hook; `head`: its headers as they arrived; `iif`: the name value
-/// of its input interface, where a reset leaves), as [`refused`] makes it in inline mode.
+/// The answer to queue packet `p` rejected by rule `g` (`buf`, `pm`, `pc`: the packet at the
+/// rejecting hook; `iif`: the name value of its input interface, where a reset leaves), as
+/// [`refused`] makes it in inline mode.
 #[allow(clippy::too_many_arguments)]
 fn nfq_answer(
     sf: &mut Stateful,
@@ -645,11 +645,7 @@ fn nfq_answer(
             v6,
             typ,
             code,
-            quote: buf[..pm
-                .l3_end()
-                .min(buf.len())
-                .min(if v6 { 1280 - 48 } else { 576 - 28 })]
-                .to_vec(),
+            quote: buf[..pm.l3_end().min(buf.len()).min(icmp_quote_max(v6))].to_vec(),
             to: pm.saddr,
         }),
         RejectAnswer::Reset => {
@@ -1305,10 +1301,10 @@ impl Held {
         self.frames == 0
     }
 
-    /// Hold `frame` (read on port `pi`); Some(n): n frames dropped to stay in bounds (this
-    /// one, or held ones that waited too long).
+    /// Hold `frame` (read on port `pi`); Some(1): it was dropped to stay in bounds. (What
+    /// waited too long goes in [`Held::ready`], once a batch, not here for every frame.)
     fn hold(&mut self, pi: usize, frame: Vec<u8>, now: u64) -> Option<usize> {
-        let mut dropped = self.expire(now);
+        let mut dropped = 0;
         let pm = PacketMeta::parse(&frame, LinkType::Ethernet);
         let key = weir_engine::frag::Key::of(&pm);
         let full = self.frames >= Self::MAX_FRAMES;
@@ -1495,7 +1491,7 @@ impl Inline {
                                 .allow_to(&self.net, &e, now)
                                 && self.icmp_bucket.take(now)) =>
                     {
-                        if let Some(e) = icmp_out(sf, &self.net, pi, e, *ct, now) {
+                        if let Some(e) = answer_out(sf, &self.net, pi, e, *ct, now) {
                             c.icmp_errors += 1;
                             self.ports[pi].push(&e)
                         }
@@ -1830,17 +1826,10 @@ fn icmp_error(
         return None;
     }
     let src = net.addrs[port].iter().find(|a| a.1 == v6)?.0;
-    let to_ip = |a: u128| -> std::net::IpAddr {
-        if v6 {
-            std::net::Ipv6Addr::from(a).into()
-        } else {
-            std::net::Ipv4Addr::from(a as u32).into()
-        }
-    };
+    let to_ip = |a: u128| weir_wire::field::ip_addr(a, v6);
     let l3 = pm.l3_off as usize;
     let original = &frame[l3..pm.l3_end().min(frame.len())];
-    // as much of the packet as fits: 576 bytes in all for IPv4 (RFC 1812), 1280 for IPv6
-    let keep = if v6 { 1280 - 48 } else { 576 - 28 };
+    let keep = icmp_quote_max(v6);
     let dst_mac: [u8; 6] = frame[6..12].try_into().ok()?;
     Some(
         weir_wire::build::Builder::new()
@@ -1857,11 +1846,12 @@ fn icmp_error(
     )
 }
 
-/// ICMP error `e` for a packet read on port `pi` out through the output and postrouting hooks,
-/// as the kernel's `icmp_send` sends it, carrying the packet's connection (`ct`): NAT puts the
-/// quote and the source back as the sender knows them (`nf_nat_icmp_reply_translation`), and
-/// an output chain may drop it (None).
-fn icmp_out(
+/// The router's answer `e` (a TCP reset, an ICMP error) to a packet read on port `pi`, out
+/// through the output and postrouting hooks towards that port, as the kernel sends its own
+/// (`ip_local_out`), carrying the packet's connection (`ct`, from [`Stateful::answer_ct`]):
+/// NAT gives it the addresses the sender knows (for an ICMP error, quote included:
+/// `nf_nat_icmp_reply_translation`), and an output chain may drop it (None).
+fn answer_out(
     sf: &mut Stateful,
     net: &Net,
     pi: usize,
@@ -2019,15 +2009,11 @@ fn decide(
 }
 
 /// What becomes of a packet the hooks dropped: a counted drop, or for `reject` also the
-/// answer to its sender, as Linux's `nf_send_unreach` / `nf_send_reset` make it: an ICMP error
-/// from the router (rate-limited when sent) quoting the packet as it arrived (`head`, None
-/// when the ruleset has no `reject`), or a TCP reset. None for a TCP or UDP packet whose
-/// checksum is wrong, as Linux.
-///
-/// The reset is made from the segment as it is at the rejecting hook and leaves, as the
-/// kernel's does, through the `output` and `postrouting` hooks out of the arrival port
-/// (`in_port`): the ruleset can filter it, connection tracking closes the connection it
-/// belongs to, and NAT gives it the addresses the sender knows.
+/// answer to its sender, as Linux's `nf_send_unreach` / `nf_send_reset` make it from the
+/// packet as it is at the rejecting hook: an ICMP error from the router (`Fate::Icmp`, sent
+/// by [`Inline::settle`], rate-limited), or a TCP reset sent back out of the arrival port
+/// (`in_port`) through [`answer_out`]. No answer to a TCP or UDP packet whose checksum is
+/// wrong, as Linux.
 #[allow(clippy::too_many_arguments)]
 fn refused(
     sf: &mut Stateful,
@@ -2057,19 +2043,10 @@ fn refused(
         },
         Some(RejectAnswer::Reset) => {
             let sender: Option<[u8; 6]> = frame.get(6..12).and_then(|m| m.try_into().ok());
-            let Some(mut rst) =
-                sender.and_then(|to| weir_engine::answer::tcp_reset(frame, pm, in_mac, to))
-            else {
-                return Fate::Drop("reject");
-            };
-            let mut meta = Meta::with_ifnames("", "");
-            meta.oifname = net.names[in_port];
-            let mut apc = sf.answer_ct(pc);
-            apc.oif_addr = net.addrs[in_port].iter().find(|a| a.1 == v6).map(|a| a.0);
-            match sf.local_out(&mut rst, meta, apc, now) {
-                Decision::Accept => Fate::Reset(rst),
-                Decision::Drop(_) => Fate::Drop("reject"),
-            }
+            sender
+                .and_then(|to| weir_engine::answer::tcp_reset(frame, pm, in_mac, to))
+                .and_then(|rst| answer_out(sf, net, in_port, rst, sf.answer_ct(pc), now))
+                .map_or(Fate::Drop("reject"), Fate::Reset)
         }
         None => Fate::Drop("reject"),
     }
@@ -2104,6 +2081,16 @@ fn reject_answer(r: &weir_lang::ir::Reject, v6: bool) -> Option<RejectAnswer> {
         Reject::Icmpx(3) => unreachable(13, 1),
         Reject::TcpReset => Some(RejectAnswer::Reset),
         _ => None,
+    }
+}
+
+/// How much of a packet an ICMP error quotes: as much as fits in 576 bytes of IPv4 (RFC 1812)
+/// or 1280 of IPv6.
+fn icmp_quote_max(v6: bool) -> usize {
+    if v6 {
+        1280 - 48
+    } else {
+        576 - 28
     }
 }
 
@@ -4305,7 +4292,7 @@ table ip nat {
                 ct,
                 ..
             } => icmp_error(net, pi, macs[pi], f, *typ, *code, *info)
-                .and_then(|e| icmp_out(sf, net, pi, e, **ct, 1)),
+                .and_then(|e| answer_out(sf, net, pi, e, **ct, 1)),
             _ => None,
         };
         (fate, err)
