@@ -9,6 +9,7 @@
 pub mod answer;
 pub mod compile;
 pub mod eval;
+pub mod fib;
 pub mod frag;
 pub mod hash;
 pub mod nat;

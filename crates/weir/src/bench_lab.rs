@@ -175,6 +175,24 @@ fn process_ns(pid: u32) -> u64 {
         .sum()
 }
 
+/// A process's user and system time, from `/proc/PID/stat`
+/// (fields 14 and 15, clock ticks, all threads): the pair (user, system).
+fn process_ticks(pid: u32) -> (u64, u64) {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // the command name (field 2) may hold spaces: count from the closing parenthesis
+    let rest = text.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    match f[..] {
+        [u, s] => (u, s),
+        _ => (0, 0),
+    }
+}
+
 /// An interface's counter from a namespace's `/proc/PID/net/dev`: field `i` after the name
 /// (0 rx bytes, 1 rx packets, 3 rx drops, 8 tx bytes, 9 tx packets, 11 tx drops).
 fn dev_counter(pid: u32, name: &str, i: usize) -> u64 {
@@ -518,6 +536,8 @@ struct Snap {
     offered: u64,
     napi_ns: u64,
     weir_ns: u64,
+    /// weir's user and system clock ticks.
+    weir_ticks: (u64, u64),
 }
 
 /// A running weir (inline) in the router's namespace; stopped when dropped.
@@ -626,6 +646,7 @@ fn measure(a: &LabArgs, mode: &str, n: u32, dir: &Path) -> anyhow::Result<(Sampl
         offered: dev_counter(lab.gen_pid, "weirbg0", 9) + dev_counter(lab.gen_pid, "weirbg0", 11),
         napi_ns: thread_ns(&PathBuf::from(format!("/proc/{}/schedstat", lab.napi))),
         weir_ns: wpid.map_or(0, process_ns),
+        weir_ticks: wpid.map_or((0, 0), process_ticks),
     };
     let mut samples = Vec::new();
     for _ in 0..a.reps.max(1) {
@@ -661,6 +682,15 @@ fn measure(a: &LabArgs, mode: &str, n: u32, dir: &Path) -> anyhow::Result<(Sampl
         let napi = s1.napi_ns.saturating_sub(s0.napi_ns) as f64;
         let wns = s1.weir_ns.saturating_sub(s0.weir_ns) as f64;
         let per = |ns: f64| if fwd > 0.0 { ns / fwd / 1e3 } else { 0.0 };
+        let (du, ds) = (
+            s1.weir_ticks.0.saturating_sub(s0.weir_ticks.0),
+            s1.weir_ticks.1.saturating_sub(s0.weir_ticks.1),
+        );
+        let sys_share = if du + ds > 0 {
+            ds as f64 / (du + ds) as f64
+        } else {
+            0.0
+        };
         let s = Sample {
             pps: fwd / el,
             us: per(if weir { wns } else { napi }),
@@ -672,7 +702,11 @@ fn measure(a: &LabArgs, mode: &str, n: u32, dir: &Path) -> anyhow::Result<(Sampl
             s.pps,
             s.us,
             if weir {
-                format!(" (+ kernel NAPI {:.2})", s.kernel_us)
+                format!(
+                    " ({:.0}% system; + kernel NAPI {:.2})",
+                    sys_share * 100.0,
+                    s.kernel_us
+                )
             } else {
                 String::new()
             },

@@ -1,19 +1,20 @@
 //! `weir bench pipeline` and `weir bench synflood`: the stateful pipeline on one core, in
 //! memory, with 64-byte UDP/IPv4 frames (parsed for every packet).
 //!
-//! A router forwards `--flows` concurrent connections from 198.18.0.0/15 clients to servers
-//! that `--rules` forward rules accept (the matching rule is anywhere in the chain). Its FIB
-//! holds `--routes` prefixes (longest-prefix match over per-length hash tables, then the
-//! neighbour table: the work a route cache saves). Measured side by side in one run:
+//! `weir run`'s inline router (its `route_frame`, FIB, neighbours and adjacencies) forwards
+//! `--flows` concurrent connections from 198.18.0.0/16 clients to servers that `--rules`
+//! forward rules accept (the matching rule is anywhere in the chain). Its FIB holds
+//! `--routes` prefixes. Measured side by side in one run:
 //!
 //! - new connections per second (first packets: conntrack, chains, FIB, confirm);
-//! - established packets through the full path (prerouting with conntrack, FIB and neighbour
-//!   lookups, forward chain, postrouting);
-//! - the same through the route cache (the adjacency cached in the connection entry);
+//! - established packets through the full path (prerouting with conntrack, the FIB and
+//!   neighbour lookups, forward chain, postrouting), the route cache turned off;
+//! - the same through the route cache (the adjacency, output port and next hop, cached in
+//!   the connection entry: no FIB or neighbour lookup);
 //! - the flowtable fast path (`flow add @ft`: no chains, no conntrack update).
 
+use crate::run::{route_frame_hashed, Fate, Net, Route};
 use serde_json::json;
-use std::collections::HashMap;
 use std::fmt::Write;
 use std::net::Ipv4Addr;
 use std::process::ExitCode;
@@ -47,69 +48,55 @@ pub struct PipelineArgs {
     only: Option<Path>,
 }
 
-/// A FIB: longest-prefix match over one hash table per prefix length (longest first), giving
-/// an adjacency (output interface and next-hop MAC).
-struct Fib {
-    by_len: Vec<(u8, HashMap<u32, u16>)>,
-    adj: Vec<(u16, [u8; 6])>,
-    neigh: HashMap<u32, [u8; 6]>,
-    nexthop: Vec<u32>,
-}
-
-impl Fib {
-    /// `n` prefixes: /24s of 198.19.0.0/16 and /28s inside them, plus a default route.
-    fn new(n: usize) -> Fib {
-        let mut by_len: Vec<(u8, HashMap<u32, u16>)> = vec![
-            (28, HashMap::new()),
-            (24, HashMap::new()),
-            (0, HashMap::new()),
-        ];
-        let mut adj = Vec::new();
-        let mut neigh = HashMap::new();
-        let mut nexthop = Vec::new();
-        for i in 0..n.max(1) {
-            let gw = u32::from_be_bytes([198, 18, 255, 0]) + (i % 250) as u32 + 1;
-            let mac = [2, 0, 0, 0, (i >> 8) as u8, i as u8];
-            neigh.insert(gw, mac);
-            adj.push(((i % 4) as u16 + 1, mac));
-            nexthop.push(gw);
-            let (len, net) = if i % 2 == 0 {
-                (
-                    24usize,
-                    u32::from_be_bytes([198, 19, 0, 0]) + (((i / 2) as u32 % 256) << 8),
-                )
-            } else {
-                (
-                    28,
-                    u32::from_be_bytes([198, 19, 0, 0]) + (((i / 2) as u32 % 4096) << 4),
-                )
-            };
-            let t = by_len.iter_mut().find(|(l, _)| *l as usize == len).unwrap();
-            t.1.insert(net, i as u16);
-        }
-        by_len[2].1.insert(0, 0);
-        Fib {
-            by_len,
-            adj,
-            neigh,
-            nexthop,
+/// The router of `weir run` (its ports, FIB, neighbours and adjacencies: `run::Net`) with
+/// `n` routes: /24s of 198.19.0.0/16 and /28s inside them, plus a default route, each via one
+/// of 250 gateways on `wan0`'s link (198.18.255.0/24); clients on `lan0`
+/// (198.18.0.0/16).
+fn router(n: usize) -> Net {
+    let a = |o: [u8; 4]| u32::from_be_bytes(o) as u128;
+    let route = |net: u128, len: u8, port: usize, via: Option<u128>| Route {
+        net,
+        len,
+        v6: false,
+        port,
+        via,
+    };
+    let gw = |i: usize| a([198, 18, 255, 0]) + (i % 250) as u128 + 1;
+    let mut routes = vec![
+        route(a([198, 18, 0, 0]), 16, 0, None),
+        route(a([198, 18, 255, 0]), 24, 1, None),
+        route(0, 0, 1, Some(gw(0))),
+    ];
+    for i in 0..n.max(1) {
+        let (len, net) = if i % 2 == 0 {
+            (24, a([198, 19, 0, 0]) + (((i / 2) as u128 % 256) << 8))
+        } else {
+            (28, a([198, 19, 0, 0]) + (((i / 2) as u128 % 4096) << 4))
+        };
+        if !routes.iter().any(|r| (r.net, r.len) == (net, len)) {
+            routes.push(route(net, len, 1, Some(gw(i))));
         }
     }
-
-    /// The route of a destination (longest prefix) and its next hop's MAC (the neighbour
-    /// table): the adjacency index and the MAC.
-    #[inline]
-    fn lookup(&self, dst: u32) -> Option<(u16, [u8; 6])> {
-        for (len, t) in &self.by_len {
-            let mask = if *len == 0 { 0 } else { u32::MAX << (32 - len) };
-            if let Some(&r) = t.get(&(dst & mask)) {
-                let mac = *self.neigh.get(&self.nexthop[r as usize])?;
-                return Some((r, mac));
-            }
-        }
-        None
+    let names = ["lan0", "wan0"]
+        .map(weir_wire::field::ifname_value)
+        .to_vec();
+    let mut net = Net::new(
+        vec![
+            vec![(a([198, 18, 0, 254]), false)],
+            vec![(a([198, 18, 255, 254]), false)],
+        ],
+        names,
+        routes,
+    );
+    net.set_mtu(vec![1500, 1500]);
+    for i in 0..250 {
+        net.set_neigh(gw(i), false, [2, 0, 0, 0, 1, i as u8]);
     }
+    net
 }
+
+/// The ports' own MACs; frames arrive on `lan0` (port 0) addressed to it.
+const MACS: [[u8; 6]; 2] = [[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]];
 
 /// The forward chain: `rules` rules accepting UDP to one server each (the flows' servers are
 /// spread over all of them); `flow` puts established connections in a flowtable first.
@@ -151,7 +138,7 @@ const FRAME: usize = 64;
 impl Frames {
     fn new(_n: usize, rules: usize, reply: bool) -> Frames {
         let mut buf = [0u8; FRAME];
-        let f = Builder::new().udp(
+        let f = Builder::new().macs([2, 0, 0, 0, 0, 9], MACS[0]).udp(
             Ipv4Addr::new(198, 18, 0, 1),
             Ipv4Addr::new(198, 19, 0, 1),
             1,
@@ -170,6 +157,8 @@ impl Frames {
             (c, s, p, 53)
         };
         let b = &mut self.buf;
+        // (a router rewrites a frame's MACs: a frame forwarded in place is addressed again)
+        b[..6].copy_from_slice(&MACS[0]);
         b[22] = 64;
         b[24..26].copy_from_slice(&[0, 0]);
         b[26..30].copy_from_slice(&src.to_be_bytes());
@@ -190,86 +179,31 @@ enum Path {
     Flowtable,
 }
 
-/// One packet through the router; the adjacency's MAC is written into the frame.
+/// One packet through the router (`weir run`'s inline path: the flowtable, or routing, the
+/// hooks and the neighbour); whether it leaves by `wan0`.
 #[inline]
-fn forward(sf: &mut Stateful, fib: &Fib, frame: &mut [u8], now: u64, path: Path) -> bool {
+fn forward(sf: &mut Stateful, net: &mut Net, frame: &mut [u8], now: u64) -> bool {
     let pm = PacketMeta::parse(frame, LinkType::Ethernet);
     let devs = sf.flowtable_devices("lan0");
-    forward_parsed(sf, fib, frame, pm, 0, now, path, &metas(), devs)
+    forward_parsed(sf, net, frame, pm, 0, now, devs)
 }
 
-/// The packets' metadata before routing and after (interface names, as a receive loop knows
-/// them once).
-fn metas() -> (Meta, Meta) {
-    (
-        Meta::with_ifnames("lan0", ""),
-        Meta::with_ifnames("lan0", "wan0"),
-    )
-}
-
-/// [`forward`] for a frame already parsed (as the receive loop does for its batch).
+/// [`forward`] for a frame already parsed (as the receive loop does for its batch), with its
+/// tuple's hash from the prefetch.
 #[inline]
-#[allow(clippy::too_many_arguments)]
 fn forward_parsed(
     sf: &mut Stateful,
-    fib: &Fib,
+    net: &mut Net,
     frame: &mut [u8],
-    mut pm: PacketMeta,
+    pm: PacketMeta,
     hash: u64,
     now: u64,
-    path: Path,
-    metas: &(Meta, Meta),
     devs: FtDevices,
 ) -> bool {
-    let (m_in, m_fwd) = metas;
-    if path == Path::Flowtable {
-        if let Some(fp) = sf.fast_path_with(frame, &mut pm, devs, hash, now) {
-            let (_, mac) = fib.adj[fp.oif as usize];
-            frame[..6].copy_from_slice(&mac);
-            frame[22] -= 1;
-            return true;
-        }
-    }
-    let mut pc = PacketCt::default();
-    let mut meta = *m_in;
-    if !sf
-        .hook_mut(Hook::Prerouting, frame, &mut pm, &mut meta, now, &mut pc)
-        .is_accept()
-    {
-        return false;
-    }
-    let cached = if path == Path::Full {
-        None
-    } else {
-        sf.cached_route(&pc)
-    };
-    let (adj, mac) = match cached {
-        Some(a) => (a, fib.adj[a as usize].1),
-        None => {
-            let Some((route, mac)) = fib.lookup(pm.daddr as u32) else {
-                return false;
-            };
-            (route, mac)
-        }
-    };
-    let mut meta = *m_fwd;
-    for hook in [Hook::Forward, Hook::Postrouting] {
-        if !sf
-            .hook_mut(hook, frame, &mut pm, &mut meta, now, &mut pc)
-            .is_accept()
-        {
-            return false;
-        }
-    }
-    if !sf.finish(&mut pc, now).is_accept() {
-        return false;
-    }
-    if cached.is_none() && path != Path::Full {
-        sf.cache_route(&pc, adj);
-    }
-    frame[..6].copy_from_slice(&mac);
-    frame[22] -= 1;
-    true
+    matches!(
+        route_frame_hashed(sf, net, frame, pm, 0, MACS[0], &MACS, devs, hash, now),
+        Fate::Out(1)
+    )
 }
 
 fn shuffled(n: usize) -> Vec<u32> {
@@ -295,14 +229,14 @@ struct Run {
 
 /// Established traffic in a fixed pseudo-random order over all flows, for `secs`.
 /// Measurement windows per path, interleaved with the other paths'.
-const ROUNDS: usize = 5;
+const ROUNDS: usize = 10;
 
 /// The prefetch distance of the pipeline (packets between its stages).
 const DIST: usize = 4;
 
 fn measure(
     sf: &mut Stateful,
-    fib: &Fib,
+    net: &mut Net,
     fr: &mut Frames,
     order: &[u32],
     start: usize,
@@ -331,8 +265,13 @@ fn measure(
         pms[slot] = pm;
         hs[slot] = sf.prefetch_index(&pm);
     };
-    let m = metas();
-    let devs = sf.flowtable_devices("lan0");
+    // the full path: every packet looks its route and neighbour up
+    net.route_cache = path != Path::Full;
+    let devs = if path == Path::Flowtable {
+        sf.flowtable_devices("lan0")
+    } else {
+        FtDevices(0)
+    };
     let t0 = Instant::now();
     for i in 0..3 * DIST {
         receive(i, fr, &mut ring, &mut pms, &mut hs, sf);
@@ -351,13 +290,11 @@ fn measure(
         let cur = k % L;
         if !forward_parsed(
             sf,
-            fib,
+            net,
             &mut ring[cur],
             pms[cur],
             hs[cur],
             2_000_000_000,
-            path,
-            &m,
             devs,
         ) {
             dropped += 1;
@@ -397,15 +334,15 @@ fn build(rules: usize, flow: bool, flows: usize) -> anyhow::Result<Stateful> {
 /// returns connections per second.
 fn new_connections(
     sf: &mut Stateful,
-    fib: &Fib,
+    net: &mut Net,
     fr: &mut Frames,
     flows: usize,
-    path: Path,
 ) -> anyhow::Result<f64> {
+    net.route_cache = true;
     let t0 = Instant::now();
     let mut refused = 0usize;
     for i in 0..flows {
-        if !forward(sf, fib, fr.get(i), 1_000_000_000, path) {
+        if !forward(sf, net, fr.get(i), 1_000_000_000) {
             refused += 1;
         }
     }
@@ -430,7 +367,7 @@ pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
         "--rules: 1..=65536 (one server each in 198.19.0.0/16)"
     );
     anyhow::ensure!(a.routes >= 1 && a.routes <= 60000, "--routes: 1..=60000");
-    let fib = Fib::new(a.routes);
+    let mut net = router(a.routes);
     let order = shuffled(a.flows);
     let mut new_conn_per_s = 0.0;
     let mut bpe = (0, 0);
@@ -442,6 +379,9 @@ pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
         next: 0,
     };
     let mut out = vec![none(), none(), none()];
+    // the route cache against the full path, window by window (adjacent windows see the
+    // same machine): their median is the speedup reported
+    let mut ratios: Vec<f64> = Vec::new();
     let want = |p: Path| a.only.is_none_or(|o| o == p);
     // The full path and the route cache share one table (the same ruleset and connections);
     // their windows alternate, so that the machine's drift (other tenants, frequency) falls
@@ -452,9 +392,10 @@ pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
         let mut fr = Frames::new(a.flows, a.rules, false);
         // (the route of each connection is cached from its first packet; the full path
         // ignores it)
-        new_conn_per_s = new_connections(&mut sf, &fib, &mut fr, a.flows, Path::RouteCache)?;
+        new_conn_per_s = new_connections(&mut sf, &mut net, &mut fr, a.flows)?;
         bpe = (sf.ct.bytes_per_entry(), sf.ct.bytes_per_entry_v6());
         for _ in 0..ROUNDS {
+            let mut pair = [f64::NAN; 2];
             for (k, path) in [(0, Path::Full), (1, Path::RouteCache)] {
                 if !want(path) {
                     continue;
@@ -462,7 +403,7 @@ pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
                 let t = &mut out[k];
                 let r = measure(
                     &mut sf,
-                    &fib,
+                    &mut net,
                     &mut fr,
                     &order,
                     t.next,
@@ -473,13 +414,15 @@ pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
                 t.dropped += r.dropped;
                 t.secs += r.secs;
                 t.next = r.next;
+                pair[k] = r.mpps;
             }
+            ratios.push(pair[1] / pair[0]);
         }
     }
     if want(Path::Flowtable) {
         let mut sf = build(a.rules, true, a.flows)?;
         let mut fr = Frames::new(a.flows, a.rules, false);
-        let ncs = new_connections(&mut sf, &fib, &mut fr, a.flows, Path::Flowtable)?;
+        let ncs = new_connections(&mut sf, &mut net, &mut fr, a.flows)?;
         if new_conn_per_s == 0.0 {
             new_conn_per_s = ncs;
             bpe = (sf.ct.bytes_per_entry(), sf.ct.bytes_per_entry_v6());
@@ -504,7 +447,7 @@ pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
         );
         let r = measure(
             &mut sf,
-            &fib,
+            &mut net,
             &mut fr,
             &order,
             0,
@@ -524,6 +467,9 @@ pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
     }
     let dropped: usize = out.iter().map(|r| r.dropped).sum();
     let (full, rc, ft) = (out[0].mpps, out[1].mpps, out[2].mpps);
+    ratios.retain(|r| r.is_finite());
+    ratios.sort_by(f64::total_cmp);
+    let rc_speedup = ratios.get(ratios.len() / 2).copied().unwrap_or(f64::NAN);
     if a.json {
         println!(
             "{}",
@@ -532,7 +478,7 @@ pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
                 "full_mpps": full, "route_cache_mpps": rc, "flowtable_mpps": ft,
                 "new_conn_per_s": new_conn_per_s, "bytes_per_entry": bpe.0,
                 "bytes_per_entry_v6": bpe.1,
-                "route_cache_speedup": rc / full, "flowtable_speedup": ft / full,
+                "route_cache_speedup": rc_speedup, "flowtable_speedup": ft / full,
                 "packets": out.iter().map(|r| r.packets).sum::<usize>(), "dropped": dropped,
             })
         );
@@ -553,6 +499,10 @@ pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
                 m / full
             );
         }
+        println!(
+            "  route cache         {rc_speedup:.3}x the full path, median of {} paired windows",
+            ratios.len()
+        );
         println!(
             "  bytes per entry     {} (IPv4), {} (IPv6), hash index included",
             bpe.0, bpe.1

@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use weir_conntrack::Config as CtConfig;
+use weir_engine::fib::Lpm;
 use weir_engine::stateful::{PacketCt, Stateful};
 use weir_engine::{Compiled, Decision, DropReason, Engine, Meta, Mode, Pkt};
 use weir_lab::topology::{from_bits, parse_mac, Mac, Prefix};
@@ -103,13 +104,17 @@ pub struct Args {
 
 /// Interfaces by destination MAC (input) and by prefix (routes), as given with `--iface`.
 struct IfMap {
-    routes: Vec<(Prefix, String)>,
+    /// Longest-prefix match: the index of the interface name in `names` (the last of equal
+    /// prefixes wins).
+    routes: Lpm<usize>,
+    names: Vec<String>,
     macs: Vec<(Mac, String)>,
 }
 
 impl IfMap {
     fn parse(specs: &[String]) -> anyhow::Result<IfMap> {
-        let mut routes = Vec::new();
+        let mut routes = Lpm::new();
+        let mut names = Vec::new();
         let mut macs = Vec::new();
         for s in specs {
             let (p, name) = s
@@ -124,9 +129,15 @@ impl IfMap {
                 continue;
             }
             let prefix = Prefix::parse(p).map_err(|e| anyhow::anyhow!("--iface {s}: {e}"))?;
-            routes.push((prefix.network(), name.to_string()));
+            let (net, v6) = addr_bits(prefix.addr);
+            routes.insert(net, prefix.len, v6, names.len());
+            names.push(name.to_string());
         }
-        Ok(IfMap { routes, macs })
+        Ok(IfMap {
+            routes,
+            names,
+            macs,
+        })
     }
 
     fn input(&self, frame: &[u8], link: weir_wire::LinkType, addr: Option<IpAddr>) -> &str {
@@ -142,11 +153,10 @@ impl IfMap {
 
     /// The interface of the longest prefix holding an address ("" when none does).
     fn lookup(&self, addr: IpAddr) -> &str {
+        let (a, v6) = addr_bits(addr);
         self.routes
-            .iter()
-            .filter(|(p, _)| p.contains(addr))
-            .max_by_key(|(p, _)| p.len)
-            .map_or("", |(_, n)| n)
+            .get(a, v6)
+            .map_or("", |&i| self.names[i].as_str())
     }
 }
 

@@ -24,6 +24,7 @@ use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;
+use weir_engine::fib::{AddrMap, Lpm};
 use weir_engine::stateful::{FtDevices, PacketCt, Stateful};
 use weir_engine::{Compiled, Decision, DropReason, Engine, Meta, Mode};
 use weir_io::nfqueue::{self, Queue, Verdict};
@@ -951,22 +952,34 @@ pub(crate) fn parse_mac(s: &str) -> anyhow::Result<[u8; 6]> {
 
 /// A route: prefix (address, length, IPv6), output port, next hop.
 #[derive(Clone, Copy, Debug)]
-struct Route {
-    net: u128,
-    len: u8,
-    v6: bool,
-    port: usize,
-    via: Option<u128>,
+pub(crate) struct Route {
+    pub(crate) net: u128,
+    pub(crate) len: u8,
+    pub(crate) v6: bool,
+    pub(crate) port: usize,
+    pub(crate) via: Option<u128>,
 }
 
 /// What the inline router knows of the network: its ports' addresses, routes, neighbours.
 #[derive(Clone)]
-struct Net {
+pub(crate) struct Net {
     /// Per port: its own addresses.
     addrs: Vec<Vec<(u128, bool)>>,
     /// Longest prefix first.
     routes: Vec<Route>,
-    neigh: NeighMap,
+    /// The routes' prefixes (longest-prefix match): index in `routes`.
+    fib: Lpm<usize>,
+    /// Next hops by (address, IPv6): the slot of their MAC in `macs`.
+    neigh: AddrMap<(u128, bool), u32>,
+    /// Next hops' MACs, changed in place when a neighbour's MAC changes.
+    macs: Vec<[u8; 6]>,
+    /// Adjacencies (output port, neighbour slot): what the route cache keeps in a connection
+    /// (so a cached packet needs neither the FIB nor the neighbour table), and the index of
+    /// each.
+    adjs: Vec<(usize, u32)>,
+    adj_of: AddrMap<(usize, u32), u16>,
+    /// Whether connections keep their adjacency (the route cache; off only to measure it).
+    pub(crate) route_cache: bool,
     names: Vec<u128>,
     /// Per port: the MTU of its link (the largest IP packet it carries), read when weir
     /// starts.
@@ -987,34 +1000,17 @@ struct SharedNeigh {
     gen: AtomicU64,
 }
 
-/// Neighbours by (address, IPv6): looked up for every forwarded frame, so hashed with a
-/// multiply-and-fold instead of SipHash (the keys are next hops of the configuration or
-/// learnt on a directly attached link, not chosen by remote senders).
-type NeighMap = HashMap<(u128, bool), [u8; 6], std::hash::BuildHasherDefault<AddrHasher>>;
+/// Neighbours by (address, IPv6), hashed with a multiply-and-fold instead of SipHash (the
+/// keys are next hops of the configuration or learnt on a directly attached link, not chosen
+/// by remote senders).
+type NeighMap = AddrMap<(u128, bool), [u8; 6]>;
 
-#[derive(Default)]
-struct AddrHasher(u64);
+/// The most neighbours a worker learns (Linux's `gc_thresh3` bounds its table the same way):
+/// a sender on a link cannot grow the table without end.
+const MAX_NEIGHBOURS: usize = 65_536;
 
-impl std::hash::Hasher for AddrHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.write_u8(*b);
-        }
-    }
-    fn write_u8(&mut self, v: u8) {
-        self.write_u64(v as u64);
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn write_u128(&mut self, v: u128) {
-        self.write_u64(v as u64);
-        self.write_u64((v >> 64) as u64);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
+/// The most adjacencies a worker keeps for its connections (the cache holds a `u16`).
+const MAX_ADJACENCIES: usize = u16::MAX as usize - 1;
 
 impl Net {
     fn build(cfg: &Config) -> anyhow::Result<Net> {
@@ -1066,58 +1062,139 @@ impl Net {
                 via: via.map(|v| v.0),
             });
         }
-        routes.sort_by_key(|r| std::cmp::Reverse(r.len));
-        let mut neigh = NeighMap::default();
-        for n in &cfg.neighbour {
-            neigh.insert(parse_addr(&n.address)?, parse_mac(&n.mac)?);
+        for (i, r) in routes.iter().enumerate() {
+            let twice = routes[..i]
+                .iter()
+                .any(|o| (o.net, o.len, o.v6) == (r.net, r.len, r.v6));
+            anyhow::ensure!(!twice, "route {}: configured twice", cfg.route[i].prefix);
         }
         let names: Vec<u128> = cfg
             .interface
             .iter()
             .map(|i| weir_wire::field::ifname_value(&i.name))
             .collect();
-        Ok(Net {
+        let mut net = Net::new(addrs, names, routes);
+        for n in &cfg.neighbour {
+            let (a, v6) = parse_addr(&n.address)?;
+            net.set_neigh(a, v6, parse_mac(&n.mac)?);
+        }
+        Ok(net)
+    }
+
+    /// A router of ports (their own addresses and names) and routes, with no neighbours and
+    /// no MTU yet.
+    pub(crate) fn new(addrs: Vec<Vec<(u128, bool)>>, names: Vec<u128>, routes: Vec<Route>) -> Net {
+        let mut net = Net {
             addrs,
-            routes,
-            neigh,
+            routes: Vec::new(),
+            fib: Lpm::new(),
+            neigh: AddrMap::default(),
+            macs: Vec::new(),
+            adjs: Vec::new(),
+            adj_of: AddrMap::default(),
+            route_cache: true,
             mtu: vec![usize::MAX; names.len()],
             min_mtu: usize::MAX,
             names,
             shared: None,
             seen: 0,
-        })
+        };
+        net.set_routes(routes);
+        net
     }
 
-    /// The longest prefix route to a destination: its index in `routes` (what the route
-    /// cache keeps in a connection).
+    /// Replace the routing table (the first of equal prefixes wins).
+    fn set_routes(&mut self, mut routes: Vec<Route>) {
+        routes.sort_by_key(|r| std::cmp::Reverse(r.len));
+        self.fib = Lpm::new();
+        for (i, r) in routes.iter().enumerate() {
+            if self.fib.exact(r.net, r.len, r.v6).is_none() {
+                self.fib.insert(r.net, r.len, r.v6, i);
+            }
+        }
+        self.routes = routes;
+    }
+
+    /// The longest prefix route to a destination: its index in `routes`.
+    #[inline]
     fn route(&self, dst: u128, v6: bool) -> Option<usize> {
-        self.routes
-            .iter()
-            .position(|r| r.v6 == v6 && dst & mask(r.len, v6) == r.net)
+        self.fib.get(dst, v6).copied()
     }
 
-    /// Out by route `ri` (after the hooks or the flowtable): the next hop's MAC (the
-    /// route's gateway, or the destination on a link) and the port's own as the source.
-    fn output(
-        &self,
-        frame: &mut [u8],
-        ri: usize,
-        daddr: u128,
-        v6: bool,
-        out_macs: &[[u8; 6]],
-    ) -> Fate {
+    /// Set a neighbour's MAC; whether it changed. A new neighbour beyond
+    /// [`MAX_NEIGHBOURS`] is not learnt.
+    pub(crate) fn set_neigh(&mut self, a: u128, v6: bool, mac: [u8; 6]) -> bool {
+        match self.neigh.get(&(a, v6)) {
+            Some(&slot) => {
+                let old = std::mem::replace(&mut self.macs[slot as usize], mac);
+                old != mac
+            }
+            None if self.macs.len() < MAX_NEIGHBOURS => {
+                self.neigh.insert((a, v6), self.macs.len() as u32);
+                self.macs.push(mac);
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[cfg(test)]
+    fn with_mtu(mut self, mtu: Vec<usize>) -> Net {
+        self.set_mtu(mtu);
+        self
+    }
+
+    #[cfg(test)]
+    fn with_shared(mut self, shared: Arc<SharedNeigh>) -> Net {
+        self.shared = Some(shared);
+        self
+    }
+
+    /// A neighbour's MAC.
+    #[cfg(test)]
+    fn neigh_mac(&self, a: u128, v6: bool) -> Option<[u8; 6]> {
+        self.neigh.get(&(a, v6)).map(|&s| self.macs[s as usize])
+    }
+
+    /// The adjacency of route `ri` for a destination (the next hop: the route's gateway, or
+    /// the destination on a link): its port and neighbour slot, or the next hop that has no
+    /// MAC yet.
+    #[inline]
+    fn adjacency(&self, ri: usize, daddr: u128, v6: bool) -> Result<(usize, u32), Fate> {
         let r = &self.routes[ri];
         let hop = r.via.unwrap_or(daddr);
-        let Some(mac) = self.neigh.get(&(hop, v6)) else {
-            return Fate::NoNeighbour {
+        match self.neigh.get(&(hop, v6)) {
+            Some(&slot) => Ok((r.port, slot)),
+            None => Err(Fate::NoNeighbour {
                 port: r.port,
                 hop,
                 v6,
-            };
-        };
-        frame[..6].copy_from_slice(mac);
-        frame[6..12].copy_from_slice(&out_macs[r.port]);
-        Fate::Out(r.port)
+            }),
+        }
+    }
+
+    /// The index of an adjacency, made on first use (None when [`MAX_ADJACENCIES`] are
+    /// made: the connection is not cached).
+    fn adj_index(&mut self, adj: (usize, u32)) -> Option<u16> {
+        if let Some(&i) = self.adj_of.get(&adj) {
+            return Some(i);
+        }
+        if self.adjs.len() >= MAX_ADJACENCIES {
+            return None;
+        }
+        let i = self.adjs.len() as u16;
+        self.adjs.push(adj);
+        self.adj_of.insert(adj, i);
+        Some(i)
+    }
+
+    /// Out through an adjacency (after the hooks or the flowtable): the next hop's MAC and
+    /// the port's own as the source.
+    #[inline]
+    fn output(&self, frame: &mut [u8], (port, slot): (usize, u32), out_macs: &[[u8; 6]]) -> Fate {
+        frame[..6].copy_from_slice(&self.macs[slot as usize]);
+        frame[6..12].copy_from_slice(&out_macs[port]);
+        Fate::Out(port)
     }
 
     /// Whether an address is on the link of a port (a route through it with no next hop;
@@ -1135,7 +1212,7 @@ impl Net {
             .map(|(a, m)| (a, m, false))
             .or_else(|| nd_sender(frame).map(|(a, m)| (a, m, true)))
         {
-            if self.on_link(port, ip, v6) && self.neigh.insert((ip, v6), mac) != Some(mac) {
+            if self.on_link(port, ip, v6) && self.set_neigh(ip, v6, mac) {
                 if let Some(sh) = &self.shared {
                     if let Ok(mut m) = sh.map.lock() {
                         m.insert((ip, v6), mac);
@@ -1149,11 +1226,14 @@ impl Net {
     /// Take in what the other workers learnt (an atomic load when nothing changed).
     fn sync(&mut self) {
         let Some(sh) = &self.shared else { return };
+        let sh = sh.clone();
         let g = sh.gen.load(Ordering::Acquire);
         if g != self.seen {
             if let Ok(m) = sh.map.lock() {
-                for (k, v) in m.iter() {
-                    self.neigh.insert(*k, *v);
+                let learnt: Vec<_> = m.iter().map(|(k, v)| (*k, *v)).collect();
+                drop(m);
+                for ((a, v6), mac) in learnt {
+                    self.set_neigh(a, v6, mac);
                 }
             }
             self.seen = g;
@@ -1161,7 +1241,7 @@ impl Net {
     }
 
     /// Set the ports' MTUs.
-    fn set_mtu(&mut self, mtu: Vec<usize>) {
+    pub(crate) fn set_mtu(&mut self, mtu: Vec<usize>) {
         self.min_mtu = mtu.iter().copied().min().unwrap_or(usize::MAX);
         self.mtu = mtu;
     }
@@ -1753,7 +1833,7 @@ fn arp_request(mac: [u8; 6], src: u32, target: u32) -> Vec<u8> {
 }
 
 /// What the router does with one frame it read.
-enum Fate {
+pub(crate) enum Fate {
     /// Not weir's to forward (not IP, not addressed to this port's MAC, to the router itself):
     /// the kernel handles it.
     Kernel,
@@ -1986,7 +2066,7 @@ fn dec_ttl(frame: &mut [u8], l3: usize, v6: bool) {
 fn decide(
     sf: &mut Stateful,
     trace: &mut Option<Trace>,
-    net: &Net,
+    net: &mut Net,
     names: &[String],
     macs: &[[u8; 6]],
     frame: &mut [u8],
@@ -2114,18 +2194,38 @@ fn icmp_answerable(frame: &[u8], pm: &PacketMeta) -> bool {
 }
 
 /// One frame through the router: the flowtable fast path for offloaded connections
-/// (`devs`: the flowtables of the arrival port); otherwise routing (the route cached in the
-/// connection, or a lookup whose result is cached), the hooks, the neighbour, MACs and TTL.
+/// (`devs`: the flowtables of the arrival port); otherwise routing (the adjacency cached in
+/// the connection, or a route lookup whose adjacency is cached), the hooks, the neighbour,
+/// MACs and TTL.
 #[allow(clippy::too_many_arguments)]
 fn route_frame(
     sf: &mut Stateful,
-    net: &Net,
+    net: &mut Net,
+    frame: &mut [u8],
+    pm: PacketMeta,
+    in_port: usize,
+    in_mac: [u8; 6],
+    out_macs: &[[u8; 6]],
+    devs: FtDevices,
+    now: u64,
+) -> Fate {
+    route_frame_hashed(sf, net, frame, pm, in_port, in_mac, out_macs, devs, 0, now)
+}
+
+/// [`route_frame`] with the hash of the frame's tuple from [`Stateful::prefetch_index`] (0:
+/// compute it), for a receive loop that prefetches connections ahead (`weir bench
+/// pipeline`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn route_frame_hashed(
+    sf: &mut Stateful,
+    net: &mut Net,
     frame: &mut [u8],
     mut pm: PacketMeta,
     in_port: usize,
     in_mac: [u8; 6],
     out_macs: &[[u8; 6]],
     devs: FtDevices,
+    hash: u64,
     now: u64,
 ) -> Fate {
     let v6 = match pm.l3 {
@@ -2143,11 +2243,11 @@ fn route_frame(
     if devs.0 != 0 && (pm.l3_len as usize) <= net.min_mtu {
         // (the fast path takes only TTLs above 1 and IPv4 headers without options; a packet
         // too large for some port takes the slow path, which checks the MTU)
-        if let Some(fp) = sf.fast_path_with(frame, &mut pm, devs, 0, now) {
-            let ri = fp.oif as usize;
-            if ri < net.routes.len() {
+        if let Some(fp) = sf.fast_path_with(frame, &mut pm, devs, hash, now) {
+            // (the flowtable's output is the adjacency its connection cached)
+            if let Some(&adj) = net.adjs.get(fp.oif as usize) {
                 dec_ttl(frame, l3, v6);
-                return net.output(frame, ri, pm.daddr, v6, out_macs);
+                return net.output(frame, adj, out_macs);
             }
             return Fate::Drop("no-route");
         }
@@ -2177,21 +2277,35 @@ fn route_frame(
     if net.is_own(pm.daddr, v6) {
         return Fate::Drop("to-router");
     }
-    // the route cache: the route of the connection's direction, looked up for its first
-    // packet (routes are fixed while weir runs; a reload changes only the ruleset)
-    let cached = sf
-        .cached_route(&pc)
-        .map(|i| i as usize)
-        .filter(|&i| i < net.routes.len());
-    let Some(ri) = cached.or_else(|| net.route(pm.daddr, v6)) else {
-        let (typ, code) = if v6 { (1, 0) } else { (3, 0) };
-        return Fate::Icmp {
-            why: "no-route",
-            typ,
-            code,
-            info: 0,
-            ct: Box::new(sf.answer_ct(&pc)),
-        };
+    // the route cache: the adjacency (output port and next hop) of the connection's
+    // direction, found for its first packet (routes are fixed while weir runs; a reload
+    // changes only the ruleset; a neighbour's new MAC changes the adjacency in place)
+    let cached = if net.route_cache {
+        sf.cached_route(&pc)
+            .and_then(|i| net.adjs.get(i as usize).copied())
+    } else {
+        None
+    };
+    let way = match cached {
+        Some(adj) => Way::Cached(adj),
+        None => match net.route(pm.daddr, v6) {
+            Some(ri) => Way::Route(ri),
+            None => Way::NoRoute,
+        },
+    };
+    let port = match way {
+        Way::Cached((port, _)) => port,
+        Way::Route(ri) => net.routes[ri].port,
+        Way::NoRoute => {
+            let (typ, code) = if v6 { (1, 0) } else { (3, 0) };
+            return Fate::Icmp {
+                why: "no-route",
+                typ,
+                code,
+                info: 0,
+                ct: Box::new(sf.answer_ct(&pc)),
+            };
+        }
     };
     // as Linux's ip_forward: the TTL is checked and decremented after routing, before the
     // forward hook (which sees the decremented TTL)
@@ -2209,7 +2323,7 @@ fn route_frame(
     // output link's MTU is refused with "fragmentation needed" (IPv4 with "don't fragment")
     // or "packet too big" (IPv6: routers never fragment), telling the sender the MTU; other
     // IPv4 packets leave in fragments
-    let mtu = net.mtu[net.routes[ri].port];
+    let mtu = net.mtu[port];
     let mtu = if v6 { mtu.max(1280) } else { mtu };
     let fragment = too_big && pm.l3_len as usize > mtu;
     if fragment && (v6 || frame[l3 + 6] & 0x40 != 0) {
@@ -2223,12 +2337,11 @@ fn route_frame(
         };
     }
     dec_ttl(frame, l3, v6);
-    let r = net.routes[ri];
-    pc.oif_addr = net.addrs[r.port].iter().find(|a| a.1 == v6).map(|a| a.0);
+    pc.oif_addr = net.addrs[port].iter().find(|a| a.1 == v6).map(|a| a.0);
     for h in [Hook::Forward, Hook::Postrouting] {
         let mut meta = Meta::with_ifnames("", "");
         meta.iifname = net.names[in_port];
-        meta.oifname = net.names[r.port];
+        meta.oifname = net.names[port];
         let d = sf.hook_mut(h, frame, &mut pm, &mut meta, now, &mut pc);
         if let Decision::Drop(why) = d {
             return refused(sf, net, in_port, why, frame, &pm, &pc, in_mac, v6, now);
@@ -2238,13 +2351,35 @@ fn route_frame(
         return Fate::Drop(reason(why));
     }
     // the next hop after NAT (the hooks keep `pm` parsed from the rewritten frame)
-    if cached.is_none() {
-        sf.cache_route(&pc, ri as u16);
-    }
-    match net.output(frame, ri, pm.daddr, v6, out_macs) {
+    let adj = match way {
+        Way::Cached(a) => a,
+        // (answered above)
+        Way::NoRoute => return Fate::Drop("no-route"),
+        Way::Route(ri) => match net.adjacency(ri, pm.daddr, v6) {
+            Ok(a) => {
+                if net.route_cache {
+                    if let Some(i) = net.adj_index(a) {
+                        sf.cache_route(&pc, i);
+                    }
+                }
+                a
+            }
+            Err(no_neighbour) => return no_neighbour,
+        },
+    };
+    match net.output(frame, adj, out_macs) {
         Fate::Out(o) if fragment => Fate::Fragments(o),
         f => f,
     }
+}
+
+/// How [`route_frame`] finds a packet's way out: the adjacency its connection cached, or a
+/// route to look up.
+#[derive(Clone, Copy)]
+enum Way {
+    Cached((usize, u32)),
+    Route(usize),
+    NoRoute,
 }
 
 /// A worker: one queue, its own connection table and engine state (the kernel sends both
@@ -2473,7 +2608,7 @@ impl Worker {
                 let (fate, rewritten) = decide(
                     &mut self.sf,
                     &mut self.trace,
-                    &il.net,
+                    &mut il.net,
                     &il.ports_names,
                     macs,
                     f,
@@ -2537,7 +2672,7 @@ impl Worker {
                     decide(
                         &mut self.sf,
                         &mut self.trace,
-                        &il.net,
+                        &mut il.net,
                         &il.ports_names,
                         macs,
                         frame,
@@ -2580,7 +2715,7 @@ impl Worker {
                 let (fate, rewritten) = decide(
                     &mut self.sf,
                     &mut self.trace,
-                    &il.net,
+                    &mut il.net,
                     &il.ports_names,
                     macs,
                     &mut f,
@@ -3930,16 +4065,8 @@ mod tests {
     #[test]
     fn icmp_errors_back_to_the_sender() {
         use std::net::Ipv4Addr;
-        let net = Net {
-            addrs: vec![vec![(0xc612_1e01, false)], vec![]],
-            routes: vec![],
-            neigh: NeighMap::default(),
-            names: vec![0, 0],
-            mtu: vec![1500; 2],
-            min_mtu: 1500,
-            shared: None,
-            seen: 0,
-        };
+        let net = Net::new(vec![vec![(0xc612_1e01, false)], vec![]], vec![0, 0], vec![])
+            .with_mtu(vec![1500; 2]);
         let (me, host) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
         let (a, b) = (Ipv4Addr::new(198, 18, 30, 2), Ipv4Addr::new(198, 18, 31, 2));
         let b4 = weir_wire::build::Builder::new().macs(host, me).ttl(1);
@@ -3971,16 +4098,14 @@ mod tests {
         assert!(pl.allow(1, false, s, 5 + s + s / 2));
         assert!(!pl.allow(1, false, s, 5 + s + s / 2));
         // IPv6 to an address behind a /64: four a second
-        let mut net6 = Net {
-            routes: vec![Route {
-                net: 0x2001_0db8 << 96,
-                len: 64,
-                v6: true,
-                port: 0,
-                via: None,
-            }],
-            ..net.clone()
-        };
+        let mut net6 = net.clone();
+        net6.set_routes(vec![Route {
+            net: 0x2001_0db8 << 96,
+            len: 64,
+            v6: true,
+            port: 0,
+            via: None,
+        }]);
         net6.addrs[0].push((0x2001_0db8 << 96 | 1, true));
         let b6 = weir_wire::build::Builder::new().macs(host, me).ttl(1);
         let c6 = std::net::Ipv6Addr::from(0x2001_0db8u128 << 96 | 2);
@@ -4030,30 +4155,26 @@ table ip nat {
             port,
             via: None,
         };
-        let mut net = Net {
-            addrs: vec![
+        let mut net = Net::new(
+            vec![
                 vec![(0xc612_1e01, false)],
                 vec![(u32::from(outside) as u128, false)],
             ],
-            routes: vec![route(0xc612_1e00, 0), route(0xc612_1f00, 1)],
-            neigh: NeighMap::default(),
-            names: vec![
+            vec![
                 weir_wire::field::ifname_value("lan0"),
                 weir_wire::field::ifname_value("wan0"),
             ],
-            mtu: vec![1500; 2],
-            min_mtu: 1500,
-            shared: None,
-            seen: 0,
-        };
+            vec![route(0xc612_1e00, 0), route(0xc612_1f00, 1)],
+        )
+        .with_mtu(vec![1500; 2]);
         let (cmac, smac) = ([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 1, 2]);
-        net.neigh.insert((u32::from(client) as u128, false), cmac);
-        net.neigh.insert((u32::from(server) as u128, false), smac);
+        net.set_neigh(u32::from(client) as u128, false, cmac);
+        net.set_neigh(u32::from(server) as u128, false, smac);
         let macs = [[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 1, 1]];
         let devs = [sf.flowtable_devices("lan0"), sf.flowtable_devices("wan0")];
         assert_ne!(devs[0].0, 0);
         // one segment through the router: its fate and the frame as it leaves
-        let send = |sf: &mut Stateful, net: &Net, out: bool, t: Tcp, data: &[u8]| {
+        let send = |sf: &mut Stateful, net: &mut Net, out: bool, t: Tcp, data: &[u8]| {
             let (pi, b) = if out {
                 (
                     0,
@@ -4085,17 +4206,23 @@ table ip nat {
             (fate, f)
         };
         let ack = 0x10;
-        let (fate, syn) = send(&mut sf, &net, true, Tcp::new(40000, 5201, 2).seq(1000), &[]);
+        let (fate, syn) = send(
+            &mut sf,
+            &mut net,
+            true,
+            Tcp::new(40000, 5201, 2).seq(1000),
+            &[],
+        );
         assert!(matches!(fate, Fate::Out(1)));
         let pm = PacketMeta::parse(&syn, LinkType::Ethernet);
         assert_eq!(pm.saddr, u32::from(outside) as u128, "masqueraded");
         let port = pm.sport;
         let back = |flags| Tcp::new(5201, port, flags).seq(5000).ack(1001);
-        let (fate, _) = send(&mut sf, &net, false, back(0x12), &[]);
+        let (fate, _) = send(&mut sf, &mut net, false, back(0x12), &[]);
         assert!(matches!(fate, Fate::Out(0)), "SYN-ACK back to the client");
         let (fate, _) = send(
             &mut sf,
-            &net,
+            &mut net,
             true,
             Tcp::new(40000, 5201, ack).seq(1001).ack(5001),
             &[],
@@ -4107,7 +4234,7 @@ table ip nat {
         );
         assert_eq!(sf.stats.fast_path, 0);
         // a UDP flow (not offloaded): its first packet caches its route
-        let udp = |sf: &mut Stateful, net: &Net| {
+        let udp = |sf: &mut Stateful, net: &mut Net| {
             let mut f = Builder::new()
                 .macs(cmac, macs[0])
                 .udp(client, server, 40002, 53, b"q");
@@ -4124,20 +4251,25 @@ table ip nat {
                 1_000_000_000,
             )
         };
-        assert!(matches!(udp(&mut sf, &net), Fate::Out(1)));
+        assert!(matches!(udp(&mut sf, &mut net), Fate::Out(1)));
         let counted = sf.eng.st.rule_hits.clone();
         // the route cache: the routes no longer match, the connection still knows its own
         let kept = net.routes.clone();
-        for r in net.routes.iter_mut() {
-            r.net ^= 0xff00;
-        }
+        net.set_routes(
+            kept.iter()
+                .map(|r| Route {
+                    net: r.net ^ 0xff00,
+                    ..*r
+                })
+                .collect(),
+        );
         let data = Tcp::new(40000, 5201, ack | 8).seq(1001).ack(5001);
-        let (fate, f) = send(&mut sf, &net, true, data, b"0123456789");
+        let (fate, f) = send(&mut sf, &mut net, true, data, b"0123456789");
         assert!(matches!(fate, Fate::Out(1)), "by the cached route");
         assert_eq!(sf.stats.fast_path, 1, "through the flowtable");
         // the UDP flow's second packet: the chains, with the cached route
         assert!(
-            matches!(udp(&mut sf, &net), Fate::Out(1)),
+            matches!(udp(&mut sf, &mut net), Fate::Out(1)),
             "by the cached route"
         );
         assert_eq!(sf.stats.fast_path, 1);
@@ -4161,20 +4293,27 @@ table ip nat {
         );
         assert_eq!(weir_wire::checksum::checksum_with(ph, &f[l4..]), 0);
         // the reply direction: its first packet after the offload caches its route too
-        let (fate, f) = send(&mut sf, &net, false, back(ack | 8), b"abc");
+        let (fate, f) = send(&mut sf, &mut net, false, back(ack | 8), b"abc");
         assert!(matches!(fate, Fate::Out(0)));
         let pm = PacketMeta::parse(&f, LinkType::Ethernet);
         assert_eq!((pm.daddr, pm.dport), (u32::from(client) as u128, 40000));
         assert_eq!(sf.stats.fast_path, 2);
         // a new connection finds no route (the test broke them) and gets no cached one
-        net.routes = kept
-            .iter()
-            .map(|r| Route {
-                net: r.net ^ 0xff00,
-                ..*r
-            })
-            .collect();
-        let (fate, _) = send(&mut sf, &net, true, Tcp::new(40001, 5201, 2).seq(7), &[]);
+        net.set_routes(
+            kept.iter()
+                .map(|r| Route {
+                    net: r.net ^ 0xff00,
+                    ..*r
+                })
+                .collect(),
+        );
+        let (fate, _) = send(
+            &mut sf,
+            &mut net,
+            true,
+            Tcp::new(40001, 5201, 2).seq(7),
+            &[],
+        );
         assert!(matches!(
             fate,
             Fate::Icmp {
@@ -4183,12 +4322,32 @@ table ip nat {
             }
         ));
         // a FIN takes the connection off the flowtable, to the hooks
-        net.routes = kept;
+        net.set_routes(kept);
         let fin = Tcp::new(40000, 5201, ack | 1).seq(1011).ack(5004);
-        let (fate, _) = send(&mut sf, &net, true, fin, &[]);
+        let (fate, _) = send(&mut sf, &mut net, true, fin, &[]);
         assert!(matches!(fate, Fate::Out(1)));
         assert_eq!(sf.stats.fast_path, 2);
         assert_eq!(sf.stats.offload_teardowns, 1);
+        // the cache keeps the adjacency, not the MAC: a neighbour's new MAC reaches the
+        // connections that cached it (the routes broken again, so only the cache knows the
+        // way)
+        net.set_routes(vec![]);
+        let smac2 = [2, 0, 0, 0, 1, 3];
+        assert!(net.set_neigh(u32::from(server) as u128, false, smac2));
+        let ack_fin = Tcp::new(40000, 5201, ack).seq(1012).ack(5004);
+        let (fate, f) = send(&mut sf, &mut net, true, ack_fin.clone(), &[]);
+        assert!(matches!(fate, Fate::Out(1)), "{}", fate.describe(&[]));
+        assert_eq!(&f[..12], &[smac2, macs[1]].concat()[..]);
+        // and a router that keeps no route cache looks every packet up
+        net.route_cache = false;
+        let (fate, _) = send(&mut sf, &mut net, true, ack_fin, &[]);
+        assert!(matches!(
+            fate,
+            Fate::Icmp {
+                why: "no-route",
+                ..
+            }
+        ));
     }
 
     /// A packet larger than the output link's MTU: "fragmentation needed" with the MTU (IPv4
@@ -4223,33 +4382,28 @@ table ip nat {
             port,
             via: None,
         };
-        let mut net = Net {
-            addrs: vec![
+        let mut net = Net::new(
+            vec![
                 vec![(0xc612_1e01, false), (u128::from(c6) - 1, true)],
                 vec![(0xc612_1f01, false), (u128::from(s6) - 1, true)],
             ],
-            routes: vec![
+            vec![
+                weir_wire::field::ifname_value("lan0"),
+                weir_wire::field::ifname_value("wan0"),
+            ],
+            vec![
                 route(0xc612_1e00, 24, false, 0),
                 route(0xc612_1f00, 24, false, 1),
                 route(u128::from(c6) & !0xffff_ffff_ffff_ffff, 64, true, 0),
                 route(u128::from(s6) & !0xffff_ffff_ffff_ffff, 64, true, 1),
             ],
-            neigh: NeighMap::default(),
-            names: vec![
-                weir_wire::field::ifname_value("lan0"),
-                weir_wire::field::ifname_value("wan0"),
-            ],
-            mtu: vec![],
-            min_mtu: 0,
-            shared: None,
-            seen: 0,
-        };
+        );
         net.set_mtu(vec![1500, 1500]);
         for a in [u32::from(c4) as u128, u32::from(s4) as u128] {
-            net.neigh.insert((a, false), [2, 0, 0, 0, 0, 9]);
+            net.set_neigh(a, false, [2, 0, 0, 0, 0, 9]);
         }
         for a in [u128::from(c6), u128::from(s6)] {
-            net.neigh.insert((a, true), [2, 0, 0, 0, 0, 9]);
+            net.set_neigh(a, true, [2, 0, 0, 0, 0, 9]);
         }
         let macs = [[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 1, 1]];
         ((c4, s4), (c6, s6), net, macs)
@@ -4277,7 +4431,7 @@ table ip nat {
     /// the error as [`Inline::settle`] sends it (without the rate limit).
     fn route_and_answer(
         sf: &mut Stateful,
-        net: &Net,
+        net: &mut Net,
         macs: &[[u8; 6]],
         f: &mut [u8],
         pi: usize,
@@ -4305,29 +4459,29 @@ table ip nat {
         use weir_wire::build::Builder;
         let text = "table inet f { chain fwd { type filter hook forward priority 0; policy drop; ct state new udp dport 53 accept; } }";
         let mut sf = stateful_of(text);
-        let ((c4, s4), _, net, macs) = dual_stack_net();
+        let ((c4, s4), _, mut net, macs) = dual_stack_net();
         let b = || Builder::new().macs([2, 0, 0, 0, 0, 9], macs[0]).ip_id(77);
         let first = b().fragment(0, true).udp(c4, s4, 1000, 53, &[1; 64]);
         let later = b().fragment(9, false).ip(c4, s4, 17, &[2; 40]);
         let mut held = Held::default();
-        let send = |sf: &mut Stateful, f: &mut Vec<u8>| {
+        let send = |sf: &mut Stateful, net: &mut Net, f: &mut Vec<u8>| {
             let pm = PacketMeta::parse(f, LinkType::Ethernet);
-            route_frame(sf, &net, f, pm, 0, macs[0], &macs, FtDevices(0), 1)
+            route_frame(sf, net, f, pm, 0, macs[0], &macs, FtDevices(0), 1)
         };
         let mut f = later.clone();
-        assert!(matches!(send(&mut sf, &mut f), Fate::Hold));
+        assert!(matches!(send(&mut sf, &mut net, &mut f), Fate::Hold));
         assert_eq!(held.hold(0, f, 10), None);
         // nothing to release while the first has not passed
         let (ready, expired) = held.ready(&mut sf, 20);
         assert!(ready.is_empty() && expired == 0 && !held.is_empty());
         let mut f = first.clone();
-        assert!(matches!(send(&mut sf, &mut f), Fate::Out(1)));
+        assert!(matches!(send(&mut sf, &mut net, &mut f), Fate::Out(1)));
         let (ready, expired) = held.ready(&mut sf, 30);
         assert_eq!((ready.len(), expired), (1, 0));
         assert!(held.is_empty());
         let (pi, mut f) = ready.into_iter().next().unwrap();
         assert_eq!((pi, &f), (0, &later));
-        assert!(matches!(send(&mut sf, &mut f), Fate::Out(1)));
+        assert!(matches!(send(&mut sf, &mut net, &mut f), Fate::Out(1)));
         // a datagram whose first never comes: dropped after the wait
         let orphan = Builder::new()
             .macs([2, 0, 0, 0, 0, 9], macs[0])
@@ -4335,7 +4489,7 @@ table ip nat {
             .fragment(9, false)
             .ip(c4, s4, 17, &[2; 40]);
         let mut f = orphan.clone();
-        assert!(matches!(send(&mut sf, &mut f), Fate::Hold));
+        assert!(matches!(send(&mut sf, &mut net, &mut f), Fate::Hold));
         assert_eq!(held.hold(0, f, 100), None);
         let (ready, expired) = held.ready(&mut sf, 100 + Held::WAIT_NS);
         assert_eq!((ready.len(), expired), (0, 1));
@@ -4479,10 +4633,10 @@ table ip nat {
 "#;
         let mut sf = stateful_of(text);
         assert!(sf.eng.rs.rejects);
-        let ((c4, s4), (c6, s6), net, macs) = dual_stack_net();
+        let ((c4, s4), (c6, s6), mut net, macs) = dual_stack_net();
         let cmac = [2, 0, 0, 0, 0, 9];
-        let send = |sf: &mut Stateful, f: &mut Vec<u8>, pi: usize| {
-            route_and_answer(sf, &net, &macs, f, pi).0
+        let send = |sf: &mut Stateful, net: &mut Net, f: &mut Vec<u8>, pi: usize| {
+            route_and_answer(sf, net, &macs, f, pi).0
         };
         let b = |pi: usize| Builder::new().macs(cmac, macs[pi]);
         // ICMP errors: type and code, from the router's address on the sender's side, quoting
@@ -4500,7 +4654,7 @@ table ip nat {
                 b(0).udp(c4, s4, 5000, dport, b"x")
             };
             let mut f = sent.clone();
-            let (fate, err) = route_and_answer(&mut sf, &net, &macs, &mut f, 0);
+            let (fate, err) = route_and_answer(&mut sf, &mut net, &macs, &mut f, 0);
             let Fate::Icmp {
                 why: "reject",
                 typ: t,
@@ -4540,7 +4694,7 @@ table ip nat {
         let vip = std::net::Ipv4Addr::new(198, 18, 31, 77);
         let sent = b(0).udp(c4, vip, 5000, 8081, b"x");
         let mut f = sent.clone();
-        let (_, err) = route_and_answer(&mut sf, &net, &macs, &mut f, 0);
+        let (_, err) = route_and_answer(&mut sf, &mut net, &macs, &mut f, 0);
         let e = err.expect("an ICMP error for the DNATed datagram");
         let pm = PacketMeta::parse(&e, LinkType::Ethernet);
         assert_eq!(
@@ -4560,30 +4714,36 @@ table ip nat {
         // a SYN gets RST|ACK acknowledging it, from the address and port it was sent to
         let (c4a, s4a) = (u32::from(c4) as u128, u32::from(s4) as u128);
         let mut syn = b(0).tcp(c4, s4, &Tcp::new(40000, 23, 0x02).seq(7000), &[]);
-        let f = send(&mut sf, &mut syn, 0);
+        let f = send(&mut sf, &mut net, &mut syn, 0);
         let rst = check_reset(f, (s4a, 23), (c4a, 40000), 0x14);
         let l4 = PacketMeta::parse(&rst, LinkType::Ethernet).l4_off as usize;
         assert_eq!(&rst[l4 + 4..l4 + 12], &[0, 0, 0, 0, 0, 0, 0x1b, 0x59]);
         assert_eq!((&rst[..6], &rst[6..12]), (&cmac[..], &macs[0][..]));
         // IPv6, with data and an ACK: a bare RST whose sequence number is that ACK
         let mut seg = b(0).tcp(c6, s6, &Tcp::new(40001, 23, 0x18).seq(9).ack(77), b"hello");
-        let f = send(&mut sf, &mut seg, 0);
+        let f = send(&mut sf, &mut net, &mut seg, 0);
         let rst = check_reset(f, (u128::from(s6), 23), (u128::from(c6), 40001), 0x04);
         let l4 = PacketMeta::parse(&rst, LinkType::Ethernet).l4_off as usize;
         assert_eq!(&rst[l4 + 4..l4 + 8], &77u32.to_be_bytes());
         // no answer to a reset, nor to a segment whose checksum is wrong
         let mut r = b(0).tcp(c4, s4, &Tcp::new(40002, 23, 0x04), &[]);
-        assert!(matches!(send(&mut sf, &mut r, 0), Fate::Drop("reject")));
+        assert!(matches!(
+            send(&mut sf, &mut net, &mut r, 0),
+            Fate::Drop("reject")
+        ));
         let mut bad = b(0).tcp(c4, s4, &Tcp::new(40003, 23, 0x02), &[]);
         let n = bad.len();
         bad[n - 3] ^= 0xff; // the urgent pointer, inside the checksum
-        assert!(matches!(send(&mut sf, &mut bad, 0), Fate::Drop("reject")));
+        assert!(matches!(
+            send(&mut sf, &mut net, &mut bad, 0),
+            Fate::Drop("reject")
+        ));
         // masquerade: the server's FIN to the router's address is translated back to the
         // client before forward rejects it; the reset goes to the server from the router's
         // public address and the masqueraded port (as the kernel's reset through its own
         // connection tracking), never from the client's inside address
         let mut out = b(0).tcp(c4, s4, &Tcp::new(40004, 80, 0x02).seq(100), &[]);
-        assert!(matches!(send(&mut sf, &mut out, 0), Fate::Out(1)));
+        assert!(matches!(send(&mut sf, &mut net, &mut out, 0), Fate::Out(1)));
         let pm = PacketMeta::parse(&out, LinkType::Ethernet);
         let (public, port) = (pm.saddr, pm.sport);
         assert_eq!(public, 0xc612_1f01);
@@ -4596,25 +4756,28 @@ table ip nat {
             )
         };
         let mut synack = to_router(Tcp::new(80, port, 0x12).seq(5000).ack(101));
-        assert!(matches!(send(&mut sf, &mut synack, 1), Fate::Out(0)));
+        assert!(matches!(
+            send(&mut sf, &mut net, &mut synack, 1),
+            Fate::Out(0)
+        ));
         let mut ack = b(0).tcp(c4, s4, &Tcp::new(40004, 80, 0x10).seq(101).ack(5001), &[]);
-        assert!(matches!(send(&mut sf, &mut ack, 0), Fate::Out(1)));
+        assert!(matches!(send(&mut sf, &mut net, &mut ack, 0), Fate::Out(1)));
         let mut f = to_router(Tcp::new(80, port, 0x11).seq(5001).ack(101));
-        let f = send(&mut sf, &mut f, 1);
+        let f = send(&mut sf, &mut net, &mut f, 1);
         let rst = check_reset(f, (public, port), (s4a, 80), 0x04);
         let l4 = PacketMeta::parse(&rst, LinkType::Ethernet).l4_off as usize;
         assert_eq!(&rst[l4 + 4..l4 + 8], &101u32.to_be_bytes());
         // a new connection rejected after DNAT: the reset comes from the address and port the
         // client wrote to (the reset carries the new connection, whose DNAT it undoes)
         let mut syn = b(0).tcp(c4, s4, &Tcp::new(40005, 8080, 0x02).seq(1), &[]);
-        let f = send(&mut sf, &mut syn, 0);
+        let f = send(&mut sf, &mut net, &mut syn, 0);
         check_reset(f, (s4a, 8080), (c4a, 40005), 0x14);
         // a stray SYN-ACK to a masqueraded client's inside address belongs to no connection:
         // the reset answering it is tracked, finds the client's connection, leaves from the
         // public address and ends that connection, which has seen no reply (as the kernel's
         // own reset does)
         let mut out = b(0).tcp(c4, s4, &Tcp::new(40006, 81, 0x02).seq(300), &[]);
-        assert!(matches!(send(&mut sf, &mut out, 0), Fate::Out(1)));
+        assert!(matches!(send(&mut sf, &mut net, &mut out, 0), Fate::Out(1)));
         let pm = PacketMeta::parse(&out, LinkType::Ethernet);
         let port81 = pm.sport;
         let conns = |sf: &Stateful| sf.ct.len();
@@ -4628,7 +4791,7 @@ table ip nat {
         let pm = PacketMeta::parse(&stray, LinkType::Ethernet);
         let fate = route_frame(
             &mut sf,
-            &net,
+            &mut net,
             &mut stray,
             pm,
             1,
@@ -4661,7 +4824,7 @@ table ip nat {
         let pm = PacketMeta::parse(&syn, LinkType::Ethernet);
         let fate = route_frame(
             &mut sf,
-            &net,
+            &mut net,
             &mut syn,
             pm,
             0,
@@ -4685,9 +4848,9 @@ table ip nat {
         let ((c4, s4), (c6, s6), mut net, macs) = dual_stack_net();
         net.set_mtu(vec![1500, 1400]);
         assert_eq!(net.min_mtu, 1400);
-        let mut send = |f: &mut Vec<u8>, pi: usize| {
+        let mut send = |net: &mut Net, f: &mut Vec<u8>, pi: usize| {
             let pm = PacketMeta::parse(f, LinkType::Ethernet);
-            route_frame(&mut sf, &net, f, pm, pi, macs[pi], &macs, FtDevices(0), 1)
+            route_frame(&mut sf, net, f, pm, pi, macs[pi], &macs, FtDevices(0), 1)
         };
         let b = || Builder::new().macs([2, 0, 0, 0, 0, 9], macs[0]);
         let df = b().dont_fragment().udp(c4, s4, 1, 2, &[0; 1472]);
@@ -4698,7 +4861,7 @@ table ip nat {
             code: 4,
             info: 1400,
             ..
-        } = send(&mut f, 0)
+        } = send(&mut net, &mut f, 0)
         else {
             panic!("no fragmentation needed");
         };
@@ -4710,14 +4873,14 @@ table ip nat {
         assert_eq!(&e[l4 + 8..l4 + 28], &df[14..34]);
         // without "don't fragment": out in fragments that fit
         let mut f = b().udp(c4, s4, 1, 2, &[0; 1472]);
-        assert!(matches!(send(&mut f, 0), Fate::Fragments(1)));
+        assert!(matches!(send(&mut net, &mut f, 0), Fate::Fragments(1)));
         let pieces = weir_wire::frag::fragment_ipv4(&f, 14, 1400).unwrap();
         assert_eq!(pieces.len(), 2);
         assert!(pieces.iter().all(|p| p.len() - 14 <= 1400));
         // IPv6: packet too big
         let mut f = b().udp(c6, s6, 1, 2, &[0; 1452]);
         assert!(matches!(
-            send(&mut f, 0),
+            send(&mut net, &mut f, 0),
             Fate::Icmp {
                 why: "too-big",
                 typ: 2,
@@ -4728,12 +4891,12 @@ table ip nat {
         ));
         // what fits goes whole; the same size towards the larger MTU too
         let mut f = b().dont_fragment().udp(c4, s4, 1, 2, &[0; 1372]);
-        assert!(matches!(send(&mut f, 0), Fate::Out(1)));
+        assert!(matches!(send(&mut net, &mut f, 0), Fate::Out(1)));
         let mut f = Builder::new()
             .macs([2, 0, 0, 0, 0, 9], macs[1])
             .dont_fragment()
             .udp(s4, c4, 2, 1, &[0; 1472]);
-        assert!(matches!(send(&mut f, 1), Fate::Out(0)));
+        assert!(matches!(send(&mut net, &mut f, 1), Fate::Out(0)));
     }
 
     #[test]
@@ -4783,42 +4946,33 @@ table ip nat {
         assert_eq!(nd_sender(&hop), None);
         assert_eq!(nd_sender(&na[..na.len() - 8]), None);
         assert_eq!(nd_sender(&na[..60]), None);
-        let mut net = Net {
-            addrs: vec![vec![(me, true)]],
-            routes: vec![Route {
+        let mut net = Net::new(
+            vec![vec![(me, true)]],
+            vec![0],
+            vec![Route {
                 net: host & mask(64, true),
                 len: 64,
                 v6: true,
                 port: 0,
                 via: None,
             }],
-            neigh: NeighMap::default(),
-            names: vec![0],
-            mtu: vec![1500; 2],
-            min_mtu: 1500,
-            shared: None,
-            seen: 0,
-        };
+        );
+        net.set_mtu(vec![1500; 2]);
         net.learn(0, &na);
-        assert_eq!(net.neigh.get(&(host, true)), Some(&hmac));
+        assert_eq!(net.neigh_mac(host, true), Some(hmac));
         // several workers: what one learns, the others take in at their next batch
         let shared = Arc::new(SharedNeigh::default());
-        let build = || Net {
-            addrs: net.addrs.clone(),
-            routes: net.routes.clone(),
-            neigh: NeighMap::default(),
-            names: vec![0],
-            mtu: vec![1500; 2],
-            min_mtu: 1500,
-            shared: Some(shared.clone()),
-            seen: 0,
+        let build = || {
+            Net::new(net.addrs.clone(), vec![0], net.routes.clone())
+                .with_mtu(vec![1500; 2])
+                .with_shared(shared.clone())
         };
         let (mut w0, mut w1) = (build(), build());
         w1.sync();
-        assert_eq!(w1.neigh.get(&(host, true)), None);
+        assert_eq!(w1.neigh_mac(host, true), None);
         w0.learn(0, &na);
         w1.sync();
-        assert_eq!(w1.neigh.get(&(host, true)), Some(&hmac));
+        assert_eq!(w1.neigh_mac(host, true), Some(hmac));
         // learning it again changes nothing: no new generation
         let g = shared.gen.load(Ordering::Relaxed);
         w0.learn(0, &na);
@@ -4842,22 +4996,18 @@ table ip nat {
         assert_eq!(arp_sender(&mc), None);
         assert_eq!(arp_sender(&f[..30]), None);
         // on-link: a route through the port with no next hop
-        let net = Net {
-            addrs: vec![vec![], vec![]],
-            routes: vec![Route {
+        let net = Net::new(
+            vec![vec![], vec![]],
+            vec![0, 0],
+            vec![Route {
                 net: 0xc612_1e00,
                 len: 24,
                 v6: false,
                 port: 1,
                 via: None,
             }],
-            neigh: NeighMap::default(),
-            names: vec![0, 0],
-            mtu: vec![1500; 2],
-            min_mtu: 1500,
-            shared: None,
-            seen: 0,
-        };
+        )
+        .with_mtu(vec![1500; 2]);
         assert!(net.on_link(1, 0xc612_1e02, false));
         assert!(!net.on_link(0, 0xc612_1e02, false));
         assert!(!net.on_link(1, 0xc612_1f02, false));

@@ -445,6 +445,16 @@ fn run_configuration_errors_and_kernel_rules() {
     );
     let (ok, text) = run(&p, &[]);
     assert!(!ok && text.contains("'c0'"), "{text}");
+    // the same prefix twice (host bits aside): which one would win is not the writer's guess
+    let p = cfg(
+        "twice.toml",
+        "ruleset = \"rules.nft\"\nmode = \"inline\"\n[[interface]]\nname = \"a0\"\n[[interface]]\nname = \"b0\"\n[[route]]\nprefix = \"198.18.0.0/24\"\ninterface = \"a0\"\n[[route]]\nprefix = \"198.18.0.7/24\"\ninterface = \"b0\"\n",
+    );
+    let (ok, text) = run(&p, &[]);
+    assert!(
+        !ok && text.contains("route 198.18.0.7/24: configured twice"),
+        "{text}"
+    );
     let p = cfg(
         "mac.toml",
         "ruleset = \"rules.nft\"\nmode = \"inline\"\n[[interface]]\nname = \"a0\"\n[[interface]]\nname = \"b0\"\n[[neighbour]]\naddress = \"198.18.0.1\"\nmac = \"02:00:zz:00:00:01\"\n",
