@@ -2297,27 +2297,13 @@ pub(crate) fn route_frame_hashed(
         Way::Cached((port, _)) => port,
         Way::Route(ri) => net.routes[ri].port,
         Way::NoRoute => {
-            let (typ, code) = if v6 { (1, 0) } else { (3, 0) };
-            return Fate::Icmp {
-                why: "no-route",
-                typ,
-                code,
-                info: 0,
-                ct: Box::new(sf.answer_ct(&pc)),
-            };
+            return icmp_fate(sf, &pc, "no-route", v6, (3, 0), (1, 0), 0);
         }
     };
     // as Linux's ip_forward: the TTL is checked and decremented after routing, before the
     // forward hook (which sees the decremented TTL)
     if ttl <= 1 {
-        let (typ, code) = if v6 { (3, 0) } else { (11, 0) };
-        return Fate::Icmp {
-            why: "ttl",
-            typ,
-            code,
-            info: 0,
-            ct: Box::new(sf.answer_ct(&pc)),
-        };
+        return icmp_fate(sf, &pc, "ttl", v6, (11, 0), (3, 0), 0);
     }
     // as Linux's ip_forward / ip6_forward, before the forward hook: a packet larger than the
     // output link's MTU is refused with "fragmentation needed" (IPv4 with "don't fragment")
@@ -2327,14 +2313,15 @@ pub(crate) fn route_frame_hashed(
     let mtu = if v6 { mtu.max(1280) } else { mtu };
     let fragment = too_big && pm.l3_len as usize > mtu;
     if fragment && (v6 || frame[l3 + 6] & 0x40 != 0) {
-        let (typ, code) = if v6 { (2, 0) } else { (3, 4) };
-        return Fate::Icmp {
-            why: "too-big",
-            typ,
-            code,
-            info: mtu.min(u16::MAX as usize) as u32,
-            ct: Box::new(sf.answer_ct(&pc)),
-        };
+        return icmp_fate(
+            sf,
+            &pc,
+            "too-big",
+            v6,
+            (3, 4),
+            (2, 0),
+            mtu.min(u16::MAX as usize) as u32,
+        );
     }
     dec_ttl(frame, l3, v6);
     pc.oif_addr = net.addrs[port].iter().find(|a| a.1 == v6).map(|a| a.0);
@@ -2370,6 +2357,27 @@ pub(crate) fn route_frame_hashed(
     match net.output(frame, adj, out_macs) {
         Fate::Out(o) if fragment => Fate::Fragments(o),
         f => f,
+    }
+}
+
+/// The ICMP error `why` to the sender of a packet (`pc`: its connection tracking, which the
+/// error carries): type and code for IPv4 and for IPv6.
+fn icmp_fate(
+    sf: &Stateful,
+    pc: &PacketCt,
+    why: &'static str,
+    v6: bool,
+    v4: (u8, u8),
+    v6_: (u8, u8),
+    info: u32,
+) -> Fate {
+    let (typ, code) = if v6 { v6_ } else { v4 };
+    Fate::Icmp {
+        why,
+        typ,
+        code,
+        info,
+        ct: Box::new(sf.answer_ct(pc)),
     }
 }
 
@@ -4255,14 +4263,14 @@ table ip nat {
         let counted = sf.eng.st.rule_hits.clone();
         // the route cache: the routes no longer match, the connection still knows its own
         let kept = net.routes.clone();
-        net.set_routes(
-            kept.iter()
-                .map(|r| Route {
-                    net: r.net ^ 0xff00,
-                    ..*r
-                })
-                .collect(),
-        );
+        let broken: Vec<Route> = kept
+            .iter()
+            .map(|r| Route {
+                net: r.net ^ 0xff00,
+                ..*r
+            })
+            .collect();
+        net.set_routes(broken.clone());
         let data = Tcp::new(40000, 5201, ack | 8).seq(1001).ack(5001);
         let (fate, f) = send(&mut sf, &mut net, true, data, b"0123456789");
         assert!(matches!(fate, Fate::Out(1)), "by the cached route");
@@ -4299,14 +4307,7 @@ table ip nat {
         assert_eq!((pm.daddr, pm.dport), (u32::from(client) as u128, 40000));
         assert_eq!(sf.stats.fast_path, 2);
         // a new connection finds no route (the test broke them) and gets no cached one
-        net.set_routes(
-            kept.iter()
-                .map(|r| Route {
-                    net: r.net ^ 0xff00,
-                    ..*r
-                })
-                .collect(),
-        );
+        net.set_routes(broken);
         let (fate, _) = send(
             &mut sf,
             &mut net,
