@@ -89,6 +89,7 @@ address = "127.0.0.1:9561"
 [[interface]]
 name = "weirin-r0"
 address = ["198.18.30.1", "2001:db8:30::1"]
+rp_filter = "strict"
 [[interface]]
 name = "weirin-r1"
 address = ["198.18.31.1", "2001:db8:31::1"]
@@ -198,6 +199,19 @@ wait $RXPID || true
 [ "$(cat "$DIR/frag-rx" 2>/dev/null)" = 1000 ] || fail "a datagram whose fragments came out of order was not delivered"
 rm -f "$DIR/frag-rx"
 echo "ok: a later fragment that came first waited for its first and followed it"
+# a spoofed source (no route back out of weirin-r0) is dropped by the reverse path filter
+ip netns exec $C python3 - <<'PY'
+import socket, struct
+src, dst = socket.inet_aton("198.18.99.9"), socket.inet_aton("198.18.31.2")
+udp = struct.pack("!HHHH", 40001, 7779, 9, 0) + b"s"
+ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 4243, 0, 64, 17, 0, src, dst)
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+for _ in range(3):
+    s.sendto(ip + udp, ("198.18.31.2", 0))
+PY
+sleep 0.3
+ctl status | grep -q "rp-filter=[1-9]" || fail "spoofed source not dropped by rp_filter: $(ctl status)"
+echo "ok: a spoofed source dropped by the reverse path filter (rp_filter = strict)"
 # larger than the server link's MTU (1400): with "don't fragment", the sender is told the MTU
 # (ICMP fragmentation needed, ICMPv6 packet too big); without, weir sends it in fragments
 pmtu_forget

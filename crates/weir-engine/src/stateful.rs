@@ -591,6 +591,23 @@ impl Stateful {
         hash: u64,
         now_ns: u64,
     ) -> Option<FastPath> {
+        self.fast_path_if(frame, pm, devs, hash, now_ns, |_| true)
+    }
+
+    /// [`Stateful::fast_path_with`] taking only connections whose cached route `route_ok`
+    /// accepts (checked before anything is changed; e.g. that the packet arrived where its
+    /// direction's packets arrive, as netfilter's flowtable tuple holds the input
+    /// interface). None: the slow path.
+    #[inline]
+    pub fn fast_path_if(
+        &mut self,
+        frame: &mut [u8],
+        pm: &mut PacketMeta,
+        devs: FtDevices,
+        hash: u64,
+        now_ns: u64,
+        route_ok: impl FnOnce(u16) -> bool,
+    ) -> Option<FastPath> {
         if devs.0 == 0
             || !matches!(pm.l3, L3::Ipv4 | L3::Ipv6)
             || pm.malformed.is_some()
@@ -638,6 +655,9 @@ impl Stateful {
             return None;
         }
         let oif = e.ext.route[dir as usize].checked_sub(1)?;
+        if !route_ok(oif) {
+            return None;
+        }
         let nat_status = e.ext.nat_status;
         let is_reply = dir == Dir::Reply;
         for m in [Manip::Dst, Manip::Src] {

@@ -13,7 +13,7 @@
 //!   the connection entry: no FIB or neighbour lookup);
 //! - the flowtable fast path (`flow add @ft`: no chains, no conntrack update).
 
-use crate::run::{route_frame_hashed, Fate, Net, Route};
+use crate::run::{route_frame_hashed, Fate, Net, Route, RpFilter};
 use serde_json::json;
 use std::fmt::Write;
 use std::net::Ipv4Addr;
@@ -37,6 +37,10 @@ pub struct PipelineArgs {
     /// FIB prefixes.
     #[arg(long, default_value_t = 10000)]
     routes: usize,
+    /// The reverse path filter of the clients' port (`lan0`): a second FIB lookup for every
+    /// packet the route cache does not know.
+    #[arg(long, value_enum, default_value = "off")]
+    rp_filter: RpFilter,
     /// Seconds of established traffic per path.
     #[arg(long, default_value_t = 1.0)]
     seconds: f64,
@@ -368,6 +372,7 @@ pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
     );
     anyhow::ensure!(a.routes >= 1 && a.routes <= 60000, "--routes: 1..=60000");
     let mut net = router(a.routes);
+    net.rp_filter[0] = a.rp_filter;
     let order = shuffled(a.flows);
     let mut new_conn_per_s = 0.0;
     let mut bpe = (0, 0);
@@ -475,6 +480,7 @@ pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
             "{}",
             json!({
                 "flows": a.flows, "rules": a.rules, "routes": a.routes,
+                "rp_filter": format!("{:?}", a.rp_filter).to_lowercase(),
                 "full_mpps": full, "route_cache_mpps": rc, "flowtable_mpps": ft,
                 "new_conn_per_s": new_conn_per_s, "bytes_per_entry": bpe.0,
                 "bytes_per_entry_v6": bpe.1,
@@ -484,8 +490,8 @@ pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
         );
     } else {
         println!(
-            "weir bench pipeline: {} flows, {} forward rules, {} routes; one core, 64-byte UDP/IPv4 frames",
-            a.flows, a.rules, a.routes
+            "weir bench pipeline: {} flows, {} forward rules, {} routes, rp_filter {:?} on lan0; one core, 64-byte UDP/IPv4 frames",
+            a.flows, a.rules, a.routes, a.rp_filter
         );
         println!(
             "  new connections     {:>7.2} M/s  ({:.0} ns each)",

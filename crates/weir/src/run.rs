@@ -102,6 +102,21 @@ struct IfaceConfig {
     /// the first).
     #[serde(default)]
     address: Vec<String>,
+    /// Reverse path filtering of the packets arriving on it (Linux's `rp_filter`).
+    #[serde(default)]
+    rp_filter: RpFilter,
+}
+
+/// Reverse path filtering (anti-spoofing, BCP 38), as Linux's `rp_filter` sysctl: `strict`
+/// (1): a packet's source must be routed back out of the interface it came in on; `loose`
+/// (2): its source must have a route at all; `off` (0, the default).
+#[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum RpFilter {
+    #[default]
+    Off,
+    Loose,
+    Strict,
 }
 
 #[derive(Deserialize, Debug)]
@@ -973,13 +988,15 @@ pub(crate) struct Net {
     neigh: AddrMap<(u128, bool), u32>,
     /// Next hops' MACs, changed in place when a neighbour's MAC changes.
     macs: Vec<[u8; 6]>,
-    /// Adjacencies (output port, neighbour slot): what the route cache keeps in a connection
-    /// (so a cached packet needs neither the FIB nor the neighbour table), and the index of
-    /// each.
-    adjs: Vec<(usize, u32)>,
-    adj_of: AddrMap<(usize, u32), u16>,
+    /// Adjacencies: what the route cache keeps in a connection (so a cached packet needs
+    /// neither the FIB nor the neighbour table, nor the reverse path filter), and the index
+    /// of each.
+    adjs: Vec<Adj>,
+    adj_of: AddrMap<Adj, u16>,
     /// Whether connections keep their adjacency (the route cache; off only to measure it).
     pub(crate) route_cache: bool,
+    /// Per port: the reverse path filter of what arrives on it.
+    pub(crate) rp_filter: Vec<RpFilter>,
     names: Vec<u128>,
     /// Per port: the MTU of its link (the largest IP packet it carries), read when weir
     /// starts.
@@ -1074,6 +1091,7 @@ impl Net {
             .map(|i| weir_wire::field::ifname_value(&i.name))
             .collect();
         let mut net = Net::new(addrs, names, routes);
+        net.rp_filter = cfg.interface.iter().map(|i| i.rp_filter).collect();
         for n in &cfg.neighbour {
             let (a, v6) = parse_addr(&n.address)?;
             net.set_neigh(a, v6, parse_mac(&n.mac)?);
@@ -1093,6 +1111,7 @@ impl Net {
             adjs: Vec::new(),
             adj_of: AddrMap::default(),
             route_cache: true,
+            rp_filter: vec![RpFilter::Off; names.len()],
             mtu: vec![usize::MAX; names.len()],
             min_mtu: usize::MAX,
             names,
@@ -1156,15 +1175,34 @@ impl Net {
         self.neigh.get(&(a, v6)).map(|&s| self.macs[s as usize])
     }
 
-    /// The adjacency of route `ri` for a destination (the next hop: the route's gateway, or
-    /// the destination on a link): its port and neighbour slot, or the next hop that has no
-    /// MAC yet.
+    /// The reverse path filter ([`RpFilter`]) of a packet from `src` arriving on `port`, as
+    /// Linux's `fib_validate_source`: whether it passes. (IPv6 link-local sources are on
+    /// every link.)
     #[inline]
-    fn adjacency(&self, ri: usize, daddr: u128, v6: bool) -> Result<(usize, u32), Fate> {
+    fn source_valid(&self, port: usize, src: u128, v6: bool) -> bool {
+        match self.rp_filter[port] {
+            RpFilter::Off => true,
+            _ if v6 && src >> 118 == 0xfe80 >> 6 => true,
+            RpFilter::Loose => self.route(src, v6).is_some(),
+            RpFilter::Strict => self
+                .route(src, v6)
+                .is_some_and(|ri| self.routes[ri].port == port),
+        }
+    }
+
+    /// The adjacency of route `ri` for a destination (the next hop: the route's gateway, or
+    /// the destination on a link) and a packet arriving on `in_port`, or the next hop that
+    /// has no MAC yet.
+    #[inline]
+    fn adjacency(&self, in_port: usize, ri: usize, daddr: u128, v6: bool) -> Result<Adj, Fate> {
         let r = &self.routes[ri];
         let hop = r.via.unwrap_or(daddr);
         match self.neigh.get(&(hop, v6)) {
-            Some(&slot) => Ok((r.port, slot)),
+            Some(&slot) => Ok(Adj {
+                in_port,
+                port: r.port,
+                slot,
+            }),
             None => Err(Fate::NoNeighbour {
                 port: r.port,
                 hop,
@@ -1175,7 +1213,7 @@ impl Net {
 
     /// The index of an adjacency, made on first use (None when [`MAX_ADJACENCIES`] are
     /// made: the connection is not cached).
-    fn adj_index(&mut self, adj: (usize, u32)) -> Option<u16> {
+    fn adj_index(&mut self, adj: Adj) -> Option<u16> {
         if let Some(&i) = self.adj_of.get(&adj) {
             return Some(i);
         }
@@ -1191,10 +1229,10 @@ impl Net {
     /// Out through an adjacency (after the hooks or the flowtable): the next hop's MAC and
     /// the port's own as the source.
     #[inline]
-    fn output(&self, frame: &mut [u8], (port, slot): (usize, u32), out_macs: &[[u8; 6]]) -> Fate {
-        frame[..6].copy_from_slice(&self.macs[slot as usize]);
-        frame[6..12].copy_from_slice(&out_macs[port]);
-        Fate::Out(port)
+    fn output(&self, frame: &mut [u8], adj: Adj, out_macs: &[[u8; 6]]) -> Fate {
+        frame[..6].copy_from_slice(&self.macs[adj.slot as usize]);
+        frame[6..12].copy_from_slice(&out_macs[adj.port]);
+        Fate::Out(adj.port)
     }
 
     /// Whether an address is on the link of a port (a route through it with no next hop;
@@ -2243,8 +2281,11 @@ pub(crate) fn route_frame_hashed(
     if devs.0 != 0 && (pm.l3_len as usize) <= net.min_mtu {
         // (the fast path takes only TTLs above 1 and IPv4 headers without options; a packet
         // too large for some port takes the slow path, which checks the MTU)
-        if let Some(fp) = sf.fast_path_with(frame, &mut pm, devs, hash, now) {
-            // (the flowtable's output is the adjacency its connection cached)
+        // (the flowtable's output is the adjacency its connection cached; a packet arriving
+        // on another port than its direction's takes the slow path)
+        let adjs = &net.adjs;
+        let here = |i: u16| adjs.get(i as usize).is_some_and(|a| a.in_port == in_port);
+        if let Some(fp) = sf.fast_path_if(frame, &mut pm, devs, hash, now, here) {
             if let Some(&adj) = net.adjs.get(fp.oif as usize) {
                 dec_ttl(frame, l3, v6);
                 return net.output(frame, adj, out_macs);
@@ -2283,9 +2324,15 @@ pub(crate) fn route_frame_hashed(
     let cached = if net.route_cache {
         sf.cached_route(&pc)
             .and_then(|i| net.adjs.get(i as usize).copied())
+            .filter(|a| a.in_port == in_port)
     } else {
         None
     };
+    // the reverse path filter, with routing (Linux's ip_route_input): a cached adjacency
+    // was filtered when it was found
+    if cached.is_none() && !net.source_valid(in_port, pm.saddr, v6) {
+        return Fate::Drop("rp-filter");
+    }
     let way = match cached {
         Some(adj) => Way::Cached(adj),
         None => match net.route(pm.daddr, v6) {
@@ -2294,7 +2341,7 @@ pub(crate) fn route_frame_hashed(
         },
     };
     let port = match way {
-        Way::Cached((port, _)) => port,
+        Way::Cached(adj) => adj.port,
         Way::Route(ri) => net.routes[ri].port,
         Way::NoRoute => {
             return icmp_fate(sf, &pc, "no-route", v6, (3, 0), (1, 0), 0);
@@ -2342,7 +2389,7 @@ pub(crate) fn route_frame_hashed(
         Way::Cached(a) => a,
         // (answered above)
         Way::NoRoute => return Fate::Drop("no-route"),
-        Way::Route(ri) => match net.adjacency(ri, pm.daddr, v6) {
+        Way::Route(ri) => match net.adjacency(in_port, ri, pm.daddr, v6) {
             Ok(a) => {
                 if net.route_cache {
                     if let Some(i) = net.adj_index(a) {
@@ -2381,11 +2428,22 @@ fn icmp_fate(
     }
 }
 
+/// An adjacency as the route cache keeps it: the port a connection's direction arrives on
+/// (a packet of it arriving on another port is routed and filtered again, as Linux's
+/// route cache keeps the input interface), the port it leaves by, and the slot of its next
+/// hop's MAC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Adj {
+    in_port: usize,
+    port: usize,
+    slot: u32,
+}
+
 /// How [`route_frame`] finds a packet's way out: the adjacency its connection cached, or a
 /// route to look up.
 #[derive(Clone, Copy)]
 enum Way {
-    Cached((usize, u32)),
+    Cached(Adj),
     Route(usize),
     NoRoute,
 }
@@ -4451,6 +4509,81 @@ table ip nat {
             _ => None,
         };
         (fate, err)
+    }
+
+    /// The reverse path filter (Linux's `rp_filter`): strict wants the source routed back out
+    /// of the arrival port, loose a route at all; a cached connection is not filtered again
+    /// unless its packet arrives on another port, in the chains or the flowtable.
+    #[test]
+    fn reverse_path_filter() {
+        use weir_wire::build::{Builder, Tcp};
+        let text = "table inet f {
+  flowtable ft { hook ingress priority 0; devices = { lan0, wan0 }; }
+  chain fwd { type filter hook forward priority 0; policy accept;
+    ct state established meta l4proto tcp flow add @ft } }";
+        let mut sf = stateful_of(text);
+        let ((c4, s4), (c6, s6), mut net, macs) = dual_stack_net();
+        let spoofed = std::net::Ipv4Addr::new(198, 18, 99, 9);
+        let cmac = [2, 0, 0, 0, 0, 9];
+        let mut go = |sf: &mut Stateful, net: &mut Net, pi: usize, mut f: Vec<u8>| {
+            let pm = PacketMeta::parse(&f, LinkType::Ethernet);
+            let devs = sf.flowtable_devices(["lan0", "wan0"][pi]);
+            let fate = route_frame(sf, net, &mut f, pm, pi, macs[pi], &macs, devs, 1);
+            fate.describe(&["lan0".into(), "wan0".into()])
+        };
+        let udp = |pi: usize, src, dst, sport| {
+            Builder::new()
+                .macs(cmac, macs[pi])
+                .udp(src, dst, sport, 53, b"q")
+        };
+        let out = "forward out wan0";
+        let rpf = "drop (rp-filter)";
+        // off: anything goes
+        assert_eq!(go(&mut sf, &mut net, 0, udp(0, spoofed, s4, 1)), out);
+        // strict: a source with no route, or one routed out of another port, is dropped
+        net.rp_filter = vec![RpFilter::Strict; 2];
+        assert_eq!(go(&mut sf, &mut net, 0, udp(0, spoofed, s4, 2)), rpf);
+        assert_eq!(go(&mut sf, &mut net, 0, udp(0, s4, s4, 3)), rpf);
+        assert_eq!(go(&mut sf, &mut net, 0, udp(0, c4, s4, 4)), out);
+        let v6 = Builder::new().macs(cmac, macs[0]).udp(c6, s6, 5, 53, b"q");
+        assert_eq!(go(&mut sf, &mut net, 0, v6), out);
+        let v6 = Builder::new().macs(cmac, macs[0]).udp(s6, s6, 6, 53, b"q");
+        assert_eq!(go(&mut sf, &mut net, 0, v6), rpf);
+        // loose: a route anywhere will do; none will not
+        net.rp_filter = vec![RpFilter::Loose; 2];
+        assert_eq!(
+            go(&mut sf, &mut net, 0, udp(0, s4, s4, 7)),
+            "forward out wan0"
+        );
+        assert_eq!(go(&mut sf, &mut net, 0, udp(0, spoofed, s4, 8)), rpf);
+        // a cached connection (sport 4, strict): its packets skip the filter, unless one
+        // comes in by the other port with the same addresses
+        net.rp_filter = vec![RpFilter::Strict; 2];
+        assert_eq!(go(&mut sf, &mut net, 0, udp(0, c4, s4, 4)), out);
+        assert_eq!(go(&mut sf, &mut net, 1, udp(1, c4, s4, 4)), rpf);
+        // and in the flowtable: an offloaded TCP connection's segment from the wrong port
+        let seg = |pi: usize, flags: u8, seq: u32, ack: u32| {
+            Builder::new().macs(cmac, macs[pi]).tcp(
+                c4,
+                s4,
+                &Tcp::new(40000, 80, flags).seq(seq).ack(ack),
+                b"",
+            )
+        };
+        let synack = Builder::new().macs(cmac, macs[1]).tcp(
+            s4,
+            c4,
+            &Tcp::new(80, 40000, 0x12).seq(500).ack(101),
+            b"",
+        );
+        assert_eq!(go(&mut sf, &mut net, 0, seg(0, 0x02, 100, 0)), out);
+        assert_eq!(go(&mut sf, &mut net, 1, synack), "forward out lan0");
+        assert_eq!(go(&mut sf, &mut net, 0, seg(0, 0x10, 101, 501)), out);
+        let fast = sf.stats.fast_path;
+        assert_eq!(go(&mut sf, &mut net, 0, seg(0, 0x10, 101, 501)), out);
+        assert_eq!(sf.stats.fast_path, fast + 1, "offloaded");
+        assert_eq!(go(&mut sf, &mut net, 1, seg(1, 0x10, 101, 501)), rpf);
+        assert_eq!(sf.stats.fast_path, fast + 1, "not through the flowtable");
     }
 
     /// A later fragment that comes before its first is held, and follows the first once it
