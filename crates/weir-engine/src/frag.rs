@@ -11,14 +11,15 @@
 //! the kernel's fragment queues are keyed). A later fragment of that datagram takes no chain:
 //! it gets the connection and the NAT translation of its first (addresses only: the transport
 //! header and its checksum are in the first fragment). A later fragment with no first kept
-//! here (it came first, or its first was dropped) is dropped and counted.
+//! here (its first was dropped, or it came first) is dropped and counted; one that came first
+//! can be held ([`Held`]) until its first has passed, as the kernel's reassembly waits for it.
 //!
 //! The table is bounded: entries expire after the reassembly timeout (Linux's
 //! `ipfrag_time`, 30 s) and, when it is full, the oldest entry makes room (counted).
 
 use std::collections::{HashMap, VecDeque};
 use weir_conntrack::{CtInfo, Dir, EntryId, Tuple};
-use weir_wire::{PacketMeta, L3};
+use weir_wire::{LinkType, PacketMeta, L3};
 
 /// A datagram: addresses, identification, and the protocol for IPv4 (an IPv6 later
 /// fragment names only the header after the fragment header).
@@ -152,6 +153,104 @@ impl Table {
 impl Default for Table {
     fn default() -> Table {
         Table::new(Table::CAPACITY, Table::TIMEOUT_NS)
+    }
+}
+
+/// Later fragments that came before the first fragment of their datagram (the kernel
+/// reassembles fragments in any order; virtual reassembly needs the first's verdict). They
+/// are held, as they arrived, each with a tag `T` of its caller's (where it was read), until
+/// the first has passed (then they follow it, [`Held::ready`]) or for [`Held::WAIT_NS`] at
+/// most (then they are dropped and counted), bounded in frames.
+pub struct Held<T> {
+    /// By datagram: when its first held fragment came, and its fragments (tag, frame).
+    by_key: HashMap<Key, (u64, Vec<(T, Vec<u8>)>)>,
+    frames: usize,
+}
+
+impl<T> Default for Held<T> {
+    fn default() -> Self {
+        Held {
+            by_key: HashMap::new(),
+            frames: 0,
+        }
+    }
+}
+
+impl<T> Held<T> {
+    pub const WAIT_NS: u64 = 1_000_000_000;
+    pub const MAX_FRAMES: usize = 1024;
+    /// IPv4's largest datagram in 1280-byte pieces, and some.
+    pub const MAX_PER_DATAGRAM: usize = 64;
+
+    pub fn is_empty(&self) -> bool {
+        self.frames == 0
+    }
+
+    /// Frames held.
+    pub fn frames(&self) -> usize {
+        self.frames
+    }
+
+    /// Hold `frame` (of link type `link`); Some(1): it was dropped to stay in bounds. (What
+    /// waited too long goes in [`Held::ready`], not here for every frame.)
+    pub fn hold(&mut self, tag: T, frame: Vec<u8>, link: LinkType, now: u64) -> Option<usize> {
+        let key = Key::of(&PacketMeta::parse(&frame, link));
+        let full = self.frames >= Self::MAX_FRAMES;
+        let e = self.by_key.entry(key).or_insert((now, Vec::new()));
+        if full || e.1.len() >= Self::MAX_PER_DATAGRAM {
+            if e.1.is_empty() {
+                self.by_key.remove(&key);
+            }
+            return Some(1);
+        }
+        e.1.push((tag, frame));
+        self.frames += 1;
+        None
+    }
+
+    /// The fragments held for datagram `key` (e.g. its first went to another worker).
+    pub fn take(&mut self, key: &Key) -> Vec<(T, Vec<u8>)> {
+        let v = self.by_key.remove(key).map(|e| e.1).unwrap_or_default();
+        self.frames -= v.len();
+        v
+    }
+
+    /// Take out what waited longer than [`Held::WAIT_NS`] (to be dropped).
+    pub fn expire(&mut self, now: u64) -> Vec<(T, Vec<u8>)> {
+        let old: Vec<Key> = self
+            .by_key
+            .iter()
+            .filter(|(_, (since, _))| now.saturating_sub(*since) >= Self::WAIT_NS)
+            .map(|(k, _)| *k)
+            .collect();
+        old.iter().flat_map(|k| self.take(k)).collect()
+    }
+
+    /// The held fragments whose first has passed (`frags` keeps it now), in arrival order
+    /// per datagram, and those that waited too long (to be dropped).
+    #[allow(clippy::type_complexity)]
+    pub fn ready(&mut self, frags: &mut Table, now: u64) -> (Vec<(T, Vec<u8>)>, Vec<(T, Vec<u8>)>) {
+        let expired = self.expire(now);
+        let keys: Vec<_> = self
+            .by_key
+            .keys()
+            .copied()
+            .filter(|k| frags.get(k, now).is_some())
+            .collect();
+        let mut out = Vec::new();
+        for k in keys {
+            if let Some((_, v)) = self.by_key.remove(&k) {
+                self.frames -= v.len();
+                out.extend(v);
+            }
+        }
+        (out, expired)
+    }
+
+    /// Take out everything held (their first never came: to be dropped).
+    pub fn clear(&mut self) -> Vec<(T, Vec<u8>)> {
+        self.frames = 0;
+        self.by_key.drain().flat_map(|(_, (_, v))| v).collect()
     }
 }
 

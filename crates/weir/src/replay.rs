@@ -2,19 +2,22 @@
 
 use anyhow::Context;
 use serde_json::json;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::collections::VecDeque;
 use std::io::BufWriter;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use weir_conntrack::Config as CtConfig;
 use weir_engine::fib::Lpm;
+use weir_engine::frag::Held;
 use weir_engine::stateful::{PacketCt, Stateful};
 use weir_engine::{Compiled, Decision, DropReason, Engine, Meta, Mode, Pkt};
 use weir_lab::topology::{from_bits, parse_mac, Mac, Prefix};
 use weir_lang::ir::Hook;
 use weir_wire::pcap::{self, PcapWriter};
-use weir_wire::{PacketMeta, L3};
+use weir_wire::{Frag, LinkType, PacketMeta, L3};
 
 /// The built-in example: a gateway ruleset and a capture of traffic crossing it.
 pub const EXAMPLE_RULES: &str = include_str!("../../../examples/gateway.nft");
@@ -273,8 +276,38 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let mut malformed: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut drop_by: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut not_ip = 0u64;
-    for pk in &cap.packets {
-        let pm = PacketMeta::parse(&pk.data, pk.link);
+    // later fragments that came before their first wait for it (1 s of capture time at
+    // most), as the kernel's reassembly does, tagged with their own timestamps; a released
+    // one is replayed right after its first, at the first's time
+    let mut held: Held<u64> = Held::default();
+    let mut queue: VecDeque<(Cow<[u8]>, LinkType, u64, bool)> = VecDeque::new();
+    let mut lost: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut released_n = 0u64;
+    let mut pkts = cap.packets.iter();
+    loop {
+        if queue.is_empty() {
+            match pkts.next() {
+                Some(pk) => queue.push_back((Cow::Borrowed(&pk.data), pk.link, pk.ts_nanos, false)),
+                None => {
+                    lost.extend(held.clear());
+                    if lost.is_empty() {
+                        break;
+                    }
+                }
+            }
+        }
+        for (ts, f) in lost.drain(..) {
+            dropped += 1;
+            *drop_by.entry("fragment").or_default() += 1;
+            if let Some(w) = drops.as_mut() {
+                w.write(ts, &f)
+                    .map_err(|e| anyhow::anyhow!("writing dropped packets: {e}"))?;
+            }
+        }
+        let Some((data, link, ts, released)) = queue.pop_front() else {
+            continue;
+        };
+        let pm = PacketMeta::parse(&data[..], link);
         if let Some(m) = pm.malformed {
             *malformed.entry(m.reason()).or_default() += 1;
         }
@@ -291,7 +324,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         let iif = a
             .iif
             .clone()
-            .unwrap_or_else(|| ifmap.input(&pk.data, pk.link, src).to_string());
+            .unwrap_or_else(|| ifmap.input(&data[..], link, src).to_string());
         let oif = a
             .oif
             .clone()
@@ -304,7 +337,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         };
         let mut frame_out: Option<Vec<u8>> = None;
         let d = if router {
-            let mut frame = pk.data.clone();
+            let mut frame = data.to_vec();
             let mut pm = pm;
             let v6 = pm.l3 == L3::Ipv6;
             bytes += Pkt {
@@ -320,7 +353,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 ..PacketCt::default()
             };
             let mut meta = Meta::with_ifnames(&iif, "");
-            let now = pk.ts_nanos;
+            let now = ts;
             let mut d = sf.hook_mut(
                 Hook::Prerouting,
                 &mut frame,
@@ -371,10 +404,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             d
         } else {
             let mut p = Pkt {
-                frame: &pk.data,
+                frame: &data[..],
                 pm: &pm,
                 meta: &mut Meta::with_ifnames(&iif, &oif),
-                now_ns: pk.ts_nanos,
+                now_ns: ts,
                 conns: None,
             };
             bytes += p.bytes();
@@ -387,7 +420,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 d = sf.hook(hook, &mut p, &mut pc);
             }
             if d.is_accept() {
-                d = sf.finish(&mut pc, pk.ts_nanos);
+                d = sf.finish(&mut pc, ts);
             }
             d
         };
@@ -395,8 +428,13 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             Decision::Accept => {
                 accepted += 1;
                 if let Some(w) = out.as_mut() {
-                    w.write(pk.ts_nanos, frame_out.as_deref().unwrap_or(&pk.data))
+                    w.write(ts, frame_out.as_deref().unwrap_or(&data[..]))
                         .map_err(|e| anyhow::anyhow!("writing accepted packets: {e}"))?;
+                }
+            }
+            Decision::Drop(DropReason::Fragment) if pm.frag == Frag::Later && !released => {
+                if held.hold(ts, data.to_vec(), link, ts).is_some() {
+                    lost.push((ts, data.to_vec()));
                 }
             }
             Decision::Drop(r) => {
@@ -411,10 +449,18 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 };
                 *drop_by.entry(why).or_default() += 1;
                 if let Some(w) = drops.as_mut() {
-                    w.write(pk.ts_nanos, &pk.data)
+                    w.write(ts, &data[..])
                         .map_err(|e| anyhow::anyhow!("writing dropped packets: {e}"))?;
                 }
             }
+        }
+        if !held.is_empty() {
+            let (ready, expired) = held.ready(&mut sf.frags, ts);
+            for (_, f) in ready {
+                released_n += 1;
+                queue.push_back((Cow::Owned(f), link, ts, true));
+            }
+            lost.extend(expired);
         }
     }
     for w in [out, drops].into_iter().flatten() {
@@ -457,7 +503,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             "nat_bindings": sf.stats.nat_bound, "nat_rewrites": sf.stats.nat_rewritten,
             "nat_dropped": sf.stats.nat_no_port + sf.stats.nat_no_address,
             "fragments_followed": sf.stats.fragments_followed,
-            "fragments_dropped": sf.stats.fragments,
+            "fragments_dropped": sf.stats.fragments - released_n,
+            "fragments_held": released_n,
         });
         if let Some(e) = &cap.trailing_error {
             o["capture_error"] = json!(e.to_string());
@@ -523,11 +570,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if stateful {
         println!();
         println!(
-            "  connection tracking: {} connections confirmed, {} entries now; fragments: {} followed their first, {} dropped (no first passed, or a first too short for its transport header)",
+            "  connection tracking: {} connections confirmed, {} entries now; fragments: {} followed their first ({} after waiting for it), {} dropped (no first passed, or a first too short for its transport header)",
             sf.stats.confirmed,
             sf.ct.len(),
             sf.stats.fragments_followed,
-            sf.stats.fragments
+            released_n,
+            sf.stats.fragments - released_n
         );
         if router {
             println!(

@@ -1397,89 +1397,9 @@ struct Inline {
     held: Held,
 }
 
-/// Later fragments that came before the first fragment of their datagram (the kernel
-/// reassembles fragments in any order; weir's virtual reassembly needs the first's verdict).
-/// They are held, as they arrived, until the first has passed (then they follow it) or for
-/// [`Held::WAIT_NS`] at most (then they are dropped and counted), bounded in frames.
-#[derive(Default)]
-struct Held {
-    /// By datagram: when its first held fragment came, and its fragments (arrival port,
-    /// frame).
-    by_key: HashMap<weir_engine::frag::Key, (u64, Vec<(usize, Vec<u8>)>)>,
-    frames: usize,
-}
-
-impl Held {
-    const WAIT_NS: u64 = 1_000_000_000;
-    const MAX_FRAMES: usize = 1024;
-    /// IPv4's largest datagram in 1280-byte pieces, and some.
-    const MAX_PER_DATAGRAM: usize = 64;
-
-    fn is_empty(&self) -> bool {
-        self.frames == 0
-    }
-
-    /// Hold `frame` (read on port `pi`); Some(1): it was dropped to stay in bounds. (What
-    /// waited too long goes in [`Held::ready`], once a batch, not here for every frame.)
-    fn hold(&mut self, pi: usize, frame: Vec<u8>, now: u64) -> Option<usize> {
-        let mut dropped = 0;
-        let pm = PacketMeta::parse(&frame, LinkType::Ethernet);
-        let key = weir_engine::frag::Key::of(&pm);
-        let full = self.frames >= Self::MAX_FRAMES;
-        let e = self.by_key.entry(key).or_insert((now, Vec::new()));
-        if full || e.1.len() >= Self::MAX_PER_DATAGRAM {
-            if e.1.is_empty() {
-                self.by_key.remove(&key);
-            }
-            dropped += 1;
-        } else {
-            e.1.push((pi, frame));
-            self.frames += 1;
-        }
-        (dropped > 0).then_some(dropped)
-    }
-
-    /// The fragments held for datagram `key` (its first went to another worker).
-    fn take(&mut self, key: &weir_engine::frag::Key) -> Vec<(usize, Vec<u8>)> {
-        let v = self.by_key.remove(key).map(|e| e.1).unwrap_or_default();
-        self.frames -= v.len();
-        v
-    }
-
-    /// Drop what waited longer than [`Held::WAIT_NS`]; how many frames.
-    fn expire(&mut self, now: u64) -> usize {
-        let mut n = 0;
-        self.by_key.retain(|_, (since, v)| {
-            let keep = now.saturating_sub(*since) < Held::WAIT_NS;
-            if !keep {
-                n += v.len();
-            }
-            keep
-        });
-        self.frames -= n;
-        n
-    }
-
-    /// The held fragments whose first has passed (`sf` keeps it now), in arrival order, and
-    /// how many frames expired.
-    fn ready(&mut self, sf: &mut Stateful, now: u64) -> (Vec<(usize, Vec<u8>)>, usize) {
-        let expired = self.expire(now);
-        let keys: Vec<_> = self
-            .by_key
-            .keys()
-            .copied()
-            .filter(|k| sf.frags.get(k, now).is_some())
-            .collect();
-        let mut out = Vec::new();
-        for k in keys {
-            if let Some((_, v)) = self.by_key.remove(&k) {
-                self.frames -= v.len();
-                out.extend(v);
-            }
-        }
-        (out, expired)
-    }
-}
+/// Later fragments held until their first has passed, tagged with the port they came in
+/// on.
+type Held = weir_engine::frag::Held<usize>;
 
 /// How often inline mode reads its ports' MTUs again (`ip link set ... mtu` while it runs).
 const MTU_PERIOD_NS: u64 = 1_000_000_000;
@@ -1526,7 +1446,7 @@ impl Inline {
             Fate::Kernel => {}
             Fate::Hold => {
                 let f = frame(self);
-                if let Some(dropped) = self.held.hold(pi, f, now) {
+                if let Some(dropped) = self.held.hold(pi, f, LinkType::Ethernet, now) {
                     c.packets += dropped as u64;
                     *c.dropped.entry("fragment").or_default() += dropped as u64;
                 }
@@ -2770,7 +2690,8 @@ impl Worker {
         // later fragments that came before their first: those whose first has passed
         // follow it now (after it), those that waited too long are dropped
         if !il.held.is_empty() {
-            let (ready, expired) = il.held.ready(&mut self.sf, now);
+            let (ready, expired) = il.held.ready(&mut self.sf.frags, now);
+            let expired = expired.len();
             if expired > 0 {
                 self.counts.packets += expired as u64;
                 *self.counts.dropped.entry("fragment").or_default() += expired as u64;
@@ -4604,14 +4525,14 @@ table ip nat {
         };
         let mut f = later.clone();
         assert!(matches!(send(&mut sf, &mut net, &mut f), Fate::Hold));
-        assert_eq!(held.hold(0, f, 10), None);
+        assert_eq!(held.hold(0, f, LinkType::Ethernet, 10), None);
         // nothing to release while the first has not passed
-        let (ready, expired) = held.ready(&mut sf, 20);
-        assert!(ready.is_empty() && expired == 0 && !held.is_empty());
+        let (ready, expired) = held.ready(&mut sf.frags, 20);
+        assert!(ready.is_empty() && expired.is_empty() && !held.is_empty());
         let mut f = first.clone();
         assert!(matches!(send(&mut sf, &mut net, &mut f), Fate::Out(1)));
-        let (ready, expired) = held.ready(&mut sf, 30);
-        assert_eq!((ready.len(), expired), (1, 0));
+        let (ready, expired) = held.ready(&mut sf.frags, 30);
+        assert_eq!((ready.len(), expired.len()), (1, 0));
         assert!(held.is_empty());
         let (pi, mut f) = ready.into_iter().next().unwrap();
         assert_eq!((pi, &f), (0, &later));
@@ -4624,29 +4545,35 @@ table ip nat {
             .ip(c4, s4, 17, &[2; 40]);
         let mut f = orphan.clone();
         assert!(matches!(send(&mut sf, &mut net, &mut f), Fate::Hold));
-        assert_eq!(held.hold(0, f, 100), None);
-        let (ready, expired) = held.ready(&mut sf, 100 + Held::WAIT_NS);
-        assert_eq!((ready.len(), expired), (0, 1));
+        assert_eq!(held.hold(0, f, LinkType::Ethernet, 100), None);
+        let (ready, expired) = held.ready(&mut sf.frags, 100 + Held::WAIT_NS);
+        assert_eq!((ready.len(), expired.len()), (0, 1));
         // bounded: per datagram, and in all
         for i in 0..Held::MAX_PER_DATAGRAM {
-            assert_eq!(held.hold(0, orphan.clone(), 200 + i as u64), None);
+            assert_eq!(
+                held.hold(0, orphan.clone(), LinkType::Ethernet, 200 + i as u64),
+                None
+            );
         }
-        assert_eq!(held.hold(0, orphan.clone(), 300), Some(1));
+        assert_eq!(
+            held.hold(0, orphan.clone(), LinkType::Ethernet, 300),
+            Some(1)
+        );
         let mut id = 1000u16;
-        while held.frames < Held::MAX_FRAMES {
+        while held.frames() < Held::MAX_FRAMES {
             let f = Builder::new()
                 .ip_id(id)
                 .fragment(9, false)
                 .ip(c4, s4, 17, &[0; 8]);
-            assert_eq!(held.hold(0, f, 400), None);
+            assert_eq!(held.hold(0, f, LinkType::Ethernet, 400), None);
             id += 1;
         }
         let f = Builder::new()
             .ip_id(id)
             .fragment(9, false)
             .ip(c4, s4, 17, &[0; 8]);
-        assert_eq!(held.hold(0, f, 400), Some(1));
-        assert_eq!(held.frames, Held::MAX_FRAMES);
+        assert_eq!(held.hold(0, f, LinkType::Ethernet, 400), Some(1));
+        assert_eq!(held.frames(), Held::MAX_FRAMES);
     }
 
     #[test]
