@@ -53,8 +53,8 @@ pub struct PipelineArgs {
 }
 
 /// The router of `weir run` (its ports, FIB, neighbours and adjacencies: `run::Net`) with
-/// `n` routes: /24s of 198.19.0.0/16 and /28s inside them, plus a default route, each via one
-/// of 250 gateways on `wan0`'s link (198.18.255.0/24); clients on `lan0`
+/// `n` distinct routes: /24s, /28s and /32s of 198.19.0.0/16, plus a default route, each via
+/// one of 250 gateways on `wan0`'s link (198.18.255.0/24); clients on `lan0`
 /// (198.18.0.0/16).
 fn router(n: usize) -> Net {
     let a = |o: [u8; 4]| u32::from_be_bytes(o) as u128;
@@ -71,15 +71,18 @@ fn router(n: usize) -> Net {
         route(a([198, 18, 255, 0]), 24, 1, None),
         route(0, 0, 1, Some(gw(0))),
     ];
-    for i in 0..n.max(1) {
-        let (len, net) = if i % 2 == 0 {
-            (24, a([198, 19, 0, 0]) + (((i / 2) as u128 % 256) << 8))
-        } else {
-            (28, a([198, 19, 0, 0]) + (((i / 2) as u128 % 4096) << 4))
-        };
-        if !routes.iter().any(|r| (r.net, r.len) == (net, len)) {
+    // /24s, /28s and /32s of 198.19.0.0/16 in turn (the shorter ones run out first)
+    let mut seen: std::collections::HashSet<(u128, u8)> =
+        routes.iter().map(|r| (r.net, r.len)).collect();
+    let want = routes.len() + n;
+    let mut i = 0usize;
+    while routes.len() < want {
+        let len = [24u8, 28, 32][i % 3];
+        let net = a([198, 19, 0, 0]) + (((i / 3) as u128) << (32 - len) & 0xffff);
+        if seen.insert((net, len)) {
             routes.push(route(net, len, 1, Some(gw(i))));
         }
+        i += 1;
     }
     let names = ["lan0", "wan0"]
         .map(weir_wire::field::ifname_value)

@@ -1094,6 +1094,11 @@ impl Net {
         net.rp_filter = cfg.interface.iter().map(|i| i.rp_filter).collect();
         for n in &cfg.neighbour {
             let (a, v6) = parse_addr(&n.address)?;
+            anyhow::ensure!(
+                net.macs.len() < MAX_NEIGHBOURS || net.neigh.contains_key(&(a, v6)),
+                "neighbour {}: more than {MAX_NEIGHBOURS} neighbours",
+                n.address
+            );
             net.set_neigh(a, v6, parse_mac(&n.mac)?);
         }
         Ok(net)

@@ -603,3 +603,45 @@ fn replay_holds_a_later_fragment_that_comes_first() {
     assert_eq!(dropped.packets.len(), 1);
     assert_eq!(dropped.packets[0].data, orphan);
 }
+
+/// `weir bench pipeline` on a small table: every packet of every path is forwarded (the
+/// bench refuses to report otherwise: the table must fill, the flowtable must take every
+/// established packet), the route cache and the flowtable are faster than nothing, and
+/// the JSON has the keys the issue names.
+#[test]
+fn bench_pipeline_small_runs_every_path() {
+    for rpf in ["off", "strict"] {
+        let o = weir()
+            .args([
+                "bench",
+                "pipeline",
+                "--flows",
+                "4096",
+                "--rules",
+                "50",
+                "--routes",
+                "5000",
+                "--seconds",
+                "0.05",
+                "--json",
+                "--rp-filter",
+                rpf,
+            ])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v = json(&o);
+        for k in [
+            "flows",
+            "full_mpps",
+            "route_cache_mpps",
+            "flowtable_mpps",
+            "new_conn_per_s",
+            "bytes_per_entry",
+        ] {
+            assert!(v[k].as_f64().is_some_and(|x| x > 0.0), "{k}: {v}");
+        }
+        assert_eq!(v["dropped"], 0, "{v}");
+        assert_eq!(v["rp_filter"], rpf);
+    }
+}
