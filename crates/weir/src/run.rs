@@ -1079,11 +1079,13 @@ impl Net {
                 via: via.map(|v| v.0),
             });
         }
-        for (i, r) in routes.iter().enumerate() {
-            let twice = routes[..i]
-                .iter()
-                .any(|o| (o.net, o.len, o.v6) == (r.net, r.len, r.v6));
-            anyhow::ensure!(!twice, "route {}: configured twice", cfg.route[i].prefix);
+        let mut seen = std::collections::HashSet::new();
+        for (r, rc) in routes.iter().zip(&cfg.route) {
+            anyhow::ensure!(
+                seen.insert((r.net, r.len, r.v6)),
+                "route {}: configured twice",
+                rc.prefix
+            );
         }
         let names: Vec<u128> = cfg
             .interface
