@@ -285,6 +285,8 @@ ctl status > "$DIR/status"
 sed 's/^/  /' "$DIR/status"
 grep -q "forwarded in fragments [1-9]" "$DIR/status" || fail "no packet forwarded in fragments"
 grep -q "TCP resets sent [1-9]" "$DIR/status" || fail "no TCP reset counted"
+grep -Eq "routes 4 \(prefix lengths: IPv4 1, IPv6 1\), neighbours [1-9][0-9]* .*adjacencies [1-9]" "$DIR/status" ||
+  fail "no routing state in the status"
 FF=$(grep -o "fragments followed [0-9]*" "$DIR/status" | awk '{ n += $3 } END { print n + 0 }')
 [ "$FF" -ge 8 ] || fail "$FF later fragments followed their first (8 sent each way)"
 # the same counts in the Prometheus metrics (summed over the workers)

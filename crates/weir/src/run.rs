@@ -997,6 +997,8 @@ pub(crate) struct Net {
     pub(crate) route_cache: bool,
     /// Per port: the reverse path filter of what arrives on it.
     pub(crate) rp_filter: Vec<RpFilter>,
+    /// New neighbours not learnt because the table was full.
+    neigh_refused: u64,
     names: Vec<u128>,
     /// Per port: the MTU of its link (the largest IP packet it carries), read when weir
     /// starts.
@@ -1119,6 +1121,7 @@ impl Net {
             adj_of: AddrMap::default(),
             route_cache: true,
             rp_filter: vec![RpFilter::Off; names.len()],
+            neigh_refused: 0,
             mtu: vec![usize::MAX; names.len()],
             min_mtu: usize::MAX,
             names,
@@ -1160,7 +1163,10 @@ impl Net {
                 self.macs.push(mac);
                 true
             }
-            None => false,
+            None => {
+                self.neigh_refused += 1;
+                false
+            }
         }
     }
 
@@ -1174,6 +1180,19 @@ impl Net {
     fn with_shared(mut self, shared: Arc<SharedNeigh>) -> Net {
         self.shared = Some(shared);
         self
+    }
+
+    /// The routing state for `weir ctl status`.
+    fn describe(&self) -> String {
+        format!(
+            "routes {} (prefix lengths: IPv4 {}, IPv6 {}), neighbours {} (not learnt, table full: {}), adjacencies {}",
+            self.fib.len(),
+            self.fib.lengths(false),
+            self.fib.lengths(true),
+            self.macs.len(),
+            self.neigh_refused,
+            self.adjs.len()
+        )
     }
 
     /// A neighbour's MAC.
@@ -2425,6 +2444,7 @@ impl Io {
             ),
             Io::Inline(il) => {
                 let mut v: Vec<String> = il.ports.iter_mut().map(|p| p.stats()).collect();
+                v.push(il.net.describe());
                 if let Some(h) = &il.handoff {
                     v.push(format!(
                         "{} handed to another worker {} (inbox full {})",
@@ -4437,6 +4457,22 @@ table ip nat {
             _ => None,
         };
         (fate, err)
+    }
+
+    /// The neighbour table is bounded: a new neighbour beyond it is not learnt (and counted),
+    /// a known one still changes its MAC.
+    #[test]
+    fn neighbour_table_is_bounded() {
+        let (_, _, mut net, _) = dual_stack_net();
+        let base = net.macs.len();
+        for i in 0..(MAX_NEIGHBOURS - base) as u128 {
+            assert!(net.set_neigh(0xc612_0000 + (i << 8), false, [2, 0, 0, 0, 0, 1]));
+        }
+        assert!(!net.set_neigh(0xc613_0001, false, [2, 0, 0, 0, 0, 1]));
+        assert_eq!(net.neigh_mac(0xc613_0001, false), None);
+        assert!(net.describe().contains("not learnt, table full: 1"));
+        assert!(net.set_neigh(0xc612_0000, false, [2, 0, 0, 0, 0, 2]));
+        assert_eq!(net.neigh_mac(0xc612_0000, false), Some([2, 0, 0, 0, 0, 2]));
     }
 
     /// The reverse path filter (Linux's `rp_filter`): strict wants the source routed back out
