@@ -44,6 +44,7 @@ table inet filter {
   chain output {
     type filter hook output priority 0; policy accept;
     tcp flags & rst == rst counter
+    meta l4proto { icmp, ipv6-icmp } ct state related counter
   }
 }
 R
@@ -81,6 +82,8 @@ check_reject_answers $C 198.18.21.2 198.18.21.4 198.18.20.1 2001:db8:21::4 2001:
 # the reset passed weir's output hook once, in weir; its mark kept it out of the queue
 ctl counters | grep "tcp flags & rst == rst counter" | awk '{ exit !($1 == 1) }' || fail "the reset did not pass the output hook exactly once: $(ctl counters)"
 ctl status | grep -q "TCP resets sent 1" || fail "reset not counted: $(ctl status)"
+# so did the two ICMP errors, carrying the connection of the packet they answer
+ctl counters | grep "ct state related counter" | awk '{ exit !($1 == 2) }' || fail "the ICMP errors did not pass the output hook exactly once each: $(ctl counters)"
 echo "ok: reject answers with a TCP reset and ICMP errors"
 
 ip netns exec $S iperf3 -s -1 -D -B 198.18.21.2 --logfile "$DIR/iperf-s.log"

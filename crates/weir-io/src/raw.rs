@@ -10,12 +10,36 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 /// The firewall mark of weir's own answers ("weir" in ASCII).
 pub const ANSWER_MARK: u32 = 0x7765_6972;
 
-/// The sockets: IPv4 and IPv6 with the IP header included, and an ICMPv6 socket (the kernel
-/// picks the source address of an ICMPv6 error and computes its checksum).
+/// The sockets: IPv4 and IPv6 with the IP header included.
 pub struct Answerer {
     ip4: OwnedFd,
     ip6: OwnedFd,
-    icmp6: OwnedFd,
+}
+
+/// The source address the kernel gives its own packets to `dst` (the route's preferred
+/// source, or the address of its output interface: what `icmp_send` puts in an ICMP error),
+/// found by connecting a UDP socket marked as weir's answers are and reading its address.
+/// An error: no route back.
+pub fn source_for(dst: IpAddr) -> io::Result<IpAddr> {
+    let any: IpAddr = match dst {
+        IpAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
+        IpAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
+    };
+    let s = std::net::UdpSocket::bind((any, 0))?;
+    // (the mark may choose the routing table, as for the answer itself; without
+    // CAP_NET_ADMIN the main table's route is as good a guess)
+    // SAFETY: setsockopt on a live socket with a live u32 of the size passed.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MARK,
+            (&ANSWER_MARK as *const u32).cast(),
+            std::mem::size_of::<u32>() as libc::socklen_t,
+        )
+    };
+    s.connect((dst, 9))?;
+    Ok(s.local_addr()?.ip())
 }
 
 fn socket(family: i32, proto: i32) -> io::Result<OwnedFd> {
@@ -53,20 +77,14 @@ fn setsockopt<T>(fd: &OwnedFd, level: i32, name: i32, v: &T) -> io::Result<()> {
     Ok(())
 }
 
-/// `ICMP6_FILTER`: the socket is for sending; blocking every type keeps the kernel from
-/// copying the host's ICMPv6 traffic to it.
-const ICMP6_FILTER: i32 = 1;
-
 impl Answerer {
     /// Open the sockets (needs CAP_NET_RAW, and CAP_NET_ADMIN for the mark).
     pub fn open() -> io::Result<Answerer> {
         let ip4 = socket(libc::AF_INET, libc::IPPROTO_RAW)?;
         // (an IPv6 raw socket of protocol IPPROTO_RAW includes the header, as IPv4's does)
         let ip6 = socket(libc::AF_INET6, libc::IPPROTO_RAW)?;
-        let icmp6 = socket(libc::AF_INET6, libc::IPPROTO_ICMPV6)?;
-        setsockopt(&icmp6, libc::IPPROTO_ICMPV6, ICMP6_FILTER, &[u32::MAX; 8])?;
-        // the receive side of the IPPROTO_RAW sockets never gets packets; ICMPv6 is filtered
-        Ok(Answerer { ip4, ip6, icmp6 })
+        // (the receive side of the IPPROTO_RAW sockets never gets packets)
+        Ok(Answerer { ip4, ip6 })
     }
 
     /// A whole IPv4 or IPv6 packet, header included, sent as it is (an IPv4 source address of
@@ -86,12 +104,6 @@ impl Answerer {
                 "not an IPv4 or IPv6 packet",
             )),
         }
-    }
-
-    /// An ICMPv6 message (checksum left to the kernel) to `dst`, from the address the kernel
-    /// picks for the route back.
-    pub fn send_icmp6(&self, dst: std::net::Ipv6Addr, msg: &[u8]) -> io::Result<()> {
-        self.send_to(&self.icmp6, IpAddr::V6(dst), msg)
     }
 
     fn send_to(&self, fd: &OwnedFd, dst: IpAddr, buf: &[u8]) -> io::Result<()> {

@@ -626,14 +626,47 @@ enum NfqAnswer {
     /// A whole IP packet: a TCP reset, already through weir's output and postrouting hooks.
     Packet(Vec<u8>),
     /// An ICMP or ICMPv6 error (type, code) quoting the packet as the rejecting hook saw it,
-    /// to its sender; the kernel gives it the source address of the route back.
+    /// to its sender, carrying the packet's connection (`ct`, as [`Stateful::answer_ct`]);
+    /// made whole once the rate limits let it go ([`nfq_icmp_packet`]), from the source
+    /// address the kernel would give it, and taken through weir's output hook (`iif`: the
+    /// name value of the interface it leaves by, the packet's input interface).
     Icmp {
         v6: bool,
         typ: u8,
         code: u8,
         quote: Vec<u8>,
         to: u128,
+        ct: Box<PacketCt>,
+        iif: u128,
     },
+}
+
+/// The whole ICMP or ICMPv6 error of an [`NfqAnswer::Icmp`] from address `src`, through
+/// weir's output and postrouting hooks (`local_out`, attached to the connection of the packet
+/// it answers, as the kernel's `icmp_send` does): the IP packet, or None when the hooks drop
+/// it.
+#[allow(clippy::too_many_arguments)]
+fn nfq_icmp_packet(
+    sf: &mut Stateful,
+    src: u128,
+    v6: bool,
+    (typ, code): (u8, u8),
+    quote: &[u8],
+    to: u128,
+    ct: PacketCt,
+    iif: u128,
+    now: u64,
+) -> Option<Vec<u8>> {
+    let addr = |a: u128| weir_lab::topology::from_bits(a, !v6);
+    let mut frame =
+        weir_wire::build::Builder::new()
+            .ttl(64)
+            .icmp(addr(src), addr(to), typ, code, 0, quote);
+    let mut meta = Meta::with_ifnames("", "");
+    meta.oifname = iif;
+    sf.local_out(&mut frame, meta, ct, now)
+        .is_accept()
+        .then(|| frame[14..].to_vec())
 }
 
 /// The answer to queue packet `p` rejected by rule `g` (`buf`, `pm`, `pc`: the packet at the
@@ -663,6 +696,8 @@ fn nfq_answer(
             code,
             quote: buf[..pm.l3_end().min(buf.len()).min(icmp_quote_max(v6))].to_vec(),
             to: pm.saddr,
+            ct: Box::new(sf.answer_ct(pc)),
+            iif,
         }),
         RejectAnswer::Reset => {
             let mut rst = weir_engine::answer::tcp_reset(buf, pm, [0; 6], [0; 6])?;
@@ -694,17 +729,44 @@ impl Answers {
         }
     }
 
-    /// Send one answer, counted in `c`.
-    fn send(&mut self, c: &mut Counts, a: NfqAnswer, now: u64) {
-        use std::net::{Ipv4Addr, Ipv6Addr};
-        if let NfqAnswer::Icmp { v6, to, .. } = a {
-            // (the kernel's routes are not known here: IPv6 gets the period of a host route)
-            let peer = PeerLimit::shared(&self.peers).allow(to, v6, PeerLimit::SECOND, now);
-            if !(peer && self.bucket.take(now)) {
-                c.icmp_limited += 1;
-                return;
+    /// Send one answer, counted in `c` (an ICMP error first through the rate limits, then
+    /// made whole and through weir's output hook).
+    fn send(&mut self, sf: &mut Stateful, c: &mut Counts, a: NfqAnswer, now: u64) {
+        let pkt = match a {
+            NfqAnswer::Packet(pkt) => pkt,
+            NfqAnswer::Icmp {
+                v6,
+                typ,
+                code,
+                quote,
+                to,
+                ct,
+                iif,
+            } => {
+                // (the kernel's routes are not known here: IPv6 gets the period of a host route)
+                let peer = PeerLimit::shared(&self.peers).allow(to, v6, PeerLimit::SECOND, now);
+                if !(peer && self.bucket.take(now)) {
+                    c.icmp_limited += 1;
+                    return;
+                }
+                let dst = weir_lab::topology::from_bits(to, !v6);
+                let Ok(src) = weir_io::raw::source_for(dst) else {
+                    // no route back: the kernel sends nothing either
+                    c.answers_failed += 1;
+                    return;
+                };
+                let src = match src {
+                    std::net::IpAddr::V4(a) => u32::from(a) as u128,
+                    std::net::IpAddr::V6(a) => u128::from(a),
+                };
+                let Some(pkt) =
+                    nfq_icmp_packet(sf, src, v6, (typ, code), &quote, to, *ct, iif, now)
+                else {
+                    return;
+                };
+                pkt
             }
-        }
+        };
         if self.sock.is_none() && !self.failed {
             match weir_io::raw::Answerer::open() {
                 Ok(s) => self.sock = Some(s),
@@ -720,46 +782,14 @@ impl Answers {
             c.answers_failed += 1;
             return;
         };
-        let r = match a {
-            NfqAnswer::Packet(pkt) => s.send_packet(&pkt).map(|()| c.resets += 1),
-            NfqAnswer::Icmp {
-                v6: false,
-                typ,
-                code,
-                quote,
-                to,
-            } => {
-                let pkt = weir_wire::build::Builder::raw().ttl(64).icmp(
-                    Ipv4Addr::UNSPECIFIED,
-                    Ipv4Addr::from(to as u32),
-                    typ,
-                    code,
-                    0,
-                    &quote,
-                );
-                s.send_packet(&pkt).map(|()| c.icmp_errors += 1)
-            }
-            NfqAnswer::Icmp {
-                v6: true,
-                typ,
-                code,
-                quote,
-                to,
-            } => {
-                let to = Ipv6Addr::from(to);
-                let msg = weir_wire::build::icmp_message(
-                    Ipv6Addr::UNSPECIFIED.into(),
-                    to.into(),
-                    typ,
-                    code,
-                    0,
-                    &quote,
-                );
-                s.send_icmp6(to, &msg).map(|()| c.icmp_errors += 1)
-            }
+        let is_icmp = {
+            let pm = PacketMeta::parse(&pkt, LinkType::RawIp);
+            matches!(pm.l4proto, 1 | 58)
         };
-        if r.is_err() {
-            c.answers_failed += 1;
+        match s.send_packet(&pkt) {
+            Ok(()) if is_icmp => c.icmp_errors += 1,
+            Ok(()) => c.resets += 1,
+            Err(_) => c.answers_failed += 1,
         }
     }
 }
@@ -2809,7 +2839,7 @@ impl Worker {
                 }
             }
             if let (Some(a), Some(ans)) = (answer, self.answers.as_mut()) {
-                ans.send(c, a, now);
+                ans.send(&mut self.sf, c, a, now);
             }
         }
         for &(id, v) in &verdicts {
@@ -4489,7 +4519,7 @@ table ip nat {
         let ((c4, s4), (c6, s6), mut net, macs) = dual_stack_net();
         let spoofed = std::net::Ipv4Addr::new(198, 18, 99, 9);
         let cmac = [2, 0, 0, 0, 0, 9];
-        let mut go = |sf: &mut Stateful, net: &mut Net, pi: usize, mut f: Vec<u8>| {
+        let go = |sf: &mut Stateful, net: &mut Net, pi: usize, mut f: Vec<u8>| {
             let pm = PacketMeta::parse(&f, LinkType::Ethernet);
             let devs = sf.flowtable_devices(["lan0", "wan0"][pi]);
             let fate = route_frame(sf, net, &mut f, pm, pi, macs[pi], &macs, devs, 1);
@@ -4681,21 +4711,66 @@ table ip nat {
         let p = queued(&syn7, 0);
         let (d, _, a) = process(&mut sf7, &p, &mut buf, &mut IfNames::default(), 1);
         assert!(matches!(d, Decision::Drop(DropReason::Reject(_))) && a.is_none());
-        // ICMP errors quote the packet as it arrived, to its sender
+        // ICMP errors quote the packet as it arrived, to its sender, from the address the
+        // kernel picks, through weir's output hook carrying the packet's connection
         let udp = Builder::raw().udp(c, s, 5000, 9, b"x");
+        let router = u32::from(Ipv4Addr::new(198, 18, 20, 1)) as u128;
+        let whole = |sf: &mut Stateful, a: Option<NfqAnswer>| match a {
+            Some(NfqAnswer::Icmp {
+                v6,
+                typ,
+                code,
+                quote,
+                to,
+                ct,
+                iif,
+            }) => nfq_icmp_packet(sf, router, v6, (typ, code), &quote, to, *ct, iif, 1),
+            _ => panic!("no ICMP answer"),
+        };
         match ask(&udp, 0).2 {
             Some(NfqAnswer::Icmp {
                 v6: false,
                 typ: 3,
                 code: 3,
-                quote,
+                ref quote,
                 to,
+                ..
             }) => {
-                assert_eq!(quote, udp);
+                assert_eq!(quote, &udp);
                 assert_eq!(to, u32::from(c) as u128);
             }
             _ => panic!("no port unreachable"),
         }
+        let mut sfw = stateful_of(text);
+        let mut buf = udp.clone();
+        let (_, _, a) = process(
+            &mut sfw,
+            &queued(&udp, 0),
+            &mut buf,
+            &mut IfNames::default(),
+            1,
+        );
+        let e = whole(&mut sfw, a).expect("the error passes an output hook that lets it");
+        let pm = PacketMeta::parse(&e, LinkType::RawIp);
+        assert_eq!((pm.saddr, pm.daddr), (router, u32::from(c) as u128));
+        assert!(pm.ipv4_checksum_ok(&e));
+        let l4 = pm.l4_off as usize;
+        assert_eq!((e[l4], e[l4 + 1]), (3, 3));
+        assert_eq!(weir_wire::checksum::checksum(&e[l4..]), 0);
+        assert_eq!(&e[l4 + 8..], &udp[..]);
+        // an output chain that drops related ICMP (the error carries the connection) stops it
+        let mut sfo = stateful_of(&format!(
+            "{text}\ntable inet o {{ chain out {{ type filter hook output priority 0; meta l4proto icmp ct state related drop; }} }}\n"
+        ));
+        let mut buf = udp.clone();
+        let (_, _, a) = process(
+            &mut sfo,
+            &queued(&udp, 0),
+            &mut buf,
+            &mut IfNames::default(),
+            1,
+        );
+        assert!(whole(&mut sfo, a).is_none(), "dropped by the output hook");
         let (c6, s6): (Ipv6Addr, Ipv6Addr) = (
             "2001:db8::2".parse().unwrap(),
             "2001:db8::4".parse().unwrap(),
