@@ -400,13 +400,15 @@ pub fn manip_pkt(
                 wr16(frame, poff, new_port);
                 changed = true;
             }
-        } else if ((p == proto::ICMP && !v6) || (p == proto::ICMPV6 && v6)) && l4 + 8 <= end {
+        } else if ((p == proto::ICMP && !v6) || (p == proto::ICMPV6 && v6)) && l4 + 4 <= end {
+            // (a header cut short after its checksum still has it updated, as nft's payload
+            // write does; the identifier needs the whole header)
             let typ = frame[l4];
             let mut c = rd16(frame, l4 + 2);
             if v6 {
                 c = upd_addr(c, old_addr, new_addr, true);
             }
-            if icmp_has_id(v6, typ) {
+            if l4 + 8 <= end && icmp_has_id(v6, typ) {
                 let old_id = rd16(frame, l4 + 4);
                 c = cs::update16(c, old_id, target.sport);
                 if old_id != target.sport {

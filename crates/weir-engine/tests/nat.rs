@@ -650,3 +650,38 @@ fn dnat_only_replies_steer_by_the_client_port() {
     assert!(moved > 5, "{moved}");
     assert_eq!(sf.stats.nat_steer_missed, 0);
 }
+
+/// A stateless address write into an ICMPv6 message cut short after its checksum (4 bytes)
+/// still updates the checksum (it covers the pseudo-header), as nft's payload write does;
+/// found by the kernel campaign (seed 8, ruleset 200).
+#[test]
+fn ip6_saddr_set_updates_a_short_icmpv6_checksum() {
+    use std::net::Ipv6Addr;
+    use weir_wire::checksum::{checksum_with, pseudo_v6};
+    let (src, dst, new): (Ipv6Addr, Ipv6Addr, Ipv6Addr) = (
+        "2001:db8:0:1::50".parse().unwrap(),
+        "2001:db8:beef::1".parse().unwrap(),
+        "2001:db8:ffff::2".parse().unwrap(),
+    );
+    let mut msg = [0x80u8, 0, 0, 0];
+    let c = checksum_with(pseudo_v6(src.octets(), dst.octets(), 58, 4), &msg);
+    msg[2..4].copy_from_slice(&c.to_be_bytes());
+    let mut frame = weir_wire::build::Builder::new().ip(src, dst, 58, &msg);
+    let pm = weir_wire::PacketMeta::parse(&frame, weir_wire::LinkType::Ethernet);
+    assert!(weir_engine::nat::set_header_field(
+        &mut frame,
+        &pm,
+        weir_wire::Field::Ip6Saddr,
+        u128::from(new)
+    ));
+    let l4 = pm.l4_off as usize;
+    assert_eq!(&frame[22..38], &new.octets()[..]);
+    assert_eq!(
+        checksum_with(
+            pseudo_v6(new.octets(), dst.octets(), 58, 4),
+            &frame[l4..l4 + 4]
+        ),
+        0,
+        "the checksum still holds after the write"
+    );
+}
