@@ -259,12 +259,19 @@ fn is_icmp_error(v6: bool, ty: u8) -> bool {
 
 fn frame_nat_key(frame: &[u8], link: LinkType) -> Option<Vec<u8>> {
     let pm = PacketMeta::parse(frame, link);
-    if !pm.l3_ok() || pm.frag == Frag::Later {
+    if !pm.l3_ok() {
         return None;
     }
     let l3 = pm.l3_off as usize;
     let v6 = pm.l3 == L3::Ipv6;
     let ip_id = (!v6).then(|| u16::from_be_bytes([frame[l3 + 4], frame[l3 + 5]]));
+    if pm.frag == Frag::Later {
+        // no transport header: an address rewrite leaves all of the payload as it was
+        let mut k = vec![v6 as u8, pm.l4proto, 0xff];
+        k.extend_from_slice(&ip_id.unwrap_or(0).to_be_bytes());
+        k.extend_from_slice(frame.get(pm.l4_off as usize..pm.l3_end().min(frame.len()))?);
+        return Some(k);
+    }
     let l4 = pm.l4_off as usize;
     let end = pm.l3_end().min(frame.len());
     Some(nat_key(v6, pm.l4proto, ip_id, frame.get(l4..end)?))
@@ -1693,6 +1700,25 @@ mod tests {
         assert_eq!(key(&[0x80, 0, 0x12, 0x34]), key(&[0x80, 0, 0x12, 0x83]));
         assert_ne!(key(&[0x80, 0, 0x12, 0x34]), key(&[0x81, 0, 0x12, 0x34]));
         assert_ne!(key(&[0x80, 0, 0x12, 0x34]), key(&[0x80, 0, 0x12]));
+    }
+
+    /// A later fragment whose address a rule rewrote is still the packet (seed 11, ruleset
+    /// 309: `ip saddr set` in postrouting, no connection tracking).
+    #[test]
+    fn a_later_fragment_translated_is_the_packet() {
+        use std::net::Ipv4Addr;
+        let frag = |src: Ipv4Addr, fill: u8| {
+            weir_wire::build::Builder::new()
+                .ip_id(7)
+                .fragment(9, true)
+                .ip(src, Ipv4Addr::new(198, 19, 66, 5), 17, &[fill; 24])
+        };
+        let (a, b) = (Ipv4Addr::new(198, 18, 0, 32), Ipv4Addr::new(198, 19, 0, 2));
+        let key = |f: &[u8]| frame_nat_key(f, LinkType::Ethernet);
+        assert!(key(&frag(a, 1)).is_some());
+        assert_eq!(key(&frag(a, 1)), key(&frag(b, 1)));
+        assert_ne!(key(&frag(a, 1)), key(&frag(b, 2)));
+        assert!(one_side_kept(&frag(a, 1), &frag(b, 1)));
     }
 
     #[test]
