@@ -101,6 +101,7 @@ pub fn rewrite_xt_hotdrop(text: &str) -> Option<String> {
             // the matches: the importer puts `counter` after them (`reject with icmp type`
             // is a statement)
             let matches = body.split(" counter").next().unwrap_or(body);
+            let mut drop_at = None;
             for (sel, short) in [
                 ("icmp type ", "ip hdrlength 5 ip length < 28"),
                 ("icmpv6 type ", "ip6 nexthdr ipv6-icmp ip6 length < 8"),
@@ -110,10 +111,25 @@ pub fn rewrite_xt_hotdrop(text: &str) -> Option<String> {
                     .map(|i| i + 1)
                     .or_else(|| matches.starts_with(sel).then_some(0));
                 if let Some(i) = at {
-                    out.push(format!("{indent}{}{short} drop", &body[..i]));
-                    changed = true;
+                    drop_at = Some((body[..i].to_string(), short));
                     break;
                 }
+            }
+            // `-m icmp --icmp-type any` imports as no type match at all, and xt_icmp still
+            // reads the header: the drop follows the protocol match
+            let any = "meta l4proto icmp ";
+            if drop_at.is_none() {
+                if let Some(i) = format!(" {matches} ").find(&format!(" {any}")) {
+                    let end = (i + any.len()).min(body.len());
+                    drop_at = Some((
+                        format!("{} ", body[..end].trim_end()),
+                        "ip hdrlength 5 ip length < 28",
+                    ));
+                }
+            }
+            if let Some((before, short)) = drop_at {
+                out.push(format!("{indent}{before}{short} drop"));
+                changed = true;
             }
         }
         out.push(l.to_string());
@@ -1747,6 +1763,12 @@ mod tests {
             format!("\t\tmeta l4proto ipv6-icmp ip6 nexthdr ipv6-icmp ip6 length < 8 drop\n{six}")
         );
         assert_eq!(rewrite_xt_hotdrop("tcp dport 22 accept"), None);
+        // `--icmp-type any`: no type match in the import; the drop follows the protocol
+        let any = "\t\tip daddr != 198.19.7.7 meta l4proto icmp ip daddr 198.18.0.80-198.18.0.93 counter accept comment \"iptables line 6\"";
+        assert_eq!(
+            rewrite_xt_hotdrop(any).unwrap(),
+            format!("\t\tip daddr != 198.19.7.7 meta l4proto icmp ip hdrlength 5 ip length < 28 drop\n{any}")
+        );
         // `reject with icmp type` is a statement, not a match
         let rej = "\t\tmeta l4proto tcp counter reject with icmp type host-prohibited comment \"iptables line 8\"";
         assert_eq!(rewrite_xt_hotdrop(rej), None);
