@@ -627,7 +627,7 @@ enum NfqAnswer {
     Packet(Vec<u8>),
     /// An ICMP or ICMPv6 error (type, code) quoting the packet as the rejecting hook saw it,
     /// to its sender, carrying the packet's connection (`ct`, as [`Stateful::answer_ct`]);
-    /// made whole once the rate limits let it go ([`nfq_icmp_packet`]), from the source
+    /// made whole once the rate limits let it go ([`NfqAnswer::packet`]), from the source
     /// address the kernel would give it, and taken through weir's output hook (`iif`: the
     /// name value of the interface it leaves by, the packet's input interface).
     Icmp {
@@ -641,32 +641,39 @@ enum NfqAnswer {
     },
 }
 
-/// The whole ICMP or ICMPv6 error of an [`NfqAnswer::Icmp`] from address `src`, through
-/// weir's output and postrouting hooks (`local_out`, attached to the connection of the packet
-/// it answers, as the kernel's `icmp_send` does): the IP packet, or None when the hooks drop
-/// it.
-#[allow(clippy::too_many_arguments)]
-fn nfq_icmp_packet(
-    sf: &mut Stateful,
-    src: u128,
-    v6: bool,
-    (typ, code): (u8, u8),
-    quote: &[u8],
-    to: u128,
-    ct: PacketCt,
-    iif: u128,
-    now: u64,
-) -> Option<Vec<u8>> {
-    let addr = |a: u128| weir_lab::topology::from_bits(a, !v6);
-    let mut frame =
-        weir_wire::build::Builder::new()
-            .ttl(64)
-            .icmp(addr(src), addr(to), typ, code, 0, quote);
-    let mut meta = Meta::with_ifnames("", "");
-    meta.oifname = iif;
-    sf.local_out(&mut frame, meta, ct, now)
-        .is_accept()
-        .then(|| frame[14..].to_vec())
+impl NfqAnswer {
+    /// The IP packet to send: a reset as it is; an ICMP or ICMPv6 error made whole from
+    /// address `src` and taken through weir's output and postrouting hooks (`local_out`,
+    /// attached to the connection of the packet it answers, as the kernel's `icmp_send`
+    /// does). None when the hooks drop it.
+    fn packet(self, sf: &mut Stateful, src: u128, now: u64) -> Option<Vec<u8>> {
+        let (v6, typ, code, quote, to, ct, iif) = match self {
+            NfqAnswer::Packet(pkt) => return Some(pkt),
+            NfqAnswer::Icmp {
+                v6,
+                typ,
+                code,
+                quote,
+                to,
+                ct,
+                iif,
+            } => (v6, typ, code, quote, to, ct, iif),
+        };
+        let addr = |a: u128| weir_lab::topology::from_bits(a, !v6);
+        let mut frame = weir_wire::build::Builder::new().ttl(64).icmp(
+            addr(src),
+            addr(to),
+            typ,
+            code,
+            0,
+            &quote,
+        );
+        let mut meta = Meta::with_ifnames("", "");
+        meta.oifname = iif;
+        sf.local_out(&mut frame, meta, *ct, now)
+            .is_accept()
+            .then(|| frame[14..].to_vec())
+    }
 }
 
 /// The answer to queue packet `p` rejected by rule `g` (`buf`, `pm`, `pc`: the packet at the
@@ -732,40 +739,27 @@ impl Answers {
     /// Send one answer, counted in `c` (an ICMP error first through the rate limits, then
     /// made whole and through weir's output hook).
     fn send(&mut self, sf: &mut Stateful, c: &mut Counts, a: NfqAnswer, now: u64) {
-        let pkt = match a {
-            NfqAnswer::Packet(pkt) => pkt,
-            NfqAnswer::Icmp {
-                v6,
-                typ,
-                code,
-                quote,
-                to,
-                ct,
-                iif,
-            } => {
-                // (the kernel's routes are not known here: IPv6 gets the period of a host route)
-                let peer = PeerLimit::shared(&self.peers).allow(to, v6, PeerLimit::SECOND, now);
-                if !(peer && self.bucket.take(now)) {
-                    c.icmp_limited += 1;
-                    return;
-                }
-                let dst = weir_lab::topology::from_bits(to, !v6);
-                let Ok(src) = weir_io::raw::source_for(dst) else {
+        let mut src = 0;
+        if let NfqAnswer::Icmp { v6, to, .. } = a {
+            // (the kernel's routes are not known here: IPv6 gets the period of a host route)
+            let peer = PeerLimit::shared(&self.peers).allow(to, v6, PeerLimit::SECOND, now);
+            if !(peer && self.bucket.take(now)) {
+                c.icmp_limited += 1;
+                return;
+            }
+            let dst = weir_lab::topology::from_bits(to, !v6);
+            src = match weir_io::raw::source_for(dst) {
+                Ok(std::net::IpAddr::V4(a)) => u32::from(a) as u128,
+                Ok(std::net::IpAddr::V6(a)) => u128::from(a),
+                Err(_) => {
                     // no route back: the kernel sends nothing either
                     c.answers_failed += 1;
                     return;
-                };
-                let src = match src {
-                    std::net::IpAddr::V4(a) => u32::from(a) as u128,
-                    std::net::IpAddr::V6(a) => u128::from(a),
-                };
-                let Some(pkt) =
-                    nfq_icmp_packet(sf, src, v6, (typ, code), &quote, to, *ct, iif, now)
-                else {
-                    return;
-                };
-                pkt
-            }
+                }
+            };
+        }
+        let Some(pkt) = a.packet(sf, src, now) else {
+            return;
         };
         if self.sock.is_none() && !self.failed {
             match weir_io::raw::Answerer::open() {
@@ -4715,17 +4709,10 @@ table ip nat {
         // kernel picks, through weir's output hook carrying the packet's connection
         let udp = Builder::raw().udp(c, s, 5000, 9, b"x");
         let router = u32::from(Ipv4Addr::new(198, 18, 20, 1)) as u128;
-        let whole = |sf: &mut Stateful, a: Option<NfqAnswer>| match a {
-            Some(NfqAnswer::Icmp {
-                v6,
-                typ,
-                code,
-                quote,
-                to,
-                ct,
-                iif,
-            }) => nfq_icmp_packet(sf, router, v6, (typ, code), &quote, to, *ct, iif, 1),
-            _ => panic!("no ICMP answer"),
+        let whole = |sf: &mut Stateful, a: Option<NfqAnswer>| {
+            let a = a.expect("an ICMP answer");
+            assert!(matches!(a, NfqAnswer::Icmp { .. }));
+            a.packet(sf, router, 1)
         };
         match ask(&udp, 0).2 {
             Some(NfqAnswer::Icmp {
