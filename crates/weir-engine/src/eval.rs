@@ -435,16 +435,25 @@ impl<'a> Pkt<'a> {
         matches!(self.pm.l3, L3::Ipv4 | L3::Ipv6)
     }
 
-    /// Read a field (None: the packet does not carry it).
+    /// Read a field (None: the packet does not carry it), with what statements of this
+    /// chain wrote to its bytes.
     #[inline]
     pub fn field(&self, f: Field) -> Option<u128> {
-        let pm = self.pm;
-        if self.meta.nwrites > 0 {
-            if let Some(v) = self.meta.written(f) {
-                // only a field the packet carries was written
-                return Some(v);
+        let v = self.read(f);
+        // a write shows through a selector only where the packet carries it (`udp dport set`
+        // wrote the bytes `th dport` reads too, but a UDP datagram has no `tcp dport`)
+        if self.meta.nwrites > 0 && v.is_some() {
+            if let Some(w) = self.meta.written(f) {
+                return Some(w);
             }
         }
+        v
+    }
+
+    /// A field as the packet's headers and metadata hold it (no pending writes).
+    #[inline]
+    fn read(&self, f: Field) -> Option<u128> {
+        let pm = self.pm;
         match f {
             Field::IpSaddr if pm.l3 == L3::Ipv4 => Some(pm.saddr),
             Field::IpDaddr if pm.l3 == L3::Ipv4 => Some(pm.daddr),

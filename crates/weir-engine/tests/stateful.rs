@@ -464,3 +464,32 @@ fn reload_keeps_connections_counters_and_set_elements() {
     let elems = sf.eng.st.dynset(0, 0).expect("set elements carried over");
     assert_eq!(elems.len_at(t + 5), 2);
 }
+
+/// A port written by a statement shows through the selectors the packet carries only: after
+/// `udp dport set 53`, a UDP datagram still has no `tcp dport`, so `tcp dport != { 25, 80 }`
+/// does not match it (kernel campaign seed 23, ruleset 477: weir set the mark, the kernel
+/// did not).
+#[test]
+fn a_written_udp_port_is_not_a_tcp_port() {
+    let rules =
+        "table inet f { chain pre { type filter hook prerouting priority -150; policy accept;
+  udp dport 1000-1010 udp dport set 53
+  tcp dport != { 25, 80 } meta mark set 0x3
+  th dport 53 ct mark set 0x7 } }";
+    for mode in [Mode::Compiled, Mode::Linear] {
+        let mut sf = stateful(rules, mode);
+        let mut f = Builder::new().udp(C, S, 5000, 1009, b"q");
+        let mut pm = PacketMeta::parse(&f, LinkType::Ethernet);
+        let mut meta = Meta::with_ifnames("lan0", "");
+        let mut pc = PacketCt::default();
+        let d = sf.hook_mut(Hook::Prerouting, &mut f, &mut pm, &mut meta, 1, &mut pc);
+        assert!(d.is_accept());
+        assert_eq!(meta.mark, 0, "tcp dport matched a UDP datagram ({mode:?})");
+        assert_eq!(pm.dport, 53, "the write was made");
+        assert_eq!(
+            sf.eng.st.rule_hits.iter().filter(|h| h.0 > 0).count(),
+            2,
+            "{mode:?}"
+        );
+    }
+}
