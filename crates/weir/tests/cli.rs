@@ -645,3 +645,109 @@ fn bench_pipeline_small_runs_every_path() {
         assert_eq!(v["rp_filter"], rpf);
     }
 }
+
+/// What users see and scripts read of `weir check` and `weir replay` (summaries, JSON, an
+/// error with its caret), byte for byte against `tests/golden/` (compile times and memory
+/// figures masked). `UPDATE_GOLDEN=1` writes the files instead.
+#[test]
+fn golden_check_and_replay_outputs() {
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let bad = tmp("golden-bad.nft");
+    std::fs::write(
+        &bad,
+        "table ip t {\n  chain c {\n    tcp dport 99999 accept\n    ip saddr @nope drop\n  }\n}\n",
+    )
+    .unwrap();
+    let ipt = tmp("golden.rules");
+    std::fs::write(
+        &ipt,
+        "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n-A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT\n-A FORWARD -s 198.18.0.0/24 -p tcp --dport 443 -j ACCEPT\n-A FORWARD -p udp -m multiport --dports 53,123 -j ACCEPT\nCOMMIT\n",
+    )
+    .unwrap();
+    let gateway = root.join("examples/gateway.nft");
+    let cases: Vec<(&str, Vec<std::ffi::OsString>)> = vec![
+        (
+            "check-gateway.txt",
+            vec!["check".into(), gateway.clone().into()],
+        ),
+        (
+            "check-gateway.json",
+            vec!["check".into(), gateway.into(), "--json".into()],
+        ),
+        (
+            "check-iptables.txt",
+            vec![
+                "check".into(),
+                ipt.clone().into(),
+                "--format".into(),
+                "iptables".into(),
+            ],
+        ),
+        ("check-error.txt", vec!["check".into(), bad.into()]),
+        (
+            "replay-example.txt",
+            vec!["replay".into(), "--example".into()],
+        ),
+        (
+            "replay-example.json",
+            vec!["replay".into(), "--example".into(), "--json".into()],
+        ),
+    ];
+    let mask = |s: &str| -> String {
+        let dir = std::env::temp_dir().join(format!("weir-cli-{}", std::process::id()));
+        let s = s
+            .replace(&*dir.to_string_lossy(), "TMP")
+            .replace(&*root.to_string_lossy(), "ROOT");
+        s.lines()
+            .map(|l| {
+                if l.trim_start().starts_with("compiled in")
+                    || l.trim_start().starts_with("(classifiers")
+                {
+                    l.chars()
+                        .map(|c| if c.is_ascii_digit() { 'N' } else { c })
+                        .collect::<String>()
+                } else if let Some(i) = l.find("\"compile_ms\":") {
+                    let rest = &l[i..];
+                    let end = rest.find(',').unwrap_or(rest.len());
+                    let mem = |t: &str| -> String {
+                        match t.find("\"memory_bytes\":") {
+                            Some(j) => {
+                                let r = &t[j..];
+                                let e = r.find(',').or_else(|| r.find('}')).unwrap_or(r.len());
+                                format!("{}\"memory_bytes\":N{}", &t[..j], &r[e..])
+                            }
+                            None => t.to_string(),
+                        }
+                    };
+                    mem(&format!("{}\"compile_ms\":N{}", &l[..i], &rest[end..]))
+                } else {
+                    l.to_string()
+                }
+            })
+            .map(|l| l + "\n")
+            .collect()
+    };
+    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+    let mut wrong = Vec::new();
+    for (name, args) in cases {
+        let out = weir().current_dir(&root).args(&args).output().unwrap();
+        let got = mask(&format!(
+            "exit {}\n{}{}",
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+        if update {
+            std::fs::create_dir_all(&golden).unwrap();
+            std::fs::write(golden.join(name), &got).unwrap();
+            continue;
+        }
+        let want = std::fs::read_to_string(golden.join(name))
+            .unwrap_or_else(|e| panic!("tests/golden/{name}: {e} (UPDATE_GOLDEN=1 writes it)"));
+        if got != want {
+            wrong.push(format!("--- tests/golden/{name}\n{want}+++ now\n{got}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

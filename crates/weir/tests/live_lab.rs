@@ -32,6 +32,59 @@ fn lab(script: &str) {
     assert!(out.status.success() && text.contains("PASS"), "{text}");
 }
 
+/// What users see and scripts read of a running weir (`weir ctl status`, `counters`, `ct
+/// list`, `ct count`, `set list`, the Prometheus metrics), in inline and NFQUEUE mode after a
+/// fixed exchange of packets, byte for byte against `tests/golden/` (times, CPU and
+/// timeouts masked by the script). `UPDATE_GOLDEN=1` writes the files instead.
+#[test]
+fn golden_outputs_of_a_running_weir() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let out_dir = std::env::temp_dir().join(format!("weir-golden-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let out = Command::new("bash")
+        .arg(format!("{root}/tests/lab/golden.sh"))
+        .arg(env!("CARGO_BIN_EXE_weir"))
+        .arg(&out_dir)
+        .output()
+        .expect("running bash");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if text.contains("SKIP:") {
+        eprintln!("golden.sh skipped: {}", text.trim());
+        return;
+    }
+    assert!(out.status.success() && text.contains("PASS"), "{text}");
+    let mut names: Vec<_> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 12, "{names:?}");
+    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+    let mut wrong = Vec::new();
+    for n in &names {
+        let got = std::fs::read_to_string(out_dir.join(n)).unwrap();
+        if update {
+            std::fs::create_dir_all(&golden).unwrap();
+            std::fs::write(golden.join(n), &got).unwrap();
+            continue;
+        }
+        let want = std::fs::read_to_string(golden.join(n))
+            .unwrap_or_else(|e| panic!("tests/golden/{n}: {e} (UPDATE_GOLDEN=1 writes it)"));
+        if got != want {
+            wrong.push(format!("--- tests/golden/{n}\n{want}+++ now\n{got}"));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&out_dir);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 #[test]
 fn nfqueue_mode_in_a_namespace_lab() {
     lab("nfqueue.sh");
