@@ -1,0 +1,1433 @@
+//! Rules: verdicts, selectors and match keys, set and map references, values, statements
+//! (quota, limit, NAT, ...) and the jump loop and depth checks.
+
+use super::sets::{comp_range, key_ranges, lower_elem, scalar, time_val};
+use super::tables::{err, other_text, Cx};
+use super::MAX_JUMP_DEPTH;
+use crate::ast::{self, CmpOp, Val};
+use crate::diag::Diagnostic;
+use crate::ir::*;
+use crate::source::Span;
+use crate::values::{self, parse_range};
+use std::sync::Arc;
+use weir_wire::{DataType, Field, Layer};
+
+pub(super) fn lower_verdict(cx: &mut Cx, v: &ast::VerdictAst) -> Option<Verdict> {
+    Some(match v {
+        ast::VerdictAst::Accept(_) => Verdict::Accept,
+        ast::VerdictAst::Drop(_) => Verdict::Drop,
+        ast::VerdictAst::Continue(_) => Verdict::Continue,
+        ast::VerdictAst::Return(_) => Verdict::Return,
+        ast::VerdictAst::Jump(t, s) | ast::VerdictAst::Goto(t, s) => {
+            let Some(&ci) = cx.chain_names.get(&t.name) else {
+                let known: Vec<&String> = cx.chain_names.keys().collect();
+                cx.diags.push(
+                    Diagnostic::error(t.span, format!("no chain '{}' in this table", t.name))
+                        .note(listing("chains", known.iter().map(|s| s.as_str()))),
+                );
+                return None;
+            };
+            if cx.base_chains[ci] {
+                err(
+                    cx,
+                    t.span,
+                    format!(
+                        "'{}' is a base chain: jump and goto can only target regular chains",
+                        t.name
+                    ),
+                );
+                return None;
+            }
+            cx.edges.push((cx.cur_chain, ci, *s));
+            if matches!(v, ast::VerdictAst::Jump(..)) {
+                Verdict::Jump(ci)
+            } else {
+                Verdict::Goto(ci)
+            }
+        }
+    })
+}
+
+fn field_allowed(cx: &mut Cx, f: Field, span: Span) -> bool {
+    let bad = match (cx.family, f.layer()) {
+        (Family::Ip, Layer::Ip6 | Layer::Icmp6) => Some("an ip table sees only IPv4 packets"),
+        (Family::Ip6, Layer::Ip4 | Layer::Icmp) => Some("an ip6 table sees only IPv6 packets"),
+        (Family::Arp, l) if l != Layer::Meta && l != Layer::Link => {
+            Some("an arp table sees only ARP packets")
+        }
+        _ => None,
+    };
+    if let Some(why) = bad {
+        err(
+            cx,
+            span,
+            format!("'{}' can never match here: {why}", f.name()),
+        );
+        return false;
+    }
+    true
+}
+
+pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
+    match e {
+        ast::Expr::Selector(words, span) => {
+            let name = words
+                .iter()
+                .map(|w| w.name.as_str())
+                .collect::<Vec<_>>()
+                .join(" ");
+            let Some(f) = Field::from_name(&name) else {
+                let head = &words[0].name;
+                let prefix = if head == "ct" || head == "meta" || words.len() > 1 {
+                    format!("{head} ")
+                } else {
+                    String::new()
+                };
+                let known: Vec<&str> = Field::ALL
+                    .iter()
+                    .map(|f| f.name())
+                    .filter(|n| !prefix.is_empty() && n.starts_with(&prefix))
+                    .collect();
+                let mut d = Diagnostic::error(*span, format!("unknown selector '{name}'"));
+                if !known.is_empty() {
+                    d = d.note(format!("known: {}", known.join(", ")));
+                }
+                cx.diags.push(d);
+                return None;
+            };
+            if !field_allowed(cx, f, *span) {
+                return None;
+            }
+            Some(vec![KeyPart::field(f)])
+        }
+        ast::Expr::Concat(parts, _) => {
+            let mut out = Vec::new();
+            for p in parts {
+                out.extend(lower_key(cx, p)?);
+            }
+            Some(out)
+        }
+        ast::Expr::Binop(op, inner, v, span) => {
+            let mut k = lower_key(cx, inner)?;
+            if k.len() != 1 {
+                err(
+                    cx,
+                    *span,
+                    "a bitwise operation applies to a single value, not a concatenation",
+                );
+                return None;
+            }
+            let p = &mut k[0];
+            match op {
+                ast::BinOp::Shl | ast::BinOp::Shr => {
+                    let n = scalar(cx, DataType::Integer(8), v)? as i8;
+                    if p.shift != 0 {
+                        err(cx, *span, "only one shift per value is supported");
+                        return None;
+                    }
+                    p.shift = if *op == ast::BinOp::Shr { n } else { -n };
+                    let bits =
+                        p.dtype.bits() as i32 - if *op == ast::BinOp::Shr { n as i32 } else { 0 };
+                    p.dtype = DataType::Integer(bits.clamp(1, 128) as u8);
+                }
+                _ => {
+                    if p.shift != 0 {
+                        err(cx, *span, "apply masks before shifts");
+                        return None;
+                    }
+                    let m = scalar(cx, p.dtype, v)?;
+                    match op {
+                        ast::BinOp::And => {
+                            p.and &= m;
+                            p.xor &= m;
+                        }
+                        ast::BinOp::Or => {
+                            p.and &= !m;
+                            p.xor = (p.xor & !m) | m;
+                        }
+                        _ => p.xor ^= m,
+                    }
+                }
+            }
+            Some(k)
+        }
+        ast::Expr::Hash {
+            kind,
+            key,
+            modulus,
+            seed,
+            offset,
+            ..
+        } => {
+            let m = scalar(cx, DataType::Integer(32), modulus)? as u32;
+            if m == 0 {
+                err(cx, modulus.span(), "mod must be at least 1");
+                return None;
+            }
+            let off = match offset {
+                Some(o) => scalar(cx, DataType::Integer(32), o)? as u32,
+                None => 0,
+            };
+            let src = if kind.name == "jhash" {
+                let k = lower_key(cx, key.as_ref()?)?;
+                let s = match seed {
+                    Some(s) => scalar(cx, DataType::Integer(32), s)? as u32,
+                    None => 0,
+                };
+                Source::Jhash {
+                    key: k,
+                    modulus: m,
+                    seed: s,
+                    offset: off,
+                }
+            } else {
+                Source::Symhash {
+                    modulus: m,
+                    offset: off,
+                }
+            };
+            Some(vec![KeyPart {
+                src,
+                and: u128::MAX,
+                xor: 0,
+                shift: 0,
+                dtype: DataType::Integer(32),
+            }])
+        }
+        ast::Expr::Numgen {
+            mode,
+            modulus,
+            offset,
+            ..
+        } => {
+            let random = match mode.name.as_str() {
+                "inc" => false,
+                "random" => true,
+                other => {
+                    err(
+                        cx,
+                        mode.span,
+                        format!("numgen mode is inc or random, not '{other}'"),
+                    );
+                    return None;
+                }
+            };
+            let m = scalar(cx, DataType::Integer(32), modulus)? as u32;
+            if m == 0 {
+                err(cx, modulus.span(), "mod must be at least 1");
+                return None;
+            }
+            let off = match offset {
+                Some(o) => scalar(cx, DataType::Integer(32), o)? as u32,
+                None => 0,
+            };
+            Some(vec![KeyPart {
+                src: Source::Numgen {
+                    random,
+                    modulus: m,
+                    offset: off,
+                },
+                and: u128::MAX,
+                xor: 0,
+                shift: 0,
+                dtype: DataType::Integer(32),
+            }])
+        }
+        ast::Expr::Map(_, _, span) => {
+            err(cx, *span, "a map lookup gives a value: use it after 'set' or 'to', or use 'vmap' for verdicts");
+            None
+        }
+        ast::Expr::Const(v) => {
+            err(
+                cx,
+                v.span(),
+                "expected a selector (ip saddr, tcp dport, meta mark, ...), found a value",
+            );
+            None
+        }
+    }
+}
+
+fn named_set(cx: &mut Cx, id: &ast::Ident) -> Option<usize> {
+    match cx.set_names.get(&id.name) {
+        Some(&i) => Some(i),
+        None => {
+            let known: Vec<&str> = cx.set_names.keys().map(|s| s.as_str()).collect();
+            let mut d = Diagnostic::error(
+                id.span,
+                format!("no set or map '@{}' in this table", id.name),
+            );
+            if !known.is_empty() {
+                d = d.note(format!("declared: {}", known.join(", ")));
+            }
+            cx.diags.push(d);
+            None
+        }
+    }
+}
+
+fn types_compatible(a: &[DataType], b: &[DataType]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            x == y
+                || (matches!(x, DataType::Integer(_) | DataType::Mark)
+                    && matches!(y, DataType::Integer(_) | DataType::Mark)
+                    && x.bits() == y.bits())
+                || (matches!(x, DataType::Integer(_)) && matches!(y, DataType::Integer(_)))
+        })
+}
+
+/// A note listing names: `label: a, b, c`.
+fn listing<'a>(label: &str, names: impl Iterator<Item = &'a str>) -> String {
+    format!("{label}: {}", names.collect::<Vec<_>>().join(", "))
+}
+
+/// Types as nftables writes them: `ipv4_addr . inet_service`.
+pub(super) fn type_names(types: &[DataType]) -> String {
+    types
+        .iter()
+        .map(|t| t.nft_name())
+        .collect::<Vec<_>>()
+        .join(" . ")
+}
+
+fn key_types(k: &Key) -> Vec<DataType> {
+    k.iter().map(|p| p.dtype).collect()
+}
+
+/// An anonymous set of elements typed by the key.
+fn anon_set(
+    cx: &mut Cx,
+    types: &[DataType],
+    elems: &[ast::Elem],
+    is_map: bool,
+    data: Option<&[DataType]>,
+    verdict: bool,
+) -> Option<Arc<Set>> {
+    let mut set = Set {
+        name: String::new(),
+        key_types: types.to_vec(),
+        data_types: data.map(|d| d.to_vec()).unwrap_or_default(),
+        is_map,
+        verdict_map: verdict,
+        interval: true,
+        dynamic: false,
+        constant: true,
+        timeout_ms: None,
+        size: None,
+        elements: Vec::new(),
+        span: Span::default(),
+    };
+    let mut ok = true;
+    for e in elems {
+        match lower_elem(cx, &set, e) {
+            Some(el) => set.elements.push(el),
+            None => ok = false,
+        }
+    }
+    ok.then(|| Arc::new(set))
+}
+
+fn set_ref(cx: &mut Cx, types: &[DataType], r: &ast::SetRef, span: Span) -> Option<SetRef> {
+    match r {
+        ast::SetRef::Named(id) => {
+            let i = named_set(cx, id)?;
+            let s = &cx.sets[i];
+            if s.is_map {
+                err(
+                    cx,
+                    id.span,
+                    format!("'@{}' is a map: use it with 'map' or 'vmap'", id.name),
+                );
+                return None;
+            }
+            if !s.key_types.is_empty() && !types_compatible(&s.key_types, types) {
+                let have = type_names(&s.key_types);
+                let want = type_names(types);
+                err(
+                    cx,
+                    span,
+                    format!("set '@{}' holds {have}, but the key is {want}", id.name),
+                );
+                return None;
+            }
+            Some(SetRef::Named(i))
+        }
+        ast::SetRef::Anon(elems, _) => Some(SetRef::Anon(anon_set(
+            cx, types, elems, false, None, false,
+        )?)),
+    }
+}
+
+fn map_ref(
+    cx: &mut Cx,
+    key: &Key,
+    r: &ast::SetRef,
+    verdict: bool,
+    data: &[DataType],
+    span: Span,
+) -> Option<SetRef> {
+    let types = key_types(key);
+    match r {
+        ast::SetRef::Named(id) => {
+            let i = named_set(cx, id)?;
+            let s = &cx.sets[i];
+            if !s.is_map {
+                err(cx, id.span, format!("'@{}' is a set, not a map", id.name));
+                return None;
+            }
+            if verdict != s.verdict_map {
+                err(
+                    cx,
+                    id.span,
+                    if verdict {
+                        format!("'@{}' maps to values: use 'map', not 'vmap'", id.name)
+                    } else {
+                        format!("'@{}' maps to verdicts: use 'vmap'", id.name)
+                    },
+                );
+                return None;
+            }
+            if !types_compatible(&s.key_types, &types) {
+                err(
+                    cx,
+                    span,
+                    format!(
+                        "map '@{}' is keyed by {}, but the key is {}",
+                        id.name,
+                        type_names(&s.key_types),
+                        type_names(&types)
+                    ),
+                );
+                return None;
+            }
+            if !verdict
+                && !data.is_empty()
+                && !types_compatible(&s.data_types, data)
+                && !(!s.data_types.is_empty() && s.data_types[0] == data[0])
+            {
+                err(
+                    cx,
+                    id.span,
+                    format!(
+                        "map '@{}' gives {}, but {} is needed here",
+                        id.name,
+                        type_names(&s.data_types),
+                        type_names(data)
+                    ),
+                );
+                return None;
+            }
+            Some(SetRef::Named(i))
+        }
+        ast::SetRef::Anon(elems, _) => Some(SetRef::Anon(anon_set(
+            cx,
+            &types,
+            elems,
+            true,
+            Some(data),
+            verdict,
+        )?)),
+    }
+}
+
+fn lower_match(
+    cx: &mut Cx,
+    lhs: &ast::Expr,
+    op: Option<(CmpOp, Span)>,
+    rhs: &ast::Rhs,
+    span: Span,
+) -> Option<Expr> {
+    // ct count [over] N
+    if let ast::Expr::Selector(w, _) = lhs {
+        if w.len() == 2 && w[0].name == "ct" && w[1].name == "count" {
+            let ast::Rhs::Val(v) = rhs else {
+                err(cx, rhs.span(), "ct count takes a number");
+                return None;
+            };
+            let n = scalar(cx, DataType::Integer(32), v)? as u32;
+            return Some(Expr::CtCount {
+                count: n,
+                over: matches!(op, Some((CmpOp::Gt, _))),
+            });
+        }
+    }
+    let mut key = lower_key(cx, lhs)?;
+    let types = key_types(&key);
+    let (cmp, op_span) = match op {
+        Some((o, s)) => (Some(o), s),
+        None => (None, span),
+    };
+    match rhs {
+        ast::Rhs::Set(r) => {
+            let negate = match cmp {
+                None | Some(CmpOp::Eq) => false,
+                Some(CmpOp::Ne) => true,
+                Some(_) => {
+                    err(cx, op_span, "only == and != compare with a set");
+                    return None;
+                }
+            };
+            let set = set_ref(cx, &types, r, rhs.span())?;
+            Some(Expr::Match(Match { key, negate, set }))
+        }
+        ast::Rhs::Val(v) => {
+            let single = key.len() == 1;
+            let dt = types[0];
+            // flags: `tcp flags syn,ack` means any of them set; `!=` none of them set;
+            // `tcp flags syn / syn,ack` is a masked comparison
+            if single && dt.is_bitmask() && key[0].is_plain() {
+                match (cmp, v) {
+                    // nftables: `tcp flags != syn` (one flag) is an exact inequality; with a
+                    // list, none of the flags set
+                    (None, Val::Word(..) | Val::List(..)) | (Some(CmpOp::Ne), Val::List(..)) => {
+                        let flags = scalar(cx, dt, v)?;
+                        key[0].and = flags;
+                        return Some(Expr::Match(Match {
+                            key,
+                            negate: cmp.is_none(),
+                            set: point_set(&types, vec![(0, 0)]),
+                        }));
+                    }
+                    (None | Some(CmpOp::Eq) | Some(CmpOp::Ne), Val::Prefix(val, mask)) => {
+                        let value = scalar(cx, dt, val)?;
+                        let m = scalar(cx, dt, mask)?;
+                        key[0].and = m;
+                        return Some(Expr::Match(Match {
+                            key,
+                            negate: cmp == Some(CmpOp::Ne),
+                            set: point_set(&types, vec![(value & m, value & m)]),
+                        }));
+                    }
+                    _ => {}
+                }
+            }
+            match cmp {
+                Some(CmpOp::Lt | CmpOp::Gt | CmpOp::Le | CmpOp::Ge) => {
+                    if !single {
+                        err(
+                            cx,
+                            op_span,
+                            "< and > compare single values, not concatenations",
+                        );
+                        return None;
+                    }
+                    let x = scalar(cx, dt, v)?;
+                    let max = if dt.bits() >= 128 {
+                        u128::MAX
+                    } else {
+                        (1u128 << dt.bits()) - 1
+                    };
+                    let r = match cmp.unwrap() {
+                        CmpOp::Lt if x == 0 => None,
+                        CmpOp::Lt => Some((0, x - 1)),
+                        CmpOp::Le => Some((0, x)),
+                        CmpOp::Gt if x >= max => None,
+                        CmpOp::Gt => Some((x + 1, max)),
+                        _ => Some((x, max)),
+                    };
+                    let Some(r) = r else {
+                        err(cx, v.span(), "this comparison can never be true");
+                        return None;
+                    };
+                    Some(Expr::Match(Match {
+                        key,
+                        negate: false,
+                        set: point_set(&types, vec![r]),
+                    }))
+                }
+                _ => {
+                    let r = key_ranges(cx, &types, v)?;
+                    Some(Expr::Match(Match {
+                        key,
+                        negate: cmp == Some(CmpOp::Ne),
+                        set: point_set(&types, r),
+                    }))
+                }
+            }
+        }
+    }
+}
+
+fn point_set(types: &[DataType], key: Vec<(u128, u128)>) -> SetRef {
+    SetRef::Anon(Arc::new(Set {
+        name: String::new(),
+        key_types: types.to_vec(),
+        data_types: vec![],
+        is_map: false,
+        verdict_map: false,
+        interval: true,
+        dynamic: false,
+        constant: true,
+        timeout_ms: None,
+        size: None,
+        elements: vec![Element {
+            key,
+            data: None,
+            timeout_ms: None,
+        }],
+        span: Span::default(),
+    }))
+}
+
+/// A value expression for a target of these types.
+fn lower_value(cx: &mut Cx, types: &[DataType], e: &ast::Expr) -> Option<ValueExpr> {
+    match e {
+        ast::Expr::Const(v) => {
+            let r = key_ranges(cx, types, v)?;
+            if r.iter().any(|(lo, hi)| lo != hi) {
+                if r.len() == 1 {
+                    return Some(ValueExpr::Range(r[0].0, r[0].1));
+                }
+                err(cx, v.span(), "a range is not a single value");
+                return None;
+            }
+            Some(ValueExpr::Const(r.into_iter().map(|x| x.0).collect()))
+        }
+        ast::Expr::Map(k, m, span) => {
+            let key = lower_key(cx, k)?;
+            let map = map_ref(cx, &key, m, false, types, *span)?;
+            Some(ValueExpr::Map { key, map })
+        }
+        other => {
+            let key = lower_key(cx, other)?;
+            let kt = key_types(&key);
+            let hashy = key.iter().all(|p| !matches!(p.src, Source::Field(_)));
+            if !hashy && !types_compatible(&kt, types) {
+                err(
+                    cx,
+                    other.span(),
+                    format!(
+                        "this gives {}, but {} is needed",
+                        type_names(&kt),
+                        type_names(types)
+                    ),
+                );
+                return None;
+            }
+            Some(ValueExpr::Key(key))
+        }
+    }
+}
+
+const ASSIGNABLE: &[Field] = &[
+    Field::MetaMark,
+    Field::MetaPriority,
+    Field::CtMark,
+    Field::IpSaddr,
+    Field::IpDaddr,
+    Field::IpTtl,
+    Field::IpDscp,
+    Field::Ip6Saddr,
+    Field::Ip6Daddr,
+    Field::Ip6Hoplimit,
+    Field::Ip6Dscp,
+    Field::TcpSport,
+    Field::TcpDport,
+    Field::UdpSport,
+    Field::UdpDport,
+    Field::ThSport,
+    Field::ThDport,
+];
+
+pub(super) fn lower_quota_words(cx: &mut Cx, words: &[&Val], span: Span) -> Option<Quota> {
+    let mut over = false;
+    let mut i = 0;
+    let text = |v: &Val| other_text(v);
+    if words.first().map(|w| text(w)) == Some("over".into()) {
+        over = true;
+        i = 1;
+    } else if words.first().map(|w| text(w)) == Some("until".into()) {
+        i = 1;
+    }
+    let (bytes, n) = bytes_amount(cx, &words[i..], span)?;
+    i += n;
+    let mut used = 0;
+    if words.get(i).map(|w| text(w)) == Some("used".into()) {
+        used = bytes_amount(cx, &words[i + 1..], span)?.0;
+    }
+    Some(Quota {
+        bytes,
+        used,
+        over,
+        named: None,
+    })
+}
+
+/// `N unit` or `Nunit` -> bytes, and how many words were used.
+fn bytes_amount(cx: &mut Cx, words: &[&Val], span: Span) -> Option<(u64, usize)> {
+    let Some(first) = words.first() else {
+        err(cx, span, "expected an amount such as 100 mbytes");
+        return None;
+    };
+    let t = other_text(first);
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, mut unit) = (t[..split].to_string(), t[split..].to_string());
+    let mut used = 1;
+    if unit.is_empty() {
+        if let Some(u) = words.get(1) {
+            let u = other_text(u);
+            if u.ends_with("bytes") {
+                unit = u;
+                used = 2;
+            }
+        }
+    }
+    let n: u64 = match num.parse() {
+        Ok(n) => n,
+        Err(_) => {
+            err(cx, first.span(), format!("'{t}' is not an amount of bytes"));
+            return None;
+        }
+    };
+    let mult = match unit.as_str() {
+        "" | "bytes" => 1,
+        "kbytes" => 1 << 10,
+        "mbytes" => 1 << 20,
+        "gbytes" => 1 << 30,
+        other => {
+            err(
+                cx,
+                first.span(),
+                format!("unknown unit '{other}' (bytes, kbytes, mbytes, gbytes)"),
+            );
+            return None;
+        }
+    };
+    Some((n.saturating_mul(mult), used))
+}
+
+fn lower_limit(
+    cx: &mut Cx,
+    over: bool,
+    rate: &[Val],
+    burst: &Option<Vec<Val>>,
+    span: Span,
+) -> Option<Limit> {
+    let text: String = rate.iter().map(other_text).collect::<Vec<_>>().join(" ");
+    let bad = |cx: &mut Cx| {
+        cx.diags.push(
+            Diagnostic::error(span, format!("'{text}' is not a rate"))
+                .note("for example: limit rate 10/second, limit rate over 1 mbytes/second burst 64 kbytes"),
+        );
+    };
+    let Some((amount, per)) = text.rsplit_once('/') else {
+        bad(cx);
+        return None;
+    };
+    let unit = match per.trim() {
+        "second" => RateUnit::Second,
+        "minute" => RateUnit::Minute,
+        "hour" => RateUnit::Hour,
+        "day" => RateUnit::Day,
+        "week" => RateUnit::Week,
+        _ => {
+            bad(cx);
+            return None;
+        }
+    };
+    let amount = amount.trim();
+    let (n, u) = match amount.split_once(' ') {
+        Some((n, u)) => (n, u),
+        None => {
+            let s = amount
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(amount.len());
+            (&amount[..s], &amount[s..])
+        }
+    };
+    let Ok(n) = n.parse::<u64>() else {
+        bad(cx);
+        return None;
+    };
+    let (bytes, mult) = match u {
+        "" => (false, 1),
+        "bytes" => (true, 1),
+        "kbytes" => (true, 1 << 10),
+        "mbytes" => (true, 1 << 20),
+        "gbytes" => (true, 1 << 30),
+        _ => {
+            bad(cx);
+            return None;
+        }
+    };
+    let burst = match burst {
+        None => {
+            if bytes {
+                0
+            } else {
+                5
+            }
+        }
+        Some(b) => {
+            let refs: Vec<&Val> = b.iter().collect();
+            if refs.len() == 2 && other_text(refs[1]) == "packets" {
+                other_text(refs[0]).parse().unwrap_or(5)
+            } else if bytes {
+                bytes_amount(cx, &refs, span)?.0
+            } else {
+                match other_text(refs[0]).parse() {
+                    Ok(n) => n,
+                    Err(_) => {
+                        err(cx, b[0].span(), "burst must be a number of packets");
+                        return None;
+                    }
+                }
+            }
+        }
+    };
+    if n == 0 {
+        err(
+            cx,
+            span,
+            "a rate of 0 never lets anything through: use drop",
+        );
+        return None;
+    }
+    Some(Limit {
+        rate: n.saturating_mul(mult),
+        unit,
+        bytes,
+        burst,
+        over,
+    })
+}
+
+fn lower_nat(
+    cx: &mut Cx,
+    kind: &ast::Ident,
+    family: &Option<ast::Ident>,
+    addr: &Option<ast::Expr>,
+    port: &Option<ast::Expr>,
+    flags: &[ast::Ident],
+    span: Span,
+) -> Option<Expr> {
+    let k = match kind.name.as_str() {
+        "snat" => NatKind::Snat,
+        "dnat" => NatKind::Dnat,
+        "masquerade" => NatKind::Masquerade,
+        _ => NatKind::Redirect,
+    };
+    if let Some((ty, hook)) = cx.cur_hook {
+        if ty != ChainType::Nat {
+            cx.diags.push(
+                Diagnostic::error(span, format!("{} is only allowed in nat chains", kind.name))
+                    .note("declare the chain with: type nat hook ... priority ...;"),
+            );
+            return None;
+        }
+        let ok = match k {
+            NatKind::Snat | NatKind::Masquerade => matches!(hook, Hook::Postrouting | Hook::Input),
+            NatKind::Dnat | NatKind::Redirect => matches!(hook, Hook::Prerouting | Hook::Output),
+        };
+        if !ok {
+            let want = if matches!(k, NatKind::Snat | NatKind::Masquerade) {
+                "postrouting or input"
+            } else {
+                "prerouting or output"
+            };
+            err(
+                cx,
+                span,
+                format!(
+                    "{} belongs in a nat chain at {want}, not {}",
+                    kind.name,
+                    hook.name()
+                ),
+            );
+            return None;
+        }
+    }
+    let mut fam: Option<u8> = match family.as_ref().map(|f| f.name.as_str()) {
+        Some("ip") => Some(4),
+        Some("ip6") => Some(6),
+        _ => match cx.family {
+            Family::Ip => Some(4),
+            Family::Ip6 => Some(6),
+            _ => None,
+        },
+    };
+    let mut addr_v = None;
+    let mut port_v = None;
+    let mut port_range = None;
+    let mut port_word: Option<(String, Span)> = None;
+    if let Some(a) = addr {
+        if matches!(k, NatKind::Masquerade | NatKind::Redirect) {
+            err(
+                cx,
+                a.span(),
+                format!("{} takes only a port: {} to :PORT", kind.name, kind.name),
+            );
+            return None;
+        }
+        match a {
+            ast::Expr::Const(Val::Word(w, s)) => {
+                // addr, addr-addr, addr:port, addr:port-port (IPv6 with a port is written [addr]:port)
+                let (aw, pw) = match (w.matches(':').count(), w.rsplit_once(':')) {
+                    (1, Some((x, y))) => (x.to_string(), Some(y.to_string())),
+                    _ => (w.clone(), None),
+                };
+                if fam.is_none() {
+                    fam = Some(if aw.contains(':') { 6 } else { 4 });
+                }
+                let dt = if fam == Some(6) {
+                    DataType::Ipv6Addr
+                } else {
+                    DataType::Ipv4Addr
+                };
+                match parse_range(dt, &aw) {
+                    Ok((lo, hi)) if lo == hi => addr_v = Some(ValueExpr::Const(vec![lo])),
+                    Ok((lo, hi)) => addr_v = Some(ValueExpr::Range(lo, hi)),
+                    Err(e) => {
+                        err(cx, *s, e);
+                        return None;
+                    }
+                }
+                if let Some(p) = pw {
+                    port_word = Some((p, *s));
+                }
+            }
+            other => {
+                let dt = if fam == Some(6) {
+                    DataType::Ipv6Addr
+                } else {
+                    DataType::Ipv4Addr
+                };
+                // a map may give address . port
+                let types: Vec<DataType> = if let ast::Expr::Map(..) = other {
+                    vec![dt]
+                } else {
+                    vec![dt]
+                };
+                let v = lower_value(cx, &types, other);
+                let v = match v {
+                    Some(v) => v,
+                    None => {
+                        // retry as address . port (a concatenated map value)
+                        let n = cx.diags.len();
+                        let v2 = lower_value(cx, &[dt, DataType::InetService], other);
+                        if v2.is_some() {
+                            cx.diags.truncate(n.saturating_sub(1));
+                        }
+                        v2?
+                    }
+                };
+                if fam.is_none() {
+                    fam = Some(4);
+                }
+                addr_v = Some(v);
+            }
+        }
+    }
+    if let Some(p) = port {
+        match p {
+            ast::Expr::Const(v) => match comp_range(cx, DataType::InetService, v) {
+                Some((lo, hi)) => port_range = Some((lo as u16, hi as u16)),
+                None => return None,
+            },
+            other => port_v = Some(lower_value(cx, &[DataType::InetService], other)?),
+        }
+    }
+    if let Some((pw, s)) = port_word {
+        match parse_range(DataType::InetService, &pw) {
+            Ok((lo, hi)) => port_range = Some((lo as u16, hi as u16)),
+            Err(e) => {
+                err(cx, s, e);
+                return None;
+            }
+        }
+    }
+    if matches!(k, NatKind::Snat | NatKind::Dnat) && addr_v.is_none() {
+        err(
+            cx,
+            span,
+            format!(
+                "{} needs an address: {} to ADDRESS[:PORT]",
+                kind.name, kind.name
+            ),
+        );
+        return None;
+    }
+    let mut nat = Nat {
+        kind: k,
+        family: fam,
+        addr: addr_v,
+        port: port_v,
+        port_range,
+        random: false,
+        fully_random: false,
+        persistent: false,
+    };
+    for f in flags {
+        match f.name.as_str() {
+            "random" => nat.random = true,
+            "fully-random" => nat.fully_random = true,
+            "persistent" => nat.persistent = true,
+            _ => {}
+        }
+    }
+    Some(Expr::Nat(nat))
+}
+
+fn lower_item(
+    cx: &mut Cx,
+    it: &ast::Item,
+    out: &mut Vec<Expr>,
+    comment: &mut Option<String>,
+) -> bool {
+    let e = match it {
+        ast::Item::Match { lhs, op, rhs, span } => lower_match(cx, lhs, *op, rhs, *span),
+        ast::Item::Vmap { key, map, span } => {
+            let Some(k) = lower_key(cx, key) else {
+                return false;
+            };
+            map_ref(cx, &k, map, true, &[], *span).map(|m| {
+                // edges for loop detection through verdict maps
+                let elems: Vec<Verdict> = match &m {
+                    SetRef::Anon(s) => s
+                        .elements
+                        .iter()
+                        .filter_map(|e| match e.data {
+                            Some(MapValue::Verdict(v)) => Some(v),
+                            _ => None,
+                        })
+                        .collect(),
+                    SetRef::Named(_) => vec![],
+                };
+                let _ = elems;
+                Expr::Vmap { key: k, map: m }
+            })
+        }
+        ast::Item::Verdict(v) => lower_verdict(cx, v).map(Expr::Verdict),
+        ast::Item::Counter { name, .. } => match name {
+            None => Some(Expr::Counter { named: None }),
+            Some(n) => {
+                let nm = other_text(n);
+                match cx.counters.get(&nm) {
+                    Some(&i) => Some(Expr::Counter { named: Some(i) }),
+                    None => {
+                        cx.diags.push(
+                            Diagnostic::error(n.span(), format!("no counter '{nm}' in this table"))
+                                .note("declare it: counter NAME { }"),
+                        );
+                        None
+                    }
+                }
+            }
+        },
+        ast::Item::Log { options, span } => {
+            let mut log = Log {
+                prefix: None,
+                level: None,
+                group: None,
+            };
+            for (k, v) in options {
+                let t = v.as_ref().map(other_text).unwrap_or_default();
+                match k.name.as_str() {
+                    "prefix" => log.prefix = Some(t),
+                    "level" => {
+                        if ![
+                            "emerg", "alert", "crit", "err", "warn", "notice", "info", "debug",
+                            "audit",
+                        ]
+                        .contains(&t.as_str())
+                        {
+                            err(cx, *span, format!("unknown log level '{t}' (emerg, alert, crit, err, warn, notice, info, debug, audit)"));
+                            return false;
+                        }
+                        log.level = Some(t)
+                    }
+                    "group" => log.group = t.parse().ok(),
+                    _ => {}
+                }
+            }
+            Some(Expr::Log(log))
+        }
+        ast::Item::Limit {
+            over,
+            rate,
+            burst,
+            span,
+        } => lower_limit(cx, *over, rate, burst, *span).map(Expr::Limit),
+        ast::Item::Quota {
+            over,
+            amount,
+            used,
+            name,
+            span,
+        } => {
+            if let Some(n) = name {
+                let nm = other_text(n);
+                match cx.quotas.get(&nm) {
+                    Some(&i) => Some(Expr::Quota(Quota {
+                        bytes: 0,
+                        used: 0,
+                        over: false,
+                        named: Some(i),
+                    })),
+                    None => {
+                        err(cx, n.span(), format!("no quota '{nm}' in this table"));
+                        None
+                    }
+                }
+            } else {
+                let mut words: Vec<&Val> = amount.iter().collect();
+                let u;
+                if let Some(us) = used {
+                    u = Val::Word("used".into(), *span);
+                    words.push(&u);
+                    words.extend(us.iter());
+                }
+                lower_quota_words(cx, &words, *span).map(|mut q| {
+                    q.over = *over;
+                    Expr::Quota(q)
+                })
+            }
+        }
+        ast::Item::Reject { with, span } => {
+            if let Some((ty, hook)) = cx.cur_hook {
+                if ty == ChainType::Nat
+                    || !matches!(
+                        hook,
+                        Hook::Input
+                            | Hook::Forward
+                            | Hook::Output
+                            | Hook::Prerouting
+                            | Hook::Ingress
+                    )
+                {
+                    err(
+                        cx,
+                        *span,
+                        format!("reject is not allowed at the {} hook", hook.name()),
+                    );
+                    return false;
+                }
+            }
+            let r = match with {
+                None => Some(Reject::Default),
+                Some((k, v)) => match k.name.as_str() {
+                    "tcp" => Some(Reject::TcpReset),
+                    "icmp" | "icmpv6" | "icmpx" => {
+                        let t = v.as_ref().map(other_text).unwrap_or_default();
+                        let code = match (k.name.as_str(), t.as_str()) {
+                            ("icmp", "net-unreachable") => Some(0),
+                            ("icmp", "host-unreachable") => Some(1),
+                            ("icmp", "prot-unreachable") => Some(2),
+                            ("icmp", "port-unreachable") => Some(3),
+                            ("icmp", "net-prohibited") => Some(9),
+                            ("icmp", "host-prohibited") => Some(10),
+                            ("icmp", "admin-prohibited") => Some(13),
+                            ("icmpv6", "no-route") => Some(0),
+                            ("icmpv6", "admin-prohibited") => Some(1),
+                            ("icmpv6", "addr-unreachable") => Some(3),
+                            ("icmpv6", "port-unreachable") => Some(4),
+                            ("icmpv6", "policy-fail") => Some(5),
+                            ("icmpv6", "reject-route") => Some(6),
+                            ("icmpx", "no-route") => Some(0),
+                            ("icmpx", "port-unreachable") => Some(1),
+                            ("icmpx", "host-unreachable") => Some(2),
+                            ("icmpx", "admin-prohibited") => Some(3),
+                            (_, n) => values::parse_number(n).and_then(|x| u8::try_from(x).ok()),
+                        };
+                        match code {
+                            None => {
+                                err(cx, *span, format!("unknown {} reject type '{t}'", k.name));
+                                None
+                            }
+                            Some(c) => Some(match k.name.as_str() {
+                                "icmp" => Reject::Icmp(c),
+                                "icmpv6" => Reject::Icmp6(c),
+                                _ => Reject::Icmpx(c),
+                            }),
+                        }
+                    }
+                    other => {
+                        err(
+                            cx,
+                            k.span,
+                            format!("reject with icmp, icmpv6, icmpx or tcp reset, not '{other}'"),
+                        );
+                        None
+                    }
+                },
+            };
+            r.map(Expr::Reject)
+        }
+        ast::Item::Assign {
+            target,
+            value,
+            span,
+        } => {
+            let Some(tk) = lower_key(cx, target) else {
+                return false;
+            };
+            let f = match tk.as_slice() {
+                [KeyPart {
+                    src: Source::Field(f),
+                    ..
+                }] if tk[0].is_plain() => *f,
+                _ => {
+                    err(cx, target.span(), "only a single field can be set");
+                    return false;
+                }
+            };
+            if !ASSIGNABLE.contains(&f) {
+                cx.diags.push(
+                    Diagnostic::error(target.span(), format!("'{}' cannot be set", f.name()))
+                        .note(listing("settable", ASSIGNABLE.iter().map(|f| f.name()))),
+                );
+                return false;
+            }
+            let _ = span;
+            lower_value(cx, &[f.datatype()], value).map(|v| Expr::Assign { field: f, value: v })
+        }
+        ast::Item::Nat {
+            kind,
+            family,
+            addr,
+            port,
+            flags,
+            span,
+        } => lower_nat(cx, kind, family, addr, port, flags, *span),
+        ast::Item::Notrack(_) => Some(Expr::Notrack),
+        ast::Item::FlowAdd(id, _) => match cx.flowtables.get(&id.name) {
+            Some(&i) => Some(Expr::FlowAdd(i)),
+            None => {
+                err(
+                    cx,
+                    id.span,
+                    format!("no flowtable '@{}' in this table", id.name),
+                );
+                None
+            }
+        },
+        ast::Item::SetOp {
+            op,
+            set,
+            key,
+            timeout,
+            stmts,
+            span,
+        } => {
+            let opk = match op.name.as_str() {
+                "add" => SetOpKind::Add,
+                "update" => SetOpKind::Update,
+                _ => SetOpKind::Delete,
+            };
+            let Some(si) = named_set(cx, set) else {
+                return false;
+            };
+            let Some(k) = lower_key(cx, key) else {
+                return false;
+            };
+            let st = &cx.sets[si];
+            if !types_compatible(&st.key_types, &key_types(&k)) {
+                let (a, b) = (type_names(&st.key_types), type_names(&key_types(&k)));
+                err(
+                    cx,
+                    *span,
+                    format!("set '@{}' holds {a}, but the key is {b}", set.name),
+                );
+                return false;
+            }
+            let timeout_ms = match timeout {
+                Some(t) => time_val(cx, t),
+                None => None,
+            };
+            let mut sop = SetOp {
+                op: opk,
+                set: si,
+                key: k,
+                timeout_ms,
+                limit: None,
+                counter: false,
+                ct_count: None,
+            };
+            for s in stmts {
+                match s {
+                    ast::Item::Match { lhs, op, rhs, span } => {
+                        match lower_match(cx, lhs, *op, rhs, *span) {
+                            Some(Expr::CtCount { count, over }) => {
+                                sop.ct_count = Some((count, over))
+                            }
+                            Some(_) => {
+                                err(
+                                    cx,
+                                    *span,
+                                    "a set element takes 'ct count', 'limit', 'counter' or \
+                                     'quota' here",
+                                );
+                                return false;
+                            }
+                            None => return false,
+                        }
+                    }
+                    ast::Item::Limit {
+                        over,
+                        rate,
+                        burst,
+                        span,
+                    } => sop.limit = lower_limit(cx, *over, rate, burst, *span),
+                    ast::Item::Counter { .. } => sop.counter = true,
+                    _ => {}
+                }
+            }
+            Some(Expr::SetOp(sop))
+        }
+        ast::Item::Comment(c, _) => {
+            *comment = Some(c.clone());
+            return true;
+        }
+    };
+    match e {
+        Some(e) => {
+            out.push(e);
+            true
+        }
+        None => false,
+    }
+}
+
+pub(super) fn lower_rule(cx: &mut Cx, handle: u64, r: &ast::Rule) -> Option<Rule> {
+    let mut exprs = Vec::new();
+    let mut comment = None;
+    let mut ok = true;
+    for it in &r.items {
+        ok &= lower_item(cx, it, &mut exprs, &mut comment);
+    }
+    // a verdict must be the last statement
+    if let Some(pos) = exprs.iter().position(|e| matches!(e, Expr::Verdict(_))) {
+        if pos + 1 < exprs.len() {
+            let sp = r
+                .items
+                .iter()
+                .find(|i| matches!(i, ast::Item::Verdict(_)))
+                .map(|i| i.span())
+                .unwrap_or(r.span);
+            cx.diags.push(
+                Diagnostic::error(sp, "nothing can follow a verdict in a rule")
+                    .note("move the verdict (accept, drop, jump, ...) to the end of the rule"),
+            );
+            ok = false;
+        }
+    }
+    ok.then(|| Rule {
+        handle,
+        text: r.text.clone(),
+        comment,
+        span: r.span,
+        exprs,
+    })
+}
+
+/// Jump loops and the jump depth limit (the kernel refuses both).
+pub(super) fn check_jumps(cx: &mut Cx, chains: &[Chain]) {
+    let n = chains.len();
+    let mut adj: Vec<Vec<(usize, Span)>> = vec![Vec::new(); n];
+    for &(a, b, s) in &cx.edges {
+        adj[a].push((b, s));
+    }
+    // verdict maps, named and anonymous, jump too
+    for (ci, c) in chains.iter().enumerate() {
+        for r in &c.rules {
+            for e in &r.exprs {
+                if let Expr::Vmap { map, .. } = e {
+                    let set: &Set = match map {
+                        SetRef::Anon(s) => s,
+                        SetRef::Named(i) => &cx.sets[*i],
+                    };
+                    let targets: Vec<usize> = set
+                        .elements
+                        .iter()
+                        .filter_map(|el| match el.data {
+                            Some(MapValue::Verdict(Verdict::Jump(t) | Verdict::Goto(t))) => Some(t),
+                            _ => None,
+                        })
+                        .collect();
+                    for t in targets {
+                        if cx.base_chains.get(t).copied().unwrap_or(false) {
+                            err(
+                                cx,
+                                r.span,
+                                format!(
+                                    "a verdict map of this rule jumps to base chain '{}'",
+                                    chains[t].name
+                                ),
+                            );
+                        }
+                        adj[ci].push((t, r.span));
+                    }
+                }
+            }
+        }
+    }
+    // colour DFS for cycles; depth by memoised longest path (on an acyclic graph)
+    let mut colour = vec![0u8; n];
+    let mut depth = vec![0usize; n];
+    let mut reported = false;
+    fn dfs(
+        v: usize,
+        adj: &[Vec<(usize, Span)>],
+        colour: &mut [u8],
+        depth: &mut [usize],
+        path: &mut Vec<usize>,
+        out: &mut Option<(Span, Vec<usize>)>,
+    ) {
+        colour[v] = 1;
+        path.push(v);
+        let mut d = 0;
+        for &(w, s) in &adj[v] {
+            if colour[w] == 1 {
+                if out.is_none() {
+                    let start = path.iter().position(|&x| x == w).unwrap_or(0);
+                    let mut cyc = path[start..].to_vec();
+                    cyc.push(w);
+                    *out = Some((s, cyc));
+                }
+                continue;
+            }
+            if colour[w] == 0 {
+                dfs(w, adj, colour, depth, path, out);
+            }
+            d = d.max(depth[w] + 1);
+        }
+        depth[v] = d;
+        path.pop();
+        colour[v] = 2;
+    }
+    for v in 0..n {
+        if colour[v] == 0 {
+            let mut found = None;
+            dfs(
+                v,
+                &adj,
+                &mut colour,
+                &mut depth,
+                &mut Vec::new(),
+                &mut found,
+            );
+            if let Some((s, cyc)) = found {
+                if !reported {
+                    let names: Vec<&str> = cyc.iter().map(|&i| chains[i].name.as_str()).collect();
+                    err(cx, s, format!("jump loop: {}", names.join(" -> ")));
+                    reported = true;
+                }
+            }
+        }
+    }
+    if !reported {
+        for (ci, c) in chains.iter().enumerate() {
+            if c.base.is_some() && depth[ci] > MAX_JUMP_DEPTH {
+                err(
+                    cx,
+                    c.span,
+                    format!(
+                        "chain '{}' jumps {} chains deep; the limit is {MAX_JUMP_DEPTH}",
+                        c.name, depth[ci]
+                    ),
+                );
+            }
+        }
+    }
+}

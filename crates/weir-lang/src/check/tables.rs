@@ -1,0 +1,374 @@
+//! Phase 2: lower each table: its named counters and quotas, flowtables, sets, chains (base
+//! chain hooks, priorities and policies), then its rules and the jump graph.
+
+use super::gather::{val_u64, TableAcc};
+use super::rules::{check_jumps, lower_quota_words, lower_rule};
+use super::sets::lower_set;
+use crate::ast::{self, Val};
+use crate::diag::Diagnostic;
+use crate::ir::*;
+use crate::source::Span;
+use std::collections::HashMap;
+
+pub(super) struct Cx<'d> {
+    pub(super) diags: &'d mut Vec<Diagnostic>,
+    pub(super) family: Family,
+    pub(super) sets: Vec<Set>,
+    pub(super) set_names: HashMap<String, usize>,
+    pub(super) chain_names: HashMap<String, usize>,
+    pub(super) base_chains: Vec<bool>,
+    pub(super) flowtables: HashMap<String, usize>,
+    pub(super) counters: HashMap<String, usize>,
+    pub(super) quotas: HashMap<String, usize>,
+    /// (from chain, to chain, span) for loop detection
+    pub(super) edges: Vec<(usize, usize, Span)>,
+    pub(super) cur_chain: usize,
+    pub(super) cur_hook: Option<(ChainType, Hook)>,
+}
+
+pub(super) fn err(cx: &mut Cx, span: Span, msg: impl Into<String>) {
+    cx.diags.push(Diagnostic::error(span, msg));
+}
+
+pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
+    let mut cx = Cx {
+        diags,
+        family: t.family,
+        sets: Vec::new(),
+        set_names: HashMap::new(),
+        chain_names: t
+            .chains
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name.clone(), i))
+            .collect(),
+        base_chains: t.chains.iter().map(|c| c.hook.is_some()).collect(),
+        flowtables: HashMap::new(),
+        counters: HashMap::new(),
+        quotas: HashMap::new(),
+        edges: Vec::new(),
+        cur_chain: 0,
+        cur_hook: None,
+    };
+    // named objects
+    let mut counters = Vec::new();
+    let mut quotas = Vec::new();
+    for o in &t.objs {
+        match o.kind.name.as_str() {
+            "counter" => {
+                let mut nc = NamedCounter {
+                    name: o.name.name.clone(),
+                    packets: 0,
+                    bytes: 0,
+                };
+                let mut it = o.body.iter();
+                while let Some(k) = it.next() {
+                    let (Val::Word(k, ks), Some(v)) = (k, it.next()) else {
+                        break;
+                    };
+                    let n = val_u64(v).unwrap_or(0);
+                    match k.as_str() {
+                        "packets" => nc.packets = n,
+                        "bytes" => nc.bytes = n,
+                        _ => err(
+                            &mut cx,
+                            *ks,
+                            format!("unknown counter property '{k}' (packets, bytes)"),
+                        ),
+                    }
+                }
+                cx.counters.insert(nc.name.clone(), counters.len());
+                counters.push(nc);
+            }
+            "quota" => {
+                let words: Vec<&Val> = o.body.iter().collect();
+                if let Some(q) = lower_quota_words(&mut cx, &words, o.name.span) {
+                    cx.quotas.insert(o.name.name.clone(), quotas.len());
+                    quotas.push((o.name.name.clone(), q));
+                }
+            }
+            other => err(
+                &mut cx,
+                o.kind.span,
+                format!("named '{other}' objects are not supported (counter, quota)"),
+            ),
+        }
+    }
+    // flowtables
+    let mut flowtables = Vec::new();
+    for f in &t.flowtables {
+        let hook = match f.hook.as_ref().map(|h| h.name.as_str()) {
+            Some("ingress") | None => Hook::Ingress,
+            Some(other) => {
+                err(
+                    &mut cx,
+                    f.hook.as_ref().unwrap().span,
+                    format!("a flowtable hooks at ingress, not {other}"),
+                );
+                Hook::Ingress
+            }
+        };
+        let priority = if f.priority.is_empty() {
+            0
+        } else {
+            lower_priority(&mut cx, &f.priority).unwrap_or(0)
+        };
+        let devices = f
+            .devices
+            .iter()
+            .map(|d| match d {
+                Val::Word(w, _) | Val::Str(w, _) => w.clone(),
+                other => other_text(other),
+            })
+            .collect();
+        cx.flowtables.insert(f.name.name.clone(), flowtables.len());
+        flowtables.push(Flowtable {
+            name: f.name.name.clone(),
+            hook,
+            priority,
+            devices,
+        });
+    }
+    // sets (before rules: rules may refer to sets declared after them)
+    for (i, (d, _)) in t.sets.iter().enumerate() {
+        cx.set_names.insert(d.name.name.clone(), i);
+    }
+    for (d, extra) in &t.sets {
+        let s = lower_set(&mut cx, d, extra);
+        cx.sets.push(s);
+    }
+    // chains
+    let mut chains = Vec::new();
+    for (ci, c) in t.chains.iter().enumerate() {
+        cx.cur_chain = ci;
+        let base = c.hook.map(|h| lower_base(&mut cx, t.family, h, c.policy));
+        if base.is_none() {
+            if let Some(p) = c.policy {
+                err(
+                    &mut cx,
+                    p.span,
+                    format!(
+                        "chain '{}' has a policy but no hook: only base chains have a policy",
+                        c.name
+                    ),
+                );
+            }
+        }
+        cx.cur_hook = base.as_ref().map(|b| (b.ty, b.hook));
+        let mut rules = Vec::new();
+        for (h, r) in &c.rules {
+            if let Some(rule) = lower_rule(&mut cx, *h, r) {
+                rules.push(rule);
+            }
+        }
+        chains.push(Chain {
+            name: c.name.clone(),
+            base,
+            rules,
+            span: c.span,
+        });
+    }
+    check_jumps(&mut cx, &chains);
+    Table {
+        family: t.family,
+        name: t.name.clone(),
+        chains,
+        sets: cx.sets,
+        flowtables,
+        counters,
+        quotas,
+        span: t.span,
+    }
+}
+
+pub(super) fn other_text(v: &Val) -> String {
+    match v {
+        Val::Word(w, _) | Val::Str(w, _) => w.clone(),
+        _ => String::new(),
+    }
+}
+
+fn lower_priority(cx: &mut Cx, words: &[Val]) -> Option<i32> {
+    let text: String = words.iter().map(other_text).collect::<Vec<_>>().join("");
+    let span = words[0].span().to(words[words.len() - 1].span());
+    if let Ok(n) = text.parse::<i32>() {
+        return Some(n);
+    }
+    let named = |n: &str| -> Option<i32> {
+        Some(match n {
+            "raw" => -300,
+            "mangle" => -150,
+            "dstnat" => -100,
+            "filter" => 0,
+            "security" => 50,
+            "srcnat" => 100,
+            "out" => 100,
+            _ => return None,
+        })
+    };
+    let (name, off) = match text.find(['+', '-']) {
+        Some(i) if i > 0 => {
+            let off: i32 = match text[i + 1..].parse() {
+                Ok(o) => o,
+                Err(_) => {
+                    err(cx, span, format!("'{text}' is not a priority"));
+                    return None;
+                }
+            };
+            (&text[..i], if &text[i..i + 1] == "-" { -off } else { off })
+        }
+        _ => (text.as_str(), 0),
+    };
+    match named(name) {
+        Some(b) => Some(b + off),
+        None => {
+            cx.diags.push(
+                Diagnostic::error(span, format!("'{text}' is not a priority"))
+                    .note("a number, or raw, mangle, dstnat, filter, security, srcnat (optionally + or - a number)"),
+            );
+            None
+        }
+    }
+}
+
+fn lower_base(
+    cx: &mut Cx,
+    family: Family,
+    h: &ast::HookSpec,
+    policy: Option<&ast::Ident>,
+) -> BaseChain {
+    let ty = match h.ty.name.as_str() {
+        "filter" => ChainType::Filter,
+        "nat" => ChainType::Nat,
+        "route" => ChainType::Route,
+        other => {
+            cx.diags.push(
+                Diagnostic::error(h.ty.span, format!("unknown chain type '{other}'"))
+                    .note("chain types: filter, nat, route"),
+            );
+            ChainType::Filter
+        }
+    };
+    let hook = match Hook::from_name(&h.hook.name) {
+        Some(x) => x,
+        None => {
+            cx.diags.push(
+                Diagnostic::error(h.hook.span, format!("unknown hook '{}'", h.hook.name)).note(
+                    "hooks: ingress, prerouting, input, forward, output, postrouting, egress",
+                ),
+            );
+            Hook::Forward
+        }
+    };
+    let allowed: &[Hook] = match family {
+        Family::Ip | Family::Ip6 => &[
+            Hook::Prerouting,
+            Hook::Input,
+            Hook::Forward,
+            Hook::Output,
+            Hook::Postrouting,
+        ],
+        Family::Inet => &[
+            Hook::Ingress,
+            Hook::Prerouting,
+            Hook::Input,
+            Hook::Forward,
+            Hook::Output,
+            Hook::Postrouting,
+        ],
+        Family::Arp => &[Hook::Input, Hook::Output],
+        Family::Bridge => &[
+            Hook::Prerouting,
+            Hook::Input,
+            Hook::Forward,
+            Hook::Output,
+            Hook::Postrouting,
+        ],
+        Family::Netdev => &[Hook::Ingress, Hook::Egress],
+    };
+    if !allowed.contains(&hook) {
+        cx.diags.push(
+            Diagnostic::error(
+                h.hook.span,
+                format!(
+                    "hook {} does not exist in the {} family",
+                    hook.name(),
+                    family.name()
+                ),
+            )
+            .note(format!(
+                "{} hooks: {}",
+                family.name(),
+                allowed
+                    .iter()
+                    .map(|h| h.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        );
+    }
+    match ty {
+        ChainType::Nat => {
+            if !matches!(family, Family::Ip | Family::Ip6 | Family::Inet) {
+                err(
+                    cx,
+                    h.ty.span,
+                    format!(
+                        "nat chains exist only in ip, ip6 and inet tables, not {}",
+                        family.name()
+                    ),
+                );
+            } else if !matches!(
+                hook,
+                Hook::Prerouting | Hook::Input | Hook::Output | Hook::Postrouting
+            ) {
+                cx.diags.push(
+                    Diagnostic::error(
+                        h.hook.span,
+                        format!("a nat chain cannot hook {}", hook.name()),
+                    )
+                    .note(
+                        "nat chains hook prerouting or output (dnat), postrouting or input (snat)",
+                    ),
+                );
+            }
+        }
+        ChainType::Route => {
+            if hook != Hook::Output || !matches!(family, Family::Ip | Family::Ip6 | Family::Inet) {
+                err(
+                    cx,
+                    h.hook.span,
+                    "route chains exist only at the output hook of ip, ip6 and inet tables",
+                );
+            }
+        }
+        ChainType::Filter => {}
+    }
+    let device = h.device.as_ref().map(other_text);
+    if family == Family::Netdev && device.is_none() {
+        cx.diags.push(
+            Diagnostic::error(h.span, "a netdev base chain needs a device")
+                .note("for example: type filter hook ingress device \"eth0\" priority 0;"),
+        );
+    }
+    let priority = lower_priority(cx, &h.priority).unwrap_or(0);
+    let policy = match policy.map(|p| p.name.as_str()) {
+        None | Some("accept") => Policy::Accept,
+        Some("drop") => Policy::Drop,
+        Some(other) => {
+            err(
+                cx,
+                policy.unwrap().span,
+                format!("policy must be accept or drop, not '{other}'"),
+            );
+            Policy::Accept
+        }
+    };
+    BaseChain {
+        ty,
+        hook,
+        priority,
+        policy,
+        device,
+    }
+}
