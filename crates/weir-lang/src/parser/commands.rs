@@ -1,0 +1,539 @@
+//! Commands and table declarations: `table`, `add`/`create`/`insert`, `flush`/`delete`/`destroy`;
+//! chains (hooks, policies, rules), sets and maps, flowtables, counters and quotas.
+
+use super::{is_family, PResult, Parser, MAX_ERRORS};
+use crate::ast::*;
+use crate::diag::Diagnostic;
+use crate::lexer::Tok;
+use crate::source::Span;
+
+impl Parser {
+    pub(super) fn file(&mut self) -> File {
+        let mut f = File::default();
+        loop {
+            self.skip_newlines();
+            if matches!(self.peek(), Tok::Eof) || self.diags.len() >= MAX_ERRORS {
+                break;
+            }
+            match self.command() {
+                Ok(c) => f.commands.push(c),
+                Err(d) => {
+                    self.report(d);
+                    self.recover();
+                    if matches!(self.peek(), Tok::RBrace) {
+                        self.bump();
+                    }
+                }
+            }
+        }
+        f
+    }
+
+    fn opt_family(&mut self) -> Option<Ident> {
+        if let Tok::Word(w) = self.peek() {
+            if is_family(w) && matches!(self.peek_at(1), Tok::Word(_) | Tok::Str(_)) {
+                return self.ident("a family").ok();
+            }
+        }
+        None
+    }
+
+    fn command(&mut self) -> PResult<Command> {
+        let start = self.span();
+        let w = match self.peek_word() {
+            Some(w) => w.to_string(),
+            None => return Err(self.err_expected("a command (table, add, flush, ...)")),
+        };
+        match w.as_str() {
+            "table" => {
+                self.bump();
+                self.table(start)
+            }
+            "add" | "create" | "insert" => {
+                self.bump();
+                let what = self.ident("table, chain, rule, set, map or element")?;
+                match what.name.as_str() {
+                    "table" => self.table(start),
+                    "chain" => {
+                        let family = self.opt_family();
+                        let table = self.ident("a table name")?;
+                        let name = self.ident("a chain name")?;
+                        let chain = if matches!(self.peek(), Tok::LBrace) {
+                            self.chain_body(name, start)?
+                        } else {
+                            ChainDecl {
+                                name,
+                                hook: None,
+                                policy: None,
+                                rules: vec![],
+                                span: start.to(self.prev_span()),
+                            }
+                        };
+                        Ok(Command::AddChain {
+                            family,
+                            table,
+                            chain,
+                        })
+                    }
+                    "rule" => {
+                        let family = self.opt_family();
+                        let table = self.ident("a table name")?;
+                        let chain = self.ident("a chain name")?;
+                        let after = w != "insert";
+                        let position = if self.eat_word("position") || self.eat_word("handle") {
+                            Position::Handle(self.val()?, after)
+                        } else if self.eat_word("index") {
+                            Position::Index(self.val()?, after)
+                        } else if after {
+                            Position::End
+                        } else {
+                            Position::Start
+                        };
+                        let rule = self.rule()?;
+                        Ok(Command::AddRule {
+                            family,
+                            table,
+                            chain,
+                            position,
+                            rule,
+                        })
+                    }
+                    "set" | "map" => {
+                        let family = self.opt_family();
+                        let table = self.ident("a table name")?;
+                        let name = self.ident("a set name")?;
+                        let set = self.set_body(name, what.name == "map", start)?;
+                        Ok(Command::AddSet { family, table, set })
+                    }
+                    "element" => {
+                        let family = self.opt_family();
+                        let table = self.ident("a table name")?;
+                        let set = self.ident("a set name")?;
+                        let (elements, _) = self.set_literal()?;
+                        Ok(Command::AddElement {
+                            family,
+                            table,
+                            set,
+                            elements,
+                            span: start.to(self.prev_span()),
+                        })
+                    }
+                    _ => Err(Diagnostic::error(
+                        what.span,
+                        format!("expected table, chain, rule, set, map or element after {w}, found '{}'", what.name),
+                    )),
+                }
+            }
+            "flush" | "delete" | "destroy" => {
+                self.bump();
+                let what = self.ident("ruleset, table, chain, set, rule or element")?;
+                if what.name == "ruleset" {
+                    let _ = self.opt_family_alone();
+                    return Ok(Command::FlushRuleset(start.to(what.span)));
+                }
+                if !matches!(
+                    what.name.as_str(),
+                    "table" | "chain" | "set" | "map" | "rule" | "element"
+                ) {
+                    return Err(Diagnostic::error(
+                        what.span,
+                        format!(
+                            "expected ruleset, table, chain, set, map, rule or element, found '{}'",
+                            what.name
+                        ),
+                    ));
+                }
+                let family = self.opt_family();
+                let table = self.ident("a table name")?;
+                let name = if what.name != "table" && !self.at_rule_end() {
+                    Some(self.ident("a name")?)
+                } else {
+                    None
+                };
+                let mut handle = None;
+                let mut elements = Vec::new();
+                if self.eat_word("handle") {
+                    handle = Some(self.val()?);
+                }
+                if matches!(self.peek(), Tok::LBrace) {
+                    elements = self.set_literal()?.0;
+                }
+                let span = start.to(self.prev_span());
+                if w == "flush" {
+                    Ok(Command::Flush {
+                        what,
+                        family,
+                        table,
+                        name,
+                        span,
+                    })
+                } else {
+                    Ok(Command::Delete {
+                        what,
+                        family,
+                        table,
+                        name,
+                        handle,
+                        elements,
+                        span,
+                    })
+                }
+            }
+            _ => Err(
+                Diagnostic::error(start, format!("expected a command, found '{w}'"))
+                    .note("commands: table, add, create, insert, delete, flush, define, include"),
+            ),
+        }
+    }
+
+    fn opt_family_alone(&mut self) -> Option<Ident> {
+        if let Some(w) = self.peek_word() {
+            if is_family(w) {
+                return self.ident("a family").ok();
+            }
+        }
+        None
+    }
+
+    fn table(&mut self, start: Span) -> PResult<Command> {
+        let family = self.opt_family();
+        let name = self.ident("a table name")?;
+        let mut items = Vec::new();
+        if matches!(self.peek(), Tok::LBrace) {
+            self.bump();
+            loop {
+                self.skip_newlines();
+                match self.peek() {
+                    Tok::RBrace => {
+                        self.bump();
+                        break;
+                    }
+                    Tok::Eof => {
+                        return Err(Diagnostic::error(
+                            name.span,
+                            format!("table {} is not closed", name.name),
+                        )
+                        .note("expected '}' before the end of the file"))
+                    }
+                    _ => {}
+                }
+                match self.table_item() {
+                    Ok(Some(it)) => items.push(it),
+                    Ok(None) => {}
+                    Err(d) => {
+                        self.report(d);
+                        self.recover();
+                    }
+                }
+                if self.diags.len() >= MAX_ERRORS {
+                    break;
+                }
+            }
+        }
+        Ok(Command::Table {
+            family,
+            name,
+            items,
+            span: start.to(self.prev_span()),
+        })
+    }
+
+    fn table_item(&mut self) -> PResult<Option<TableItem>> {
+        let start = self.span();
+        let kw = self.ident("chain, set, map, flowtable, counter or quota")?;
+        match kw.name.as_str() {
+            "chain" => {
+                let name = self.ident("a chain name")?;
+                Ok(Some(TableItem::Chain(self.chain_body(name, start)?)))
+            }
+            "set" | "map" => {
+                let name = self.ident("a set name")?;
+                Ok(Some(TableItem::Set(self.set_body(
+                    name,
+                    kw.name == "map",
+                    start,
+                )?)))
+            }
+            "flowtable" => {
+                let name = self.ident("a flowtable name")?;
+                Ok(Some(TableItem::Flowtable(
+                    self.flowtable_body(name, start)?,
+                )))
+            }
+            "counter" | "quota" | "limit" => {
+                let name = self.ident("a name")?;
+                let mut body = Vec::new();
+                if matches!(self.peek(), Tok::LBrace) {
+                    self.bump();
+                    loop {
+                        match self.peek() {
+                            Tok::RBrace => {
+                                self.bump();
+                                break;
+                            }
+                            Tok::Eof => return Err(self.err_expected("'}'")),
+                            Tok::Newline | Tok::Semi => {
+                                self.bump();
+                            }
+                            _ => body.push(self.val()?),
+                        }
+                    }
+                }
+                Ok(Some(TableItem::Obj(ObjDecl {
+                    kind: kw,
+                    name,
+                    body,
+                    span: start.to(self.prev_span()),
+                })))
+            }
+            "flags" | "comment" => {
+                // table flags / comment: accepted and ignored
+                while !self.at_rule_end() {
+                    self.bump();
+                }
+                Ok(None)
+            }
+            _ => Err(Diagnostic::error(
+                kw.span,
+                format!(
+                    "expected chain, set, map, flowtable, counter or quota, found '{}'",
+                    kw.name
+                ),
+            )),
+        }
+    }
+
+    fn chain_body(&mut self, name: Ident, start: Span) -> PResult<ChainDecl> {
+        self.expect(Tok::LBrace, "'{' after the chain name")?;
+        let mut hook = None;
+        let mut policy = None;
+        let mut rules = Vec::new();
+        loop {
+            self.skip_newlines();
+            match self.peek() {
+                Tok::RBrace => {
+                    self.bump();
+                    break;
+                }
+                Tok::Eof => {
+                    return Err(Diagnostic::error(
+                        name.span,
+                        format!("chain {} is not closed", name.name),
+                    )
+                    .note("expected '}' before the end of the file"))
+                }
+                _ => {}
+            }
+            let res: PResult<()> = (|| {
+                if self.is_word("type") {
+                    let s = self.bump().span;
+                    let ty = self.ident("a chain type (filter, nat, route)")?;
+                    if !self.eat_word("hook") {
+                        return Err(self.err_expected("'hook'"));
+                    }
+                    let h = self.ident("a hook name")?;
+                    let mut device = None;
+                    if self.eat_word("device") || self.eat_word("devices") {
+                        self.eat(&Tok::Eq);
+                        device = Some(self.val()?);
+                    }
+                    if !self.eat_word("priority") {
+                        return Err(self.err_expected("'priority'"));
+                    }
+                    let mut prio = Vec::new();
+                    while !self.at_rule_end() {
+                        prio.push(self.val_atom()?);
+                    }
+                    if prio.is_empty() {
+                        return Err(self.err_expected("a priority"));
+                    }
+                    hook = Some(HookSpec {
+                        ty,
+                        hook: h,
+                        device,
+                        priority: prio,
+                        span: s.to(self.prev_span()),
+                    });
+                } else if self.is_word("policy") {
+                    self.bump();
+                    policy = Some(self.ident("accept or drop")?);
+                } else if self.is_word("comment") && matches!(self.peek_at(1), Tok::Str(_)) {
+                    self.bump();
+                    self.bump();
+                } else if self.is_word("devices") || self.is_word("device") {
+                    self.bump();
+                    self.eat(&Tok::Eq);
+                    let _ = self.val()?;
+                } else {
+                    rules.push(self.rule()?);
+                }
+                if !self.at_rule_end() {
+                    return Err(self.err_expected("end of line or ';'"));
+                }
+                Ok(())
+            })();
+            if let Err(d) = res {
+                self.report(d);
+                self.recover();
+            }
+            if self.diags.len() >= MAX_ERRORS {
+                break;
+            }
+        }
+        Ok(ChainDecl {
+            name,
+            hook,
+            policy,
+            rules,
+            span: start.to(self.prev_span()),
+        })
+    }
+
+    fn set_body(&mut self, name: Ident, is_map: bool, start: Span) -> PResult<SetDecl> {
+        let mut d = SetDecl {
+            name,
+            is_map,
+            key_types: vec![],
+            key_typeof: vec![],
+            data_types: vec![],
+            data_typeof: vec![],
+            flags: vec![],
+            elements: vec![],
+            timeout: None,
+            size: None,
+            policy: None,
+            counter: false,
+            span: start,
+        };
+        self.expect(Tok::LBrace, "'{' after the set name")?;
+        loop {
+            self.skip_newlines();
+            if matches!(self.peek(), Tok::RBrace) {
+                self.bump();
+                break;
+            }
+            if matches!(self.peek(), Tok::Eof) {
+                return Err(self.err_expected("'}'"));
+            }
+            let kw = self.ident("type, typeof, flags, elements, timeout, size or policy")?;
+            match kw.name.as_str() {
+                "type" => {
+                    d.key_types = self.type_concat()?;
+                    if self.eat(&Tok::Colon) {
+                        d.data_types = self.type_concat()?;
+                    }
+                }
+                "typeof" => {
+                    d.key_typeof = self.typeof_concat()?;
+                    if self.eat(&Tok::Colon) {
+                        if self.is_word("verdict") {
+                            d.data_types = vec![self.ident("verdict")?];
+                        } else {
+                            d.data_typeof = self.typeof_concat()?;
+                        }
+                    }
+                }
+                "flags" => loop {
+                    d.flags.push(self.ident("a set flag")?);
+                    if !self.eat(&Tok::Comma) {
+                        break;
+                    }
+                },
+                "elements" => {
+                    self.expect(Tok::Eq, "'=' after elements")?;
+                    let (e, _) = self.set_literal()?;
+                    d.elements.extend(e);
+                }
+                "timeout" => d.timeout = Some(self.val()?),
+                "size" => d.size = Some(self.val()?),
+                "policy" => d.policy = Some(self.ident("performance or memory")?),
+                "counter" => d.counter = true,
+                "comment" | "gc-interval" => {
+                    self.val()?;
+                }
+                "auto-merge" => {}
+                _ => {
+                    return Err(Diagnostic::error(
+                        kw.span,
+                        format!("unknown set property '{}'", kw.name),
+                    )
+                    .note("expected one of: type, typeof, flags, elements, timeout, size, policy, counter, comment"))
+                }
+            }
+        }
+        d.span = start.to(self.prev_span());
+        Ok(d)
+    }
+
+    fn type_concat(&mut self) -> PResult<Vec<Ident>> {
+        let mut v = vec![self.ident("a type name")?];
+        while self.is_word(".") {
+            self.bump();
+            v.push(self.ident("a type name")?);
+        }
+        Ok(v)
+    }
+
+    fn typeof_concat(&mut self) -> PResult<Vec<Expr>> {
+        let mut v = vec![self.selector()?];
+        while self.is_word(".") {
+            self.bump();
+            v.push(self.selector()?);
+        }
+        Ok(v)
+    }
+
+    fn flowtable_body(&mut self, name: Ident, start: Span) -> PResult<FlowtableDecl> {
+        let mut ft = FlowtableDecl {
+            name,
+            hook: None,
+            priority: vec![],
+            devices: vec![],
+            span: start,
+        };
+        self.expect(Tok::LBrace, "'{' after the flowtable name")?;
+        loop {
+            self.skip_newlines();
+            if matches!(self.peek(), Tok::RBrace) {
+                self.bump();
+                break;
+            }
+            if matches!(self.peek(), Tok::Eof) {
+                return Err(self.err_expected("'}'"));
+            }
+            let kw = self.ident("hook, devices, counter or flags")?;
+            match kw.name.as_str() {
+                "hook" => {
+                    ft.hook = Some(self.ident("ingress")?);
+                    if self.eat_word("priority") {
+                        while !self.at_rule_end() {
+                            ft.priority.push(self.val_atom()?);
+                        }
+                    }
+                }
+                "devices" => {
+                    self.expect(Tok::Eq, "'=' after devices")?;
+                    if matches!(self.peek(), Tok::LBrace) {
+                        let (els, _) = self.set_literal()?;
+                        ft.devices.extend(els.into_iter().map(|e| e.key));
+                    } else {
+                        ft.devices.push(self.val()?);
+                    }
+                }
+                "counter" => {}
+                "flags" => {
+                    self.ident("offload")?;
+                }
+                _ => {
+                    return Err(Diagnostic::error(
+                        kw.span,
+                        format!("unknown flowtable property '{}'", kw.name),
+                    )
+                    .note("expected one of: hook, devices, counter, flags"))
+                }
+            }
+        }
+        ft.span = start.to(self.prev_span());
+        Ok(ft)
+    }
+}

@@ -1,0 +1,153 @@
+//! Expressions: selectors, hash and number generators (`jhash`, `symhash`, `numgen`), binary
+//! operators and the value expressions of `set` and `to`.
+
+use super::{PResult, Parser, EXPR_HEADS};
+use crate::ast::*;
+use crate::lexer::Tok;
+
+impl Parser {
+    /// A selector: the protocol word and its field words.
+    pub(super) fn selector(&mut self) -> PResult<Expr> {
+        let head = self.ident("a selector")?;
+        let mut words = vec![head.clone()];
+        match head.name.as_str() {
+            "iifname" | "oifname" | "iif" | "oif" | "mark" | "l4proto" | "nfproto" | "pkttype"
+            | "priority" | "length" | "protocol" => {}
+            "ct" => {
+                let w = self.ident("a ct key (state, mark, status, original, reply, ...)")?;
+                let dir = matches!(w.name.as_str(), "original" | "reply");
+                words.push(w);
+                if dir {
+                    words.push(self.ident("a ct key")?);
+                }
+            }
+            _ => {
+                words.push(self.ident(&format!("a {} field", head.name))?);
+            }
+        }
+        let span = head.span.to(self.prev_span());
+        Ok(Expr::Selector(words, span))
+    }
+
+    /// A primary expression: selector or generator, then binary operators and concatenations.
+    pub(super) fn expr(&mut self) -> PResult<Expr> {
+        let start = self.span();
+        let mut parts = vec![self.binop_expr()?];
+        while self.is_word(".") {
+            self.bump();
+            parts.push(self.binop_expr()?);
+        }
+        let e = if parts.len() == 1 {
+            parts.pop().unwrap()
+        } else {
+            Expr::Concat(parts, start.to(self.prev_span()))
+        };
+        if self.is_word("map") {
+            self.bump();
+            let m = self.set_ref()?;
+            return Ok(Expr::Map(Box::new(e), m, start.to(self.prev_span())));
+        }
+        Ok(e)
+    }
+
+    fn binop_expr(&mut self) -> PResult<Expr> {
+        let start = self.span();
+        let mut e = self.primary()?;
+        loop {
+            let op = match self.peek() {
+                Tok::Amp => BinOp::And,
+                Tok::Pipe => BinOp::Or,
+                Tok::Caret => BinOp::Xor,
+                Tok::Shl => BinOp::Shl,
+                Tok::Shr => BinOp::Shr,
+                _ => break,
+            };
+            self.bump();
+            let v = self.val_atom()?;
+            e = Expr::Binop(op, Box::new(e), v, start.to(self.prev_span()));
+        }
+        Ok(e)
+    }
+
+    fn primary(&mut self) -> PResult<Expr> {
+        let start = self.span();
+        match self.peek_word() {
+            Some("jhash") | Some("symhash") => {
+                let kind = self.ident("")?;
+                let key = if kind.name == "jhash" {
+                    Some(Box::new(self.hash_key()?))
+                } else {
+                    None
+                };
+                if !self.eat_word("mod") {
+                    return Err(self.err_expected("'mod'"));
+                }
+                let modulus = self.val_atom()?;
+                let mut seed = None;
+                let mut offset = None;
+                loop {
+                    if self.eat_word("seed") {
+                        seed = Some(self.val_atom()?);
+                    } else if self.eat_word("offset") {
+                        offset = Some(self.val_atom()?);
+                    } else {
+                        break;
+                    }
+                }
+                Ok(Expr::Hash {
+                    kind,
+                    key,
+                    modulus,
+                    seed,
+                    offset,
+                    span: start.to(self.prev_span()),
+                })
+            }
+            Some("numgen") => {
+                self.bump();
+                let mode = self.ident("inc or random")?;
+                if !self.eat_word("mod") {
+                    return Err(self.err_expected("'mod'"));
+                }
+                let modulus = self.val_atom()?;
+                let offset = if self.eat_word("offset") {
+                    Some(self.val_atom()?)
+                } else {
+                    None
+                };
+                Ok(Expr::Numgen {
+                    mode,
+                    modulus,
+                    offset,
+                    span: start.to(self.prev_span()),
+                })
+            }
+            Some(w) if EXPR_HEADS.contains(&w) => self.selector(),
+            _ => Err(self.err_expected("a selector (ip saddr, tcp dport, meta mark, ...)")),
+        }
+    }
+
+    /// The key of `jhash`: selectors joined by `.` (no `map` suffix).
+    fn hash_key(&mut self) -> PResult<Expr> {
+        let start = self.span();
+        let mut parts = vec![self.selector()?];
+        while self.is_word(".") {
+            self.bump();
+            parts.push(self.selector()?);
+        }
+        Ok(if parts.len() == 1 {
+            parts.pop().unwrap()
+        } else {
+            Expr::Concat(parts, start.to(self.prev_span()))
+        })
+    }
+
+    /// A value-producing expression (after `set` or `to`): a selector expression, a generator,
+    /// a map lookup or a constant.
+    pub(super) fn value_expr(&mut self) -> PResult<Expr> {
+        match self.peek_word() {
+            Some(w) if EXPR_HEADS.contains(&w) => self.expr(),
+            _ => Ok(Expr::Const(self.val()?)),
+        }
+    }
+}

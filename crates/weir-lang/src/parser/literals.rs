@@ -1,0 +1,184 @@
+//! Values: set literals and their elements, and the values of matches (concatenations, ranges,
+//! prefixes and masks, flag lists).
+
+use super::{PResult, Parser};
+use crate::ast::*;
+use crate::diag::Diagnostic;
+use crate::lexer::Tok;
+use crate::source::Span;
+
+impl Parser {
+    /// `{ elem, elem, ... }` with newlines allowed; nested sets (from defines) are flattened.
+    pub(super) fn set_literal(&mut self) -> PResult<(Vec<Elem>, Span)> {
+        let open = self.expect(Tok::LBrace, "'{'")?;
+        let mut elems = Vec::new();
+        loop {
+            while matches!(self.peek(), Tok::Newline) {
+                self.bump();
+            }
+            match self.peek() {
+                Tok::RBrace => {
+                    let close = self.bump().span;
+                    return Ok((elems, open.to(close)));
+                }
+                Tok::Eof => {
+                    return Err(Diagnostic::error(open, "set is not closed").note("expected '}'"))
+                }
+                Tok::LBrace => {
+                    let (inner, _) = self.set_literal()?;
+                    elems.extend(inner);
+                }
+                _ => elems.push(self.elem()?),
+            }
+            while matches!(self.peek(), Tok::Newline) {
+                self.bump();
+            }
+            match self.peek() {
+                Tok::Comma => {
+                    self.bump();
+                }
+                Tok::RBrace => {}
+                _ => return Err(self.err_expected("',' or '}' in the set")),
+            }
+        }
+    }
+
+    fn elem(&mut self) -> PResult<Elem> {
+        let start = self.span();
+        let key = self.val()?;
+        let mut data = None;
+        let mut options = Vec::new();
+        loop {
+            match self.peek_word() {
+                Some("timeout") | Some("expires") | Some("comment") => {
+                    let k = self.ident("")?;
+                    let v = self.val()?;
+                    options.push((k, Some(v)));
+                }
+                Some("counter") => {
+                    let k = self.ident("")?;
+                    let mut parts = Vec::new();
+                    while self.is_word("packets") || self.is_word("bytes") {
+                        self.bump();
+                        parts.push(self.val()?);
+                    }
+                    options.push((k, None));
+                }
+                _ => break,
+            }
+        }
+        if self.eat(&Tok::Colon) {
+            data = Some(match self.peek_word() {
+                Some("accept" | "drop" | "continue" | "return" | "jump" | "goto") => {
+                    MapData::Verdict(self.verdict()?)
+                }
+                _ => MapData::Value(self.val()?),
+            });
+        }
+        Ok(Elem {
+            key,
+            data,
+            options,
+            span: start.to(self.prev_span()),
+        })
+    }
+
+    /// A value: atoms joined by `.` (concatenation), spaced `-` (range) and `/` (prefix or
+    /// mask), or a set literal. Inside sets a `,` separates elements; on the right of a match
+    /// (`flags` true) a comma list is a list of flags (`syn,ack`).
+    pub(super) fn val(&mut self) -> PResult<Val> {
+        self.val_concat(false)
+    }
+
+    pub(super) fn rhs_val(&mut self) -> PResult<Val> {
+        self.val_concat(true)
+    }
+
+    fn val_concat(&mut self, flags: bool) -> PResult<Val> {
+        let start = self.span();
+        let mut parts = vec![self.val_range(flags)?];
+        while self.is_word(".") {
+            self.bump();
+            parts.push(self.val_range(flags)?);
+        }
+        Ok(if parts.len() == 1 {
+            parts.pop().unwrap()
+        } else {
+            Val::Concat(parts, start.to(self.prev_span()))
+        })
+    }
+
+    pub(super) fn val_range(&mut self, flags: bool) -> PResult<Val> {
+        let a = if flags {
+            self.val_flags()?
+        } else {
+            self.val_atom()?
+        };
+        if self.is_word("-") {
+            self.bump();
+            let b = self.val_atom()?;
+            return Ok(Val::Range(Box::new(a), Box::new(b)));
+        }
+        if self.is_word("/") {
+            self.bump();
+            let b = self.val_flags()?;
+            return Ok(Val::Prefix(Box::new(a), Box::new(b)));
+        }
+        Ok(a)
+    }
+
+    /// A single value or a comma list of flags (`syn,ack`).
+    pub(super) fn val_flags(&mut self) -> PResult<Val> {
+        let start = self.span();
+        let first = self.val_atom()?;
+        if !matches!(self.peek(), Tok::Comma) {
+            return Ok(first);
+        }
+        let mut v = vec![first];
+        while matches!(self.peek(), Tok::Comma) && matches!(self.peek_at(1), Tok::Word(_)) {
+            self.bump();
+            v.push(self.val_atom()?);
+        }
+        Ok(Val::List(v, start.to(self.prev_span())))
+    }
+
+    pub(super) fn val_atom(&mut self) -> PResult<Val> {
+        match self.peek().clone() {
+            Tok::Word(w) => {
+                let s = self.bump().span;
+                Ok(Val::Word(w, s))
+            }
+            Tok::Str(w) => {
+                let s = self.bump().span;
+                Ok(Val::Str(w, s))
+            }
+            Tok::LBrace => {
+                let (e, s) = self.set_literal()?;
+                Ok(Val::Set(e, s))
+            }
+            Tok::LParen => {
+                // ( a | b | c ): a union of flags
+                let open = self.bump().span;
+                let mut v = vec![self.val_atom()?];
+                while self.eat(&Tok::Pipe) || self.eat(&Tok::Comma) {
+                    v.push(self.val_atom()?);
+                }
+                let close = self.expect(Tok::RParen, "')'")?;
+                Ok(if v.len() == 1 {
+                    v.pop().unwrap()
+                } else {
+                    Val::List(v, open.to(close))
+                })
+            }
+            Tok::LBracket => {
+                // [2001:db8::1]:80 or [2001:db8::1]
+                let open = self.bump().span;
+                let addr = self.val_atom()?;
+                let close = self.expect(Tok::RBracket, "']'")?;
+                let _ = open.to(close);
+                Ok(addr)
+            }
+            _ => Err(self.err_expected("a value")),
+        }
+    }
+}

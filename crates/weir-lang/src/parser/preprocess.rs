@@ -1,0 +1,242 @@
+//! The preprocessor: `include "file"` and `define NAME = value` are expanded on the token
+//! stream (`$NAME` splices the defined tokens) before the grammar sees it; and tokens back to text.
+
+use super::MAX_INCLUDE_DEPTH;
+use crate::diag::Diagnostic;
+use crate::lexer::{lex, Tok, Token};
+use crate::source::{SourceMap, Span};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+pub(super) struct Preprocessor<'a> {
+    pub(super) sources: &'a mut SourceMap,
+    pub(super) defines: HashMap<String, Vec<Token>>,
+    pub(super) diags: Vec<Diagnostic>,
+}
+
+impl Preprocessor<'_> {
+    pub(super) fn expand_file(&mut self, file: u32, depth: usize, out: &mut Vec<Token>) {
+        let text = self.sources.file(file).text.clone();
+        let (toks, diags) = lex(file, &text);
+        self.diags.extend(diags);
+        let mut i = 0;
+        let at_line_start = |out: &Vec<Token>| {
+            matches!(
+                out.last().map(|t| &t.tok),
+                None | Some(Tok::Newline) | Some(Tok::Semi) | Some(Tok::LBrace) | Some(Tok::RBrace)
+            )
+        };
+        while i < toks.len() {
+            let t = &toks[i];
+            match &t.tok {
+                Tok::Eof => break,
+                Tok::Word(w) if w == "include" && at_line_start(out) => {
+                    match toks.get(i + 1).map(|t| &t.tok) {
+                        Some(Tok::Str(name)) => {
+                            let span = t.span.to(toks[i + 1].span);
+                            self.include(file, name, span, depth, out);
+                            i += 2;
+                        }
+                        _ => {
+                            self.diags.push(
+                                Diagnostic::error(t.span, "include needs a file name")
+                                    .note("expected: include \"file.nft\""),
+                            );
+                            i += 1;
+                        }
+                    }
+                }
+                Tok::Word(w) if (w == "define" || w == "redefine") && at_line_start(out) => {
+                    i = self.define(&toks, i);
+                }
+                Tok::Word(w) if w == "undefine" && at_line_start(out) => {
+                    if let Some(Token {
+                        tok: Tok::Word(n), ..
+                    }) = toks.get(i + 1)
+                    {
+                        self.defines.remove(n);
+                    }
+                    i += 2;
+                }
+                Tok::Var(name) => {
+                    match self.defines.get(name) {
+                        Some(body) => out.extend(body.iter().cloned()),
+                        None => {
+                            self.diags.push(
+                                Diagnostic::error(t.span, format!("undefined variable '${name}'"))
+                                    .note("define it first: define NAME = value"),
+                            );
+                            // keep a placeholder so the parser can go on
+                            out.push(Token {
+                                tok: Tok::Word(format!("${name}")),
+                                span: t.span,
+                            });
+                        }
+                    }
+                    i += 1;
+                }
+                _ => {
+                    out.push(t.clone());
+                    i += 1;
+                }
+            }
+        }
+        out.push(Token {
+            tok: Tok::Newline,
+            span: toks.last().map(|t| t.span).unwrap_or_default(),
+        });
+        if depth == 0 {
+            out.push(toks.last().cloned().unwrap_or(Token {
+                tok: Tok::Eof,
+                span: Span::new(file, 0, 0),
+            }));
+        }
+    }
+
+    fn include(&mut self, from: u32, name: &str, span: Span, depth: usize, out: &mut Vec<Token>) {
+        if depth >= MAX_INCLUDE_DEPTH {
+            self.diags.push(Diagnostic::error(
+                span,
+                format!("includes nested deeper than {MAX_INCLUDE_DEPTH} (an include loop?)"),
+            ));
+            return;
+        }
+        let base: PathBuf = self
+            .sources
+            .file(from)
+            .path
+            .as_ref()
+            .and_then(|p| p.parent().map(|d| d.to_path_buf()))
+            .unwrap_or_else(|| PathBuf::from("."));
+        let path = if Path::new(name).is_absolute() {
+            PathBuf::from(name)
+        } else {
+            base.join(name)
+        };
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                let id = self
+                    .sources
+                    .add(path.display().to_string(), Some(&path), text);
+                self.expand_file(id, depth + 1, out);
+            }
+            Err(e) => self.diags.push(Diagnostic::error(
+                span,
+                format!("cannot include {}: {e}", path.display()),
+            )),
+        }
+    }
+
+    /// `define NAME = tokens...` up to the end of the line (braces may span lines).
+    fn define(&mut self, toks: &[Token], start: usize) -> usize {
+        let mut i = start + 1;
+        let name = match toks.get(i) {
+            Some(Token {
+                tok: Tok::Word(n), ..
+            }) => n.clone(),
+            _ => {
+                self.diags.push(
+                    Diagnostic::error(toks[start].span, "define needs a name")
+                        .note("expected: define NAME = value"),
+                );
+                return skip_line(toks, i);
+            }
+        };
+        i += 1;
+        if !matches!(toks.get(i).map(|t| &t.tok), Some(Tok::Eq)) {
+            let sp = toks.get(i).map(|t| t.span).unwrap_or(toks[start].span);
+            self.diags.push(
+                Diagnostic::error(sp, format!("expected '=' after define {name}"))
+                    .note("expected: define NAME = value"),
+            );
+            return skip_line(toks, i);
+        }
+        i += 1;
+        let mut body = Vec::new();
+        let mut depth = 0i32;
+        while i < toks.len() {
+            match &toks[i].tok {
+                Tok::Eof => break,
+                Tok::Newline | Tok::Semi if depth <= 0 => break,
+                Tok::Newline => {
+                    i += 1;
+                    continue;
+                }
+                Tok::LBrace => depth += 1,
+                Tok::RBrace => depth -= 1,
+                _ => {}
+            }
+            if let Tok::Var(v) = &toks[i].tok {
+                match self.defines.get(v) {
+                    Some(b) => body.extend(b.iter().cloned()),
+                    None => self.diags.push(Diagnostic::error(
+                        toks[i].span,
+                        format!("undefined variable '${v}'"),
+                    )),
+                }
+            } else {
+                body.push(toks[i].clone());
+            }
+            i += 1;
+        }
+        if body.is_empty() {
+            self.diags.push(Diagnostic::error(
+                toks[start].span,
+                format!("define {name} has no value"),
+            ));
+        }
+        self.defines.insert(name, body);
+        i
+    }
+}
+
+/// Tokens back to text, one space between them (none before ',' and ')', none after '(').
+pub fn tokens_text(toks: &[Token]) -> String {
+    let mut s = String::new();
+    let mut prev_open = true;
+    for t in toks {
+        let piece = match &t.tok {
+            Tok::Word(w) => w.clone(),
+            Tok::Str(x) => format!("\"{x}\""),
+            Tok::Var(v) => format!("${v}"),
+            Tok::At(v) => format!("@{v}"),
+            Tok::LBrace => "{".into(),
+            Tok::RBrace => "}".into(),
+            Tok::LParen => "(".into(),
+            Tok::RParen => ")".into(),
+            Tok::LBracket => "[".into(),
+            Tok::RBracket => "]".into(),
+            Tok::Semi => ";".into(),
+            Tok::Newline | Tok::Eof => continue,
+            Tok::Comma => ",".into(),
+            Tok::Colon => ":".into(),
+            Tok::Eq => "=".into(),
+            Tok::EqEq => "==".into(),
+            Tok::Ne => "!=".into(),
+            Tok::Lt => "<".into(),
+            Tok::Gt => ">".into(),
+            Tok::Le => "<=".into(),
+            Tok::Ge => ">=".into(),
+            Tok::Amp => "&".into(),
+            Tok::Pipe => "|".into(),
+            Tok::Caret => "^".into(),
+            Tok::Bang => "!".into(),
+            Tok::Shl => "<<".into(),
+            Tok::Shr => ">>".into(),
+        };
+        let glue = matches!(t.tok, Tok::Comma | Tok::RParen | Tok::RBracket);
+        if !s.is_empty() && !glue && !prev_open {
+            s.push(' ');
+        }
+        prev_open = matches!(t.tok, Tok::LParen | Tok::LBracket);
+        s.push_str(&piece);
+    }
+    s
+}
+
+fn skip_line(toks: &[Token], mut i: usize) -> usize {
+    while i < toks.len() && !matches!(toks[i].tok, Tok::Newline | Tok::Semi | Tok::Eof) {
+        i += 1;
+    }
+    i
+}

@@ -1,0 +1,148 @@
+//! Rules and their items: matches, assignments (`set`), verdict maps, set references and
+//! verdicts.
+
+use super::preprocess::tokens_text;
+use super::{PResult, Parser, EXPR_HEADS, STMT_HEADS};
+use crate::ast::*;
+use crate::diag::Diagnostic;
+use crate::lexer::Tok;
+
+impl Parser {
+    pub(super) fn verdict(&mut self) -> PResult<VerdictAst> {
+        let kw = self.ident("a verdict")?;
+        Ok(match kw.name.as_str() {
+            "accept" => VerdictAst::Accept(kw.span),
+            "drop" => VerdictAst::Drop(kw.span),
+            "continue" => VerdictAst::Continue(kw.span),
+            "return" => VerdictAst::Return(kw.span),
+            "jump" | "goto" => {
+                let target = self.ident("a chain name")?;
+                let sp = kw.span.to(target.span);
+                if kw.name == "jump" {
+                    VerdictAst::Jump(target, sp)
+                } else {
+                    VerdictAst::Goto(target, sp)
+                }
+            }
+            _ => {
+                return Err(Diagnostic::error(
+                    kw.span,
+                    format!("expected a verdict, found '{}'", kw.name),
+                )
+                .note("verdicts: accept, drop, continue, return, jump CHAIN, goto CHAIN"))
+            }
+        })
+    }
+
+    pub(super) fn rule(&mut self) -> PResult<Rule> {
+        let start = self.span();
+        let first = self.pos;
+        let mut items = Vec::new();
+        while !self.at_rule_end() {
+            items.push(self.item()?);
+        }
+        Ok(Rule {
+            items,
+            span: start.to(self.prev_span()),
+            text: tokens_text(&self.toks[first..self.pos]),
+        })
+    }
+
+    pub(super) fn item(&mut self) -> PResult<Item> {
+        let start = self.span();
+        let w = match self.peek() {
+            Tok::Word(w) => w.clone(),
+            _ => return Err(self.err_expected("a match or a statement")),
+        };
+        if STMT_HEADS.contains(&w.as_str()) {
+            return self.statement(&w, start);
+        }
+        if !EXPR_HEADS.contains(&w.as_str()) {
+            return Err(Diagnostic::error(
+                start,
+                format!("expected a match or a statement, found '{w}'"),
+            )
+            .note("a match starts with a selector (ip, ip6, tcp, udp, th, icmp, icmpv6, meta, ct, iifname, oifname, mark, ...); a statement is accept, drop, counter, log, limit, reject, jump, snat, dnat, ..."));
+        }
+        let lhs = self.expr()?;
+        if let Expr::Selector(ws, sp) = &lhs {
+            if ws.len() == 2 && ws[0].name == "ct" && ws[1].name == "count" {
+                let over = self.eat_word("over");
+                let op_span = self.prev_span();
+                let v = self.val_atom()?;
+                return Ok(Item::Match {
+                    lhs: lhs.clone(),
+                    op: Some((if over { CmpOp::Gt } else { CmpOp::Le }, op_span)),
+                    rhs: Rhs::Val(v),
+                    span: sp.to(self.prev_span()),
+                });
+            }
+        }
+        if self.eat_word("set") {
+            let value = self.value_expr()?;
+            return Ok(Item::Assign {
+                target: lhs,
+                value,
+                span: start.to(self.prev_span()),
+            });
+        }
+        if self.eat_word("vmap") {
+            let map = self.set_ref()?;
+            return Ok(Item::Vmap {
+                key: lhs,
+                map,
+                span: start.to(self.prev_span()),
+            });
+        }
+        let op = match self.peek() {
+            Tok::EqEq => Some(CmpOp::Eq),
+            Tok::Ne => Some(CmpOp::Ne),
+            Tok::Lt => Some(CmpOp::Lt),
+            Tok::Gt => Some(CmpOp::Gt),
+            Tok::Le => Some(CmpOp::Le),
+            Tok::Ge => Some(CmpOp::Ge),
+            Tok::Word(w) => match w.as_str() {
+                "eq" => Some(CmpOp::Eq),
+                "ne" => Some(CmpOp::Ne),
+                "lt" => Some(CmpOp::Lt),
+                "gt" => Some(CmpOp::Gt),
+                "le" => Some(CmpOp::Le),
+                "ge" => Some(CmpOp::Ge),
+                _ => None,
+            },
+            _ => None,
+        };
+        let op = op.map(|o| (o, self.bump().span));
+        if self.at_rule_end() {
+            return Err(Diagnostic::error(
+                lhs.span(),
+                "a selector needs a value to compare with",
+            )
+            .note("for example: ip saddr 198.18.0.0/15, tcp dport { 22, 80 }, ct state established,related"));
+        }
+        let rhs = match self.peek() {
+            Tok::LBrace | Tok::At(_) => Rhs::Set(self.set_ref()?),
+            _ => Rhs::Val(self.rhs_val()?),
+        };
+        Ok(Item::Match {
+            lhs,
+            op,
+            rhs,
+            span: start.to(self.prev_span()),
+        })
+    }
+
+    pub(super) fn set_ref(&mut self) -> PResult<SetRef> {
+        match self.peek().clone() {
+            Tok::At(name) => {
+                let s = self.bump().span;
+                Ok(SetRef::Named(Ident { name, span: s }))
+            }
+            Tok::LBrace => {
+                let (e, s) = self.set_literal()?;
+                Ok(SetRef::Anon(e, s))
+            }
+            _ => Err(self.err_expected("a set: '@name' or '{ ... }'")),
+        }
+    }
+}

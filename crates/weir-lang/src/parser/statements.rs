@@ -1,0 +1,260 @@
+//! Statements: verdicts, `counter`, `log`, `limit`, `quota`, `reject`, NAT, `notrack`, `flow`,
+//! set updates and `comment`.
+
+use super::{PResult, Parser, EXPR_HEADS, STMT_HEADS};
+use crate::ast::*;
+use crate::lexer::Tok;
+use crate::source::Span;
+
+impl Parser {
+    pub(super) fn statement(&mut self, w: &str, start: Span) -> PResult<Item> {
+        match w {
+            "accept" | "drop" | "continue" | "return" | "jump" | "goto" => {
+                Ok(Item::Verdict(self.verdict()?))
+            }
+            "counter" => {
+                self.bump();
+                let mut name = None;
+                let mut packets = None;
+                let mut bytes = None;
+                loop {
+                    if self.eat_word("name") {
+                        name = Some(self.val_atom()?);
+                    } else if self.eat_word("packets") {
+                        packets = Some(self.val_atom()?);
+                    } else if self.eat_word("bytes") {
+                        bytes = Some(self.val_atom()?);
+                    } else {
+                        break;
+                    }
+                }
+                Ok(Item::Counter {
+                    name,
+                    packets,
+                    bytes,
+                    span: start.to(self.prev_span()),
+                })
+            }
+            "log" => {
+                self.bump();
+                let mut options = Vec::new();
+                loop {
+                    match self.peek_word() {
+                        Some("prefix" | "level" | "group" | "snaplen" | "queue-threshold") => {
+                            let k = self.ident("")?;
+                            let v = self.val_atom()?;
+                            options.push((k, Some(v)));
+                        }
+                        Some("flags") => {
+                            let k = self.ident("")?;
+                            let v = self.val_flags()?;
+                            options.push((k, Some(v)));
+                        }
+                        _ => break,
+                    }
+                }
+                Ok(Item::Log {
+                    options,
+                    span: start.to(self.prev_span()),
+                })
+            }
+            "limit" => {
+                self.bump();
+                if !self.eat_word("rate") {
+                    return Err(self.err_expected("'rate'"));
+                }
+                let over = self.eat_word("over");
+                self.eat_word("until");
+                let mut rate = Vec::new();
+                while let Some(w) = self.peek_word() {
+                    if w == "burst" || STMT_HEADS.contains(&w) || EXPR_HEADS.contains(&w) {
+                        break;
+                    }
+                    rate.push(self.val_atom()?);
+                }
+                if rate.is_empty() {
+                    return Err(self.err_expected("a rate such as 10/second"));
+                }
+                let burst = if self.eat_word("burst") {
+                    let mut b = vec![self.val_atom()?];
+                    if matches!(self.peek_word(), Some(u) if u.ends_with("bytes") || u == "packets")
+                    {
+                        b.push(self.val_atom()?);
+                    }
+                    Some(b)
+                } else {
+                    None
+                };
+                Ok(Item::Limit {
+                    over,
+                    rate,
+                    burst,
+                    span: start.to(self.prev_span()),
+                })
+            }
+            "quota" => {
+                self.bump();
+                if self.eat_word("name") {
+                    let n = self.val_atom()?;
+                    return Ok(Item::Quota {
+                        over: false,
+                        amount: vec![],
+                        used: None,
+                        name: Some(n),
+                        span: start.to(self.prev_span()),
+                    });
+                }
+                let over = self.eat_word("over");
+                self.eat_word("until");
+                let mut amount = vec![self.val_atom()?];
+                if matches!(self.peek_word(), Some(u) if u.ends_with("bytes")) {
+                    amount.push(self.val_atom()?);
+                }
+                let used = if self.eat_word("used") {
+                    let mut u = vec![self.val_atom()?];
+                    if matches!(self.peek_word(), Some(u) if u.ends_with("bytes")) {
+                        u.push(self.val_atom()?);
+                    }
+                    Some(u)
+                } else {
+                    None
+                };
+                Ok(Item::Quota {
+                    over,
+                    amount,
+                    used,
+                    name: None,
+                    span: start.to(self.prev_span()),
+                })
+            }
+            "reject" => {
+                self.bump();
+                let with = if self.eat_word("with") {
+                    let kind = self.ident("icmp, icmpv6, icmpx or tcp")?;
+                    let v = if kind.name == "tcp" {
+                        if !self.eat_word("reset") {
+                            return Err(self.err_expected("'reset'"));
+                        }
+                        None
+                    } else {
+                        self.eat_word("type");
+                        Some(self.val_atom()?)
+                    };
+                    Some((kind, v))
+                } else {
+                    None
+                };
+                Ok(Item::Reject {
+                    with,
+                    span: start.to(self.prev_span()),
+                })
+            }
+            "snat" | "dnat" | "masquerade" | "redirect" => {
+                let kind = self.ident("")?;
+                let family = if matches!(self.peek_word(), Some("ip" | "ip6"))
+                    && (matches!(self.peek_at(1), Tok::Word(w) if w == "to"))
+                {
+                    Some(self.ident("")?)
+                } else {
+                    None
+                };
+                let mut addr = None;
+                let mut port = None;
+                let has_to = self.eat_word("to");
+                if has_to || matches!(kind.name.as_str(), "snat" | "dnat") {
+                    if matches!(self.peek(), Tok::Colon) {
+                        self.bump();
+                        port = Some(Expr::Const(self.val_range(false)?));
+                    } else if !self.at_rule_end() {
+                        let a = self.value_expr()?;
+                        addr = Some(a);
+                        if self.eat(&Tok::Colon) {
+                            port = Some(self.value_expr()?);
+                        }
+                    }
+                    if addr.is_none() && port.is_none() {
+                        return Err(self.err_expected("an address or :port after 'to'"));
+                    }
+                }
+                let mut flags = Vec::new();
+                while matches!(
+                    self.peek_word(),
+                    Some("random" | "persistent" | "fully-random")
+                ) {
+                    flags.push(self.ident("")?);
+                    self.eat(&Tok::Comma);
+                }
+                Ok(Item::Nat {
+                    kind,
+                    family,
+                    addr,
+                    port,
+                    flags,
+                    span: start.to(self.prev_span()),
+                })
+            }
+            "notrack" => Ok(Item::Notrack(self.bump().span)),
+            "flow" => {
+                self.bump();
+                if !(self.eat_word("add") || self.eat_word("offload")) {
+                    return Err(self.err_expected("'add' or 'offload'"));
+                }
+                match self.peek().clone() {
+                    Tok::At(n) => {
+                        let s = self.bump().span;
+                        Ok(Item::FlowAdd(Ident { name: n, span: s }, start.to(s)))
+                    }
+                    _ => Err(self.err_expected("a flowtable: '@name'")),
+                }
+            }
+            "add" | "update" | "delete" => {
+                let op = self.ident("")?;
+                let set = match self.peek().clone() {
+                    Tok::At(n) => {
+                        let s = self.bump().span;
+                        Ident { name: n, span: s }
+                    }
+                    _ => return Err(self.err_expected("a set: '@name'")),
+                };
+                self.expect(Tok::LBrace, "'{'")?;
+                let key = self.expr()?;
+                let mut timeout = None;
+                let mut stmts = Vec::new();
+                loop {
+                    if self.eat_word("timeout") {
+                        timeout = Some(self.val_atom()?);
+                    } else if matches!(self.peek_word(), Some("limit" | "counter" | "quota")) {
+                        let w = self.peek_word().unwrap().to_string();
+                        let s = self.span();
+                        stmts.push(self.statement(&w, s)?);
+                    } else if self.peek_word() == Some("ct") {
+                        // `ct count [over] N`: a per-element connection limit
+                        stmts.push(self.item()?);
+                    } else {
+                        break;
+                    }
+                }
+                self.expect(Tok::RBrace, "'}'")?;
+                Ok(Item::SetOp {
+                    op,
+                    set,
+                    key,
+                    timeout,
+                    stmts,
+                    span: start.to(self.prev_span()),
+                })
+            }
+            "comment" => {
+                self.bump();
+                match self.peek().clone() {
+                    Tok::Str(s) => {
+                        let sp = self.bump().span;
+                        Ok(Item::Comment(s, start.to(sp)))
+                    }
+                    _ => Err(self.err_expected("a quoted comment")),
+                }
+            }
+            _ => Err(self.err_expected("a statement")),
+        }
+    }
+}
