@@ -9,7 +9,6 @@
 pub mod answer;
 pub mod compile;
 pub mod eval;
-pub mod fib;
 pub mod frag;
 pub mod hash;
 pub mod nat;

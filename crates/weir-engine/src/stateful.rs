@@ -226,6 +226,14 @@ pub struct Stateful {
     dying: Option<weir_conntrack::Killed<CtExt>>,
     /// Virtual reassembly: the datagrams whose first fragment passed.
     pub frags: frag::Table,
+    /// Which ruleset this is (unique among the engines of a process, new at each reload).
+    ruleset_id: u64,
+}
+
+/// A new ruleset's id ([`Stateful::ruleset_id`]).
+fn next_ruleset_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Priority of netfilter's NAT hooks: destination NAT (prerouting, output) at -100, source
@@ -341,6 +349,7 @@ impl Stateful {
             }
         }
         self.eng = fresh.eng;
+        self.ruleset_id = fresh.ruleset_id;
         self.track_v4 = fresh.track_v4;
         self.track_v6 = fresh.track_v6;
         self.nat_v4 = fresh.nat_v4;
@@ -403,7 +412,74 @@ impl Stateful {
             flowtables,
             dying: None,
             frags: frag::Table::default(),
+            ruleset_id: next_ruleset_id(),
         }
+    }
+
+    /// Which ruleset the engine runs: unique among the engines of the process, and new at
+    /// each [`Stateful::reload`], so that what a caller derived from the ruleset (the chains
+    /// bound to its devices) can tell it is stale.
+    pub fn ruleset_id(&self) -> u64 {
+        self.ruleset_id
+    }
+
+    /// The compiled ruleset.
+    pub fn ruleset(&self) -> &crate::Compiled {
+        &self.eng.rs
+    }
+
+    /// The base chains of a device-bound hook (`ingress`, `egress`) bound to device `dev`,
+    /// in priority order.
+    pub fn device_chains(&self, hook: Hook, dev: &str) -> Vec<HookEntry> {
+        self.eng.rs.hooks[hook as usize]
+            .iter()
+            .filter(|h| {
+                self.eng.rs.tables[h.table].chains[h.chain]
+                    .base
+                    .as_ref()
+                    .and_then(|b| b.device.as_deref())
+                    == Some(dev)
+            })
+            .copied()
+            .collect()
+    }
+
+    /// A device's netdev chains (from [`Stateful::device_chains`]) for a frame, before (at
+    /// ingress) or after (at egress) the IP hooks: no connection tracking (the packet has no
+    /// connection there: `ct state` is `invalid`), header writes applied after each chain.
+    /// `meta`: the device as its input (ingress) or output (egress) interface; the mark it
+    /// leaves is the packet's from then on.
+    pub fn netdev_hook(
+        &mut self,
+        chains: &[HookEntry],
+        frame: &mut [u8],
+        pm: &mut PacketMeta,
+        meta: &mut Meta,
+        now_ns: u64,
+    ) -> Decision {
+        let mut buf = Buf::Rw(frame);
+        for &h in chains {
+            meta.notrack = false;
+            meta.nat = None;
+            meta.flow_add = None;
+            meta.has_ct = false;
+            meta.ct_state = state::INVALID;
+            let d = {
+                let mut p = Pkt {
+                    frame: buf.get(),
+                    pm,
+                    meta,
+                    now_ns,
+                    conns: Some(&self.ct),
+                };
+                self.eng.process_base(h, &mut p)
+            };
+            self.apply_writes(&mut buf, pm, meta);
+            if !d.is_accept() {
+                return d;
+            }
+        }
+        Decision::Accept
     }
 
     /// Mark the packet's connection offloaded (`flow add @ft`), as `nft_flow_offload_eval`
@@ -549,23 +625,6 @@ impl Stateful {
         }
     }
 
-    /// The flowtable fast path (netfilter's flowtable ingress hook): a packet of an offloaded
-    /// connection arriving on one of the flowtable's devices skips every chain and connection
-    /// tracking; it gets its NAT translation and leaves by the cached output interface (the
-    /// caller decrements the TTL and writes the link header). A FIN or RST takes the
-    /// connection out of the flowtable and the packet to the slow path, as do IPv4 options,
-    /// fragments and a TTL of 1 or less. None: the slow path.
-    pub fn fast_path(
-        &mut self,
-        frame: &mut [u8],
-        pm: &mut PacketMeta,
-        iifname: &str,
-        now_ns: u64,
-    ) -> Option<FastPath> {
-        let devs = self.flowtable_devices(iifname);
-        self.fast_path_with(frame, pm, devs, 0, now_ns)
-    }
-
     /// The flowtables that list a device (bit `i`: [`Stateful::flowtables`]`[i]`, the first
     /// 64): a receive loop computes it once per interface, as the kernel registers a
     /// flowtable's hook on its devices.
@@ -579,27 +638,18 @@ impl Stateful {
         FtDevices(m)
     }
 
-    /// [`Stateful::fast_path`] for a receive loop: the arrival device's flowtables resolved
-    /// once ([`Stateful::flowtable_devices`]) and the tuple's hash from
-    /// [`Stateful::prefetch_index`] (0: compute it).
-    #[inline]
-    pub fn fast_path_with(
-        &mut self,
-        frame: &mut [u8],
-        pm: &mut PacketMeta,
-        devs: FtDevices,
-        hash: u64,
-        now_ns: u64,
-    ) -> Option<FastPath> {
-        self.fast_path_if(frame, pm, devs, hash, now_ns, |_| true)
-    }
-
-    /// [`Stateful::fast_path_with`] taking only connections whose cached route `route_ok`
-    /// accepts (checked before anything is changed; e.g. that the packet arrived where its
-    /// direction's packets arrive, as netfilter's flowtable tuple holds the input
-    /// interface). None: the slow path.
-    #[inline]
-    pub fn fast_path_if(
+    /// The flowtable fast path (netfilter's flowtable ingress hook): a packet of an offloaded
+    /// connection arriving on one of the flowtable's devices (`devs`, from
+    /// [`Stateful::flowtable_devices`] for the arrival device) skips every chain and
+    /// connection tracking; it gets its NAT translation and leaves by the cached output (the
+    /// caller decrements the TTL and writes the link header). Only a connection whose cached
+    /// route `route_ok` accepts is taken (checked before anything is changed; e.g. that the
+    /// packet arrived where its direction's packets arrive, as netfilter's flowtable tuple
+    /// holds the input interface). A FIN or RST takes the connection out of the flowtable and
+    /// the packet to the slow path, as do IPv4 options, fragments and a TTL of 1 or less.
+    /// `hash`: the tuple's hash from [`Stateful::prefetch_index`] (0: compute it). None: the
+    /// slow path.
+    pub fn fast_path(
         &mut self,
         frame: &mut [u8],
         pm: &mut PacketMeta,

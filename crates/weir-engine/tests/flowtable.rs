@@ -36,6 +36,18 @@ enum Way {
     Dropped,
 }
 
+/// The fast path for a frame arriving on device `iif`.
+fn fast(
+    sf: &mut Stateful,
+    f: &mut [u8],
+    pm: &mut PacketMeta,
+    iif: &str,
+    now: u64,
+) -> Option<weir_engine::stateful::FastPath> {
+    let devs = sf.flowtable_devices(iif);
+    sf.fast_path(f, pm, devs, 0, now, |_| true)
+}
+
 /// One packet through the router: the fast path, or prerouting, forward, postrouting.
 fn send(sf: &mut Stateful, frame: &mut Vec<u8>, from_lan: bool, now: u64) -> Way {
     let mut pm = PacketMeta::parse(frame, LinkType::Ethernet);
@@ -44,7 +56,8 @@ fn send(sf: &mut Stateful, frame: &mut Vec<u8>, from_lan: bool, now: u64) -> Way
     } else {
         ("wan0", "lan0", LAN0)
     };
-    if let Some(fp) = sf.fast_path(frame, &mut pm, iif, now) {
+    let devs = sf.flowtable_devices(iif);
+    if let Some(fp) = sf.fast_path(frame, &mut pm, devs, 0, now, |_| true) {
         assert_eq!(fp.oif, oif_i, "the cached route");
         return Way::Fast;
     }
@@ -159,12 +172,12 @@ fn other_devices_ttl_one_and_new_connections_stay_on_the_slow_path() {
             .ttl(1)
             .tcp(C, S, &Tcp::new(40000, 80, tf::ACK).seq(101).ack(501), &[]);
     let mut pm = PacketMeta::parse(&f, LinkType::Ethernet);
-    assert!(sf.fast_path(&mut f, &mut pm, "lan0", t).is_none());
+    assert!(fast(&mut sf, &mut f, &mut pm, "lan0", t).is_none());
     // a device the flowtable does not list
     let mut f = seg(true, tf::ACK, 101, 501, &[]);
     let mut pm = PacketMeta::parse(&f, LinkType::Ethernet);
-    assert!(sf.fast_path(&mut f, &mut pm, "dmz0", t).is_none());
-    assert!(sf.fast_path(&mut f, &mut pm, "lan0", t).is_some());
+    assert!(fast(&mut sf, &mut f, &mut pm, "dmz0", t).is_none());
+    assert!(fast(&mut sf, &mut f, &mut pm, "lan0", t).is_some());
     // UDP: the query is new (not offloaded: `ct state established` does not match it, and it
     // is not confirmed yet), a second query is still new; the answer is established and
     // offloads the connection, so the next query takes the fast path

@@ -27,13 +27,20 @@
 //!
 //! `meta mark` set in one hook is seen by the next, as `skb->mark` is. [`Variant`] selects
 //! documented deviations used to explain known differences (see `KNOWN_DIFFERENCES.md`).
+//!
+//! Steps 1 (the IP input checks weir's router shares), 2 to 7 are not the model's own: it
+//! hands the frame to `weir_router::Router::route_frame`, the path `weir run` forwards
+//! with, built from the topology ([`path_of`]); the model keeps the oracle's bookkeeping
+//! (what is observable in the lab's window, the variants, the words of a prediction, the
+//! answers of the router's own stack to what it delivers).
 
 use crate::topology::{in_lab_range, mac_text, Dest, Mac, Router, MTU};
 use std::net::IpAddr;
 use weir_conntrack::Conntrack;
 use weir_engine::stateful::{CtExt, PacketCt, Stateful, StatefulStats};
-use weir_engine::{Compiled, Decision, DropReason, Engine, Meta, Mode};
-use weir_lang::ir::{self, Hook};
+use weir_engine::{Compiled, DropReason, Engine, Mode};
+use weir_lang::ir;
+use weir_router as wr;
 use weir_wire::pcap::Packet;
 use weir_wire::{Frag, LinkType, Malformed, PacketMeta, L3};
 
@@ -295,6 +302,9 @@ pub enum EngineMode {
 /// compiled and linear mode (each sees every packet, in order).
 pub struct Model {
     pub router: Router,
+    /// weir's router of the topology (its ports, routes, neighbours): the path both engines
+    /// take.
+    path: wr::Router,
     compiled: Stateful,
     linear: Stateful,
 }
@@ -349,19 +359,53 @@ fn stateful(c: Compiled) -> Stateful {
     )
 }
 
-/// IPv4 TTL decrement exactly as Linux's `ip_decrease_ttl` does it on a little-endian CPU:
-/// the checksum's raw 16-bit value plus `htons(0x0100)`, plus one on carry past 0xfffe (so
-/// 0xffff never appears). Returns the new checksum field value (big-endian number).
-pub fn kernel_ttl_checksum(check_be: u16) -> u16 {
-    let raw = check_be.swap_bytes() as u32; // the u16 as a little-endian CPU loads it
-    let mut c = raw + 0x0100u16.to_be() as u32;
-    c += (c >= 0xffff) as u32;
-    (c as u16).swap_bytes()
+/// weir's router of a lab topology: a port per interface (its MAC, addresses with their
+/// subnets, the lab's MTU, its kernel ifindex), the connected and static routes, the static
+/// neighbours; IPv4 fragments for the router left to the host's reassembly before `input`,
+/// as the kernel does; a note of each path kept for the predictions' words.
+pub fn path_of(router: &Router) -> wr::Router {
+    let ports = router
+        .ifaces
+        .iter()
+        .map(|f| {
+            wr::Port::new(&f.name)
+                .with_mac(weir_wire::Mac(f.mac))
+                .with_mtu(MTU)
+                .with_ifindex(f.ifindex)
+                .with_addrs(f.addrs.iter().map(|p| wr::PortAddr {
+                    addr: p.addr.into(),
+                    len: p.len,
+                }))
+        })
+        .collect();
+    let routes = router
+        .routes
+        .iter()
+        .map(|r| {
+            wr::Route::new(
+                r.prefix.addr.into(),
+                r.prefix.len,
+                r.dev,
+                r.via.map(Into::into),
+            )
+        })
+        .collect();
+    let mut path = wr::Router::new(
+        ports,
+        wr::Routes::new(routes).expect("a checked topology has each prefix once"),
+    );
+    for (a, mac, _) in &router.neighbors {
+        path.set_neighbour((*a).into(), weir_wire::Mac(*mac));
+    }
+    path.set_record(true);
+    path.set_host_reassembles_v4(true);
+    path
 }
 
 impl Model {
     pub fn new(rs: &ir::Ruleset, router: Router) -> Model {
         Model {
+            path: path_of(&router),
             router,
             compiled: stateful(Compiled::build(rs, Mode::Compiled)),
             linear: stateful(Compiled::build(rs, Mode::Linear)),
@@ -394,6 +438,7 @@ impl Model {
         }
         fix(&mut l);
         Some(Model {
+            path: path_of(&router),
             router,
             compiled: stateful(c),
             linear: stateful(l),
@@ -473,6 +518,7 @@ impl Model {
         if p.skip.is_some() {
             return drop("not injected".into());
         }
+        // 1. IP input checks (as weir's router makes them, in words)
         let pm = PacketMeta::parse(&p.frame, LinkType::Ethernet);
         if pm.vlan.is_some() {
             return drop(
@@ -495,41 +541,7 @@ impl Model {
         }
         // IP input trims link padding after the IP packet before any hook (pskb_trim_rcsum)
         let mut buf: Vec<u8> = p.frame[..pm.l3_end().min(p.frame.len())].to_vec();
-        let mut pm = transport_view(PacketMeta::parse(&buf, LinkType::Ethernet), &buf, variant);
-        // 1b. the flowtable's ingress hook: offloaded connections skip everything else
-        let in_name = router.ifaces[p.iif].name.clone();
-        if let Some(fp) = sf.fast_path(&mut buf, &mut pm, &in_name, p.ts_ns) {
-            let dev = fp.oif as usize;
-            decrement_ttl(&mut buf, pm.l3_off as usize, v4);
-            let dst = crate::topology::from_bits(pm.daddr, v4);
-            let nexthop = match router.route(dst) {
-                Dest::Forward { nexthop, .. } => nexthop,
-                _ => dst,
-            };
-            let oname = &router.ifaces[dev].name;
-            let Some(nmac) = router.neighbor(nexthop, dev) else {
-                return drop(format!(
-                    "flowtable fast path out of {oname}; no neighbour entry for {nexthop}"
-                ));
-            };
-            buf[..6].copy_from_slice(&nmac);
-            buf[6..12].copy_from_slice(&router.ifaces[dev].mac);
-            return Prediction {
-                fate: Fate::Forwarded {
-                    oif: dev,
-                    frame: buf,
-                },
-                why: format!("flowtable fast path (offloaded connection) out of {oname}"),
-            };
-        }
-        let iif = p.iif;
-        let iname = router.ifaces[iif].name.as_str();
-        let missing: u128 = if variant.empty_ifname { 1 } else { 0 };
-        let mut path: Vec<String> = Vec::new();
-        let mut meta = Meta::with_ifnames(iname, "");
-        meta.iif = router.ifaces[iif].ifindex;
-        meta.oifname = missing;
-        // 2. prerouting
+        let pm = transport_view(PacketMeta::parse(&buf, LinkType::Ethernet), &buf, variant);
         let tracks = match pm.l3 {
             L3::Ipv4 => sf.track_v4,
             _ => sf.track_v6,
@@ -540,32 +552,16 @@ impl Model {
                 "a fragment: connection tracking holds it for reassembly before any chain".into(),
             );
         }
-        let mut pc = PacketCt {
-            iif_addr: iface_addr(router, iif, v4),
-            ..PacketCt::default()
-        };
-        let mut meta = meta;
-        let d = sf.hook_mut(
-            Hook::Prerouting,
-            &mut buf,
-            &mut pm,
-            &mut meta,
-            p.ts_ns,
-            &mut pc,
-        );
-        let frame: &[u8] = &buf;
-        let pkt = PktView { meta };
-        match d {
-            Decision::Accept => {}
-            Decision::Drop(r) => {
-                reset_if_rejected(sf, router, r, &buf, &pc, p.ts_ns);
-                return drop(format!("prerouting: {}", Self::describe(&sf.eng, r)));
-            }
-        }
-        let mark = pkt.meta.mark;
-        if tracks {
-            let st = pkt.meta.ct_state;
-            let name = match st {
+        // 2-7: weir's router
+        self.path.absent_ifname = if variant.empty_ifname { 1 } else { 0 };
+        let fate = self
+            .path
+            .route_frame(sf, &mut buf, pm, p.iif, wr::Rx::default(), p.ts_ns);
+        let note = *self.path.note();
+        let dst = crate::topology::from_bits(pm.daddr, v4);
+        let mut path: Vec<String> = Vec::new();
+        if tracks && note.ct_state != 0 {
+            let name = match note.ct_state {
                 1 => "invalid",
                 2 => "established",
                 4 => "related",
@@ -575,171 +571,130 @@ impl Model {
             };
             path.push(format!("ct state {name}"));
         }
-        let dst = crate::topology::from_bits(pm.daddr, v4);
-        // 3. routing
-        match router.route(dst) {
-            Dest::Local => {
-                path.push(format!("route: {dst} is the router's"));
-                if v4 && pm.frag != Frag::None {
-                    return drop(format!(
-                        "{}; an IPv4 fragment is held for reassembly before input",
+        let route_words = |path: &mut Vec<String>| match router.route(dst) {
+            Dest::Local => path.push(format!("route: {dst} is the router's")),
+            Dest::Forward { dev, nexthop } => path.push(format!(
+                "route: out of {}{}",
+                router.ifaces[dev].name,
+                if nexthop != dst {
+                    format!(" via {nexthop}")
+                } else {
+                    String::new()
+                }
+            )),
+            Dest::NoRoute => {}
+        };
+        let chains = |path: &[String], eng: &Engine| match note.dropped_at {
+            Some((h, r)) => dropped_at(path, h.name(), eng, r),
+            None => Prediction {
+                fate: Fate::Dropped,
+                why: format!("{}; dropped", path.join("; ")),
+            },
+        };
+        match fate {
+            wr::Fate::Out { port, len } => {
+                buf.truncate(len);
+                let oname = &router.ifaces[port].name;
+                if note.fast_path {
+                    return Prediction {
+                        fate: Fate::Forwarded {
+                            oif: port,
+                            frame: buf,
+                        },
+                        why: format!("flowtable fast path (offloaded connection) out of {oname}"),
+                    };
+                }
+                route_words(&mut path);
+                let nmac = mac_text(&buf[..6].try_into().expect("an Ethernet frame"));
+                Prediction {
+                    fate: Fate::Forwarded {
+                        oif: port,
+                        frame: buf,
+                    },
+                    why: format!(
+                        "{}; forward accept; postrouting accept; to {nmac}",
                         path.join("; ")
-                    ));
+                    ),
                 }
-                let mut meta = Meta::with_ifnames(iname, "");
-                meta.iif = router.ifaces[iif].ifindex;
-                meta.oifname = missing;
-                meta.mark = mark;
-                let mut meta = meta;
-                let mut local = frame.to_vec();
-                let mut pm = pm;
-                match sf.hook_mut(
-                    Hook::Input,
-                    &mut local,
-                    &mut pm,
-                    &mut meta,
-                    p.ts_ns,
-                    &mut pc,
-                ) {
-                    Decision::Accept => {}
-                    Decision::Drop(r) => {
-                        reset_if_rejected(sf, router, r, &local, &pc, p.ts_ns);
-                        return dropped_at(&path, "input", &sf.eng, r);
-                    }
-                }
-                if let Decision::Drop(r) = sf.finish(&mut pc, p.ts_ns) {
-                    return dropped_at(&path, "input", &sf.eng, r);
-                }
+            }
+            wr::Fate::Local { .. } => {
+                route_words(&mut path);
                 if pm.frag != Frag::None {
                     return drop(format!(
-                        "{}; input accept; an IPv6 fragment is held for reassembly",
-                        path.join("; ")
+                        "{}; {}",
+                        path.join("; "),
+                        if v4 {
+                            "an IPv4 fragment is held for reassembly before input"
+                        } else {
+                            "input accept; an IPv6 fragment is held for reassembly"
+                        }
                     ));
                 }
                 if tracks {
-                    answer_locally(sf, router, &local, &pm, p.ts_ns);
+                    let pm = PacketMeta::parse(&buf, LinkType::Ethernet);
+                    answer_locally(sf, &mut self.path, router, &buf, &pm, p.ts_ns);
                 }
                 Prediction {
                     fate: Fate::Local,
                     why: format!("{}; input accept: delivered locally", path.join("; ")),
                 }
             }
-            Dest::NoRoute => drop(format!(
+            wr::Fate::Icmp {
+                why: wr::Reason::NoRoute,
+                ..
+            } => drop(format!(
                 "no route to {dst} (the kernel answers ICMP unreachable)"
             )),
-            Dest::Forward { dev, nexthop } => {
-                let oname = router.ifaces[dev].name.as_str();
-                path.push(format!(
-                    "route: out of {oname}{}",
-                    if nexthop != dst {
-                        format!(" via {nexthop}")
-                    } else {
-                        String::new()
-                    }
-                ));
-                // 5. forwarding: TTL first, then the decrement, then the forward hook
-                let l3 = pm.l3_off as usize;
-                let ttl_at = l3 + if v4 { 8 } else { 7 };
-                let ttl = frame[ttl_at];
-                if ttl <= 1 {
-                    return drop(format!(
-                        "{}; {} {ttl}: not forwarded (the kernel answers ICMP time exceeded)",
-                        path.join("; "),
-                        if v4 { "TTL" } else { "hop limit" }
-                    ));
-                }
-                if pm.l3_len as usize > MTU {
-                    return drop(format!(
-                        "{}; {} bytes do not fit the {MTU}-byte MTU",
-                        path.join("; "),
-                        pm.l3_len
-                    ));
-                }
-                let mut out: Vec<u8> = frame[..pm.l3_end().min(frame.len())].to_vec();
-                decrement_ttl(&mut out, l3, v4);
-                let mut opm =
-                    transport_view(PacketMeta::parse(&out, LinkType::Ethernet), &out, variant);
-                let mut meta = Meta::with_ifnames(iname, oname);
-                meta.iif = router.ifaces[iif].ifindex;
-                meta.oif = router.ifaces[dev].ifindex;
-                meta.mark = mark;
-                let d = sf.hook_mut(
-                    Hook::Forward,
-                    &mut out,
-                    &mut opm,
-                    &mut meta,
-                    p.ts_ns,
-                    &mut pc,
-                );
-                let pkt = PktView { meta };
-                match d {
-                    Decision::Accept => {}
-                    Decision::Drop(r) => {
-                        reset_if_rejected(sf, router, r, &out, &pc, p.ts_ns);
-                        return dropped_at(&path, "forward", &sf.eng, r);
-                    }
-                }
-                // ip_output / ip6_output pass the input device to postrouting too
-                let mut meta = Meta::with_ifnames(iname, oname);
-                meta.iif = router.ifaces[iif].ifindex;
-                meta.oif = router.ifaces[dev].ifindex;
-                meta.mark = pkt.meta.mark;
-                pc.oif_addr = iface_addr(router, dev, v4);
-                match sf.hook_mut(
-                    Hook::Postrouting,
-                    &mut out,
-                    &mut opm,
-                    &mut meta,
-                    p.ts_ns,
-                    &mut pc,
-                ) {
-                    Decision::Accept => {}
-                    Decision::Drop(r) => return dropped_at(&path, "postrouting", &sf.eng, r),
-                }
-                // confirmed at the end of postrouting, before the neighbour lookup
-                if let Decision::Drop(r) = sf.finish(&mut pc, p.ts_ns) {
-                    return dropped_at(&path, "postrouting", &sf.eng, r);
-                }
-                // the route cache; a connection just put in a flowtable learns the route of
-                // its other direction now, as `flow add` looks both up
-                sf.cache_route(&pc, dev as u16);
-                if let (Some(routes), Some((o, r, dir))) = (sf.offloaded(&pc), sf.conn(&pc)) {
-                    let other = 1 - dir as usize;
-                    if !routes[other] {
-                        // the other direction's packets go to this direction's source
-                        let back = if other == 0 { r.src } else { o.src };
-                        if let Dest::Forward { dev: d2, .. } =
-                            router.route(crate::topology::from_bits(back, v4))
-                        {
-                            let od = if other == 0 {
-                                weir_conntrack::Dir::Original
-                            } else {
-                                weir_conntrack::Dir::Reply
-                            };
-                            sf.cache_route_dir(&pc, od, d2 as u16);
-                        }
-                    }
-                }
-                let Some(nmac) = router.neighbor(nexthop, dev) else {
-                    return drop(format!(
-                        "{}; no neighbour entry for {nexthop} on {oname}: the kernel would resolve it (ARP/ND), nothing leaves in the window",
-                        path.join("; ")
-                    ));
-                };
-                out[..6].copy_from_slice(&nmac);
-                out[6..12].copy_from_slice(&router.ifaces[dev].mac);
-                Prediction {
-                    fate: Fate::Forwarded {
-                        oif: dev,
-                        frame: out,
-                    },
-                    why: format!(
-                        "{}; forward accept; postrouting accept; to {}",
-                        path.join("; "),
-                        mac_text(&nmac)
-                    ),
-                }
+            wr::Fate::Icmp {
+                why: wr::Reason::Ttl,
+                ..
+            } => {
+                route_words(&mut path);
+                drop(format!(
+                    "{}; {} 1: not forwarded (the kernel answers ICMP time exceeded)",
+                    path.join("; "),
+                    if v4 { "TTL" } else { "hop limit" }
+                ))
             }
+            wr::Fate::Icmp {
+                why: wr::Reason::TooBig,
+                ..
+            }
+            | wr::Fate::Fragments { .. } => {
+                route_words(&mut path);
+                drop(format!(
+                    "{}; {} bytes do not fit the {MTU}-byte MTU",
+                    path.join("; "),
+                    pm.l3_len
+                ))
+            }
+            wr::Fate::NoNeighbour { port, hop } => {
+                route_words(&mut path);
+                drop(format!(
+                    "{}; no neighbour entry for {hop} on {}: the kernel would resolve it (ARP/ND), nothing leaves in the window",
+                    path.join("; "),
+                    router.ifaces[port].name
+                ))
+            }
+            wr::Fate::Drop(wr::Reason::RpFilter) => drop(format!(
+                "{}; the reverse path filter of {} (rp_filter) drops it",
+                path.join("; "),
+                router.ifaces[p.iif].name
+            )),
+            wr::Fate::Icmp { .. } | wr::Fate::Reset(_) | wr::Fate::Drop(_) => {
+                if note
+                    .dropped_at
+                    .is_some_and(|(h, _)| h != ir::Hook::Prerouting)
+                {
+                    route_words(&mut path);
+                }
+                chains(&path, &sf.eng)
+            }
+            wr::Fate::Hold => drop(format!(
+                "prerouting: {}",
+                Self::describe(&sf.eng, DropReason::Fragment)
+            )),
+            wr::Fate::NotMine => drop("not the router's frame".into()),
         }
     }
 }
@@ -756,27 +711,19 @@ fn dropped_at(path: &[String], hook: &str, eng: &Engine, r: DropReason) -> Predi
     }
 }
 
-/// The forwarding TTL / hop-limit decrement, with the kernel's IPv4 checksum arithmetic.
-fn decrement_ttl(frame: &mut [u8], l3: usize, v4: bool) {
-    let at = l3 + if v4 { 8 } else { 7 };
-    frame[at] -= 1;
-    if v4 {
-        let c = u16::from_be_bytes([frame[l3 + 10], frame[l3 + 11]]);
-        frame[l3 + 10..l3 + 12].copy_from_slice(&kernel_ttl_checksum(c).to_be_bytes());
-    }
-}
-
-/// What the model keeps of a packet after a hook (its metadata: the mark).
-struct PktView {
-    meta: Meta,
-}
-
 /// The router's own answer to a packet delivered to it (nothing listens in the lab's router):
 /// a TCP reset, or an ICMP echo reply. It leaves through `output` and `postrouting`, so
 /// connection tracking sees it: a reset ends a connection that never saw a reply, an echo
 /// reply is the reply of the echo's. Only the connection table matters here; the answer itself
 /// is not compared.
-fn answer_locally(sf: &mut Stateful, router: &Router, frame: &[u8], pm: &PacketMeta, now: u64) {
+fn answer_locally(
+    sf: &mut Stateful,
+    path: &mut wr::Router,
+    router: &Router,
+    frame: &[u8],
+    pm: &PacketMeta,
+    now: u64,
+) {
     let v4 = pm.l3 == L3::Ipv4;
     let (src, dst) = (
         crate::topology::from_bits(pm.daddr, v4),
@@ -803,72 +750,15 @@ fn answer_locally(sf: &mut Stateful, router: &Router, frame: &[u8], pm: &PacketM
         _ => None,
     };
     if let Some(a) = answer {
-        send_locally(sf, router, a, PacketCt::default(), now);
+        // out of the interface its destination routes to
+        if let Dest::Forward { dev, .. } = router.route(dst) {
+            path.answer_out(sf, dev, a, PacketCt::default(), now);
+        }
     }
 }
 
 /// The MACs of the model's own answers (never compared).
 const MAC0: [u8; 6] = [2, 0, 0, 0, 0, 0];
-
-/// A packet dropped by `reject with tcp reset` (`frame`: as it was at the rejecting hook;
-/// `pc`: its connection context) is answered by a reset that leaves through `output` and
-/// `postrouting` (Linux's `nf_send_reset`), carrying the packet's connection; a reset
-/// answering a packet without one is tracked, and may close a connection of its own.
-fn reset_if_rejected(
-    sf: &mut Stateful,
-    router: &Router,
-    r: DropReason,
-    frame: &[u8],
-    pc: &PacketCt,
-    now: u64,
-) {
-    let DropReason::Reject(g) = r else {
-        return;
-    };
-    if !matches!(sf.eng.rs.reject_of(g), Some(ir::Reject::TcpReset)) {
-        return;
-    }
-    let pm = PacketMeta::parse(frame, LinkType::Ethernet);
-    if !pm.transport_checksum_ok(frame) {
-        return;
-    }
-    if let Some(rst) = weir_engine::answer::tcp_reset(frame, &pm, MAC0, MAC0) {
-        let apc = sf.answer_ct(pc);
-        send_locally(sf, router, rst, apc, now);
-    }
-}
-
-/// The router's own packet through `output` and `postrouting`, out of the interface its
-/// destination routes to.
-fn send_locally(
-    sf: &mut Stateful,
-    router: &Router,
-    mut frame: Vec<u8>,
-    mut pc: PacketCt,
-    now: u64,
-) {
-    let pm = PacketMeta::parse(&frame, LinkType::Ethernet);
-    let v4 = pm.l3 == L3::Ipv4;
-    let mut meta = Meta::with_ifnames("", "");
-    if let Dest::Forward { dev, .. } = router.route(crate::topology::from_bits(pm.daddr, v4)) {
-        meta = Meta::with_ifnames("", &router.ifaces[dev].name);
-        meta.oif = router.ifaces[dev].ifindex;
-        pc.oif_addr = iface_addr(router, dev, v4);
-    }
-    sf.local_out(&mut frame, meta, pc, now);
-}
-
-/// The first address of an interface in a family (masquerade, redirect), as a field value.
-fn iface_addr(router: &Router, i: usize, v4: bool) -> Option<u128> {
-    router.ifaces[i]
-        .addrs
-        .iter()
-        .find(|p| p.addr.is_ipv4() == v4)
-        .map(|p| match p.addr {
-            IpAddr::V4(a) => u32::from(a) as u128,
-            IpAddr::V6(a) => u128::from(a),
-        })
-}
 
 /// The address family and addresses of a parsed IP packet.
 pub fn addrs(pm: &PacketMeta) -> Option<(IpAddr, IpAddr)> {
@@ -950,20 +840,6 @@ mod tests {
             "IPv4 header checksum still valid"
         );
         assert_eq!(&frame[34..], &f[34..], "transport untouched");
-    }
-
-    #[test]
-    fn kernel_checksum_arithmetic() {
-        // agrees with a full recomputation except for the one's-complement zero it never makes
-        for c in [0x0000u16, 0x1234, 0xfeff, 0xff00, 0xfffe, 0xffff, 0x00ff] {
-            let k = kernel_ttl_checksum(c);
-            let rfc = weir_wire::checksum::update16(c, 0x4006, 0x3f06);
-            assert!(
-                k == rfc || (k == 0 && rfc == 0xffff) || (k == 0xffff && rfc == 0),
-                "{c:04x}: {k:04x} vs {rfc:04x}"
-            );
-            assert_ne!(k, 0xffff);
-        }
     }
 
     #[test]

@@ -119,6 +119,17 @@ pub fn udp_final(c: u16) -> u16 {
     }
 }
 
+/// The IPv4 header checksum after a TTL decrement, as Linux's `ip_decrease_ttl` computes it on
+/// a little-endian CPU: the checksum's raw 16-bit value plus `htons(0x0100)`, plus one on carry
+/// past 0xfffe (so 0xffff never appears). It agrees with [`update16`] except for which of the
+/// two one's-complement zeros it gives; routers that forward as the kernel does use this one.
+pub fn ttl_decrement(check_be: u16) -> u16 {
+    let raw = check_be.swap_bytes() as u32; // the u16 as a little-endian CPU loads it
+    let mut c = raw + 0x0100u16.to_be() as u32;
+    c += (c >= 0xffff) as u32;
+    (c as u16).swap_bytes()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,5 +268,19 @@ mod tests {
         assert_eq!(z, 0xffff);
         assert_eq!(udp_final(0), 0xffff);
         assert_eq!(udp_final(7), 7);
+    }
+
+    #[test]
+    fn ttl_decrement_is_the_kernels() {
+        // agrees with a full recomputation except for the one's-complement zero it never makes
+        for c in [0x0000u16, 0x1234, 0xfeff, 0xff00, 0xfffe, 0xffff, 0x00ff] {
+            let k = ttl_decrement(c);
+            let rfc = update16(c, 0x4006, 0x3f06);
+            assert!(
+                k == rfc || (k == 0 && rfc == 0xffff) || (k == 0xffff && rfc == 0),
+                "{c:04x}: {k:04x} vs {rfc:04x}"
+            );
+            assert_ne!(k, 0xffff);
+        }
     }
 }

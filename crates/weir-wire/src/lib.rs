@@ -5,6 +5,7 @@
 //! header [`Field`] can then be read from the frame through it without parsing again. Nothing
 //! here allocates per packet.
 //!
+//! - [`addr`]: typed addresses, [`Addr`] (an IP address with its family) and [`Mac`].
 //! - [`field`]: the readable fields, their types and the layer that carries them.
 //! - [`meta`]: [`PacketMeta::parse`] and [`PacketMeta::get`], the malformed-packet reasons.
 //! - [`checksum`]: RFC 1071 checksums and RFC 1624 incremental updates (for NAT rewrites).
@@ -12,6 +13,7 @@
 //! - [`build`]: making test and example packets, well-formed and hostile.
 //! - [`frag`]: cutting an IPv4 packet into fragments for a smaller MTU.
 
+pub mod addr;
 pub mod build;
 pub mod checksum;
 pub mod field;
@@ -19,5 +21,6 @@ pub mod frag;
 pub mod meta;
 pub mod pcap;
 
+pub use addr::{Addr, Family, Mac};
 pub use field::{DataType, Field, Layer};
 pub use meta::{Frag, LinkType, Malformed, PacketMeta, L3};

@@ -881,7 +881,7 @@ impl Drop for RemoveDir {
 /// killed.
 pub fn gen(a: GenArgs) -> anyhow::Result<ExitCode> {
     const LEN: usize = 60;
-    let dst = crate::run::parse_mac(&a.dst_mac)?;
+    let dst = a.dst_mac.parse::<weir_wire::Mac>()?.0;
     let port = weir_io::afpacket::Port::open_tx(&a.iface)?;
     let dip: [u8; 4] = DST_IP.parse::<std::net::Ipv4Addr>()?.octets();
     let nsrc = a.sources.clamp(1, 65536) as usize;

@@ -13,18 +13,19 @@
 //!   the connection entry: no FIB or neighbour lookup);
 //! - the flowtable fast path (`flow add @ft`: no chains, no conntrack update).
 
-use crate::run::{route_frame_hashed, Fate, Net, Route, RpFilter};
+use crate::run::RpFilter;
 use serde_json::json;
 use std::fmt::Write;
 use std::net::Ipv4Addr;
 use std::process::ExitCode;
 use std::time::Instant;
 use weir_conntrack::Config as CtConfig;
-use weir_engine::stateful::{FtDevices, PacketCt, Stateful};
+use weir_engine::stateful::{PacketCt, Stateful};
 use weir_engine::{Compiled, Engine, Meta, Mode};
 use weir_lang::ir::Hook;
+use weir_router::{Fate, Port, PortAddr, Route, Router, Routes, Rx};
 use weir_wire::build::Builder;
-use weir_wire::{LinkType, PacketMeta};
+use weir_wire::{Addr, LinkType, Mac, PacketMeta};
 
 #[derive(clap::Args)]
 pub struct PipelineArgs {
@@ -52,58 +53,53 @@ pub struct PipelineArgs {
     only: Option<Path>,
 }
 
-/// The router of `weir run` (its ports, FIB, neighbours and adjacencies: `run::Net`) with
+/// The router of `weir run` (`weir_router`: its ports, FIB, neighbours and adjacencies) with
 /// `n` distinct routes: /24s, /28s and /32s of 198.19.0.0/16, plus a default route, each via
 /// one of 250 gateways on `wan0`'s link (198.18.255.0/24); clients on `lan0`
-/// (198.18.0.0/16).
-fn router(n: usize) -> Net {
-    let a = |o: [u8; 4]| u32::from_be_bytes(o) as u128;
-    let route = |net: u128, len: u8, port: usize, via: Option<u128>| Route {
-        net,
-        len,
-        v6: false,
-        port,
-        via,
-    };
-    let gw = |i: usize| a([198, 18, 255, 0]) + (i % 250) as u128 + 1;
+/// (198.18.0.0/16), whose reverse path filter is `rp`.
+fn router(n: usize, rp: RpFilter) -> Router {
+    let a = |o: [u8; 4]| Addr::v4(u32::from_be_bytes(o));
+    let gw = |i: usize| Addr::v4(u32::from_be_bytes([198, 18, 255, 0]) + (i % 250) as u32 + 1);
     let mut routes = vec![
-        route(a([198, 18, 0, 0]), 16, 0, None),
-        route(a([198, 18, 255, 0]), 24, 1, None),
-        route(0, 0, 1, Some(gw(0))),
+        Route::new(a([198, 18, 0, 0]), 16, 0, None),
+        Route::new(a([198, 18, 255, 0]), 24, 1, None),
+        Route::new(a([0, 0, 0, 0]), 0, 1, Some(gw(0))),
     ];
     // /24s, /28s and /32s of 198.19.0.0/16 in turn (the shorter ones run out first)
-    let mut seen: std::collections::HashSet<(u128, u8)> =
+    let mut seen: std::collections::HashSet<(Addr, u8)> =
         routes.iter().map(|r| (r.net, r.len)).collect();
     let want = routes.len() + n;
     let mut i = 0usize;
     while routes.len() < want {
         let len = [24u8, 28, 32][i % 3];
-        let net = a([198, 19, 0, 0]) + (((i / 3) as u128) << (32 - len) & 0xffff);
+        let net = Addr::v4(
+            u32::from_be_bytes([198, 19, 0, 0]) + (((i / 3) as u32) << (32 - len) & 0xffff),
+        );
         if seen.insert((net, len)) {
-            routes.push(route(net, len, 1, Some(gw(i))));
+            routes.push(Route::new(net, len, 1, Some(gw(i))));
         }
         i += 1;
     }
-    let names = ["lan0", "wan0"]
-        .map(weir_wire::field::ifname_value)
-        .to_vec();
-    let mut net = Net::new(
-        vec![
-            vec![(a([198, 18, 0, 254]), false)],
-            vec![(a([198, 18, 255, 254]), false)],
-        ],
-        names,
-        routes,
-    );
-    net.set_mtu(vec![1500, 1500]);
+    let ports = vec![
+        Port::new("lan0")
+            .with_mac(MACS[0])
+            .with_mtu(1500)
+            .with_rp_filter(rp.into())
+            .with_addrs([PortAddr::host(a([198, 18, 0, 254]))]),
+        Port::new("wan0")
+            .with_mac(MACS[1])
+            .with_mtu(1500)
+            .with_addrs([PortAddr::host(a([198, 18, 255, 254]))]),
+    ];
+    let mut net = Router::new(ports, Routes::new(routes).expect("distinct routes"));
     for i in 0..250 {
-        net.set_neigh(gw(i), false, [2, 0, 0, 0, 1, i as u8]);
+        net.set_neighbour(gw(i), Mac([2, 0, 0, 0, 1, i as u8]));
     }
     net
 }
 
 /// The ports' own MACs; frames arrive on `lan0` (port 0) addressed to it.
-const MACS: [[u8; 6]; 2] = [[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]];
+const MACS: [Mac; 2] = [Mac([2, 0, 0, 0, 0, 1]), Mac([2, 0, 0, 0, 0, 2])];
 
 /// The forward chain: `rules` rules accepting UDP to one server each (the flows' servers are
 /// spread over all of them); `flow` puts established connections in a flowtable first.
@@ -145,7 +141,7 @@ const FRAME: usize = 64;
 impl Frames {
     fn new(_n: usize, rules: usize, reply: bool) -> Frames {
         let mut buf = [0u8; FRAME];
-        let f = Builder::new().macs([2, 0, 0, 0, 0, 9], MACS[0]).udp(
+        let f = Builder::new().macs([2, 0, 0, 0, 0, 9], MACS[0].0).udp(
             Ipv4Addr::new(198, 18, 0, 1),
             Ipv4Addr::new(198, 19, 0, 1),
             1,
@@ -165,7 +161,7 @@ impl Frames {
         };
         let b = &mut self.buf;
         // (a router rewrites a frame's MACs: a frame forwarded in place is addressed again)
-        b[..6].copy_from_slice(&MACS[0]);
+        b[..6].copy_from_slice(&MACS[0].0);
         b[22] = 64;
         b[24..26].copy_from_slice(&[0, 0]);
         b[26..30].copy_from_slice(&src.to_be_bytes());
@@ -189,10 +185,9 @@ enum Path {
 /// One packet through the router (`weir run`'s inline path: the flowtable, or routing, the
 /// hooks and the neighbour); whether it leaves by `wan0`.
 #[inline]
-fn forward(sf: &mut Stateful, net: &mut Net, frame: &mut [u8], now: u64) -> bool {
+fn forward(sf: &mut Stateful, net: &mut Router, frame: &mut [u8], now: u64) -> bool {
     let pm = PacketMeta::parse(frame, LinkType::Ethernet);
-    let devs = sf.flowtable_devices("lan0");
-    forward_parsed(sf, net, frame, pm, 0, now, devs)
+    forward_parsed(sf, net, frame, pm, 0, now)
 }
 
 /// [`forward`] for a frame already parsed (as the receive loop does for its batch), with its
@@ -200,16 +195,15 @@ fn forward(sf: &mut Stateful, net: &mut Net, frame: &mut [u8], now: u64) -> bool
 #[inline]
 fn forward_parsed(
     sf: &mut Stateful,
-    net: &mut Net,
+    net: &mut Router,
     frame: &mut [u8],
     pm: PacketMeta,
     hash: u64,
     now: u64,
-    devs: FtDevices,
 ) -> bool {
     matches!(
-        route_frame_hashed(sf, net, frame, pm, 0, MACS[0], &MACS, devs, hash, now),
-        Fate::Out(1)
+        net.route_frame(sf, frame, pm, 0, Rx { hash }, now),
+        Fate::Out { port: 1, .. }
     )
 }
 
@@ -243,7 +237,7 @@ const DIST: usize = 4;
 
 fn measure(
     sf: &mut Stateful,
-    net: &mut Net,
+    net: &mut Router,
     fr: &mut Frames,
     order: &[u32],
     start: usize,
@@ -273,12 +267,8 @@ fn measure(
         hs[slot] = sf.prefetch_index(&pm);
     };
     // the full path: every packet looks its route and neighbour up
-    net.route_cache = path != Path::Full;
-    let devs = if path == Path::Flowtable {
-        sf.flowtable_devices("lan0")
-    } else {
-        FtDevices(0)
-    };
+    net.set_route_cache(path != Path::Full);
+    net.set_fast_path(path == Path::Flowtable);
     let t0 = Instant::now();
     for i in 0..3 * DIST {
         receive(i, fr, &mut ring, &mut pms, &mut hs, sf);
@@ -295,15 +285,7 @@ fn measure(
         sf.prefetch_entry(hs[(k + 2 * DIST) % L]);
         sf.prefetch_rest(hs[(k + DIST) % L]);
         let cur = k % L;
-        if !forward_parsed(
-            sf,
-            net,
-            &mut ring[cur],
-            pms[cur],
-            hs[cur],
-            2_000_000_000,
-            devs,
-        ) {
+        if !forward_parsed(sf, net, &mut ring[cur], pms[cur], hs[cur], 2_000_000_000) {
             dropped += 1;
         }
         n += 1;
@@ -341,11 +323,12 @@ fn build(rules: usize, flow: bool, flows: usize) -> anyhow::Result<Stateful> {
 /// returns connections per second.
 fn new_connections(
     sf: &mut Stateful,
-    net: &mut Net,
+    net: &mut Router,
     fr: &mut Frames,
     flows: usize,
 ) -> anyhow::Result<f64> {
-    net.route_cache = true;
+    net.set_route_cache(true);
+    net.set_fast_path(true);
     let t0 = Instant::now();
     let mut refused = 0usize;
     for i in 0..flows {
@@ -374,8 +357,7 @@ pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
         "--rules: 1..=65536 (one server each in 198.19.0.0/16)"
     );
     anyhow::ensure!(a.routes >= 1 && a.routes <= 60000, "--routes: 1..=60000");
-    let mut net = router(a.routes);
-    net.rp_filter[0] = a.rp_filter;
+    let mut net = router(a.routes, a.rp_filter);
     let order = shuffled(a.flows);
     let mut new_conn_per_s = 0.0;
     let mut bpe = (0, 0);

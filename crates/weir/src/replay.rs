@@ -10,14 +10,14 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use weir_conntrack::Config as CtConfig;
-use weir_engine::fib::Lpm;
 use weir_engine::frag::Held;
 use weir_engine::stateful::{PacketCt, Stateful};
 use weir_engine::{Compiled, Decision, DropReason, Engine, Meta, Mode, Pkt};
-use weir_lab::topology::{from_bits, parse_mac, Mac, Prefix};
 use weir_lang::ir::Hook;
+use weir_router::fib::Lpm;
+use weir_router::{Fate, Port, PortAddr, Reason, Route, Router, Routes, Rx};
 use weir_wire::pcap::{self, PcapWriter};
-use weir_wire::{Frag, LinkType, PacketMeta, L3};
+use weir_wire::{Addr, Family, Frag, LinkType, Mac, PacketMeta, L3};
 
 /// The built-in example: a gateway ruleset and a capture of traffic crossing it.
 pub const EXAMPLE_RULES: &str = include_str!("../../../examples/gateway.nft");
@@ -111,6 +111,8 @@ struct IfMap {
     /// prefixes wins).
     routes: Lpm<usize>,
     names: Vec<String>,
+    /// The prefixes as given, in order.
+    prefixes: Vec<(Addr, u8, String)>,
     macs: Vec<(Mac, String)>,
 }
 
@@ -118,6 +120,7 @@ impl IfMap {
     fn parse(specs: &[String]) -> anyhow::Result<IfMap> {
         let mut routes = Lpm::new();
         let mut names = Vec::new();
+        let mut prefixes = Vec::new();
         let mut macs = Vec::new();
         for s in specs {
             let (p, name) = s
@@ -127,26 +130,27 @@ impl IfMap {
                 name.len() <= 15 && !name.is_empty(),
                 "--iface {s}: interface names are 1-15 characters"
             );
-            if let Some(m) = parse_mac(p) {
+            if let Ok(m) = p.parse::<Mac>() {
                 macs.push((m, name.to_string()));
                 continue;
             }
-            let prefix = Prefix::parse(p).map_err(|e| anyhow::anyhow!("--iface {s}: {e}"))?;
-            let (net, v6) = addr_bits(prefix.addr);
-            routes.insert(net, prefix.len, v6, names.len());
+            let (net, len) = parse_prefix(p).with_context(|| format!("--iface {s}"))?;
+            routes.insert(net, len, names.len());
             names.push(name.to_string());
+            prefixes.push((net, len, name.to_string()));
         }
         Ok(IfMap {
             routes,
             names,
+            prefixes,
             macs,
         })
     }
 
     fn input(&self, frame: &[u8], link: weir_wire::LinkType, addr: Option<IpAddr>) -> &str {
         if link == weir_wire::LinkType::Ethernet {
-            if let Some(d) = frame.get(..6) {
-                if let Some((_, n)) = self.macs.iter().find(|(m, _)| m[..] == *d) {
+            if let Some(d) = Mac::dst_of(frame) {
+                if let Some((_, n)) = self.macs.iter().find(|(m, _)| *m == d) {
                     return n;
                 }
             }
@@ -156,10 +160,142 @@ impl IfMap {
 
     /// The interface of the longest prefix holding an address ("" when none does).
     fn lookup(&self, addr: IpAddr) -> &str {
-        let (a, v6) = addr_bits(addr);
         self.routes
-            .get(a, v6)
+            .get(addr.into())
             .map_or("", |&i| self.names[i].as_str())
+    }
+}
+
+/// A prefix `ADDR/LEN` (or an address alone: a host prefix).
+fn parse_prefix(p: &str) -> anyhow::Result<(Addr, u8)> {
+    let (a, l) = p.split_once('/').unwrap_or((p, ""));
+    let a: Addr = a
+        .parse()
+        .map_err(|_| anyhow::anyhow!("'{a}' is not an address"))?;
+    let max = a.family().bits();
+    let len = if l.is_empty() {
+        max
+    } else {
+        l.parse()
+            .ok()
+            .filter(|&x| x <= max)
+            .with_context(|| format!("prefix length 0 to {max}"))?
+    };
+    Ok((a.masked(len), len))
+}
+
+/// The router a capture crosses in router mode: a port per interface the options name (its
+/// MAC from `MAC=NAME`, its addresses from `--iface-addr`), and a nameless one for what they
+/// do not place; routes from `PREFIX=NAME` (the last of equal prefixes wins), and default
+/// routes out of the nameless port for a family without one (`--oif`: every route out of
+/// it); `--local` addresses on no port. It does not resolve neighbours: a frame leaves
+/// with its destination MAC as it came, and with the output port's MAC where `MAC=NAME`
+/// gives it.
+fn replay_router(
+    ifmap: &IfMap,
+    if_addrs: &[(String, Addr)],
+    locals: &[Addr],
+    iif: Option<&str>,
+    oif: Option<&str>,
+) -> Router {
+    let mut names: Vec<String> = Vec::new();
+    let mut add = |n: &str| {
+        if !names.iter().any(|x| x == n) {
+            names.push(n.to_string());
+        }
+    };
+    for n in ifmap.names.iter().chain(ifmap.macs.iter().map(|(_, n)| n)) {
+        add(n);
+    }
+    for (n, _) in if_addrs {
+        add(n);
+    }
+    for n in iif.into_iter().chain(oif) {
+        add(n);
+    }
+    add("");
+    let port_of = |n: &str| names.iter().position(|x| x == n).unwrap_or(names.len() - 1);
+    let ports = names
+        .iter()
+        .map(|n| {
+            let mut p = Port::new(n).with_addrs(
+                if_addrs
+                    .iter()
+                    .filter(|(m, _)| m == n)
+                    .map(|(_, a)| PortAddr::host(*a)),
+            );
+            if let Some((m, _)) = ifmap.macs.iter().find(|(_, m)| m == n) {
+                p = p.with_mac(*m);
+            }
+            p
+        })
+        .collect();
+    let mut routes: Vec<Route> = Vec::new();
+    if let Some(o) = oif {
+        for a in [Addr::v4(0), Addr::v6(0)] {
+            routes.push(Route::new(a, 0, port_of(o), None));
+        }
+    } else {
+        for (net, len, n) in &ifmap.prefixes {
+            let r = Route::new(*net, *len, port_of(n), None);
+            routes.retain(|q| (q.net, q.len) != (r.net, r.len));
+            routes.push(r);
+        }
+        for (f, a) in [(Family::Ipv4, Addr::v4(0)), (Family::Ipv6, Addr::v6(0))] {
+            if !routes.iter().any(|r| r.len == 0 && r.net.family() == f) {
+                routes.push(Route::new(a, 0, names.len() - 1, None));
+            }
+        }
+    }
+    let mut r = Router::new(ports, Routes::new(routes).expect("prefixes made unique"));
+    r.set_locals(locals.to_vec());
+    r.set_resolve_neighbours(false);
+    r
+}
+
+/// What replaying a packet came to: accepted, and the frames that leave (none: the packet as
+/// it came, for a single hook's replay); dropped, and why; or held (a later fragment before
+/// its first).
+enum Outcome {
+    Accept(Vec<Vec<u8>>),
+    Drop(&'static str),
+    Hold,
+}
+
+/// A drop's name in the replay's counts (`conntrack-full` where `weir run` says
+/// `ct-refused`).
+fn replay_reason(r: Reason) -> &'static str {
+    match r {
+        Reason::CtRefused => "conntrack-full",
+        r => r.name(),
+    }
+}
+
+/// The router's fate of a frame as the replay counts it: what leaves (the frame as it leaves:
+/// TTL decremented, translated, its link padding gone; in fragments where the output port's
+/// MTU wants them; delivered to the router itself), or why not.
+fn replay_fate(fate: Fate, frame: Vec<u8>, net: &Router) -> Outcome {
+    match fate {
+        // (not IP: no IP hook sees it; IP to another host's MAC: the kernel's, as it came)
+        Fate::NotMine => Outcome::Accept(Vec::new()),
+        Fate::Local { len } | Fate::Out { len, .. } => {
+            let mut f = frame;
+            f.truncate(len);
+            Outcome::Accept(vec![f])
+        }
+        Fate::Fragments { port, len } => {
+            let f = &frame[..len.min(frame.len())];
+            let pm = PacketMeta::parse(f, LinkType::Ethernet);
+            match weir_wire::frag::fragment_ipv4(f, pm.l3_off as usize, net.port(port).mtu) {
+                Some(pieces) => Outcome::Accept(pieces),
+                None => Outcome::Drop(Reason::TooBig.name()),
+            }
+        }
+        Fate::Drop(r) => Outcome::Drop(replay_reason(r)),
+        Fate::NoNeighbour { .. } => Outcome::Drop(Reason::NoNeighbour.name()),
+        Fate::Icmp { why, .. } => Outcome::Drop(replay_reason(why)),
+        Fate::Reset(_) => Outcome::Drop(Reason::Reject.name()),
+        Fate::Hold => Outcome::Hold,
     }
 }
 
@@ -169,13 +305,6 @@ fn hook_of(s: &str) -> anyhow::Result<Hook> {
             "unknown hook '{s}' (ingress, prerouting, input, forward, output, postrouting, egress)"
         )
     })
-}
-
-fn addr_bits(a: IpAddr) -> (u128, bool) {
-    match a {
-        IpAddr::V4(x) => (u32::from(x) as u128, false),
-        IpAddr::V6(x) => (u128::from(x), true),
-    }
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
@@ -223,8 +352,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if a.example && addr_specs.is_empty() {
         addr_specs = EXAMPLE_IFACE_ADDRS.iter().map(|s| s.to_string()).collect();
     }
-    // (interface, address bits, is IPv6)
-    let mut if_addrs: Vec<(String, u128, bool)> = Vec::new();
+    // (interface, address)
+    let mut if_addrs: Vec<(String, Addr)> = Vec::new();
     for s in &addr_specs {
         let (name, ad) = s
             .split_once('=')
@@ -232,17 +361,16 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         let ip: IpAddr = ad
             .parse()
             .with_context(|| format!("--iface-addr {s}: '{ad}' is not an address"))?;
-        let (b, v6) = addr_bits(ip);
-        if_addrs.push((name.to_string(), b, v6));
+        if_addrs.push((name.to_string(), ip.into()));
     }
-    let mut locals: Vec<(u128, bool)> = a.locals.iter().map(|x| addr_bits(*x)).collect();
-    locals.extend(if_addrs.iter().map(|(_, b, v6)| (*b, *v6)));
-    let if_addr = |name: &str, v6: bool| -> Option<u128> {
-        if_addrs
-            .iter()
-            .find(|(n, _, f)| n == name && *f == v6)
-            .map(|(_, b, _)| *b)
-    };
+    let locals: Vec<Addr> = a.locals.iter().map(|x| Addr::from(*x)).collect();
+    let mut net = replay_router(
+        &ifmap,
+        &if_addrs,
+        &locals,
+        a.iif.as_deref(),
+        a.oif.as_deref(),
+    );
     let compiled = Compiled::build(
         &rs,
         if a.linear {
@@ -314,7 +442,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         let is_ip = matches!(pm.l3, L3::Ipv4 | L3::Ipv6);
         let (src, dst) = if is_ip {
             let v4 = pm.l3 == L3::Ipv4;
-            (Some(from_bits(pm.saddr, v4)), Some(from_bits(pm.daddr, v4)))
+            let _ = v4;
+            (
+                Addr::src_of(&pm).map(Addr::ip),
+                Addr::dst_of(&pm).map(Addr::ip),
+            )
         } else {
             (None, None)
         };
@@ -335,11 +467,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             Hook::Output => (String::new(), oif),
             _ => (iif, oif),
         };
-        let mut frame_out: Option<Vec<u8>> = None;
-        let d = if router {
+        let outcome = if router {
             let mut frame = data.to_vec();
-            let mut pm = pm;
-            let v6 = pm.l3 == L3::Ipv6;
             bytes += Pkt {
                 frame: &frame,
                 pm: &pm,
@@ -348,60 +477,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 conns: None,
             }
             .bytes();
-            let mut pc = PacketCt {
-                iif_addr: if_addr(&iif, v6),
-                ..PacketCt::default()
-            };
-            let mut meta = Meta::with_ifnames(&iif, "");
-            let now = ts;
-            let mut d = sf.hook_mut(
-                Hook::Prerouting,
-                &mut frame,
-                &mut pm,
-                &mut meta,
-                now,
-                &mut pc,
-            );
-            if d.is_accept() {
-                // the route, after destination NAT
-                let is_ip = matches!(pm.l3, L3::Ipv4 | L3::Ipv6);
-                let local = is_ip && locals.iter().any(|&(b, f)| f == v6 && b == pm.daddr);
-                let set_names = |m: &mut Meta, i: &str, o: &str| {
-                    let n = Meta::with_ifnames(i, o);
-                    m.iifname = n.iifname;
-                    m.oifname = n.oifname;
-                };
-                if local {
-                    set_names(&mut meta, &iif, "");
-                    d = sf.hook_mut(Hook::Input, &mut frame, &mut pm, &mut meta, now, &mut pc);
-                } else {
-                    let oif = a.oif.clone().unwrap_or_else(|| {
-                        if is_ip {
-                            ifmap.lookup(from_bits(pm.daddr, !v6)).to_string()
-                        } else {
-                            String::new()
-                        }
-                    });
-                    set_names(&mut meta, &iif, &oif);
-                    d = sf.hook_mut(Hook::Forward, &mut frame, &mut pm, &mut meta, now, &mut pc);
-                    if d.is_accept() {
-                        pc.oif_addr = if_addr(&oif, v6);
-                        d = sf.hook_mut(
-                            Hook::Postrouting,
-                            &mut frame,
-                            &mut pm,
-                            &mut meta,
-                            now,
-                            &mut pc,
-                        );
-                    }
-                }
-            }
-            if d.is_accept() {
-                d = sf.finish(&mut pc, now);
-            }
-            frame_out = Some(frame);
-            d
+            let in_port = net.port_named(&iif).unwrap_or(net.ports().len() - 1);
+            let fate = net.route_frame(&mut sf, &mut frame, pm, in_port, Rx::default(), ts);
+            replay_fate(fate, frame, &net)
         } else {
             let mut p = Pkt {
                 frame: &data[..],
@@ -422,30 +500,34 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             if d.is_accept() {
                 d = sf.finish(&mut pc, ts);
             }
-            d
+            match d {
+                Decision::Accept => Outcome::Accept(Vec::new()),
+                Decision::Drop(DropReason::Fragment) if pm.frag == Frag::Later => Outcome::Hold,
+                Decision::Drop(r) => Outcome::Drop(replay_reason(Reason::of(r))),
+            }
         };
-        match d {
-            Decision::Accept => {
+        match outcome {
+            Outcome::Accept(frames) => {
                 accepted += 1;
                 if let Some(w) = out.as_mut() {
-                    w.write(ts, frame_out.as_deref().unwrap_or(&data[..]))
-                        .map_err(|e| anyhow::anyhow!("writing accepted packets: {e}"))?;
+                    if frames.is_empty() {
+                        w.write(ts, &data[..])
+                    } else {
+                        frames.iter().try_for_each(|f| w.write(ts, f))
+                    }
+                    .map_err(|e| anyhow::anyhow!("writing accepted packets: {e}"))?;
                 }
             }
-            Decision::Drop(DropReason::Fragment) if pm.frag == Frag::Later && !released => {
+            Outcome::Hold if !released => {
                 if held.hold(ts, data.to_vec(), link, ts).is_some() {
                     lost.push((ts, data.to_vec()));
                 }
             }
-            Decision::Drop(r) => {
+            Outcome::Hold | Outcome::Drop(_) => {
                 dropped += 1;
-                let why = match r {
-                    DropReason::Rule(_) => "rule",
-                    DropReason::Reject(_) => "reject",
-                    DropReason::Policy(..) => "policy",
-                    DropReason::Malformed(_) => "malformed",
-                    DropReason::Fragment => "fragment",
-                    DropReason::CtRefused => "conntrack-full",
+                let why = match outcome {
+                    Outcome::Drop(why) => why,
+                    _ => "fragment",
                 };
                 *drop_by.entry(why).or_default() += 1;
                 if let Some(w) = drops.as_mut() {

@@ -6,14 +6,15 @@
 //! distinct lengths; a full Internet table about 25 for IPv4), not one comparison per route,
 //! so a table of 10,000 routes costs a packet what a table of ten does.
 //!
-//! Addresses are `u128`s as in [`weir_wire::field`]: an IPv4 address in the low 32 bits.
-//! The keys are the configured prefixes (the lookups' addresses are the senders', but a
+//! Keys are typed addresses ([`Addr`]): a prefix of one family never holds an address of the
+//! other. The keys are the configured prefixes (the lookups' addresses are the senders', but a
 //! lookup inserts nothing), so the tables hash with a multiply-and-fold ([`AddrHasher`])
 //! instead of SipHash.
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use weir_wire::field::prefix_mask;
+use weir_wire::{Addr, Family as AddrFamily};
 
 /// A fast hasher for addresses (keys a remote sender cannot insert).
 #[derive(Default, Clone, Copy)]
@@ -30,6 +31,15 @@ impl std::hash::Hasher for AddrHasher {
     }
     fn write_u64(&mut self, v: u64) {
         self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+    fn write_isize(&mut self, v: isize) {
+        self.write_u64(v as u64);
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v as u64);
     }
     fn write_u128(&mut self, v: u128) {
         self.write_u64(v as u64);
@@ -78,8 +88,9 @@ impl<V> Lpm<V> {
 
     /// Add the prefix `net/len` (host bits are ignored; a length beyond the family's width is
     /// clamped to it). Returns the value it replaces when the prefix was already present.
-    pub fn insert(&mut self, net: u128, len: u8, v6: bool, value: V) -> Option<V> {
-        let len = len.min(if v6 { 128 } else { 32 });
+    pub fn insert(&mut self, net: Addr, len: u8, value: V) -> Option<V> {
+        let v6 = net.is_v6();
+        let len = len.min(net.family().bits());
         let f = &mut self.fam[v6 as usize];
         let at = match f.by_len.binary_search_by(|(l, _)| len.cmp(l)) {
             Ok(i) => i,
@@ -88,7 +99,9 @@ impl<V> Lpm<V> {
                 i
             }
         };
-        let old = f.by_len[at].1.insert(net & prefix_mask(len, v6), value);
+        let old = f.by_len[at]
+            .1
+            .insert(net.bits() & prefix_mask(len, v6), value);
         if old.is_none() {
             self.len += 1;
         }
@@ -97,7 +110,8 @@ impl<V> Lpm<V> {
 
     /// The value of the longest prefix holding `addr`, and that prefix's length.
     #[inline]
-    pub fn lookup(&self, addr: u128, v6: bool) -> Option<(&V, u8)> {
+    pub fn lookup(&self, addr: Addr) -> Option<(&V, u8)> {
+        let (v6, addr) = (addr.is_v6(), addr.bits());
         self.fam[v6 as usize]
             .by_len
             .iter()
@@ -106,15 +120,16 @@ impl<V> Lpm<V> {
 
     /// The value of the longest prefix holding `addr`.
     #[inline]
-    pub fn get(&self, addr: u128, v6: bool) -> Option<&V> {
-        self.lookup(addr, v6).map(|(v, _)| v)
+    pub fn get(&self, addr: Addr) -> Option<&V> {
+        self.lookup(addr).map(|(v, _)| v)
     }
 
     /// The value of exactly the prefix `net/len`.
-    pub fn exact(&self, net: u128, len: u8, v6: bool) -> Option<&V> {
+    pub fn exact(&self, net: Addr, len: u8) -> Option<&V> {
+        let v6 = net.is_v6();
         let f = &self.fam[v6 as usize];
         let i = f.by_len.binary_search_by(|(l, _)| len.cmp(l)).ok()?;
-        f.by_len[i].1.get(&(net & prefix_mask(len, v6)))
+        f.by_len[i].1.get(&(net.bits() & prefix_mask(len, v6)))
     }
 
     /// Prefixes held (both families).
@@ -127,8 +142,8 @@ impl<V> Lpm<V> {
     }
 
     /// Distinct prefix lengths of a family: the most probes a lookup makes.
-    pub fn lengths(&self, v6: bool) -> usize {
-        self.fam[v6 as usize].by_len.len()
+    pub fn lengths(&self, family: AddrFamily) -> usize {
+        self.fam[family.index()].by_len.len()
     }
 }
 
@@ -151,6 +166,14 @@ mod tests {
             }
         }
         best
+    }
+
+    fn addr(bits: u128, v6: bool) -> Addr {
+        if v6 {
+            Addr::v6(bits)
+        } else {
+            Addr::v4(bits as u32)
+        }
     }
 
     /// Prefixes and addresses drawn near each other (a few networks, so that prefixes nest
@@ -176,12 +199,12 @@ mod tests {
                 .collect();
             let mut t = Lpm::new();
             for &(net, len, v6, v) in &pfx {
-                t.insert(net, len, v6, v);
+                t.insert(addr(net, v6), len, v);
             }
             for &(b, bits, v6) in &addrs {
                 let a = near(b, bits as u128, v6);
                 prop_assert_eq!(
-                    t.lookup(a, v6).map(|(v, l)| (*v, l)),
+                    t.lookup(addr(a, v6)).map(|(v, l)| (*v, l)),
                     linear(&pfx, a, v6),
                     "address {:x} v6 {}", a, v6
                 );
@@ -191,19 +214,19 @@ mod tests {
 
     #[test]
     fn replaces_and_counts() {
-        let a = |s: &str| u32::from(s.parse::<std::net::Ipv4Addr>().unwrap()) as u128;
+        let a = |s: &str| s.parse::<Addr>().unwrap();
         let mut t = Lpm::new();
-        assert_eq!(t.insert(a("198.18.0.0"), 15, false, 1), None);
-        assert_eq!(t.insert(a("198.18.7.9"), 24, false, 2), None);
-        assert_eq!(t.insert(a("198.18.7.0"), 24, false, 3), Some(2));
-        assert_eq!(t.insert(0, 0, false, 4), None);
+        assert_eq!(t.insert(a("198.18.0.0"), 15, 1), None);
+        assert_eq!(t.insert(a("198.18.7.9"), 24, 2), None);
+        assert_eq!(t.insert(a("198.18.7.0"), 24, 3), Some(2));
+        assert_eq!(t.insert(a("0.0.0.0"), 0, 4), None);
         assert_eq!(t.len(), 3);
-        assert_eq!(t.lengths(false), 3);
-        assert_eq!(t.get(a("198.18.7.200"), false), Some(&3));
-        assert_eq!(t.get(a("198.19.1.1"), false), Some(&1));
-        assert_eq!(t.get(a("203.0.113.1"), false), Some(&4));
-        assert_eq!(t.get(a("198.18.7.1"), true), None);
-        assert_eq!(t.exact(a("198.18.7.0"), 24, false), Some(&3));
-        assert_eq!(t.exact(a("198.18.7.0"), 23, false), None);
+        assert_eq!(t.lengths(AddrFamily::Ipv4), 3);
+        assert_eq!(t.get(a("198.18.7.200")), Some(&3));
+        assert_eq!(t.get(a("198.19.1.1")), Some(&1));
+        assert_eq!(t.get(a("203.0.113.1")), Some(&4));
+        assert_eq!(t.get(Addr::v6(a("198.18.7.1").bits())), None);
+        assert_eq!(t.exact(a("198.18.7.0"), 24), Some(&3));
+        assert_eq!(t.exact(a("198.18.7.0"), 23), None);
     }
 }
