@@ -12,6 +12,8 @@
 //! - [`pcap`]: reading pcap / pcapng captures and writing pcap.
 //! - [`build`]: making test and example packets, well-formed and hostile.
 //! - [`frag`]: cutting an IPv4 packet into fragments for a smaller MTU.
+//! - [`offload`]: what a device does for offloaded frames, in software: completing partial
+//!   TCP/UDP checksums and cutting TCP super-frames (TSO/GSO/GRO) into MTU-sized segments.
 
 pub mod addr;
 pub mod build;
@@ -19,6 +21,7 @@ pub mod checksum;
 pub mod field;
 pub mod frag;
 pub mod meta;
+pub mod offload;
 pub mod pcap;
 
 pub use addr::{Addr, Family, Mac};
