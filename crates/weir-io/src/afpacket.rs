@@ -52,7 +52,8 @@ const TP_STATUS_USER: u32 = 1;
 /// Frame status bits (`linux/if_packet.h`).
 const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
 const TP_STATUS_CSUM_VALID: u32 = 1 << 7;
-/// Since Linux 6.7 (`TP_STATUS_GSO_TCP`): the frame is a TCP GSO super-frame.
+/// Since Linux 6.3 (`TP_STATUS_GSO_TCP`, added with IPv4 BIG TCP): the frame is a TCP GSO
+/// super-frame.
 const TP_STATUS_GSO_TCP: u32 = 1 << 8;
 const PACKET_VNET_HDR: i32 = 15;
 /// `struct tpacket_block_desc` with `tpacket_hdr_v1`, aligned to 8: where a block's first
@@ -280,7 +281,7 @@ pub struct RxOffload {
     pub csum_partial: bool,
     /// `TP_STATUS_CSUM_VALID`: the device or the kernel verified the checksum.
     pub csum_valid: bool,
-    /// `TP_STATUS_GSO_TCP` (Linux 6.7 and later; never set before): a TCP super-frame.
+    /// `TP_STATUS_GSO_TCP` (Linux 6.3 and later; never set before): a TCP super-frame.
     pub gso_tcp: bool,
     /// From the virtio-net header: the super-frame's kind and segment size. `None` for an
     /// ordinary frame, and on rings without the header.
