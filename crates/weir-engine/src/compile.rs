@@ -169,6 +169,12 @@ pub enum CExpr {
         addr: Option<Box<CValue>>,
         port: Option<Box<CValue>>,
     },
+    /// `fwd to DEV` / `fwd ip|ip6 to ADDR device DEV`: evaluated to a [`crate::Fwd`] in
+    /// `Meta::fwd`; it ends the base chain like `accept`, and the caller runs no later chain.
+    Fwd {
+        dev: Box<CValue>,
+        neigh: Option<(u8, Box<CValue>)>,
+    },
     /// Evaluated by the stateful engine (ct count, flow add, dynamic sets); the
     /// stateless engine passes over them and counts them.
     Stateful(Box<ir::Expr>),
@@ -641,6 +647,13 @@ fn compile_expr(e: &Expr, slots: &mut Slots) -> CExpr {
             nat: Box::new(n.clone()),
             addr: n.addr.as_ref().map(|v| Box::new(compile_value(v))),
             port: n.port.as_ref().map(|v| Box::new(compile_value(v))),
+        },
+        Expr::Fwd(f) => CExpr::Fwd {
+            dev: Box::new(compile_value(&f.dev)),
+            neigh: f
+                .neigh
+                .as_ref()
+                .map(|(fam, a)| (*fam, Box::new(compile_value(a)))),
         },
         other => CExpr::Stateful(Box::new(other.clone())),
     }

@@ -13,7 +13,7 @@ use crate::compile::*;
 use crate::hash::{jhash_key, symhash};
 use crate::sets::{KeyVals, MAX_KEY};
 use weir_lang::ir::{self, Key, KeyPart, MapValue, Policy, Source, Verdict};
-use weir_wire::{field::ifname_value, Field, Frag, LinkType, Malformed, PacketMeta, L3};
+use weir_wire::{field::ifname_value, Field, Frag, Layer, LinkType, Malformed, PacketMeta, L3};
 
 /// Why a packet was dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +82,33 @@ pub struct NatAction {
     pub persistent: bool,
 }
 
+/// A `fwd` statement's result (nft_fwd_netdev, nft_fwd_neigh): the packet leaves by `dev` as
+/// it is, and its processing ends (the kernel returns NF_STOLEN: no later rule or chain runs).
+/// The base chain ends with [`Decision::Accept`]; whoever runs the chains reads `Meta::fwd`
+/// after each one and runs no further chain once it is set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fwd {
+    /// The output device's name as an interface-name field value
+    /// ([`weir_wire::field::ifname_value`]; [`weir_wire::field::ifname_text`] gives the name
+    /// back). 0 (no name) when it came from `meta oif` at a hook without an output device:
+    /// no device has it, and the kernel frees such a packet.
+    pub dev: u128,
+    /// `fwd ip|ip6 to ADDR device DEV`: the next hop. The kernel then decrements the IPv4 TTL
+    /// (`ip_decrease_ttl`, with the checksum) or the IPv6 hop limit and sends the frame to the
+    /// link-layer address the neighbour table has for `addr` on `dev` (`neigh_xmit`); that is
+    /// the forwarder's work, the frame is not changed here.
+    pub neigh: Option<FwdNeigh>,
+}
+
+/// The next hop of `fwd ip|ip6 to ADDR device DEV`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FwdNeigh {
+    /// 4 (`fwd ip`) or 6 (`fwd ip6`); the packet is of that family.
+    pub family: u8,
+    /// The address, as fields hold it (IPv4 in the low 32 bits).
+    pub addr: u128,
+}
+
 /// Per-packet metadata the packet itself does not carry.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Meta {
@@ -104,6 +131,9 @@ pub struct Meta {
     pub nat: Option<NatAction>,
     /// A `flow add @ft` statement ran (the flowtable's index in its table, and the table).
     pub flow_add: Option<(u16, u16)>,
+    /// A `fwd` statement ran: the device (and next hop) the packet leaves by; no later chain
+    /// runs for it.
+    pub fwd: Option<Fwd>,
     /// Header fields written by statements (`ip daddr set ...`: stateless NAT), in order;
     /// later matches read these values, and the stateful layer writes them into the frame
     /// when the base chain ends.
@@ -773,7 +803,12 @@ impl Engine {
         let n = self.rs.hooks[hook as usize].len();
         for i in 0..n {
             let h = self.rs.hooks[hook as usize][i];
+            let before = p.meta.fwd;
             match self.process_base(h, p) {
+                // `fwd`: the packet has left, no later chain sees it
+                Decision::Accept if p.meta.fwd.is_some() && p.meta.fwd != before => {
+                    return Decision::Accept
+                }
                 Decision::Accept => continue,
                 d => return d,
             }
@@ -1019,26 +1054,8 @@ impl Engine {
                     return Outcome::Reject;
                 }
                 CExpr::Assign { field, value } => {
-                    let v = match &**value {
-                        CValue::Const(c) => c.first().copied(),
-                        CValue::Range(a, _) => Some(*a),
-                        CValue::Key(k) => {
-                            let mut kv = [0u128; MAX_KEY];
-                            p.key(k, st, &mut kv).map(|_| kv[0])
-                        }
-                        CValue::Map { key, map } => {
-                            let mut kv = [0u128; MAX_KEY];
-                            match p.key(key, st, &mut kv) {
-                                Some(n) => match set_get(t, map, &kv[..n]) {
-                                    Some(MapValue::Value(v)) => v.first().copied(),
-                                    _ => None,
-                                },
-                                None => None,
-                            }
-                        }
-                    };
                     // nftables: a failed lookup stops the rule
-                    let Some(v) = v else {
+                    let Some(v) = value_of(t, value, p, st) else {
                         return Outcome::Next;
                     };
                     match field {
@@ -1054,10 +1071,43 @@ impl Engine {
                                 st.rewrites_skipped += 1;
                             }
                         }
+                        // `ether saddr set` without an Ethernet header (a raw-IP frame): nft
+                        // puts `meta iiftype ether` before the write, the rule stops
+                        f if f.layer() == Layer::Link => return Outcome::Next,
                         _ => st.rewrites_skipped += 1,
                     }
                 }
                 CExpr::Notrack => p.meta.notrack = true,
+                CExpr::Fwd { dev, neigh } => {
+                    let neigh = match neigh {
+                        Some((family, addr)) => {
+                            // nft_fwd_neigh: a packet of the other family stops the rule
+                            // (NFT_BREAK)
+                            let l3 = if *family == 6 { L3::Ipv6 } else { L3::Ipv4 };
+                            if p.pm.l3 != l3 {
+                                return Outcome::Next;
+                            }
+                            let Some(a) = value_of(t, addr, p, st) else {
+                                return Outcome::Next;
+                            };
+                            Some(FwdNeigh {
+                                family: *family,
+                                addr: a,
+                            })
+                        }
+                        None => None,
+                    };
+                    // a failed map lookup stops the rule
+                    let Some(d) = value_of(t, dev, p, st) else {
+                        return Outcome::Next;
+                    };
+                    p.meta.fwd = Some(Fwd { dev: d, neigh });
+                    let h = &mut st.rule_hits[r.gid];
+                    h.0 += 1;
+                    h.1 += bytes;
+                    // NF_STOLEN: nothing after it runs; the base chain ends here
+                    return Outcome::Verdict(Verdict::Accept);
+                }
                 CExpr::Nat { nat, addr, port } => {
                     // `snat ip to` / `dnat ip6 to` in an inet table: nothing for the other
                     // family (nft_nat_inet_eval), and the rule goes on
@@ -1152,6 +1202,28 @@ impl Engine {
         h.0 += 1;
         h.1 += bytes;
         Outcome::Next
+    }
+}
+
+/// The value a statement's expression gives (the first component of a map's data); None when
+/// the key cannot be built or the map has no element for it (the rule stops).
+#[inline]
+fn value_of(t: &CTable, v: &CValue, p: &Pkt, st: &mut State) -> Option<u128> {
+    match v {
+        CValue::Const(c) => c.first().copied(),
+        CValue::Range(a, _) => Some(*a),
+        CValue::Key(k) => {
+            let mut kv = [0u128; MAX_KEY];
+            p.key(k, st, &mut kv).map(|_| kv[0])
+        }
+        CValue::Map { key, map } => {
+            let mut kv = [0u128; MAX_KEY];
+            let n = p.key(key, st, &mut kv)?;
+            match set_get(t, map, &kv[..n]) {
+                Some(MapValue::Value(v)) => v.first().copied(),
+                _ => None,
+            }
+        }
     }
 }
 

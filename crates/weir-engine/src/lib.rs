@@ -16,4 +16,4 @@ pub mod sets;
 pub mod stateful;
 
 pub use compile::{Compiled, Mode};
-pub use eval::{CtView, Decision, DropReason, Engine, Meta, NatAction, Pkt};
+pub use eval::{CtView, Decision, DropReason, Engine, Fwd, FwdNeigh, Meta, NatAction, Pkt};

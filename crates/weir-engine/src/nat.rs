@@ -25,7 +25,7 @@ use weir_conntrack::Tuple;
 use weir_lang::ir::{Hook, NatKind};
 use weir_wire::checksum as cs;
 use weir_wire::meta::proto;
-use weir_wire::{Frag, PacketMeta, L3};
+use weir_wire::{Frag, LinkType, PacketMeta, L3};
 
 /// Linux IPS_* NAT status bits, as `ct status` reads them.
 pub mod status {
@@ -473,6 +473,16 @@ pub fn icmp_reply_translation(
 /// updates. Returns false when the packet does not carry the field (nothing written).
 pub fn set_header_field(frame: &mut [u8], pm: &PacketMeta, f: weir_wire::Field, v: u128) -> bool {
     use weir_wire::Field as F;
+    if let F::EtherDaddr | F::EtherSaddr = f {
+        // the Ethernet destination (bytes 0..6) or source (6..12): no checksum covers them;
+        // a raw-IP frame has neither
+        if pm.link != LinkType::Ethernet || frame.len() < 14 {
+            return false;
+        }
+        let at = if f == F::EtherDaddr { 0 } else { 6 };
+        frame[at..at + 6].copy_from_slice(&(v as u64).to_be_bytes()[2..]);
+        return true;
+    }
     let v6 = pm.l3 == L3::Ipv6;
     let mut t = Tuple {
         src: pm.saddr,

@@ -1146,6 +1146,7 @@ impl Stateful {
             meta.notrack = false;
             meta.nat = None;
             meta.flow_add = None;
+            meta.fwd = None;
             let d = self.run_chain(h, &buf, pm, meta, now_ns, pc);
             self.apply_writes(&mut buf, pm, meta);
             if let Some(ft) = meta.flow_add.take() {

@@ -244,6 +244,14 @@ pub enum Item {
         span: Span,
     },
     Notrack(Span),
+    /// `fwd to DEVICE` (`family` None) or `fwd ip|ip6 to ADDRESS device DEVICE` (netdev only):
+    /// `addr` is the next hop's address in the second form.
+    Fwd {
+        family: Option<Ident>,
+        addr: Option<Expr>,
+        dev: Expr,
+        span: Span,
+    },
     /// `flow add @ft` / `flow offload @ft`
     FlowAdd(Ident, Span),
     /// `add|update|delete @set { key [timeout T] [stmt] }`
@@ -271,6 +279,7 @@ impl Item {
             | Item::Reject { span, .. }
             | Item::Assign { span, .. }
             | Item::Nat { span, .. }
+            | Item::Fwd { span, .. }
             | Item::SetOp { span, .. } => *span,
             Item::Verdict(v) => v.span(),
             Item::Notrack(s) | Item::FlowAdd(_, s) | Item::Comment(_, s) => *s,

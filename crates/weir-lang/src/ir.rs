@@ -295,6 +295,18 @@ pub struct Nat {
     pub persistent: bool,
 }
 
+/// A `fwd` statement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fwd {
+    /// The output device, as an interface-name value (`weir_wire::field::ifname_value`): a
+    /// constant, `meta iifname` / `meta oifname` (what `fwd to meta iif` / `meta oif` name), or
+    /// an inline map to device names.
+    pub dev: ValueExpr,
+    /// `fwd ip|ip6 to ADDR device DEV`: the family (4 or 6) and the next hop's address, whose
+    /// link-layer address the neighbour table gives (nft_fwd_neigh).
+    pub neigh: Option<(u8, ValueExpr)>,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SetOpKind {
     Add,
@@ -351,6 +363,10 @@ pub enum Expr {
     },
     Nat(Nat),
     Notrack,
+    /// `fwd to DEV` / `fwd ip|ip6 to ADDR device DEV` (netdev ingress and egress only;
+    /// nft_fwd_netdev, nft_fwd_neigh): the packet leaves by that device as it is and its
+    /// processing ends (the kernel steals it: no later rule or chain runs).
+    Fwd(Fwd),
     FlowAdd(usize),
     SetOp(SetOp),
 }

@@ -51,6 +51,7 @@ const STMT_HEADS: &[&str] = &[
     "masquerade",
     "redirect",
     "notrack",
+    "fwd",
     "flow",
     "add",
     "update",

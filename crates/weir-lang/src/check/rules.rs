@@ -593,6 +593,19 @@ fn lower_value(cx: &mut Cx, types: &[DataType], e: &ast::Expr) -> Option<ValueEx
             let key = lower_key(cx, other)?;
             let kt = key_types(&key);
             let hashy = key.iter().all(|p| !matches!(p.src, Source::Field(_)));
+            if hashy && types.iter().map(|t| t.bits()).sum::<u32>() > 32 {
+                // the kernel refuses a 32-bit register written into a wider field (ENODATA)
+                err(
+                    cx,
+                    other.span(),
+                    format!(
+                        "a hash or number generator gives a 32-bit number, not {}: use it as \
+                         the key of a map (jhash ip saddr mod 2 map {{ 0 : ..., 1 : ... }})",
+                        type_names(types)
+                    ),
+                );
+                return None;
+            }
             if !hashy && !types_compatible(&kt, types) {
                 err(
                     cx,
@@ -611,6 +624,8 @@ fn lower_value(cx: &mut Cx, types: &[DataType], e: &ast::Expr) -> Option<ValueEx
 }
 
 const ASSIGNABLE: &[Field] = &[
+    Field::EtherSaddr,
+    Field::EtherDaddr,
     Field::MetaMark,
     Field::MetaPriority,
     Field::CtMark,
@@ -969,6 +984,113 @@ fn lower_nat(
     Some(Expr::Nat(nat))
 }
 
+/// `fwd to DEV`, `fwd ip|ip6 to ADDR device DEV`: only in the netdev family (nft refuses it
+/// in the others: "unsupported family"), whose chains hook ingress and egress.
+fn lower_fwd(
+    cx: &mut Cx,
+    family: &Option<ast::Ident>,
+    addr: &Option<ast::Expr>,
+    dev: &ast::Expr,
+    span: Span,
+) -> Option<Expr> {
+    if cx.family != Family::Netdev {
+        cx.diags.push(
+            Diagnostic::error(
+                span,
+                format!(
+                    "'fwd' is only allowed in the netdev family (ingress and egress chains), \
+                     not in the {} family",
+                    cx.family.name()
+                ),
+            )
+            .note(
+                "forward from a netdev chain: table netdev NAME { chain C { type filter hook \
+                 ingress device \"eth0\" priority 0; ... fwd to \"eth1\" } }",
+            ),
+        );
+        return None;
+    }
+    let neigh = match (family, addr) {
+        (Some(f), Some(a)) => {
+            let (fam, dt) = if f.name == "ip6" {
+                (6, DataType::Ipv6Addr)
+            } else {
+                (4, DataType::Ipv4Addr)
+            };
+            let v = lower_value(cx, &[dt], a)?;
+            if let ValueExpr::Range(..) = v {
+                err(
+                    cx,
+                    a.span(),
+                    "fwd sends to one next hop, not to a range or prefix of addresses",
+                );
+                return None;
+            }
+            Some((fam, v))
+        }
+        _ => None,
+    };
+    let dev = lower_fwd_dev(cx, dev)?;
+    Some(Expr::Fwd(Fwd { dev, neigh }))
+}
+
+/// The device of `fwd`, as an interface-name value.
+fn lower_fwd_dev(cx: &mut Cx, e: &ast::Expr) -> Option<ValueExpr> {
+    const HOW: &str = "a device is a name (\"eth0\"), meta iif or meta oif, or an inline map \
+                       to device names (meta mark map { 1 : \"eth0\", 2 : \"eth1\" })";
+    match e {
+        ast::Expr::Const(Val::Word(..) | Val::Str(..)) => {
+            match lower_value(cx, &[DataType::IfName], e)? {
+                ValueExpr::Const(c) if c.len() == 1 => Some(ValueExpr::Const(c)),
+                _ => {
+                    err(
+                        cx,
+                        e.span(),
+                        "fwd sends to one device, not to a wildcard or range of names",
+                    );
+                    None
+                }
+            }
+        }
+        ast::Expr::Selector(..) => {
+            let k = lower_key(cx, e)?;
+            // the device of an index is the device of that name: weir keeps devices by name
+            let name = match k.as_slice() {
+                [p] if p.is_plain() && p.src == Source::Field(Field::MetaIif) => Field::MetaIifname,
+                [p] if p.is_plain() && p.src == Source::Field(Field::MetaOif) => Field::MetaOifname,
+                _ => {
+                    cx.diags.push(
+                        Diagnostic::error(e.span(), "fwd to: this does not give a device")
+                            .note(HOW),
+                    );
+                    return None;
+                }
+            };
+            Some(ValueExpr::Key(vec![KeyPart::field(name)]))
+        }
+        ast::Expr::Map(_, ast::SetRef::Named(id), _) => {
+            cx.diags.push(
+                Diagnostic::error(
+                    id.span,
+                    format!(
+                        "fwd to '@{}': weir takes the devices of fwd from an inline map of \
+                         names only (a named map holds them as interface indices)",
+                        id.name
+                    ),
+                )
+                .note(HOW),
+            );
+            None
+        }
+        ast::Expr::Map(..) => lower_value(cx, &[DataType::IfName], e),
+        _ => {
+            cx.diags
+                .push(Diagnostic::error(e.span(), "fwd sends to one device").note(HOW));
+            None
+        }
+    }
+}
+
 fn lower_item(
     cx: &mut Cx,
     it: &ast::Item,
@@ -1180,7 +1302,19 @@ fn lower_item(
                 return false;
             }
             let _ = span;
-            lower_value(cx, &[f.datatype()], value).map(|v| Expr::Assign { field: f, value: v })
+            let Some(v) = lower_value(cx, &[f.datatype()], value) else {
+                return false;
+            };
+            if let ValueExpr::Range(..) = v {
+                // nft cannot write a range either (it stops: "unknown expression type range")
+                err(
+                    cx,
+                    value.span(),
+                    format!("'{} set' takes one value, not a range or prefix", f.name()),
+                );
+                return false;
+            }
+            Some(Expr::Assign { field: f, value: v })
         }
         ast::Item::Nat {
             kind,
@@ -1191,6 +1325,12 @@ fn lower_item(
             span,
         } => lower_nat(cx, kind, family, addr, port, flags, *span),
         ast::Item::Notrack(_) => Some(Expr::Notrack),
+        ast::Item::Fwd {
+            family,
+            addr,
+            dev,
+            span,
+        } => lower_fwd(cx, family, addr, dev, *span),
         ast::Item::FlowAdd(id, _) => match cx.flowtables.get(&id.name) {
             Some(&i) => Some(Expr::FlowAdd(i)),
             None => {
@@ -1308,6 +1448,23 @@ pub(super) fn lower_rule(cx: &mut Cx, handle: u64, r: &ast::Rule) -> Option<Rule
             cx.diags.push(
                 Diagnostic::error(sp, "nothing can follow a verdict in a rule")
                     .note("move the verdict (accept, drop, jump, ...) to the end of the rule"),
+            );
+            ok = false;
+        }
+    }
+    // fwd ends the packet's processing: nft refuses anything after it ("Statement after
+    // terminal statement has no effect")
+    if let Some(pos) = exprs.iter().position(|e| matches!(e, Expr::Fwd(_))) {
+        if ok && pos + 1 < exprs.len() {
+            let sp = r
+                .items
+                .iter()
+                .find(|i| matches!(i, ast::Item::Fwd { .. }))
+                .map(|i| i.span())
+                .unwrap_or(r.span);
+            cx.diags.push(
+                Diagnostic::error(sp, "nothing can follow 'fwd' in a rule")
+                    .note("fwd sends the packet out and ends its processing: move it to the end of the rule"),
             );
             ok = false;
         }

@@ -89,3 +89,250 @@ fn jump_errors() {
     deep.push_str("chain c20 { accept } }\n");
     assert!(errors(&deep)[0].contains("deep"));
 }
+
+/// A netdev table with a filter chain at ingress on eth0 holding `rules`.
+fn netdev(rules: &str) -> String {
+    format!(
+        "table netdev t {{\n chain in {{ type filter hook ingress device \"eth0\" priority 0;\n{rules}\n }}\n}}\n"
+    )
+}
+
+fn rules_of(s: &str) -> Vec<crate::ir::Rule> {
+    let (rs, _) = load_str("t.nft", s)
+        .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
+        .unwrap();
+    rs.tables[0].chains[0].rules.clone()
+}
+
+#[test]
+fn fwd_is_checked_and_lowered_in_netdev() {
+    use crate::ir::{Expr, Fwd, ValueExpr};
+    use weir_wire::field::ifname_value;
+    let r = rules_of(&netdev(
+        "fwd to \"eth0\"\n\
+         fwd to eth1\n\
+         ip saddr 198.18.0.1 fwd to \"wan0\"\n\
+         fwd ip to 192.168.2.200 device \"eth0\"\n\
+         fwd ip6 to 2001:db8::1 device eth0\n\
+         fwd to meta mark map { 0x00000001 : \"eth0\", 0x00000002 : \"eth1\" }\n\
+         counter fwd to meta iif\n\
+         fwd ip to ip saddr map { 198.18.0.1 : 192.168.2.1 } device \"eth0\" comment \"out\"",
+    ));
+    assert_eq!(r.len(), 8);
+    let dev = |n: &str| ValueExpr::Const(vec![ifname_value(n)]);
+    assert_eq!(
+        r[0].exprs,
+        vec![Expr::Fwd(Fwd {
+            dev: dev("eth0"),
+            neigh: None
+        })]
+    );
+    assert_eq!(
+        r[1].exprs,
+        vec![Expr::Fwd(Fwd {
+            dev: dev("eth1"),
+            neigh: None
+        })]
+    );
+    assert!(matches!(r[2].exprs[..], [Expr::Match(_), Expr::Fwd(_)]));
+    assert_eq!(
+        r[3].exprs,
+        vec![Expr::Fwd(Fwd {
+            dev: dev("eth0"),
+            neigh: Some((4, ValueExpr::Const(vec![0xc0a8_02c8])))
+        })]
+    );
+    assert_eq!(
+        r[4].exprs,
+        vec![Expr::Fwd(Fwd {
+            dev: dev("eth0"),
+            neigh: Some((
+                6,
+                ValueExpr::Const(vec![u128::from(
+                    "2001:db8::1".parse::<std::net::Ipv6Addr>().unwrap()
+                )])
+            ))
+        })]
+    );
+    let Expr::Fwd(Fwd {
+        dev: ValueExpr::Map { .. },
+        neigh: None,
+    }) = &r[5].exprs[0]
+    else {
+        panic!("{:?}", r[5].exprs)
+    };
+    // the device of the input interface's index is the input interface
+    let Expr::Fwd(Fwd {
+        dev: ValueExpr::Key(k),
+        ..
+    }) = &r[6].exprs[1]
+    else {
+        panic!("{:?}", r[6].exprs)
+    };
+    assert_eq!(
+        k[0].src,
+        crate::ir::Source::Field(weir_wire::Field::MetaIifname)
+    );
+    assert_eq!(r[7].comment.as_deref(), Some("out"));
+    // a regular chain of a netdev table may forward too (nft accepts it)
+    assert!(errors("table netdev t { chain c { fwd to \"eth0\" } }").is_empty());
+}
+
+#[test]
+fn fwd_is_refused_outside_netdev() {
+    for fam in ["ip", "ip6", "inet"] {
+        for stmt in ["fwd to \"eth0\"", "fwd ip to 192.168.2.200 device \"eth0\""] {
+            let e = errors(&format!(
+                "table {fam} t {{ chain c {{ type filter hook prerouting priority 0; {stmt} }} }}"
+            ));
+            assert_eq!(e.len(), 1, "{fam}: {e:?}");
+            assert_eq!(
+                e[0],
+                format!(
+                    "'fwd' is only allowed in the netdev family (ingress and egress chains), \
+                     not in the {fam} family"
+                )
+            );
+        }
+    }
+    // a regular chain of an inet table is refused as well
+    assert!(errors("table inet t { chain c { fwd to \"eth0\" } }")[0].contains("'fwd'"));
+}
+
+#[test]
+fn fwd_errors() {
+    let e = |r: &str| errors(&netdev(r));
+    // nft: "Statement after terminal statement has no effect"
+    assert!(e("fwd to \"eth0\" counter")[0].contains("nothing can follow 'fwd'"));
+    assert!(e("fwd to \"eth0\" accept")[0].contains("nothing can follow 'fwd'"));
+    assert!(e("fwd to \"eth0\" ip saddr 1.2.3.4")[0].contains("nothing can follow 'fwd'"));
+    assert!(e("fwd ip to 1.2.3.4 device \"eth0\" drop")[0].contains("nothing can follow 'fwd'"));
+    assert!(e("fwd to \"eth*\"")[0].contains("one device"));
+    assert!(e("fwd to { \"eth0\" }")[0].contains("one device"));
+    assert!(e("fwd to meta iifname")[0].contains("does not give a device"));
+    assert!(e("fwd ip to 2001:db8::1 device \"eth0\"")[0].contains("not an IPv4"));
+    assert!(e("fwd ip6 to 1.2.3.4 device \"eth0\"")[0].contains("not an IPv6"));
+    assert!(e("fwd ip to 192.168.2.0/24 device \"eth0\"")[0].contains("one next hop"));
+    assert!(e("fwd ip to 1.2.3.4-1.2.3.5 device \"eth0\"")[0].contains("one next hop"));
+    assert!(e("fwd to \"verylonginterfacename0\"")[0].contains("longer than 15"));
+    // syntax: nft's own test (fwd.t) spells it `fwd to` or `fwd ip|ip6 to ... device ...`
+    assert!(e("fwd \"eth0\"")[0].contains("expected 'to', 'ip' or 'ip6'"));
+    assert!(e("fwd to")[0].contains("expected a device"));
+    assert!(e("fwd ip to 1.2.3.4")[0].contains("expected 'device'"));
+    let named = "table netdev t { map m { type mark : ifname; elements = { 1 : \"eth0\" } }\n\
+                 chain in { type filter hook ingress device \"eth0\" priority 0; fwd to meta mark map @m } }";
+    assert!(errors(named)[0].contains("inline map"));
+}
+
+#[test]
+fn ether_addresses_can_be_set() {
+    use crate::ir::{Expr, ValueExpr};
+    use weir_wire::Field;
+    let r = rules_of(&netdev(
+        "ether saddr set 02:00:00:00:00:09\n\
+         ether daddr set jhash ip saddr mod 3 map { 0 : 02:00:00:00:00:01, 1 : 02:00:00:00:00:02, 2 : 02:00:00:00:00:03 }\n\
+         ether daddr set 02:00:00:00:00:02 ether daddr 02:00:00:00:00:02 counter\n\
+         ether saddr set ether daddr\n\
+         ip saddr 198.18.0.1 ether daddr set ip saddr map { 198.18.0.1 : 0:1:2:3:4:5 } fwd to \"wan0\"",
+    ));
+    assert_eq!(
+        r[0].exprs,
+        vec![Expr::Assign {
+            field: Field::EtherSaddr,
+            value: ValueExpr::Const(vec![0x0200_0000_0009])
+        }]
+    );
+    assert!(matches!(
+        &r[1].exprs[..],
+        [Expr::Assign {
+            field: Field::EtherDaddr,
+            value: ValueExpr::Map { .. }
+        }]
+    ));
+    assert_eq!(r.len(), 5);
+    // the same in the other families (nft accepts it there too)
+    for fam in ["ip", "ip6", "inet"] {
+        let s = format!("table {fam} t {{ chain c {{ type filter hook prerouting priority 0; ether saddr set 02:00:00:00:00:09 }} }}");
+        assert!(errors(&s).is_empty(), "{fam}");
+    }
+    let e = |r: &str| errors(&netdev(r));
+    // refused by nft too: a set, a mark, a hash's 32 bits into 48, a range
+    assert!(!e("ether daddr set { 01:00:5e:00:01:01, 01:00:5e:00:02:02 }").is_empty());
+    assert!(e("ether saddr set meta mark")[0].contains("is needed"));
+    assert!(e("ether saddr set jhash ip saddr mod 3")[0].contains("32-bit"));
+    assert!(e("ether saddr set 02:00:00:00:00:09-02:00:00:00:00:0a")[0].contains("one value"));
+    assert!(errors("table ip t { chain c { ip saddr set 1.2.3.0/24 } }")[0].contains("one value"));
+    assert!(e("ether saddr set 0x020000000009")[0].contains("Ethernet address"));
+    assert!(
+        errors("table ip6 t { chain c { ip6 saddr set numgen inc mod 3 } }")[0].contains("32-bit")
+    );
+}
+
+/// The text weir keeps of each rule (what its listings print) parses again into the same rule.
+#[test]
+fn fwd_and_ether_set_rule_text_round_trips() {
+    let body = "fwd to \"eth0\"\n\
+         fwd to eth1\n\
+         ip saddr 198.18.0.1 fwd to \"wan0\"\n\
+         fwd ip to 192.168.2.200 device \"eth0\"\n\
+         fwd ip6 to 2001:db8::1 device eth0\n\
+         fwd to meta mark map { 0x00000001 : \"eth0\", 0x00000002 : \"eth1\" }\n\
+         counter fwd to meta iif\n\
+         ether saddr set 02:00:00:00:00:09\n\
+         ether daddr set jhash ip saddr mod 3 map { 0 : 02:00:00:00:00:01, 1 : 02:00:00:00:00:02, 2 : 02:00:00:00:00:03 }\n\
+         ether daddr set 02:00:00:00:00:02 ether daddr 02:00:00:00:00:02 counter\n\
+         ether daddr set ip saddr map { 198.18.0.1 : 02:00:00:00:00:01 } fwd to \"wan0\" comment \"dsr\"";
+    let first = rules_of(&netdev(body));
+    assert_eq!(first[0].text, "fwd to \"eth0\"");
+    assert_eq!(first[7].text, "ether saddr set 02:00:00:00:00:09");
+    let again = rules_of(&netdev(
+        &first
+            .iter()
+            .map(|r| r.text.clone())
+            .collect::<Vec<_>>()
+            .join("\n"),
+    ));
+    assert_eq!(first.len(), again.len());
+    for (a, b) in first.iter().zip(&again) {
+        assert_eq!(a.text, b.text);
+        assert_eq!(a.exprs, b.exprs, "{}", a.text);
+        assert_eq!(a.comment, b.comment);
+    }
+}
+
+/// What `nft list ruleset` printed for these rules (nft 1.0.6, after `nft -f` of the same rules
+/// as written in `fwd_and_ether_set_rule_text_round_trips`) loads into the same rules.
+#[test]
+fn nft_listing_of_fwd_and_ether_set_loads_the_same() {
+    let written = rules_of(&netdev(
+        "fwd to \"eth0\"\n\
+         fwd to eth1\n\
+         ip saddr 198.18.0.1 fwd to \"wan0\"\n\
+         fwd ip to 192.168.2.200 device \"eth0\"\n\
+         fwd ip6 to 2001:db8::1 device eth0\n\
+         fwd to meta mark map { 0x00000001 : \"eth0\", 0x00000002 : \"eth1\" }\n\
+         counter fwd to meta iif\n\
+         ether saddr set 02:00:00:00:00:09\n\
+         ip saddr 198.18.0.1 ether daddr set ip saddr map { 198.18.0.1 : 0:1:2:3:4:5 } fwd to \"wan0\"",
+    ));
+    let listed = rules_of(
+        "table netdev t {\n\
+         \tchain in {\n\
+         \t\ttype filter hook ingress device \"eth0\" priority filter; policy accept;\n\
+         \t\tfwd to \"eth0\"\n\
+         \t\tfwd to \"eth1\"\n\
+         \t\tip saddr 198.18.0.1 fwd to \"wan0\"\n\
+         \t\tfwd ip to 192.168.2.200 device \"eth0\"\n\
+         \t\tfwd ip6 to 2001:db8::1 device \"eth0\"\n\
+         \t\tfwd to meta mark map { 0x00000001 : \"eth0\", 0x00000002 : \"eth1\" }\n\
+         \t\tcounter packets 0 bytes 0 fwd to iif\n\
+         \t\tether saddr set 02:00:00:00:00:09\n\
+         \t\tip saddr 198.18.0.1 ether daddr set ip saddr map { 198.18.0.1 : 00:01:02:03:04:05 } fwd to \"wan0\"\n\
+         \t}\n\
+         }\n",
+    );
+    assert_eq!(written.len(), listed.len());
+    for (a, b) in written.iter().zip(&listed) {
+        assert_eq!(a.exprs, b.exprs, "{} / {}", a.text, b.text);
+    }
+}

@@ -1,5 +1,5 @@
-//! Statements: verdicts, `counter`, `log`, `limit`, `quota`, `reject`, NAT, `notrack`, `flow`,
-//! set updates and `comment`.
+//! Statements: verdicts, `counter`, `log`, `limit`, `quota`, `reject`, NAT, `notrack`, `fwd`,
+//! `flow`, set updates and `comment`.
 
 use super::{PResult, Parser, EXPR_HEADS, STMT_HEADS};
 use crate::ast::*;
@@ -194,6 +194,47 @@ impl Parser {
                 })
             }
             "notrack" => Ok(Item::Notrack(self.bump().span)),
+            "fwd" => {
+                // nft: `fwd to DEV`, `fwd ip|ip6 to ADDR device DEV`
+                self.bump();
+                let family = if matches!(self.peek_word(), Some("ip" | "ip6")) {
+                    Some(self.ident("")?)
+                } else {
+                    None
+                };
+                if !self.eat_word("to") {
+                    return Err(self.err_expected(if family.is_some() {
+                        "'to'"
+                    } else {
+                        "'to', 'ip' or 'ip6'"
+                    }));
+                }
+                if self.at_rule_end() {
+                    return Err(self.err_expected(if family.is_some() {
+                        "an address"
+                    } else {
+                        "a device"
+                    }));
+                }
+                let first = self.value_expr()?;
+                let (addr, dev) = if family.is_some() {
+                    if !self.eat_word("device") {
+                        return Err(self.err_expected("'device'"));
+                    }
+                    if self.at_rule_end() {
+                        return Err(self.err_expected("a device"));
+                    }
+                    (Some(first), self.value_expr()?)
+                } else {
+                    (None, first)
+                };
+                Ok(Item::Fwd {
+                    family,
+                    addr,
+                    dev,
+                    span: start.to(self.prev_span()),
+                })
+            }
             "flow" => {
                 self.bump();
                 if !(self.eat_word("add") || self.eat_word("offload")) {
