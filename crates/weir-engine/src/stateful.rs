@@ -448,7 +448,8 @@ impl Stateful {
     /// ingress) or after (at egress) the IP hooks: no connection tracking (the packet has no
     /// connection there: `ct state` is `invalid`), header writes applied after each chain.
     /// `meta`: the device as its input (ingress) or output (egress) interface; the mark it
-    /// leaves is the packet's from then on.
+    /// leaves is the packet's from then on. A `fwd` ends them: the packet leaves by the
+    /// device `meta.fwd` names (the kernel steals it, no later chain runs).
     pub fn netdev_hook(
         &mut self,
         chains: &[HookEntry],
@@ -458,6 +459,7 @@ impl Stateful {
         now_ns: u64,
     ) -> Decision {
         let mut buf = Buf::Rw(frame);
+        meta.fwd = None;
         for &h in chains {
             meta.notrack = false;
             meta.nat = None;
@@ -475,7 +477,7 @@ impl Stateful {
                 self.eng.process_base(h, &mut p)
             };
             self.apply_writes(&mut buf, pm, meta);
-            if !d.is_accept() {
+            if !d.is_accept() || meta.fwd.is_some() {
                 return d;
             }
         }

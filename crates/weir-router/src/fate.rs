@@ -44,8 +44,8 @@ impl Reason {
     /// Every reason, in the order of their names.
     pub const ALL: [Reason; 15] = [
         Reason::CtRefused,
-        Reason::FwdUnknown,
         Reason::Fragment,
+        Reason::FwdUnknown,
         Reason::IpChecksum,
         Reason::Malformed,
         Reason::NoNeighbour,
@@ -163,5 +163,41 @@ impl Fate {
             Fate::Out { port, .. } => format!("forward out {}", name(port)),
             Fate::Fragments { port, .. } => format!("forward out {} in fragments", name(port)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reason_once_in_the_order_of_names() {
+        let names: Vec<&str> = Reason::ALL.iter().map(|r| r.name()).collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(names, sorted);
+        // every variant is there (the match is exhaustive, so a new one must be added)
+        for r in Reason::ALL {
+            let again = match r {
+                Reason::Rule
+                | Reason::Reject
+                | Reason::Policy
+                | Reason::Malformed
+                | Reason::Fragment
+                | Reason::CtRefused
+                | Reason::NoRoute
+                | Reason::Ttl
+                | Reason::TooBig
+                | Reason::RpFilter
+                | Reason::NoNeighbour
+                | Reason::ToRouter
+                | Reason::Truncated
+                | Reason::IpChecksum
+                | Reason::FwdUnknown => r,
+            };
+            assert_eq!(again, r);
+        }
+        assert_eq!(Reason::ALL.len(), 15);
     }
 }

@@ -403,8 +403,49 @@ impl Router {
                 self.noted(hook, why);
                 Some(Fate::Drop(Reason::of(why)))
             }
-            Decision::Accept => None,
+            Decision::Accept => meta.fwd.map(|f| self.fwd(frame, pm, f)),
         }
+    }
+
+    /// `fwd to DEV` (the frame leaves by that port as it is) or `fwd ip|ip6 to ADDR device
+    /// DEV` (as Linux's `nft_fwd_neigh`: the TTL or hop limit decremented, the frame sent to
+    /// that neighbour's MAC from the port's). The frame does not cross the output port's
+    /// egress chains again.
+    fn fwd(&mut self, frame: &mut [u8], pm: &PacketMeta, f: weir_engine::Fwd) -> Fate {
+        let Some(port) = self
+            .ports
+            .iter()
+            .position(|p| p.name_value == f.dev && f.dev != 0)
+        else {
+            return Fate::Drop(Reason::FwdUnknown);
+        };
+        let len = pm.l3_end().min(frame.len());
+        let Some(n) = f.neigh else {
+            return Fate::Out {
+                port,
+                len: frame.len(),
+            };
+        };
+        let fam = if n.family == 6 {
+            Family::Ipv6
+        } else {
+            Family::Ipv4
+        };
+        let hop = Addr::new(fam, n.addr);
+        let Some(slot) = self.neigh.slot(hop) else {
+            return Fate::NoNeighbour { port, hop };
+        };
+        let l3 = pm.l3_off as usize;
+        if frame.get(ttl_at(l3, fam)).is_some_and(|&t| t > 0) {
+            dec_ttl(frame, l3, fam);
+        }
+        if pm.link == LinkType::Ethernet {
+            frame[..6].copy_from_slice(&self.neigh.mac_at(slot).0);
+            if let Some(m) = self.ports[port].mac {
+                frame[6..12].copy_from_slice(&m.0);
+            }
+        }
+        Fate::Out { port, len }
     }
 
     /// Note where and why the chains dropped the packet (when notes are kept).

@@ -957,3 +957,49 @@ table inet f {
         "lan0 has no egress chain"
     );
 }
+
+/// `fwd to DEV` at a port's ingress: the frame leaves by that port as it came (no routing, no
+/// TTL, no MAC rewrite, no later chain); `fwd ip to ADDR device DEV` sends it to that
+/// neighbour with the TTL decremented; a device that is not a port drops it.
+#[test]
+fn fwd_at_ingress() {
+    let text = r#"table netdev early {
+  chain in_lan { type filter hook ingress device "lan0" priority 0; policy accept;
+    udp dport 7 fwd to "wan0"
+    udp dport 8 fwd ip to 198.18.31.2 device "wan0"
+    udp dport 9 fwd to "nope0"
+  }
+}
+table inet f {
+  chain fwd { type filter hook forward priority 0; policy drop; }
+}"#;
+    let mut sf = stateful_of(text);
+    let mut net = dual_stack();
+    let dst = Ipv4Addr::new(198, 18, 99, 1);
+    let sent = to(0).udp(C4, dst, 1, 7, b"x");
+    let mut f = sent.clone();
+    assert!(matches!(
+        go(&mut net, &mut sf, &mut f, 0, 1),
+        Fate::Out { port: 1, len } if len == sent.len()
+    ));
+    assert_eq!(f, sent, "as it came: no TTL decrement, no MAC rewrite");
+    let mut f = to(0).udp(C4, dst, 1, 8, b"x");
+    assert!(matches!(
+        go(&mut net, &mut sf, &mut f, 0, 1),
+        Fate::Out { port: 1, .. }
+    ));
+    assert_eq!(&f[..12], &[HOST.0, WAN.0].concat()[..], "to the neighbour");
+    assert_eq!(f[14 + 8], 63, "TTL decremented");
+    assert!(PacketMeta::parse(&f, LinkType::Ethernet).ipv4_checksum_ok(&f));
+    let mut f = to(0).udp(C4, dst, 1, 9, b"x");
+    assert!(matches!(
+        go(&mut net, &mut sf, &mut f, 0, 1),
+        Fate::Drop(Reason::FwdUnknown)
+    ));
+    // without fwd the forward chain's policy drops it
+    let mut f = to(0).udp(C4, S4, 1, 10, b"x");
+    assert!(matches!(
+        go(&mut net, &mut sf, &mut f, 0, 1),
+        Fate::Drop(Reason::Policy)
+    ));
+}

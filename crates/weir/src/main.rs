@@ -1,23 +1,22 @@
-//! `weir`: the command-line tool.
+//! `weir`: the command-line tool, a thin layer of commands over the library crates.
 //!
-//! `check` validates a ruleset, `replay` runs a capture through it, `import` converts other rule
-//! formats to weir's nftables syntax, `bench` measures the classifier against the linear
-//! reference.
+//! [`cmd`]: `check` validates a ruleset, `replay` runs a capture through it (router mode:
+//! `weir_router`), `import` converts other rule formats to weir's nftables syntax, `lab` runs
+//! the kernel as an oracle (`weir_lab`), `run` and `ctl` are the dataplane
+//! (`weir_dataplane`). [`bench`]: the benchmarks.
 
 use clap::{Parser, Subcommand};
+use cmd::RulesFormat;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod bench;
-mod bench_ipt;
-mod bench_lab;
-mod bench_pipeline;
-mod check;
-mod handoff;
-mod import;
-mod lab;
-mod replay;
-mod run;
+mod cmd;
+
+use bench::{
+    classify as bench_classify, iptables as bench_ipt, lab as bench_lab, pipeline as bench_pipeline,
+};
+use cmd::{check, import, lab, replay, run};
 
 #[derive(Parser)]
 #[command(
@@ -73,7 +72,7 @@ enum ImportCmd {
 #[derive(Subcommand)]
 enum BenchCmd {
     /// Compiled classifier vs the linear reference on a rule set and a ClassBench trace.
-    Classify(bench::ClassifyArgs),
+    Classify(bench_classify::ClassifyArgs),
     /// Print the classic large iptables ruleset: N `-A FORWARD -s ADDR -m state --state
     /// NEW,ESTABLISHED,RELATED -j ACCEPT` rules, policy DROP (iptables-save format).
     GenIptables(bench_ipt::GenArgs),
@@ -117,7 +116,7 @@ fn main() -> ExitCode {
         } => import::iptables(a),
         Cmd::Bench {
             what: BenchCmd::Classify(a),
-        } => bench::classify(a),
+        } => bench_classify::classify(a),
         Cmd::Bench {
             what: BenchCmd::GenIptables(a),
         } => bench_ipt::gen(a),
@@ -142,90 +141,6 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("weir: {e:#}");
             ExitCode::from(2)
-        }
-    }
-}
-
-/// How a ruleset file is written (`--format`), for the commands that load one.
-#[derive(clap::Args, Clone, Debug, Default)]
-pub struct RulesFormat {
-    /// Format of the ruleset file: nft (default), iptables (iptables-save output) or ip6tables
-    /// (ip6tables-save output), imported as `weir import iptables` does.
-    #[arg(long, value_name = "nft|iptables|ip6tables")]
-    pub format: Option<String>,
-    /// With --format iptables: `ipset save` output for the sets of `-m set --match-set`.
-    #[arg(long)]
-    pub ipsets: Option<PathBuf>,
-    /// With --format iptables: drop rules with unsupported options (a warning each) instead of
-    /// failing.
-    #[arg(long)]
-    pub skip_unsupported: bool,
-}
-
-/// Load a ruleset in the given format, printing the diagnostics; None when it has errors.
-pub fn load_rules_as(path: &std::path::Path, f: &RulesFormat) -> Option<weir_lang::ir::Ruleset> {
-    let v6 = match f.format.as_deref().unwrap_or("nft") {
-        "nft" => {
-            if f.ipsets.is_some() || f.skip_unsupported {
-                eprintln!("weir: --ipsets and --skip-unsupported go with --format iptables");
-                return None;
-            }
-            return load_rules(path);
-        }
-        "iptables" => false,
-        "ip6tables" => true,
-        other => {
-            eprintln!("weir: unknown format '{other}' (nft, iptables or ip6tables)");
-            return None;
-        }
-    };
-    let name = path.display().to_string();
-    let read = |p: &std::path::Path| match import::read_input(p) {
-        Ok(t) => Some(t),
-        Err(e) => {
-            eprintln!("weir: {e:#}");
-            None
-        }
-    };
-    let text = read(path)?;
-    let ipsets = match &f.ipsets {
-        Some(p) => Some(read(p)?),
-        None => None,
-    };
-    let nft = import::import_text(&text, &name, v6, ipsets, f.skip_unsupported)?;
-    match weir_lang::load_str(&format!("{name} (imported)"), &nft) {
-        Ok((rs, _)) => Some(rs),
-        Err((sources, diags)) => {
-            eprint!("{}", weir_lang::diag::render_all(&diags, &sources));
-            eprintln!(
-                "{name}: the imported ruleset does not check (an importer bug: please report it)"
-            );
-            None
-        }
-    }
-}
-
-/// Load and check a ruleset, printing the diagnostics; None when it has errors.
-pub fn load_rules(path: &std::path::Path) -> Option<weir_lang::ir::Ruleset> {
-    match weir_lang::load_file(path) {
-        Ok((rs, warnings)) => {
-            if !warnings.is_empty() {
-                eprint!("{}", weir_lang::diag::render_all(&warnings, &rs.sources));
-            }
-            Some(rs)
-        }
-        Err((sources, diags)) => {
-            eprint!("{}", weir_lang::diag::render_all(&diags, &sources));
-            let n = diags
-                .iter()
-                .filter(|d| d.severity == weir_lang::diag::Severity::Error)
-                .count();
-            eprintln!(
-                "{n} error{} in {}",
-                if n == 1 { "" } else { "s" },
-                path.display()
-            );
-            None
         }
     }
 }

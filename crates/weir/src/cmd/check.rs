@@ -4,8 +4,8 @@ use std::path::Path;
 use std::process::ExitCode;
 use weir_engine::{Compiled, Mode};
 
-pub fn run(file: &Path, json: bool, format: &crate::RulesFormat) -> anyhow::Result<ExitCode> {
-    let Some(rs) = crate::load_rules_as(file, format) else {
+pub fn run(file: &Path, json: bool, format: &crate::cmd::RulesFormat) -> anyhow::Result<ExitCode> {
+    let Some(rs) = crate::cmd::load_rules_as(file, format) else {
         return Ok(ExitCode::from(1));
     };
     let s = rs.summary();

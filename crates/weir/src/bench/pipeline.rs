@@ -13,7 +13,6 @@
 //!   the connection entry: no FIB or neighbour lookup);
 //! - the flowtable fast path (`flow add @ft`: no chains, no conntrack update).
 
-use crate::run::RpFilter;
 use serde_json::json;
 use std::fmt::Write;
 use std::net::Ipv4Addr;
@@ -26,6 +25,24 @@ use weir_lang::ir::Hook;
 use weir_router::{Fate, Port, PortAddr, Route, Router, Routes, Rx};
 use weir_wire::build::Builder;
 use weir_wire::{Addr, LinkType, Mac, PacketMeta};
+
+/// The reverse path filter of the clients' port (`weir_router::RpFilter`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum RpFilter {
+    Off,
+    Loose,
+    Strict,
+}
+
+impl From<RpFilter> for weir_router::RpFilter {
+    fn from(f: RpFilter) -> Self {
+        match f {
+            RpFilter::Off => weir_router::RpFilter::Off,
+            RpFilter::Loose => weir_router::RpFilter::Loose,
+            RpFilter::Strict => weir_router::RpFilter::Strict,
+        }
+    }
+}
 
 #[derive(clap::Args)]
 pub struct PipelineArgs {

@@ -229,7 +229,7 @@ pub fn bench(a: IptBenchArgs) -> anyhow::Result<ExitCode> {
                 r.import_ms,
                 r.load_ms,
                 r.compile_ms,
-                crate::check::human_bytes(r.memory),
+                crate::cmd::check::human_bytes(r.memory),
                 r.compiled_mpps,
                 r.linear_mpps,
                 r.compiled_mpps / r.linear_mpps.max(1e-12)

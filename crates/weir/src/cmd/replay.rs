@@ -20,8 +20,8 @@ use weir_wire::pcap::{self, PcapWriter};
 use weir_wire::{Addr, Family, Frag, LinkType, Mac, PacketMeta, L3};
 
 /// The built-in example: a gateway ruleset and a capture of traffic crossing it.
-pub const EXAMPLE_RULES: &str = include_str!("../../../examples/gateway.nft");
-pub const EXAMPLE_PCAP: &[u8] = include_bytes!("../../../examples/gateway.pcap");
+pub const EXAMPLE_RULES: &str = include_str!("../../../../examples/gateway.nft");
+pub const EXAMPLE_PCAP: &[u8] = include_bytes!("../../../../examples/gateway.pcap");
 /// The example gateway's interfaces: its MAC address on each (the input interface of a frame)
 /// and the routes (the output interface of a destination). See examples/README.md.
 const EXAMPLE_IFACES: &[&str] = &[
@@ -51,7 +51,7 @@ pub struct Args {
     #[arg(long, required_unless_present = "example")]
     rules: Option<PathBuf>,
     #[command(flatten)]
-    format: crate::RulesFormat,
+    format: crate::cmd::RulesFormat,
     /// Capture to replay (pcap or pcapng; Ethernet or raw IP).
     #[arg(required_unless_present = "example")]
     input: Option<PathBuf>,
@@ -324,7 +324,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
     } else {
         let path = a.rules.clone().unwrap();
-        let Some(rs) = crate::load_rules_as(&path, &a.format) else {
+        let Some(rs) = crate::cmd::load_rules_as(&path, &a.format) else {
             return Ok(ExitCode::from(1));
         };
         (rs, path.display().to_string())
@@ -603,7 +603,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     println!();
     println!(
         "  packets   {total:>8}   ({})",
-        crate::check::human_bytes(bytes as usize)
+        crate::cmd::check::human_bytes(bytes as usize)
     );
     println!("  accepted  {accepted:>8}");
     let reasons: Vec<String> = drop_by.iter().map(|(k, v)| format!("{k} {v}")).collect();

@@ -448,7 +448,7 @@ fn predict(p: &PredictArgs) -> anyhow::Result<ExitCode> {
         p.pcap.display(),
         cap.packets.len()
     );
-    let Some(rs) = crate::load_rules(&p.rules) else {
+    let Some(rs) = crate::cmd::load_rules(&p.rules) else {
         return Ok(ExitCode::from(1));
     };
     let prepared = prepare(&router, &cap.packets, &router.packets);

@@ -121,7 +121,10 @@ pub fn classify(a: ClassifyArgs) -> anyhow::Result<ExitCode> {
         println!("  rules          {}", r.rules);
         println!("  headers        {}", r.packets);
         println!("  build          {:.1} ms", r.build_ms);
-        println!("  memory         {}", crate::check::human_bytes(r.memory));
+        println!(
+            "  memory         {}",
+            crate::cmd::check::human_bytes(r.memory)
+        );
         println!(
             "  compiled       {:.3} Mpps ({:.0} ns per header)",
             r.compiled_mpps,
@@ -237,7 +240,7 @@ fn header_meta(h: &CbHeader) -> PacketMeta {
 }
 
 fn bench_nft(a: &ClassifyArgs, trace: &[CbHeader]) -> anyhow::Result<Option<Report>> {
-    let Some(rs) = crate::load_rules(&a.rules) else {
+    let Some(rs) = crate::cmd::load_rules(&a.rules) else {
         return Ok(None);
     };
     let compiled = Compiled::build(&rs, Mode::Compiled);

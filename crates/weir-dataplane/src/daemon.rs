@@ -1,0 +1,455 @@
+//! `weir run`: the daemon. It reads the configuration, loads the ruleset, opens every queue
+//! or port (errors before anything starts), installs its kernel rules, starts the workers
+//! and the control and metrics threads, tells systemd it is ready, and serves signals
+//! (SIGHUP: reload; SIGINT, SIGTERM: stop) and control requests until it stops; then it
+//! removes what it installed and reports.
+
+use crate::config::{Config, Mode};
+use crate::control::{self, CtlRequest};
+use crate::dispatcher::Dispatcher;
+use crate::kernel;
+use crate::stats::WorkerStats;
+use crate::workers::inline::{Held, Inline};
+use crate::workers::links::{xdp_workers, Link};
+use crate::workers::nfqueue::{copy_range, Answers, IfNames, Nfq};
+use crate::workers::{handoff::Handoff, now_ns, Io, Msg, State, Worker};
+use anyhow::Context;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Instant;
+use weir_engine::stateful::Stateful;
+use weir_engine::{Compiled, Engine, Mode as EngineMode};
+use weir_io::nfqueue::{self, Queue};
+
+/// Set by SIGINT / SIGTERM (or a worker that fails): everything stops.
+pub static STOP: AtomicBool = AtomicBool::new(false);
+/// Set by SIGHUP: reload the ruleset.
+pub static RELOAD: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+extern "C" fn on_hup(_: libc::c_int) {
+    RELOAD.store(true, Ordering::Relaxed);
+}
+
+fn install_signals() {
+    // SAFETY: the handlers only store to atomics (async-signal-safe); sigaction is given
+    // a fully initialised struct. SA_RESTART is not set, so a blocking poll returns EINTR
+    // and the loop sees the flag at once.
+    unsafe {
+        for (sig, h) in [
+            (libc::SIGINT, on_stop as extern "C" fn(libc::c_int)),
+            (libc::SIGTERM, on_stop),
+            (libc::SIGHUP, on_hup),
+        ] {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = h as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// CPU time of this process (user, system), in seconds.
+pub fn cpu_seconds() -> (f64, f64) {
+    // SAFETY: getrusage fills the zeroed rusage struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_SELF and a live struct.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    (t(ru.ru_utime), t(ru.ru_stime))
+}
+
+/// Load and check the ruleset; the errors as text. In NFQUEUE mode NAT is refused.
+pub fn load(path: &Path, nfqueue: bool) -> Result<weir_lang::ir::Ruleset, String> {
+    let rs = match weir_lang::load_file(path) {
+        Ok((rs, _)) => rs,
+        Err((sources, diags)) => return Err(weir_lang::diag::render_all(&diags, &sources)),
+    };
+    if nfqueue {
+        if let Some(e) = nat_in_nfqueue_mode(&rs) {
+            return Err(e);
+        }
+    }
+    Ok(rs)
+}
+
+/// In NFQUEUE mode the kernel routes a packet before weir sees it (at FORWARD, or INPUT for
+/// the router's own addresses) and does not route it again after the verdict: a translated
+/// destination would go where the old one went, and replies to a translated source would be
+/// delivered to the router itself. So NAT is refused there, naming the first NAT rule.
+fn nat_in_nfqueue_mode(rs: &weir_lang::ir::Ruleset) -> Option<String> {
+    for t in &rs.tables {
+        for c in &t.chains {
+            for r in &c.rules {
+                if r.exprs
+                    .iter()
+                    .any(|e| matches!(e, weir_lang::ir::Expr::Nat(_)))
+                {
+                    return Some(format!(
+                        "error: NAT in nfqueue mode: `{}` (table {} {}, chain {}): the kernel routes packets before it queues them to weir and does not route them again, so translated packets would go astray. Use mode = \"inline\" (weir routes), or the kernel's own NAT beside weir's filtering.\n",
+                        r.text,
+                        t.family.name(),
+                        t.name,
+                        c.name
+                    ));
+                }
+            }
+        }
+    }
+    None
+}
+
+fn engine(rs: &weir_lang::ir::Ruleset) -> Engine {
+    Engine::new(Compiled::build(rs, EngineMode::Compiled))
+}
+
+/// The engines of `n` workers for a ruleset: each its own counters, sets and connections, all
+/// one set of rate limiters and quotas (as the kernel's are one for all CPUs). A single
+/// worker keeps them in its own state, without a lock.
+pub fn engines(rs: &weir_lang::ir::Ruleset, n: usize) -> Vec<Engine> {
+    let mut es: Vec<Engine> = (0..n).map(|_| engine(rs)).collect();
+    if let (true, Some(first)) = (n > 1, es.first()) {
+        let shared = weir_engine::eval::Shared::new(&first.rs);
+        for e in &mut es {
+            e.share(shared.clone());
+        }
+    }
+    es
+}
+
+/// A worker's engine with its own connection table.
+fn stateful(eng: Engine, cfg: &Config) -> Stateful {
+    Stateful::new(
+        eng,
+        weir_conntrack::Config {
+            max_entries: cfg.conntrack.max_entries,
+            ..weir_conntrack::Config::default()
+        },
+    )
+}
+
+fn state(idx: usize, sf: Stateful) -> State {
+    State {
+        idx,
+        sf,
+        counts: Default::default(),
+        trace: None,
+    }
+}
+
+/// What `weir run` is asked.
+pub struct RunOptions {
+    /// The configuration file.
+    pub config: PathBuf,
+    /// Print the kernel rules weir would install, and exit.
+    pub print_kernel_rules: bool,
+}
+
+/// Run the dataplane until a signal stops it.
+pub fn run(opts: RunOptions) -> anyhow::Result<()> {
+    let (cfg, rules) = Config::read(&opts.config)?;
+    let inline = cfg.mode == Mode::Inline;
+    let rs = match load(&rules, !inline) {
+        Ok(rs) => rs,
+        Err(e) => {
+            eprint!("{e}");
+            anyhow::bail!("{}: the ruleset has errors", rules.display());
+        }
+    };
+    let workers = cfg.worker_count();
+    let hooks = kernel::kernel_hooks(&engine(&rs));
+    let router = if inline { Some(cfg.router()?) } else { None };
+    if opts.print_kernel_rules {
+        let cmds = if inline {
+            kernel::inline_kernel_rules(&cfg.interface_names(), true)
+        } else {
+            kernel::kernel_rules(cfg.nfqueue.queue, workers, &hooks, true)
+        };
+        for c in cmds {
+            println!("{}", c.join(" "));
+        }
+        return Ok(());
+    }
+    install_signals();
+    // every queue bound first (errors before anything starts), then the kernel rules: no
+    // packet is queued before weir listens
+    let ws = match router {
+        Some(router) => inline_workers(&cfg, &rs, router)?,
+        None => nfqueue_workers(&cfg, &rs)?,
+    };
+    let _kernel = if inline {
+        let names = cfg.interface_names();
+        Some(kernel::install(
+            kernel::inline_kernel_rules(&names, true),
+            kernel::inline_kernel_rules(&names, false),
+        )?)
+    } else if cfg.nfqueue.install {
+        let q = cfg.nfqueue.queue;
+        Some(kernel::install(
+            kernel::kernel_rules(q, workers, &hooks, true),
+            kernel::kernel_rules(q, workers, &hooks, false),
+        )?)
+    } else {
+        None
+    };
+    let (ctl_tx, ctl_rx) = mpsc::channel::<CtlRequest>();
+    if let Some(p) = &cfg.control.socket {
+        control::serve_socket(p.clone(), ctl_tx.clone())?;
+    }
+    if !cfg.metrics.address.is_empty() {
+        control::metrics::serve(&cfg.metrics.address, ctl_tx)?;
+    }
+    let mut senders = Vec::new();
+    let mut threads = Vec::new();
+    for w in ws {
+        let (tx, rx) = mpsc::channel::<Msg>();
+        senders.push(tx);
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("weir-worker-{}", w.state.idx))
+                .spawn(move || w.run(rx))
+                .context("starting a worker thread")?,
+        );
+    }
+    let mut d = Dispatcher {
+        workers: senders,
+        rules,
+        reloads: 0,
+        reload_errors: 0,
+        started: Instant::now(),
+        cpu0: cpu_seconds(),
+        nfqueue: !inline,
+    };
+    println!(
+        "weir run: {} {} ({} worker{}; {}), ruleset {}; ready",
+        cfg.mode.name(),
+        if inline {
+            cfg.interface_names().join(" ")
+        } else if workers > 1 {
+            format!("{}-{}", cfg.nfqueue.queue, cfg.nfqueue.queue + workers - 1)
+        } else {
+            cfg.nfqueue.queue.to_string()
+        },
+        workers,
+        if workers > 1 { "s" } else { "" },
+        hooks.join(", "),
+        d.rules.display()
+    );
+    let _ = std::io::stdout().flush();
+    crate::notify::ready();
+    tracing::info!(mode = cfg.mode.name(), workers, "ready");
+    while !STOP.load(Ordering::Relaxed) {
+        if RELOAD.swap(false, Ordering::Relaxed) {
+            crate::notify::reloading();
+            let r = d.reload();
+            if r.starts_with("error") {
+                eprint!("{r}");
+            } else {
+                print!("{r}");
+            }
+            crate::notify::ready();
+        }
+        match ctl_rx.recv_timeout(std::time::Duration::from_millis(100)) {
+            Ok((w, reply)) => d.dispatch(w, reply),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                std::thread::sleep(std::time::Duration::from_millis(100))
+            }
+        }
+    }
+    crate::notify::stopping();
+    let process = d.process();
+    let mut stats: Vec<WorkerStats> = Vec::new();
+    let mut report = process.status_head();
+    for t in threads {
+        match t.join() {
+            Ok(s) => {
+                report.push_str(&s.status_line());
+                stats.push(s);
+            }
+            Err(_) => report.push_str("a worker panicked\n"),
+        }
+    }
+    report.push_str(&process.per_packet(stats.iter().map(|s| s.counts.packets).sum()));
+    eprint!("{report}");
+    if let Some(p) = &cfg.control.socket {
+        let _ = std::fs::remove_file(p);
+    }
+    Ok(())
+}
+
+/// One worker per NFQUEUE queue.
+fn nfqueue_workers(cfg: &Config, rs: &weir_lang::ir::Ruleset) -> anyhow::Result<Vec<Worker>> {
+    let workers = cfg.worker_count();
+    let icmp_peers = Arc::new(Mutex::new(weir_router::ratelimit::PeerLimit::default()));
+    let mut ws = Vec::new();
+    for (i, eng) in (0..workers).zip(engines(rs, workers as usize)) {
+        let sf = stateful(eng, cfg);
+        let copy = copy_range(cfg.nfqueue.copy, &sf);
+        let queue = Queue::open(
+            cfg.nfqueue.queue + i,
+            &nfqueue::Options {
+                max_len: cfg.nfqueue.max_len,
+                fail_open: cfg.nfqueue.fail_open,
+                batch: cfg.nfqueue.batch,
+                copy_range: copy,
+            },
+        )?;
+        ws.push(Worker {
+            state: state(i as usize, sf),
+            io: Io::Nfq(Box::new(Nfq {
+                queue,
+                ifs: IfNames::default(),
+                copy_mode: cfg.nfqueue.copy,
+                copy,
+                answers: Answers::new(weir_router::IcmpLimits::new(
+                    workers,
+                    Arc::clone(&icmp_peers),
+                )),
+            })),
+        });
+    }
+    Ok(ws)
+}
+
+/// The inline workers: their ports (AF_XDP or AF_PACKET, a fanout or a queue each with
+/// several workers), each a copy of the router.
+fn inline_workers(
+    cfg: &Config,
+    rs: &weir_lang::ir::Ruleset,
+    router: weir_router::Router,
+) -> anyhow::Result<Vec<Worker>> {
+    kernel::check_kernel_not_forwarding()?;
+    let n = cfg.worker_count();
+    // per worker, its ports (and in AF_XDP mode the ARP side sockets)
+    let mut links: Vec<(Vec<Link>, Vec<Option<weir_io::afpacket::Port>>)> = Vec::new();
+    if n == 1 {
+        let mut ports = Vec::new();
+        let mut arp = Vec::new();
+        for i in &cfg.interface {
+            let l = Link::open(&i.name, cfg.io, cfg.nfqueue.batch)?;
+            arp.push(match l {
+                Link::Xdp(_) => Some(weir_io::afpacket::Port::open(&i.name, 64)?),
+                Link::Packet(_) => None,
+            });
+            ports.push(l);
+        }
+        links.push((ports, arp));
+    } else if let Some(xdp) = xdp_workers(cfg, n)? {
+        links = xdp;
+    } else {
+        let prog = weir_io::steer::program();
+        links.resize_with(n as usize, || (Vec::new(), Vec::new()));
+        // the sockets of an interface join its group in worker order: member w is worker w
+        for i in &cfg.interface {
+            let mut group = None;
+            for (ports, arp) in links.iter_mut() {
+                let p = weir_io::afpacket::Port::open_ring(&i.name)?;
+                group = Some(p.join_fanout(group, &prog)?);
+                ports.push(Link::Packet(Box::new(p)));
+                arp.push(None);
+            }
+        }
+    }
+    let shared = (n > 1).then(|| Arc::new(weir_router::SharedNeighbours::default()));
+    let xdp_steer = links
+        .first()
+        .is_some_and(|(p, _)| p.iter().any(|l| matches!(l, Link::Xdp(_))));
+    let mut hands = if n > 1 {
+        Handoff::group(n as usize)?
+    } else {
+        Vec::new()
+    }
+    .into_iter()
+    .map(|mut h| {
+        // AF_XDP: the queue does not follow the connection, every frame is steered here
+        h.all = xdp_steer;
+        h
+    });
+    let mtus = cfg
+        .interface
+        .iter()
+        .map(|i| weir_io::afpacket::mtu(&i.name))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let engs = engines(rs, links.len());
+    let icmp_peers = Arc::new(Mutex::new(weir_router::ratelimit::PeerLimit::default()));
+    let mut ws = Vec::new();
+    for ((w, (ports, arp)), eng) in links.into_iter().enumerate().zip(engs) {
+        let mut router = router.clone();
+        for (pi, l) in ports.iter().enumerate() {
+            router.set_mac(pi, l.mac());
+            router.set_mtu(pi, mtus[pi]);
+        }
+        if let Some(sh) = &shared {
+            router.neighbours_mut().share(sh.clone());
+        }
+        router.icmp = weir_router::IcmpLimits::new(n, Arc::clone(&icmp_peers));
+        let mut sf = stateful(eng, cfg);
+        if n > 1 {
+            sf.steer = Some((n as u32, w as u32));
+        }
+        ws.push(Worker {
+            state: state(w, sf),
+            io: Io::Inline(Box::new(Inline {
+                ports,
+                arp,
+                router,
+                fwd: Vec::new(),
+                ports_names: cfg.interface_names(),
+                mtu_read: now_ns(),
+                held: Held::default(),
+                polled: 0,
+                fds: Vec::new(),
+                handoff: hands.next(),
+            })),
+        });
+    }
+    Ok(ws)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_engine::Meta;
+    use weir_lang::ir::Hook;
+    use weir_wire::{LinkType, PacketMeta};
+
+    /// The workers' engines (`engines`, also what a reload sends them) admit what one
+    /// `limit` admits between them, not once each.
+    #[test]
+    fn workers_share_one_limit() {
+        let (rs, _) = weir_lang::load_str(
+            "t.nft",
+            "table ip f { chain fwd { type filter hook forward priority 0; policy accept;
+               limit rate over 1/second burst 2 packets drop } }",
+        )
+        .unwrap();
+        let f = weir_wire::build::udp4(
+            "198.18.0.1".parse().unwrap(),
+            "198.19.0.1".parse().unwrap(),
+            1000,
+            53,
+            b"x",
+        );
+        let pm = PacketMeta::parse(&f, LinkType::Ethernet);
+        let mut es = engines(&rs, 2);
+        let passed = (0..8)
+            .filter(|i| {
+                let mut p = weir_engine::Pkt {
+                    conns: None,
+                    frame: &f,
+                    pm: &pm,
+                    meta: &mut Meta::default(),
+                    now_ns: 0,
+                };
+                es[i % 2].process(Hook::Forward, &mut p).is_accept()
+            })
+            .count();
+        assert_eq!(passed, 2);
+    }
+}

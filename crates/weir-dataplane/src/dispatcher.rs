@@ -1,0 +1,157 @@
+//! The main thread between the control plane and the workers: reloads (the ruleset is
+//! checked once, then every worker gets its engine), and every request asked of all the
+//! workers, their typed answers rendered into one text ([`crate::control::render`]).
+
+use crate::control::{self, Reply, Request, TRACE_SECONDS};
+use crate::stats::ProcessStats;
+use crate::workers::Msg;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+pub struct Dispatcher {
+    pub workers: Vec<mpsc::Sender<Msg>>,
+    pub rules: PathBuf,
+    pub reloads: u64,
+    pub reload_errors: u64,
+    pub started: Instant,
+    /// CPU time at start (user, system).
+    pub cpu0: (f64, f64),
+    /// NFQUEUE mode (NAT refused on reload too).
+    pub nfqueue: bool,
+}
+
+impl Dispatcher {
+    /// Load the ruleset file again, all or nothing: the text of the outcome.
+    pub fn reload(&mut self) -> String {
+        match crate::daemon::load(&self.rules, self.nfqueue) {
+            Ok(rs) => {
+                let acks: Vec<_> = self
+                    .workers
+                    .iter()
+                    .zip(crate::daemon::engines(&rs, self.workers.len()))
+                    .map(|(w, eng)| {
+                        let (tx, rx) = mpsc::channel();
+                        let _ = w.send(Msg::Reload(Box::new(eng), tx));
+                        rx
+                    })
+                    .collect();
+                for a in acks {
+                    let _ = a.recv_timeout(Duration::from_secs(5));
+                }
+                self.reloads += 1;
+                tracing::info!(ruleset = %self.rules.display(), "reloaded");
+                format!("reloaded {}\n", self.rules.display())
+            }
+            Err(e) => {
+                self.reload_errors += 1;
+                tracing::warn!(ruleset = %self.rules.display(), "reload refused, the running ruleset stays");
+                format!(
+                    "error: {} refused, the running ruleset stays:\n{e}",
+                    self.rules.display()
+                )
+            }
+        }
+    }
+
+    /// The process's own facts now.
+    pub fn process(&self) -> ProcessStats {
+        let (u, sy) = crate::daemon::cpu_seconds();
+        ProcessStats {
+            workers: self.workers.len(),
+            up_secs: self.started.elapsed().as_secs_f64(),
+            reloads: self.reloads,
+            reload_errors: self.reload_errors,
+            cpu: (u - self.cpu0.0, sy - self.cpu0.1),
+        }
+    }
+
+    /// Ask every worker; the answers in worker order.
+    fn ask_all(&self, req: &Request) -> Vec<mpsc::Receiver<Reply>> {
+        self.workers
+            .iter()
+            .map(|tx| {
+                let (rtx, rrx) = mpsc::channel();
+                let _ = tx.send(Msg::Ask(req.clone(), rtx));
+                rrx
+            })
+            .collect()
+    }
+
+    /// A line of the control socket (or a scrape): parsed, asked, answered on `reply`.
+    pub fn dispatch(&mut self, words: Vec<String>, reply: mpsc::Sender<String>) {
+        let w: Vec<&str> = words.iter().map(String::as_str).collect();
+        let req = match Request::parse(&w) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = reply.send(e);
+                return;
+            }
+        };
+        if req == Request::Reload {
+            let _ = reply.send(self.reload());
+            return;
+        }
+        let rxs = self.ask_all(&req);
+        let process = self.process();
+        let trace = matches!(req, Request::Trace(..));
+        let senders = self.workers.clone();
+        // gathered on a thread of its own: a trace may wait for its packets
+        std::thread::spawn(move || {
+            let answers = if trace {
+                gather_trace(&req, &rxs, &senders)
+            } else {
+                rxs.iter()
+                    .map(|r| {
+                        r.recv_timeout(Duration::from_secs(5))
+                            .unwrap_or_else(|_| Reply::Error("a worker did not answer".into()))
+                    })
+                    .collect()
+            };
+            let _ = reply.send(control::render(&req, &process, &answers));
+        });
+    }
+}
+
+/// A trace runs on every worker (a connection's packets reach one of them); it ends when N
+/// packets were traced in all, every worker finished, or the time is up.
+fn gather_trace(
+    req: &Request,
+    rxs: &[mpsc::Receiver<Reply>],
+    senders: &[mpsc::Sender<Msg>],
+) -> Vec<Reply> {
+    let Request::Trace(n, _) = req else {
+        return Vec::new();
+    };
+    let until = Instant::now() + Duration::from_secs(TRACE_SECONDS + 5);
+    let mut got: Vec<Option<Reply>> = vec![None; rxs.len()];
+    let traced = |got: &[Option<Reply>]| -> usize {
+        got.iter()
+            .flatten()
+            .map(|a| match a {
+                Reply::Trace(v) => v.len(),
+                _ => 0,
+            })
+            .sum()
+    };
+    loop {
+        for (g, r) in got.iter_mut().zip(rxs) {
+            if g.is_none() {
+                *g = r.try_recv().ok();
+            }
+        }
+        if got.iter().all(Option::is_some) || traced(&got) >= *n || Instant::now() >= until {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for s in senders {
+        let _ = s.send(Msg::TraceStop);
+    }
+    for (g, r) in got.iter_mut().zip(rxs) {
+        if g.is_none() {
+            *g = r.recv_timeout(Duration::from_millis(500)).ok();
+        }
+    }
+    got.into_iter().flatten().collect()
+}

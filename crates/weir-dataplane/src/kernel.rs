@@ -1,0 +1,174 @@
+//! The kernel's side of weir: the iptables rules that queue packets to weir (NFQUEUE mode)
+//! or keep the kernel's copy of inline traffic away from its own stack (inline mode),
+//! installed at start and removed at exit ([`KernelRules`]), and the sysctls that must agree
+//! with the mode.
+
+use anyhow::Context;
+use std::process::Command;
+use weir_engine::Engine;
+use weir_lang::ir::Hook;
+
+/// Inline mode replaces the kernel's forwarding: refuse to start while the kernel forwards
+/// too (both would send every packet).
+pub fn check_kernel_not_forwarding() -> anyhow::Result<()> {
+    for (f, what) in [
+        ("/proc/sys/net/ipv4/ip_forward", "net.ipv4.ip_forward"),
+        (
+            "/proc/sys/net/ipv6/conf/all/forwarding",
+            "net.ipv6.conf.all.forwarding",
+        ),
+    ] {
+        anyhow::ensure!(
+            std::fs::read_to_string(f).map_or(true, |v| v.trim() == "0"),
+            "inline mode: the kernel forwards too ({what} = 1): set it to 0, or use mode \"nfqueue\""
+        );
+    }
+    Ok(())
+}
+
+/// The iptables chain weir owns.
+pub fn chain_name(q: u16) -> String {
+    format!("WEIR-NFQ{q}")
+}
+
+/// The iptables hooks to queue: forwarded packets always, input and output when the ruleset
+/// has base chains there.
+pub fn kernel_hooks(eng: &Engine) -> Vec<&'static str> {
+    let mut v = vec!["FORWARD"];
+    if !eng.rs.hooks[Hook::Input as usize].is_empty() {
+        v.push("INPUT");
+    }
+    if !eng.rs.hooks[Hook::Output as usize].is_empty() {
+        v.push("OUTPUT");
+    }
+    v
+}
+
+/// An iptables command line: the tool, `-w`, the table options, the rest.
+fn ipt(tool: &str, table: &[&str], args: &[&str]) -> Vec<String> {
+    std::iter::once(tool)
+        .chain(["-w"])
+        .chain(table.iter().copied())
+        .chain(args.iter().copied())
+        .map(String::from)
+        .collect()
+}
+
+/// The match that keeps weir's own answers (sent with [`weir_io::raw::ANSWER_MARK`], already
+/// through weir's output hook) out of its queue at the output hook.
+fn skip_answers(hook: &str) -> &'static [&'static str] {
+    if hook == "OUTPUT" {
+        &["-m", "mark", "!", "--mark", "0x77656972"]
+    } else {
+        &[]
+    }
+}
+
+/// The commands that install (`add`) or remove the queueing rules.
+pub fn kernel_rules(q: u16, workers: u16, hooks: &[&str], add: bool) -> Vec<Vec<String>> {
+    let chain = chain_name(q);
+    let mut cmds = Vec::new();
+    for tool in ["iptables", "ip6tables"] {
+        let c = |args: &[&str]| ipt(tool, &[], args);
+        if add {
+            cmds.push(c(&["-N", &chain]));
+            let (opt, qs) = if workers > 1 {
+                ("--queue-balance", format!("{q}:{}", q + workers - 1))
+            } else {
+                ("--queue-num", q.to_string())
+            };
+            cmds.push(c(&[
+                "-A",
+                &chain,
+                "-j",
+                "NFQUEUE",
+                opt,
+                &qs,
+                "--queue-bypass",
+            ]));
+            for h in hooks {
+                cmds.push(c(
+                    &[&["-I", h, "1"], skip_answers(h), &["-j", &chain]].concat()
+                ));
+            }
+        } else {
+            for h in hooks {
+                cmds.push(c(&[&["-D", h], skip_answers(h), &["-j", &chain]].concat()));
+            }
+            cmds.push(c(&["-F", &chain]));
+            cmds.push(c(&["-X", &chain]));
+        }
+    }
+    cmds
+}
+
+/// Inline mode: the kernel keeps ARP and neighbour discovery on weir's interfaces but leaves
+/// their IP traffic to weir (AF_PACKET reads frames before netfilter; the kernel's `raw`
+/// table drops its own copy, so it neither answers nor resets what weir forwards).
+pub fn inline_kernel_rules(ifaces: &[String], add: bool) -> Vec<Vec<String>> {
+    let chain = "WEIR-INLINE";
+    let mut cmds = Vec::new();
+    for tool in ["iptables", "ip6tables"] {
+        let c = |args: &[&str]| ipt(tool, &["-t", "raw"], args);
+        if add {
+            cmds.push(c(&["-N", chain]));
+            if tool == "ip6tables" {
+                for nd in ["neighbour-solicitation", "neighbour-advertisement"] {
+                    cmds.push(c(&[
+                        "-A",
+                        chain,
+                        "-p",
+                        "icmpv6",
+                        "--icmpv6-type",
+                        nd,
+                        "-j",
+                        "RETURN",
+                    ]));
+                }
+            }
+            cmds.push(c(&["-A", chain, "-j", "DROP"]));
+            for i in ifaces {
+                cmds.push(c(&["-I", "PREROUTING", "1", "-i", i, "-j", chain]));
+            }
+        } else {
+            for i in ifaces {
+                cmds.push(c(&["-D", "PREROUTING", "-i", i, "-j", chain]));
+            }
+            cmds.push(c(&["-F", chain]));
+            cmds.push(c(&["-X", chain]));
+        }
+    }
+    cmds
+}
+
+/// Removes the installed kernel rules when dropped.
+pub struct KernelRules {
+    cmds: Vec<Vec<String>>,
+}
+
+impl Drop for KernelRules {
+    fn drop(&mut self) {
+        for c in &self.cmds {
+            let _ = Command::new(&c[0]).args(&c[1..]).output();
+        }
+    }
+}
+
+pub fn install(add: Vec<Vec<String>>, del: Vec<Vec<String>>) -> anyhow::Result<KernelRules> {
+    // remove leftovers of a weir that did not exit cleanly
+    drop(KernelRules { cmds: del.clone() });
+    let guard = KernelRules { cmds: del };
+    for c in add {
+        let out = Command::new(&c[0])
+            .args(&c[1..])
+            .output()
+            .with_context(|| format!("running {} (is iptables installed?)", c[0]))?;
+        anyhow::ensure!(
+            out.status.success(),
+            "{}: {}",
+            c.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(guard)
+}

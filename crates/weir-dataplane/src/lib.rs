@@ -1,0 +1,31 @@
+//! `weir-dataplane`: the live dataplane, `weir run`, as a library.
+//!
+//! - [`config`]: the configuration file, typed ([`config::Config`]), and the inline router it
+//!   describes.
+//! - [`kernel`]: the iptables rules weir installs and removes, and the sysctls it checks.
+//! - [`workers`]: one thread per queue or inline worker, each with its own engine; NFQUEUE
+//!   ([`workers::nfqueue`]), inline ([`workers::inline`]: `weir_router::Router` between
+//!   [`workers::links`]), fragments and frames handed between workers
+//!   ([`workers::handoff`]).
+//! - [`control`]: `weir ctl`'s typed requests and replies, the control socket, the
+//!   Prometheus metrics ([`control::metrics`]).
+//! - [`stats`]: what is counted, as typed structs added together and rendered at the edge.
+//! - [`dispatcher`]: between the control plane and the workers (reloads, requests).
+//! - [`daemon`]: [`run`], start to stop; [`notify`] (systemd readiness), [`log`]
+//!   (`tracing`), [`trace`] (`weir ctl trace`).
+//!
+//! The packet path itself is not here: it is `weir_engine` (the chains) and `weir_router`
+//! (the router's path), sans-IO; this crate is their I/O and control.
+
+pub mod config;
+pub mod control;
+pub mod daemon;
+pub mod dispatcher;
+pub mod kernel;
+pub mod log;
+pub mod notify;
+pub mod stats;
+pub mod trace;
+pub mod workers;
+
+pub use daemon::{run, RunOptions};

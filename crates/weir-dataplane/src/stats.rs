@@ -1,0 +1,492 @@
+//! What weir counts, as typed structs: a worker's [`Counts`] of the packets it handled, and
+//! the [`WorkerStats`] snapshot a worker gives between batches (its counts, its connection
+//! table, its I/O, its ruleset's counters). Snapshots of several workers are added together
+//! ([`WorkerStats::sum`]) and turned into text only at the edge: `weir ctl status`
+//! ([`WorkerStats::status_line`]), `weir ctl counters` ([`RulesetStats::counters_text`]) and
+//! the Prometheus metrics ([`crate::control::metrics`]).
+
+use std::ops::AddAssign;
+use weir_router::Reason;
+
+/// Drops by reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Drops([u64; Reason::ALL.len()]);
+
+impl Drops {
+    fn slot(r: Reason) -> usize {
+        Reason::ALL
+            .iter()
+            .position(|&x| x == r)
+            .expect("every reason is in Reason::ALL")
+    }
+
+    pub fn add(&mut self, r: Reason, n: u64) {
+        self.0[Self::slot(r)] += n;
+    }
+
+    pub fn get(&self, r: Reason) -> u64 {
+        self.0[Self::slot(r)]
+    }
+
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    /// The reasons with drops, in the order of their names.
+    pub fn iter(&self) -> impl Iterator<Item = (Reason, u64)> + '_ {
+        Reason::ALL
+            .iter()
+            .zip(self.0)
+            .filter(|(_, n)| *n > 0)
+            .map(|(r, n)| (*r, n))
+    }
+}
+
+impl AddAssign<&Drops> for Drops {
+    fn add_assign(&mut self, o: &Drops) {
+        for (a, b) in self.0.iter_mut().zip(o.0) {
+            *a += b;
+        }
+    }
+}
+
+/// What a worker did with the packets it handled.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub packets: u64,
+    pub accepted: u64,
+    pub rewritten: u64,
+    pub dropped: Drops,
+    /// ICMP errors sent to senders (TTL exceeded, no route, reject...), and those the rate
+    /// limits held back.
+    pub icmp_errors: u64,
+    pub icmp_limited: u64,
+    /// TCP resets sent for `reject with tcp reset`.
+    pub resets: u64,
+    /// NFQUEUE mode: answers to rejected packets that could not be sent.
+    pub answers_failed: u64,
+    /// Inline mode: packets forwarded in fragments (larger than the output link's MTU).
+    pub fragmented: u64,
+}
+
+impl Counts {
+    /// One packet dropped for `r`.
+    pub fn drop(&mut self, r: Reason) {
+        self.packets += 1;
+        self.dropped.add(r, 1);
+    }
+}
+
+impl AddAssign<&Counts> for Counts {
+    fn add_assign(&mut self, o: &Counts) {
+        self.packets += o.packets;
+        self.accepted += o.accepted;
+        self.rewritten += o.rewritten;
+        self.dropped += &o.dropped;
+        self.icmp_errors += o.icmp_errors;
+        self.icmp_limited += o.icmp_limited;
+        self.resets += o.resets;
+        self.answers_failed += o.answers_failed;
+        self.fragmented += o.fragmented;
+    }
+}
+
+/// One port of an inline worker.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortStats {
+    pub name: String,
+    /// `AF_PACKET` or `AF_XDP, XDP native|generic`.
+    pub kind: String,
+    pub xdp: bool,
+    pub received: u64,
+    pub sent: u64,
+    pub truncated: u64,
+    pub send_errors: u64,
+    /// AF_PACKET: frames the ring had no room for.
+    pub ring_drops: u64,
+    /// AF_XDP: frames the kernel dropped (rx ring full, no free frame).
+    pub kernel_dropped: u64,
+    pub kernel_ring_full: u64,
+    pub kernel_fill_empty: u64,
+}
+
+impl PortStats {
+    fn text(&self) -> String {
+        if self.xdp {
+            format!(
+                "{} ({}) received {} sent {} send errors {} kernel drops {} (rx ring full {}, no free frame {})",
+                self.name,
+                self.kind,
+                self.received,
+                self.sent,
+                self.send_errors,
+                self.kernel_dropped,
+                self.kernel_ring_full,
+                self.kernel_fill_empty
+            )
+        } else {
+            format!(
+                "{} (AF_PACKET) received {} sent {} truncated {} send errors {} ring drops {}",
+                self.name,
+                self.received,
+                self.sent,
+                self.truncated,
+                self.send_errors,
+                self.ring_drops
+            )
+        }
+    }
+}
+
+/// Frames handed between inline workers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HandoffStats {
+    /// Every frame another worker owns (AF_XDP), or fragments only (AF_PACKET's fanout).
+    pub all: bool,
+    pub handed: u64,
+    /// Dropped: the other worker's inbox was full.
+    pub full: u64,
+}
+
+/// Where a worker's packets come from and go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IoStats {
+    Queue {
+        batches: u64,
+        sends: u64,
+        errors: u64,
+    },
+    Inline {
+        ports: Vec<PortStats>,
+        /// The routing state (`weir_router::Router::describe`).
+        router: String,
+        handoff: Option<HandoffStats>,
+    },
+}
+
+/// A rule's counters, with what names it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RuleStat {
+    /// `inet filter`.
+    pub table: String,
+    pub chain: String,
+    pub handle: u64,
+    pub text: String,
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+/// A named object's counter (a named counter's packets, a set's elements).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NamedStat {
+    pub table: String,
+    pub name: String,
+    pub value: u64,
+}
+
+/// The ruleset's own counters in one worker.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RulesetStats {
+    /// Every rule, in ruleset order.
+    pub rules: Vec<RuleStat>,
+    /// Named counters' packets.
+    pub counters: Vec<NamedStat>,
+    /// Elements sets gained from the packet path.
+    pub sets: Vec<NamedStat>,
+}
+
+impl RulesetStats {
+    /// `weir ctl counters`: a line per rule.
+    pub fn counters_text(&self) -> String {
+        self.rules
+            .iter()
+            .map(|r| {
+                format!(
+                    "{:>12} {:>14}  {} {}  {}\n",
+                    r.packets, r.bytes, r.table, r.chain, r.text
+                )
+            })
+            .collect()
+    }
+
+    /// Add another worker's (the same ruleset: item by item; extra items are kept).
+    pub fn add(&mut self, o: &RulesetStats) {
+        fn zip<T: Clone>(a: &mut Vec<T>, b: &[T], f: impl Fn(&mut T, &T)) {
+            for (i, y) in b.iter().enumerate() {
+                match a.get_mut(i) {
+                    Some(x) => f(x, y),
+                    None => a.push(y.clone()),
+                }
+            }
+        }
+        zip(&mut self.rules, &o.rules, |x, y| {
+            x.packets += y.packets;
+            x.bytes += y.bytes;
+        });
+        zip(&mut self.counters, &o.counters, |x, y| x.value += y.value);
+        zip(&mut self.sets, &o.sets, |x, y| x.value += y.value);
+    }
+}
+
+/// A worker's state, taken between batches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerStats {
+    pub idx: usize,
+    /// `queue 7`, `inline lan0 (AF_XDP, XDP native) wan0 (...)`.
+    pub io_text: String,
+    pub counts: Counts,
+    pub ct_entries: u64,
+    pub ct_evicted: u64,
+    pub ct_refused: u64,
+    /// Several inline workers: source NAT replies that could not be steered back here.
+    pub nat_steer_missed: Option<u64>,
+    pub fragments_followed: u64,
+    /// The ruleset has flowtables: connections offloaded, packets of the fast path,
+    /// offloads ended by a FIN or RST.
+    pub flowtable: Option<(u64, u64, u64)>,
+    /// Packets of the flowtable fast path.
+    pub fast_path: u64,
+    pub io: IoStats,
+    pub ruleset: RulesetStats,
+}
+
+impl WorkerStats {
+    /// The worker's line of `weir ctl status`.
+    pub fn status_line(&self) -> String {
+        let c = &self.counts;
+        let mut extra = String::new();
+        if c.icmp_errors + c.icmp_limited > 0 {
+            extra += &format!(
+                "; ICMP errors sent {} (rate-limited {})",
+                c.icmp_errors, c.icmp_limited
+            );
+        }
+        if c.resets > 0 {
+            extra += &format!("; TCP resets sent {}", c.resets);
+        }
+        if c.answers_failed > 0 {
+            extra += &format!("; answers not sent {}", c.answers_failed);
+        }
+        if c.fragmented > 0 {
+            extra += &format!("; forwarded in fragments {}", c.fragmented);
+        }
+        format!(
+            "worker {} ({}): packets {} accepted {} rewritten {} dropped {}{}{}; conntrack entries {} (evicted {}, refused {}{}), fragments followed {}{}; {}\n",
+            self.idx,
+            self.io_text,
+            c.packets,
+            c.accepted,
+            c.rewritten,
+            c.dropped.total(),
+            c.dropped
+                .iter()
+                .map(|(r, n)| format!(" {}={n}", r.name()))
+                .collect::<String>(),
+            extra,
+            self.ct_entries,
+            self.ct_evicted,
+            self.ct_refused,
+            self.nat_steer_missed
+                .map(|n| format!(", NAT replies steered to another worker {n}"))
+                .unwrap_or_default(),
+            self.fragments_followed,
+            self.flowtable
+                .map(|(o, f, t)| format!("; flowtable offloaded {o} fast path {f} teardowns {t}"))
+                .unwrap_or_default(),
+            self.io_line(),
+        )
+    }
+
+    fn io_line(&self) -> String {
+        match &self.io {
+            IoStats::Queue {
+                batches,
+                sends,
+                errors,
+            } => format!("queue batches {batches} sends {sends} netlink errors {errors}"),
+            IoStats::Inline {
+                ports,
+                router,
+                handoff,
+            } => {
+                let mut v: Vec<String> = ports.iter().map(PortStats::text).collect();
+                v.push(router.clone());
+                if let Some(h) = handoff {
+                    v.push(format!(
+                        "{} handed to another worker {} (inbox full {})",
+                        if h.all { "frames" } else { "fragments" },
+                        h.handed,
+                        h.full
+                    ));
+                }
+                v.join("; ")
+            }
+        }
+    }
+
+    /// The workers' snapshots added together (what the metrics show): counts, tables and
+    /// I/O summed (ports by name), the ruleset's counters item by item.
+    pub fn sum(workers: &[WorkerStats]) -> Total {
+        let mut t = Total::default();
+        for w in workers {
+            t.counts += &w.counts;
+            t.ct_entries += w.ct_entries;
+            t.ct_evicted += w.ct_evicted;
+            t.ct_refused += w.ct_refused;
+            t.fragments_followed += w.fragments_followed;
+            t.fast_path += w.fast_path;
+            t.ruleset.add(&w.ruleset);
+            match &w.io {
+                IoStats::Queue {
+                    batches, errors, ..
+                } => {
+                    t.nfqueue = true;
+                    t.queue_batches += batches;
+                    t.queue_errors += errors;
+                }
+                IoStats::Inline { ports, handoff, .. } => {
+                    t.inline = true;
+                    for p in ports {
+                        match t.ports.iter_mut().find(|(n, ..)| *n == p.name) {
+                            Some(x) => {
+                                x.1 += p.received;
+                                x.2 += p.sent;
+                            }
+                            None => t.ports.push((p.name.clone(), p.received, p.sent)),
+                        }
+                    }
+                    t.handed += handoff.map_or(0, |h| h.handed);
+                }
+            }
+            t.workers.push((w.idx, w.io_text.clone(), w.counts.packets));
+        }
+        t
+    }
+}
+
+/// The workers' snapshots added together.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Total {
+    pub counts: Counts,
+    pub ct_entries: u64,
+    pub ct_evicted: u64,
+    pub ct_refused: u64,
+    pub fragments_followed: u64,
+    pub fast_path: u64,
+    pub handed: u64,
+    pub ruleset: RulesetStats,
+    pub nfqueue: bool,
+    pub queue_batches: u64,
+    pub queue_errors: u64,
+    pub inline: bool,
+    /// Per port: frames read and sent.
+    pub ports: Vec<(String, u64, u64)>,
+    /// Per worker: its index, its I/O, its packets.
+    pub workers: Vec<(usize, String, u64)>,
+}
+
+/// Process-wide facts: reloads, CPU time.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ProcessStats {
+    pub workers: usize,
+    pub up_secs: f64,
+    pub reloads: u64,
+    pub reload_errors: u64,
+    /// CPU time since start (user, system), in seconds.
+    pub cpu: (f64, f64),
+}
+
+impl ProcessStats {
+    /// The process-wide lines of `weir ctl status`.
+    pub fn status_head(&self) -> String {
+        let (u, sy) = self.cpu;
+        format!(
+            "weir run: {} worker(s), up {:.1} s\nreloads {} (refused {})\ncpu {:.3} s (user {:.3} s, system {:.3} s)\n",
+            self.workers, self.up_secs, self.reloads, self.reload_errors, u + sy, u, sy
+        )
+    }
+
+    /// CPU time per packet handled (`packets` in all).
+    pub fn per_packet(&self, packets: u64) -> String {
+        let cpu = self.cpu.0 + self.cpu.1;
+        format!(
+            "packets {packets}, cpu {:.2} us per packet\n",
+            if packets > 0 {
+                cpu * 1e6 / packets as f64
+            } else {
+                0.0
+            }
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn worker(idx: usize, packets: u64) -> WorkerStats {
+        let mut counts = Counts {
+            packets,
+            accepted: packets - 3,
+            ..Counts::default()
+        };
+        counts.dropped.add(Reason::Rule, 2);
+        counts.dropped.add(Reason::Reject, 1);
+        counts.resets = 1;
+        WorkerStats {
+            idx,
+            io_text: "queue 7".into(),
+            counts,
+            ct_entries: 1,
+            ct_evicted: 0,
+            ct_refused: 0,
+            nat_steer_missed: None,
+            fragments_followed: 0,
+            flowtable: None,
+            fast_path: 0,
+            io: IoStats::Queue {
+                batches: 5,
+                sends: 5,
+                errors: 0,
+            },
+            ruleset: RulesetStats {
+                rules: vec![RuleStat {
+                    table: "inet filter".into(),
+                    chain: "forward".into(),
+                    handle: 1,
+                    text: "ct state established, related counter accept".into(),
+                    packets: 3,
+                    bytes: 252,
+                }],
+                ..RulesetStats::default()
+            },
+        }
+    }
+
+    #[test]
+    fn status_lines_as_weir_has_printed_them() {
+        assert_eq!(
+            worker(0, 7).status_line(),
+            "worker 0 (queue 7): packets 7 accepted 4 rewritten 0 dropped 3 reject=1 rule=2; TCP resets sent 1; conntrack entries 1 (evicted 0, refused 0), fragments followed 0; queue batches 5 sends 5 netlink errors 0\n"
+        );
+    }
+
+    /// Counters are added as integers: a count above 2^53 (where an f64 loses units) summed
+    /// over two workers is exact.
+    #[test]
+    fn large_counts_add_exactly() {
+        let big = (1u64 << 53) + 1;
+        let (mut a, mut b) = (worker(0, big), worker(1, big + 2));
+        a.ruleset.rules[0].bytes = big;
+        b.ruleset.rules[0].bytes = big;
+        let t = WorkerStats::sum(&[a, b]);
+        assert_eq!(t.counts.packets, 2 * big + 2);
+        assert_eq!(t.counts.packets, 18_014_398_509_481_988);
+        assert_eq!(t.ruleset.rules[0].bytes, 2 * big);
+        assert_eq!(t.counts.dropped.get(Reason::Rule), 4);
+        assert!(t
+            .ruleset
+            .counters_text()
+            .contains(" 18014398509481986  inet filter forward"));
+    }
+}

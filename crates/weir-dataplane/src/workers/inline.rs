@@ -1,0 +1,395 @@
+//! An inline worker: its ports ([`Link`]), its router (`weir_router::Router`), the later
+//! fragments it holds, and one batch of frames from read to send ([`Inline::step`]); what
+//! becomes of each frame is [`Inline::settle`]'s.
+
+use super::handoff::Handoff;
+use super::links::{forward_frame, Link};
+use super::{now_ns, State};
+use crate::stats::Counts;
+use crate::trace::{self, Trace};
+use weir_engine::stateful::Stateful;
+use weir_router::{Fate, IcmpAnswer, Reason, Router, Rx};
+use weir_wire::{LinkType, PacketMeta};
+
+/// The inline router's ports and tables.
+pub struct Inline {
+    pub ports: Vec<Link>,
+    /// AF_XDP mode: per port, an AF_PACKET socket for ARP only (the XDP program passes ARP
+    /// to the kernel; weir learns neighbours from it and sends its requests).
+    pub arp: Vec<Option<weir_io::afpacket::Port>>,
+    /// The path of a frame: ports, routes, neighbours, adjacencies, ICMP limits.
+    pub router: Router,
+    /// The frames of the batch being handled that leave: (frame index, output port, length).
+    pub fwd: Vec<(usize, usize, usize)>,
+    pub ports_names: Vec<String>,
+    /// When the sockets were last polled (ns).
+    pub polled: u64,
+    /// The poll set (ports, then side sockets), built on the first batch.
+    pub fds: Vec<libc::pollfd>,
+    /// Several workers: this one's ends of the fragment handoff.
+    pub handoff: Option<Handoff>,
+    /// When the ports' MTUs were last read (ns).
+    pub mtu_read: u64,
+    /// Later fragments waiting for their first.
+    pub held: Held,
+}
+
+/// Later fragments held until their first has passed, tagged with the port they came in
+/// on.
+pub type Held = weir_engine::frag::Held<usize>;
+
+/// How often inline mode reads its ports' MTUs again (`ip link set ... mtu` while it runs).
+const MTU_PERIOD_NS: u64 = 1_000_000_000;
+
+impl Inline {
+    /// Read the ports' MTUs again if [`MTU_PERIOD_NS`] has passed; a change takes effect for
+    /// the next packet (and is logged by worker `log`). A port whose MTU cannot be read keeps
+    /// the last one.
+    pub fn refresh_mtu(&mut self, now: u64, log: bool) {
+        if now.saturating_sub(self.mtu_read) < MTU_PERIOD_NS {
+            return;
+        }
+        self.mtu_read = now;
+        for (pi, name) in self.ports_names.iter().enumerate() {
+            if let Ok(new) = weir_io::afpacket::mtu(name) {
+                let m = self.router.port(pi).mtu;
+                if new != m {
+                    if log {
+                        tracing::info!(interface = %name, from = m, to = new, "MTU changed");
+                    }
+                    self.router.set_mtu(pi, new);
+                }
+            }
+        }
+    }
+
+    /// Carry out the fate of a frame read on port `pi`: drops counted, neighbour requests,
+    /// ICMP errors and fragments sent. A frame that leaves whole is counted and its output
+    /// port and length returned, for the caller to send it. `frame` gives the frame's bytes
+    /// (read only on the rare paths that need them).
+    #[allow(clippy::too_many_arguments)]
+    pub fn settle(
+        &mut self,
+        sf: &mut Stateful,
+        c: &mut Counts,
+        pi: usize,
+        fate: Fate,
+        rewritten: bool,
+        now: u64,
+        frame: &dyn Fn(&Inline) -> Vec<u8>,
+    ) -> Option<(usize, usize)> {
+        match fate {
+            Fate::NotMine => {}
+            Fate::Hold => {
+                let f = frame(self);
+                if let Some(dropped) = self.held.hold(pi, f, LinkType::Ethernet, now) {
+                    c.packets += dropped as u64;
+                    c.dropped.add(Reason::Fragment, dropped as u64);
+                }
+            }
+            Fate::Drop(why) => c.drop(why),
+            Fate::Local { .. } => {
+                // (local delivery is off: the router drops such packets as to-router)
+                c.drop(Reason::ToRouter);
+            }
+            Fate::Reset(rst) => {
+                c.drop(Reason::Reject);
+                c.resets += 1;
+                self.ports[pi].push(&rst);
+            }
+            Fate::NoNeighbour { port, hop } => {
+                c.drop(Reason::NoNeighbour);
+                if let Some(req) = self.router.solicit(port, hop, now) {
+                    match &mut self.arp[port] {
+                        Some(a) => a.push(&req),
+                        None => self.ports[port].push(&req),
+                    }
+                }
+            }
+            Fate::Out { port, len } => {
+                c.packets += 1;
+                c.accepted += 1;
+                c.rewritten += rewritten as u64;
+                return Some((port, len));
+            }
+            Fate::Fragments { port: o, len } => {
+                c.packets += 1;
+                let f = frame(self);
+                let f = &f[..len.min(f.len())];
+                let l3 = PacketMeta::parse(f, LinkType::Ethernet).l3_off as usize;
+                match weir_wire::frag::fragment_ipv4(f, l3, self.router.port(o).mtu) {
+                    Some(pieces) => {
+                        c.accepted += 1;
+                        c.rewritten += rewritten as u64;
+                        c.fragmented += 1;
+                        // the frames before it in the batch leave first (no
+                        // reordering within a flow)
+                        for &(j, p, n) in &self.fwd {
+                            forward_frame(&mut self.ports, pi, j, p, n);
+                        }
+                        self.fwd.clear();
+                        for piece in &pieces {
+                            self.ports[o].push(piece);
+                        }
+                    }
+                    None => c.dropped.add(Reason::TooBig, 1),
+                }
+            }
+            Fate::Icmp {
+                why,
+                typ,
+                code,
+                info,
+                ct,
+            } => {
+                c.drop(why);
+                let f = frame(self);
+                match self
+                    .router
+                    .icmp_answer(sf, pi, &f, why, typ, code, info, *ct, now)
+                {
+                    IcmpAnswer::Send(e) => {
+                        c.icmp_errors += 1;
+                        self.ports[pi].push(&e)
+                    }
+                    IcmpAnswer::Limited => c.icmp_limited += 1,
+                    IcmpAnswer::None => {}
+                }
+            }
+        }
+        None
+    }
+}
+
+impl Inline {
+    /// Wait for frames on any port, route each, send what goes out of each port in one
+    /// call.
+    pub fn step(&mut self, w: &mut State) -> std::io::Result<()> {
+        let il = self;
+        // the poll set and the MACs are the same for every batch: built once
+        if il.fds.is_empty() {
+            il.fds = il
+                .ports
+                .iter()
+                .map(|p| p.fd())
+                .chain(il.arp.iter().flatten().map(|a| a.fd()))
+                .chain(il.handoff.as_ref().map(|h| h.fd()))
+                .map(|fd| libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
+                .collect();
+        }
+        il.refresh_mtu(now_ns(), w.idx == 0);
+        let mut fds = std::mem::take(&mut il.fds);
+        for f in fds.iter_mut() {
+            f.revents = 0;
+        }
+        let r = il.step_with(w, &mut fds);
+        il.fds = fds;
+        r
+    }
+
+    /// One batch of [`Inline::step`] over the poll set `fds` (ports, then side sockets).
+    fn step_with(&mut self, w: &mut State, fds: &mut [libc::pollfd]) -> std::io::Result<()> {
+        let il = self;
+        let np = il.ports.len();
+        il.router.neighbours_mut().sync();
+        // AF_XDP frames are in the RX ring already: wait in poll only when every ring is
+        // empty; while they are busy, look at the other sockets (the ARP/ND side sockets,
+        // AF_PACKET ports) without waiting, at most once a millisecond
+        let mut ready = false;
+        for p in il.ports.iter_mut() {
+            if let Link::Xdp(x) = p {
+                ready |= x.recv_batch()? > 0;
+            }
+        }
+        let now = now_ns();
+        if !ready || now.saturating_sub(il.polled) >= 1_000_000 {
+            il.polled = now;
+            let wait = if ready { 0 } else { 100 };
+            // SAFETY: poll over live pollfds of our own sockets.
+            let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
+            if r <= 0 && !ready {
+                return Ok(());
+            }
+        }
+        for (pi, p) in il.ports.iter().enumerate() {
+            if let Link::Xdp(x) = p {
+                if x.batch_len() > 0 {
+                    fds[pi].revents |= libc::POLLIN;
+                }
+            }
+        }
+        let now = if ready { now } else { now_ns() };
+        // ARP on the side sockets (AF_XDP mode): neighbours learnt from the link
+        let mut ai = np;
+        for (pi, a) in il.arp.iter_mut().enumerate() {
+            let Some(a) = a else { continue };
+            if fds[ai].revents != 0 {
+                for i in 0..a.recv_batch()? {
+                    il.router.learn(pi, a.frame(i));
+                }
+            }
+            ai += 1;
+        }
+        // fragments other workers read for this one's connections (they were steered by
+        // their addresses), in the order they were read
+        if let Some(mut inbox) = il.handoff.as_mut().map(|h| h.take()) {
+            for (_, pi, f) in inbox.iter_mut() {
+                let pi = *pi;
+                let pm = PacketMeta::parse(f, LinkType::Ethernet);
+                let (fate, rewritten) = decide(
+                    &mut w.sf,
+                    &mut w.trace,
+                    &mut il.router,
+                    &il.ports_names,
+                    f,
+                    pm,
+                    pi,
+                    now,
+                );
+                let f: &[u8] = f;
+                if let Some((o, len)) =
+                    il.settle(&mut w.sf, &mut w.counts, pi, fate, rewritten, now, &|_| {
+                        f.to_vec()
+                    })
+                {
+                    il.ports[o].push(&f[..len.min(f.len())]);
+                }
+            }
+            if let Some(h) = il.handoff.as_mut() {
+                h.done(inbox);
+            }
+        }
+        for pi in 0..np {
+            if fds[pi].revents == 0 {
+                continue;
+            }
+            let n = match &mut il.ports[pi] {
+                Link::Xdp(x) if x.batch_len() > 0 => x.batch_len(),
+                p => p.recv_batch()?,
+            };
+            il.fwd.clear();
+            for i in 0..n {
+                let (frame, truncated) = il.ports[pi].frame_mut(i);
+                // neighbours learnt from the ARP and ND traffic on the link
+                il.router.learn(pi, frame);
+                let (fate, rewritten) = if truncated {
+                    (Fate::Drop(Reason::Truncated), false)
+                } else {
+                    let pm = PacketMeta::parse(frame, LinkType::Ethernet);
+                    if let Some(h) = il.handoff.as_mut() {
+                        // a fragment of another worker's connection goes to it (with
+                        // AF_XDP, any frame of another worker's connection)
+                        if h.all || pm.frag != weir_wire::Frag::None {
+                            if let Some(w) = h.owner(&pm, frame, now) {
+                                h.send(w, pi, frame);
+                                // later fragments of its datagram held here follow it there
+                                if pm.frag == weir_wire::Frag::First && !il.held.is_empty() {
+                                    let key = weir_engine::frag::Key::of(&pm);
+                                    for (hp, hf) in il.held.take(&key) {
+                                        h.send(w, hp, &hf);
+                                    }
+                                }
+                                continue;
+                            }
+                        }
+                    }
+                    decide(
+                        &mut w.sf,
+                        &mut w.trace,
+                        &mut il.router,
+                        &il.ports_names,
+                        frame,
+                        pm,
+                        pi,
+                        now,
+                    )
+                };
+                if let Some((o, len)) =
+                    il.settle(&mut w.sf, &mut w.counts, pi, fate, rewritten, now, &|il| {
+                        il.ports[pi].frame(i).to_vec()
+                    })
+                {
+                    il.fwd.push((i, o, len));
+                }
+            }
+            for &(i, o, len) in &il.fwd {
+                forward_frame(&mut il.ports, pi, i, o, len);
+            }
+            // (the list names frames of this port's batch: nobody else may send them)
+            il.fwd.clear();
+            il.ports[pi].recv_done();
+        }
+        // later fragments that came before their first: those whose first has passed
+        // follow it now (after it), those that waited too long are dropped
+        if !il.held.is_empty() {
+            let (ready, expired) = il.held.ready(&mut w.sf.frags, now);
+            let expired = expired.len();
+            if expired > 0 {
+                w.counts.packets += expired as u64;
+                w.counts.dropped.add(Reason::Fragment, expired as u64);
+            }
+            for (pi, mut f) in ready {
+                let pm = PacketMeta::parse(&f, LinkType::Ethernet);
+                let (fate, rewritten) = decide(
+                    &mut w.sf,
+                    &mut w.trace,
+                    &mut il.router,
+                    &il.ports_names,
+                    &mut f,
+                    pm,
+                    pi,
+                    now,
+                );
+                let f: &[u8] = &f;
+                let c = &mut w.counts;
+                if let Some((o, len)) =
+                    il.settle(&mut w.sf, c, pi, fate, rewritten, now, &|_| f.to_vec())
+                {
+                    il.ports[o].push(&f[..len.min(f.len())]);
+                }
+            }
+        }
+        if let Some(h) = il.handoff.as_mut() {
+            h.wake();
+        }
+        for p in il.ports.iter_mut() {
+            p.flush()?;
+        }
+        for a in il.arp.iter_mut().flatten() {
+            a.flush()?;
+        }
+        w.sf.ct.gc(now, 64);
+        Ok(())
+    }
+}
+
+/// [`Router::route_frame`] for a worker, `frame` read on port `pi` and parsed as `pm`:
+/// traced if a trace asks for it, and whether its headers were rewritten (NAT, header
+/// writes).
+#[allow(clippy::too_many_arguments)]
+fn decide(
+    sf: &mut Stateful,
+    trace: &mut Option<Trace>,
+    router: &mut Router,
+    names: &[String],
+    frame: &mut [u8],
+    pm: PacketMeta,
+    pi: usize,
+    now: u64,
+) -> (Fate, bool) {
+    let traced =
+        trace.is_some() && !matches!(pm.l3, weir_wire::L3::Other(_)) && trace::wants(trace, &pm);
+    let before = traced.then(|| sf.eng.st.rule_hits.clone());
+    let summary = traced.then(|| trace::frame_summary(frame, names[pi].as_str()));
+    let writes = sf.stats.nat_rewritten + sf.stats.header_writes;
+    let fate = router.route_frame(sf, frame, pm, pi, Rx::default(), now);
+    let rewritten = sf.stats.nat_rewritten + sf.stats.header_writes != writes;
+    if let (Some(before), Some(summary)) = (before, summary) {
+        trace::record(trace, sf, &summary, &before, &fate.describe(names));
+    }
+    (fate, rewritten)
+}
