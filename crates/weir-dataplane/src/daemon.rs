@@ -391,7 +391,7 @@ fn inline_workers(
         router.icmp = weir_router::IcmpLimits::new(n, Arc::clone(&icmp_peers));
         let mut sf = stateful(eng, cfg);
         if n > 1 {
-            sf.steer = Some((n as u32, w as u32));
+            sf.set_steer(Some((n as u32, w as u32)));
         }
         ws.push(Worker {
             state: state(w, sf),

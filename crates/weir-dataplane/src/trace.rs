@@ -66,7 +66,7 @@ pub fn record(
     let Some(t) = trace.as_mut() else { return };
     t.left = t.left.saturating_sub(1);
     let rs = sf.ruleset();
-    let hits = &sf.eng.st.rule_hits;
+    let hits = &sf.engine().st.rule_hits;
     let mut rules = Vec::new();
     for tb in &rs.tables {
         for c in &tb.chains {

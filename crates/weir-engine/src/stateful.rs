@@ -203,31 +203,41 @@ pub struct StatefulStats {
 
 /// The engine plus a connection table.
 pub struct Stateful {
-    pub eng: Engine,
-    pub ct: Conntrack<CtExt>,
+    eng: Engine,
+    ct: Conntrack<CtExt>,
     /// Connection tracking runs for IPv4 / IPv6 packets.
-    pub track_v4: bool,
-    pub track_v6: bool,
-    pub stats: StatefulStats,
+    track_v4: bool,
+    track_v6: bool,
+    stats: StatefulStats,
     /// State of the generator of `random` / `fully-random` port offsets.
-    pub nat_rng: u64,
+    nat_rng: u64,
     /// Several workers share the traffic, each with its own table: `(workers, this worker)`.
     /// A source NAT binding then picks a port whose reply tuple steers to this worker
     /// ([`weir_conntrack::steer::worker`]), as it avoids a port in use.
-    pub steer: Option<(u32, u32)>,
+    steer: Option<(u32, u32)>,
     /// The ruleset has nat chains for IPv4 / IPv6: netfilter's NAT hooks are registered, and
     /// every connection gets a binding (a null one when no rule binds it).
-    pub nat_v4: bool,
-    pub nat_v6: bool,
+    nat_v4: bool,
+    nat_v6: bool,
     /// The ruleset's flowtables: (table, flowtable in the table, devices).
-    pub flowtables: Vec<(usize, usize, Vec<String>)>,
+    flowtables: Vec<(usize, usize, Vec<String>)>,
     /// The entry the current packet ended (a RST before any reply): gone from the table, but
     /// the packet still carries it through the chains, as the kernel's skb keeps its ct.
     dying: Option<weir_conntrack::Killed<CtExt>>,
     /// Virtual reassembly: the datagrams whose first fragment passed.
-    pub frags: frag::Table,
+    frags: frag::Table,
     /// Which ruleset this is (unique among the engines of a process, new at each reload).
     ruleset_id: u64,
+}
+
+/// A saved state of a [`Stateful`] ([`Stateful::save`]).
+#[derive(Clone)]
+pub struct Saved {
+    ct: Conntrack<CtExt>,
+    stats: StatefulStats,
+    frags: frag::Table,
+    st: crate::eval::State,
+    nat_rng: u64,
 }
 
 /// A new ruleset's id ([`Stateful::ruleset_id`]).
@@ -426,6 +436,85 @@ impl Stateful {
     /// The compiled ruleset.
     pub fn ruleset(&self) -> &crate::Compiled {
         &self.eng.rs
+    }
+
+    /// The engine (the ruleset and its state: counters, limits, sets, logs).
+    pub fn engine(&self) -> &Engine {
+        &self.eng
+    }
+
+    /// The engine, to change its state (run-time set elements).
+    pub fn engine_mut(&mut self) -> &mut Engine {
+        &mut self.eng
+    }
+
+    /// The connection table.
+    pub fn ct(&self) -> &Conntrack<CtExt> {
+        &self.ct
+    }
+
+    /// The connection table, to change it (flush entries, collect expired ones).
+    pub fn ct_mut(&mut self) -> &mut Conntrack<CtExt> {
+        &mut self.ct
+    }
+
+    /// The counters of the stateful layer.
+    pub fn stats(&self) -> &StatefulStats {
+        &self.stats
+    }
+
+    /// Virtual reassembly's table (what a holder of early later fragments consults).
+    pub fn frags_mut(&mut self) -> &mut frag::Table {
+        &mut self.frags
+    }
+
+    /// Whether connection tracking runs for a family (the ruleset needs it there).
+    pub fn tracks_family(&self, l3: L3) -> bool {
+        self.tracks(l3)
+    }
+
+    /// Whether the ruleset may translate packets (nat chains, so NAT bindings).
+    pub fn has_nat(&self) -> bool {
+        self.nat_v4 || self.nat_v6
+    }
+
+    /// Whether the ruleset has flowtables.
+    pub fn has_flowtables(&self) -> bool {
+        !self.flowtables.is_empty()
+    }
+
+    /// Several workers share the traffic, each with its own table: `(workers, this worker)`.
+    /// A source NAT binding then picks a port whose reply tuple steers to this worker
+    /// ([`weir_conntrack::steer::worker`]), as it avoids a port in use.
+    pub fn set_steer(&mut self, steer: Option<(u32, u32)>) {
+        self.steer = steer;
+    }
+
+    /// See [`Stateful::set_steer`].
+    pub fn steer(&self) -> Option<(u32, u32)> {
+        self.steer
+    }
+
+    /// What packets change, saved (connections, statistics, virtual reassembly, the
+    /// ruleset's state, the NAT port generator), to run a packet and come back to this
+    /// state ([`Stateful::restore`]).
+    pub fn save(&self) -> Saved {
+        Saved {
+            ct: self.ct.clone(),
+            stats: self.stats,
+            frags: self.frags.clone(),
+            st: self.eng.st.clone(),
+            nat_rng: self.nat_rng,
+        }
+    }
+
+    /// Come back to a [`Stateful::save`]d state (of the same ruleset).
+    pub fn restore(&mut self, s: &Saved) {
+        self.ct = s.ct.clone();
+        self.stats = s.stats;
+        self.frags = s.frags.clone();
+        self.eng.st = s.st.clone();
+        self.nat_rng = s.nat_rng;
     }
 
     /// The base chains of a device-bound hook (`ingress`, `egress`) bound to device `dev`,

@@ -118,7 +118,7 @@ fn set_element_count_per_host() {
         t.set(t.get() + 121 * SEC);
         assert!(fwd(&mut sf, &syn(host(1), 1002)), "{mode:?}");
         assert!(!fwd(&mut sf, &syn(host(1), 1003)), "{mode:?}");
-        let st = &sf.eng.st;
+        let st = &sf.engine().st;
         assert_eq!(st.dynset(0, 0).map(|s| s.len_at(t.get())), Some(2));
     }
 }

@@ -124,8 +124,8 @@ fn established_tcp_takes_the_fast_path_with_its_nat_until_fin() {
         // the ACK completes the handshake: established, offloaded by this packet
         let mut f = seg(true, tf::ACK, 101, 501, &[]);
         assert_eq!(send(&mut sf, &mut f, true, t + 2), Way::Slow);
-        assert_eq!(sf.stats.offloaded, 1);
-        let hits_before: Vec<u64> = sf.eng.st.rule_hits.iter().map(|h| h.0).collect();
+        assert_eq!(sf.stats().offloaded, 1);
+        let hits_before: Vec<u64> = sf.engine().st.rule_hits.iter().map(|h| h.0).collect();
         // data both ways: fast path, masqueraded and translated back, checksums right
         for i in 0..5u32 {
             let mut f = seg(true, tf::PSH | tf::ACK, 101 + i * 10, 501, &[7; 10]);
@@ -139,13 +139,13 @@ fn established_tcp_takes_the_fast_path_with_its_nat_until_fin() {
             assert_eq!(&f[30..34], &C.octets(), "destination translated back");
         }
         // the chains did not see those packets
-        let hits_after: Vec<u64> = sf.eng.st.rule_hits.iter().map(|h| h.0).collect();
+        let hits_after: Vec<u64> = sf.engine().st.rule_hits.iter().map(|h| h.0).collect();
         assert_eq!(hits_before, hits_after);
-        assert_eq!(sf.stats.fast_path, 10);
+        assert_eq!(sf.stats().fast_path, 10);
         // a FIN goes back to the slow path (and the connection out of the flowtable)
         let mut f = seg(true, tf::FIN | tf::ACK, 151, 501, &[]);
         assert_eq!(send(&mut sf, &mut f, true, t + 20), Way::Slow);
-        assert_eq!(sf.stats.offload_teardowns, 1);
+        assert_eq!(sf.stats().offload_teardowns, 1);
         // later packets: slow path, still established (the windows are relearnt)
         let mut f = seg(false, tf::FIN | tf::ACK, 501, 152, &[]);
         assert_eq!(send(&mut sf, &mut f, false, t + 21), Way::Slow);
@@ -184,10 +184,10 @@ fn other_devices_ttl_one_and_new_connections_stay_on_the_slow_path() {
     let q = |sp: u16| Builder::new().udp(C, S, sp, 53, b"q");
     assert_eq!(send(&mut sf, &mut q(5353), true, t), Way::Slow);
     assert_eq!(send(&mut sf, &mut q(5353), true, t), Way::Slow);
-    let offloaded = sf.stats.offloaded;
+    let offloaded = sf.stats().offloaded;
     let mut a = Builder::new().udp(S, WAN, 53, 5353, b"a");
     assert_eq!(send(&mut sf, &mut a, false, t), Way::Slow);
-    assert_eq!(sf.stats.offloaded, offloaded + 1);
+    assert_eq!(sf.stats().offloaded, offloaded + 1);
     assert_eq!(send(&mut sf, &mut q(5353), true, t), Way::Fast);
     // the route cache: the connection knows its way in both directions
     let mut pc = PacketCt::default();

@@ -119,14 +119,14 @@ fn later_fragments_follow_their_first_through_nat() {
             PacketMeta::parse(&later, LinkType::Ethernet).frag_id,
             0x1234
         );
-        let hits = |sf: &Stateful| sf.eng.st.rule_hits.iter().map(|h| h.0).sum::<u64>();
+        let hits = |sf: &Stateful| sf.engine().st.rule_hits.iter().map(|h| h.0).sum::<u64>();
         let (d, f1) = fwd(&mut sf, &first, "lan0", 1);
         assert!(d.is_accept(), "{d:?}");
         let counted = hits(&sf);
         let (d, f2) = fwd(&mut sf, &later, "lan0", 2);
         assert!(d.is_accept(), "the later fragment follows: {d:?}");
         assert_eq!(hits(&sf), counted, "no chain ran for the later fragment");
-        assert_eq!(sf.stats.fragments_followed, 1);
+        assert_eq!(sf.stats().fragments_followed, 1);
         for f in [&f1, &f2] {
             let pm = PacketMeta::parse(f, LinkType::Ethernet);
             assert_eq!(pm.saddr, u32::from(GW) as u128, "masqueraded");
@@ -145,7 +145,7 @@ fn later_fragments_follow_their_first_through_nat() {
         let (_, orphan) = fragments(H.into(), S.into(), 17, &l4, 96, 0x4321);
         let (d, _) = fwd(&mut sf, &orphan, "lan0", 4);
         assert_eq!(d, Decision::Drop(DropReason::Fragment));
-        assert_eq!(sf.stats.fragments, 1);
+        assert_eq!(sf.stats().fragments, 1);
         // a datagram the ruleset drops (port 54): its later fragment is dropped too
         let l4x = udp_datagram(H.into(), S.into(), 5353, 54, &payload);
         let (fx, lx) = fragments(H.into(), S.into(), 17, &l4x, 96, 0x5555);
@@ -175,7 +175,8 @@ fn later_fragments_follow_their_first_through_nat() {
             Decision::Drop(DropReason::Fragment)
         );
         assert_eq!(
-            sf.stats.fragments, 4,
+            sf.stats().fragments,
+            4,
             "orphan, after a dropped first, other source, tiny"
         );
         // the datagram's entry expires with the reassembly timeout (30 s)
@@ -206,7 +207,10 @@ fn ipv6_fragments_follow_their_first() {
     let (d, f2) = fwd(&mut sf, &later, "lan0", 3);
     assert!(d.is_accept());
     assert_eq!(reassembled_checksum(&f1, &f2), 0);
-    assert_eq!((sf.stats.fragments, sf.stats.fragments_followed), (1, 1));
+    assert_eq!(
+        (sf.stats().fragments, sf.stats().fragments_followed),
+        (1, 1)
+    );
     // port 54 is not accepted: the first is dropped, and the rest of its datagram
     let l4 = udp_datagram(h.into(), s.into(), 5353, 54, &payload);
     let (first, later) = fragments(h.into(), s.into(), 17, &l4, 128, 7);

@@ -220,8 +220,8 @@ fn masquerade_tcp_handshake_both_ways() {
     let o = fwd(&mut sf, &data, "lan0", t + 3);
     assert!(o.d.is_accept());
     assert_eq!(v4(&verify(&o.frame)), (GW, 40000, S, 80));
-    assert_eq!(sf.stats.nat_bound, 1);
-    assert_eq!(sf.ct.len(), 1);
+    assert_eq!(sf.stats().nat_bound, 1);
+    assert_eq!(sf.ct().len(), 1);
 }
 
 #[test]
@@ -283,7 +283,7 @@ fn port_collision_gets_another_port_and_replies_reach_the_right_host() {
     assert!(ra.d.is_accept() && rb.d.is_accept());
     assert_eq!(v4(&verify(&ra.frame)), (S, 80, H1, 40000));
     assert_eq!(v4(&verify(&rb.frame)), (S, 80, H2, 40000));
-    assert_eq!(sf.ct.len(), 2);
+    assert_eq!(sf.ct().len(), 2);
 }
 
 #[test]
@@ -314,8 +314,8 @@ fn port_range_exhaustion_drops_and_counts() {
     }
     ports.sort();
     assert_eq!(ports, vec![10000, 10001]);
-    assert_eq!(sf.stats.nat_no_port, 1);
-    assert_eq!(sf.ct.len(), 2);
+    assert_eq!(sf.stats().nat_no_port, 1);
+    assert_eq!(sf.ct().len(), 2);
 }
 
 #[test]
@@ -542,8 +542,8 @@ fn read_only_hook_binds_but_counts_the_rewrite_not_applied() {
         assert!(sf.hook(hook, &mut p, &mut pc).is_accept());
     }
     assert!(sf.finish(&mut pc, 1).is_accept());
-    assert_eq!(sf.stats.nat_bound, 1);
-    assert_eq!(sf.stats.nat_not_applied, 1);
+    assert_eq!(sf.stats().nat_bound, 1);
+    assert_eq!(sf.stats().nat_not_applied, 1);
 }
 
 /// With several workers (`Stateful::steer`), a masquerade picks ports whose reply tuple the
@@ -555,7 +555,7 @@ fn masquerade_ports_steer_replies_to_their_worker() {
     let t = 1_000_000_000;
     for me in 0..4u32 {
         let mut sf = stateful(MASQ);
-        sf.steer = Some((4, me));
+        sf.set_steer(Some((4, me)));
         let mut seen = 0;
         for i in 0..200u16 {
             let sp = 30000 + i;
@@ -595,12 +595,12 @@ fn masquerade_ports_steer_replies_to_their_worker() {
             assert_eq!(v4(&verify(&o.frame)), (S, 80, H1, sp));
         }
         assert!(seen > 20);
-        assert_eq!(sf.stats.nat_steer_missed, 0);
+        assert_eq!(sf.stats().nat_steer_missed, 0);
         // about three in four ports had to change
         assert!(
-            sf.stats.nat_port_changed * 2 > seen,
+            sf.stats().nat_port_changed * 2 > seen,
             "{:?}",
-            sf.stats.nat_port_changed
+            sf.stats().nat_port_changed
         );
     }
 }
@@ -626,7 +626,7 @@ fn dnat_only_replies_steer_by_the_client_port() {
         v6: false,
     };
     let mut sf = stateful(rules);
-    sf.steer = Some((2, 1));
+    sf.set_steer(Some((2, 1)));
     let mut moved = 0;
     for cp in 5000..5100u16 {
         if worker(&tuple(C, cp, GW, 80), 2) != 1 {
@@ -648,7 +648,7 @@ fn dnat_only_replies_steer_by_the_client_port() {
         assert_eq!(v4(&verify(&o.frame)), (GW, 80, C, cp));
     }
     assert!(moved > 5, "{moved}");
-    assert_eq!(sf.stats.nat_steer_missed, 0);
+    assert_eq!(sf.stats().nat_steer_missed, 0);
 }
 
 /// A stateless address write into an ICMPv6 message cut short after its checksum (4 bytes)

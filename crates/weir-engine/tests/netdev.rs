@@ -138,7 +138,11 @@ fn fwd_through_hook_mut() {
         let d = sf.hook_mut(Hook::Ingress, &mut f, &mut pm, &mut meta, 1, &mut pc);
         assert_eq!(d, Decision::Accept);
         assert_eq!(meta.fwd.map(|x| x.dev), Some(ifname_value("wan0")));
-        assert_eq!(sf.eng.st.rule_hits[1].0, 0, "the counter after fwd ran");
+        assert_eq!(
+            sf.engine().st.rule_hits[1].0,
+            0,
+            "the counter after fwd ran"
+        );
         assert_eq!(f, orig);
     }
 }
@@ -242,7 +246,7 @@ fn ether_addresses_are_written_and_later_matches_see_them() {
         assert_eq!(&f[6..12], &[0x02, 0, 0, 0, 0, 0x09]);
         assert_eq!(&f[12..], &orig[12..], "nothing else changed");
         assert!(pm.ipv4_checksum_ok(&f));
-        assert_eq!(sf.stats.header_writes, 2);
+        assert_eq!(sf.stats().header_writes, 2);
         assert_eq!(meta.nwrites, 0, "the writes were applied");
     }
 }
@@ -307,8 +311,8 @@ fn ether_set_on_a_raw_ip_frame_stops_the_rule() {
         assert_eq!(d, Decision::Accept);
         assert_eq!(meta.mark, 0);
         assert_eq!(f, orig);
-        assert_eq!(sf.stats.header_writes, 0);
-        let hits: Vec<u64> = sf.eng.st.rule_hits.iter().map(|h| h.0).collect();
+        assert_eq!(sf.stats().header_writes, 0);
+        let hits: Vec<u64> = sf.engine().st.rule_hits.iter().map(|h| h.0).collect();
         assert_eq!(hits, vec![0, 1], "{mode:?}");
     }
 }

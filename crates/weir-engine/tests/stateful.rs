@@ -89,7 +89,7 @@ fn stateful_firewall_lets_replies_in_and_nothing_else() {
             t + 3,
         );
         assert!(d.is_accept());
-        assert_eq!(sf.ct.len(), 1);
+        assert_eq!(sf.ct().len(), 1);
         // far outside the window: invalid, dropped by the first rule
         let (d, st) = forward(
             &mut sf,
@@ -119,7 +119,7 @@ fn stateful_firewall_lets_replies_in_and_nothing_else() {
         let (d, st) = forward(&mut sf, &ssh, t + 6);
         assert!(!d.is_accept());
         assert_eq!(st, 8);
-        assert_eq!(sf.ct.len(), 1);
+        assert_eq!(sf.ct().len(), 1);
         // UDP: the query is new, the answer established
         let q = Builder::new().udp(C, S, 5353, 53, b"q");
         let a = Builder::new().udp(S, C, 53, 5353, b"a");
@@ -139,9 +139,9 @@ fn stateful_firewall_lets_replies_in_and_nothing_else() {
         let quoted = Builder::raw().udp(C, S, 5999, 53, b"q");
         let err = Builder::new().icmp_error(S, C, 3, 3, &quoted, quoted.len());
         assert!(!forward(&mut sf, &err, t + 11).0.is_accept());
-        assert_eq!(sf.stats.confirmed, 2);
+        assert_eq!(sf.stats().confirmed, 2);
         // counters: rule hits are those of the packets above
-        let hits: Vec<u64> = sf.eng.st.rule_hits.iter().map(|h| h.0).collect();
+        let hits: Vec<u64> = sf.engine().st.rule_hits.iter().map(|h| h.0).collect();
         // invalid: out of window, stray SYN-ACK, unrelated ICMP error; established/related:
         // SYN-ACK, ACK, data, UDP answer, related ICMP error
         assert_eq!(hits, vec![3, 5, 1, 1], "{mode:?}");
@@ -168,7 +168,7 @@ fn raw_chains_run_before_conntrack_and_notrack_untracks() {
     let (d, st) = forward(&mut sf, &Builder::new().udp(C, S, 1, 9999, b""), 2);
     assert!(!d.is_accept());
     assert_eq!(st, 64);
-    assert_eq!(sf.ct.len(), 1);
+    assert_eq!(sf.ct().len(), 1);
 }
 
 #[test]
@@ -183,7 +183,11 @@ fn ct_mark_is_kept_in_the_connection() {
     let mut sf = stateful(rules, Mode::Compiled);
     forward(&mut sf, &Builder::new().udp(C, S, 7, 53, b""), 1);
     forward(&mut sf, &Builder::new().udp(S, C, 53, 7, b""), 2);
-    assert_eq!(sf.eng.st.rule_hits[1].0, 1, "the reply carries the mark");
+    assert_eq!(
+        sf.engine().st.rule_hits[1].0,
+        1,
+        "the reply carries the mark"
+    );
     assert!(forward(&mut sf, &Builder::new().udp(C, S, 7, 53, b""), 3)
         .0
         .is_accept());
@@ -208,8 +212,8 @@ fn nat_chains_see_first_packets_only_and_fragments_are_counted() {
     }
     // the nat chain's counter saw the first packet only; the filter chain's `ct state new`
     // matched all three (no reply yet)
-    assert_eq!(sf.eng.st.rule_hits[0].0, 1);
-    assert_eq!(sf.eng.st.rule_hits[1].0, 3);
+    assert_eq!(sf.engine().st.rule_hits[0].0, 1);
+    assert_eq!(sf.engine().st.rule_hits[1].0, 3);
     // a later fragment whose first never passed: dropped and counted (virtual reassembly,
     // tests/fragments.rs)
     let frag = Builder::new()
@@ -218,7 +222,7 @@ fn nat_chains_see_first_packets_only_and_fragments_are_counted() {
         .udp(C, S, 7, 53, &[0; 32]);
     let (d, _) = forward(&mut sf, &frag, 10);
     assert!(!d.is_accept());
-    assert_eq!(sf.stats.fragments, 1);
+    assert_eq!(sf.stats().fragments, 1);
     // a ruleset without ct does not track at all
     let mut sf = stateful(
         "table ip f { chain fwd { type filter hook forward priority 0; udp dport 53 accept } }",
@@ -227,7 +231,7 @@ fn nat_chains_see_first_packets_only_and_fragments_are_counted() {
     let (d, st) = forward(&mut sf, &frag, 11);
     assert!(d.is_accept());
     assert_eq!(st, 64);
-    assert_eq!(sf.ct.len(), 0);
+    assert_eq!(sf.ct().len(), 0);
 }
 
 #[test]
@@ -254,8 +258,8 @@ fn full_table_refuses_new_connections_and_keeps_established_ones() {
     for p in 100..200u16 {
         forward(&mut sf, &Builder::new().udp(C, S, p, 53, b""), 5 * s);
     }
-    assert!(sf.ct.len() <= 4);
-    assert!(sf.ct.stats().evicted >= 96);
+    assert!(sf.ct().len() <= 4);
+    assert!(sf.ct().stats().evicted >= 96);
     // the assured flows still work in both directions
     for p in [7u16, 8] {
         let (d, st) = forward(&mut sf, &Builder::new().udp(S, C, 53, p, b""), 6 * s);
@@ -342,9 +346,9 @@ fn syn_flood_is_bounded_and_established_connections_survive() {
             forward(&mut sf, &f, t + 1 + k as u64).0.is_accept(),
             "SYN {k}"
         );
-        assert!(sf.ct.len() <= 1000);
+        assert!(sf.ct().len() <= 1000);
     }
-    assert!(sf.ct.stats().evicted >= 19_000, "{:?}", sf.ct.stats());
+    assert!(sf.ct().stats().evicted >= 19_000, "{:?}", sf.ct().stats());
     // every established connection still passes, as established, both ways
     for p in 0..50u16 {
         let c = Ipv4Addr::new(198, 18, 1, p as u8);
@@ -403,8 +407,8 @@ fn stateless_nat_writes_headers_and_later_rules_see_them() {
             &f[l4..end],
         );
         assert_eq!(sum, 0);
-        assert_eq!(sf.stats.header_writes, 2);
-        assert_eq!(sf.ct.len(), 0, "notrack");
+        assert_eq!(sf.stats().header_writes, 2);
+        assert_eq!(sf.ct().len(), 0, "notrack");
     }
 }
 
@@ -445,7 +449,7 @@ fn reload_keeps_connections_counters_and_set_elements() {
     .is_accept());
     let (rs, _) = weir_lang::load_str("after.nft", AFTER).unwrap();
     sf.reload(Engine::new(Compiled::build(&rs, Mode::Compiled)));
-    assert_eq!(sf.ct.len(), 1, "the connection is still tracked");
+    assert_eq!(sf.ct().len(), 1, "the connection is still tracked");
     // the handshake's last ACK and data: established, accepted by the new ruleset
     let (d, st) = forward(&mut sf, &seg(true, tf::ACK, 101, 501, &[]), t + 2);
     assert!(d.is_accept() && st == 2, "{d:?} {st}");
@@ -460,8 +464,12 @@ fn reload_keeps_connections_counters_and_set_elements() {
     assert!(!forward(&mut sf, &other, t + 4).0.is_accept());
     // the named counter kept its two packets and counted three more; the set kept C and S
     // (both handshake packets added their source)
-    assert_eq!(sf.eng.st.named_counters[0][0].0, 5);
-    let elems = sf.eng.st.dynset(0, 0).expect("set elements carried over");
+    assert_eq!(sf.engine().st.named_counters[0][0].0, 5);
+    let elems = sf
+        .engine()
+        .st
+        .dynset(0, 0)
+        .expect("set elements carried over");
     assert_eq!(elems.len_at(t + 5), 2);
 }
 
@@ -487,7 +495,7 @@ fn a_written_udp_port_is_not_a_tcp_port() {
         assert_eq!(meta.mark, 0, "tcp dport matched a UDP datagram ({mode:?})");
         assert_eq!(pm.dport, 53, "the write was made");
         assert_eq!(
-            sf.eng.st.rule_hits.iter().filter(|h| h.0 > 0).count(),
+            sf.engine().st.rule_hits.iter().filter(|h| h.0 > 0).count(),
             2,
             "{mode:?}"
         );

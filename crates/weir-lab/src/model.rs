@@ -36,8 +36,7 @@
 
 use crate::topology::{in_lab_range, mac_text, Dest, Mac, Router, MTU};
 use std::net::IpAddr;
-use weir_conntrack::Conntrack;
-use weir_engine::stateful::{CtExt, PacketCt, Stateful, StatefulStats};
+use weir_engine::stateful::{PacketCt, Stateful};
 use weir_engine::{Compiled, DropReason, Engine, Mode};
 use weir_lang::ir;
 use weir_router as wr;
@@ -311,39 +310,7 @@ pub struct Model {
 
 /// The state of a model's two engines, saved to replay a packet with a variant and come back.
 pub struct ModelState {
-    tables: [Saved; 2],
-}
-
-/// What a packet changes in one engine: connections, statistics, the virtual reassembly, the
-/// ruleset's state (counters, limits, quotas, sets filled from the packet path, `ct count`
-/// lists) and the NAT port generator.
-#[derive(Clone)]
-struct Saved {
-    ct: Conntrack<CtExt>,
-    stats: StatefulStats,
-    frags: weir_engine::frag::Table,
-    st: weir_engine::eval::State,
-    nat_rng: u64,
-}
-
-impl Saved {
-    fn of(sf: &Stateful) -> Saved {
-        Saved {
-            ct: sf.ct.clone(),
-            stats: sf.stats,
-            frags: sf.frags.clone(),
-            st: sf.eng.st.clone(),
-            nat_rng: sf.nat_rng,
-        }
-    }
-
-    fn put(&self, sf: &mut Stateful) {
-        sf.ct = self.ct.clone();
-        sf.stats = self.stats;
-        sf.frags = self.frags.clone();
-        sf.eng.st = self.st.clone();
-        sf.nat_rng = self.nat_rng;
-    }
+    tables: [weir_engine::stateful::Saved; 2],
 }
 
 /// Connection table size in the lab (small: the model's state is saved packet by packet).
@@ -415,13 +382,13 @@ impl Model {
     /// Save the engines' state (cheap: the lab's tables are small).
     pub fn save(&self) -> ModelState {
         ModelState {
-            tables: [Saved::of(&self.compiled), Saved::of(&self.linear)],
+            tables: [self.compiled.save(), self.linear.save()],
         }
     }
 
     pub fn restore(&mut self, s: &ModelState) {
-        s.tables[0].put(&mut self.compiled);
-        s.tables[1].put(&mut self.linear);
+        self.compiled.restore(&s.tables[0]);
+        self.linear.restore(&s.tables[1]);
     }
 
     /// The model of a ruleset whose compiled form `fix` changes (None when it changes nothing):
@@ -493,13 +460,13 @@ impl Model {
             EngineMode::Compiled => &self.compiled,
             EngineMode::Linear => &self.linear,
         };
-        let changed = sf.stats.nat_port_changed + sf.stats.nat_port_changed_packets;
+        let changed = sf.stats().nat_port_changed + sf.stats().nat_port_changed_packets;
         let mut pred = self.predict_inner(p, variant, mode);
         let sf = match mode {
             EngineMode::Compiled => &self.compiled,
             EngineMode::Linear => &self.linear,
         };
-        if sf.stats.nat_port_changed + sf.stats.nat_port_changed_packets != changed {
+        if sf.stats().nat_port_changed + sf.stats().nat_port_changed_packets != changed {
             pred.why.push_str(NAT_PORT_NOTE);
         }
         pred
@@ -543,8 +510,8 @@ impl Model {
         let mut buf: Vec<u8> = p.frame[..pm.l3_end().min(p.frame.len())].to_vec();
         let pm = transport_view(PacketMeta::parse(&buf, LinkType::Ethernet), &buf, variant);
         let tracks = match pm.l3 {
-            L3::Ipv4 => sf.track_v4,
-            _ => sf.track_v6,
+            L3::Ipv4 => sf.tracks_family(weir_wire::L3::Ipv4),
+            _ => sf.tracks_family(weir_wire::L3::Ipv6),
         };
         if tracks && pm.frag != Frag::None && variant.holds_fragments {
             // nf_defrag (priority -400) holds fragments until the datagram is whole
@@ -688,11 +655,11 @@ impl Model {
                 {
                     route_words(&mut path);
                 }
-                chains(&path, &sf.eng)
+                chains(&path, &sf.engine())
             }
             wr::Fate::Hold => drop(format!(
                 "prerouting: {}",
-                Self::describe(&sf.eng, DropReason::Fragment)
+                Self::describe(&sf.engine(), DropReason::Fragment)
             )),
             wr::Fate::NotMine => drop("not the router's frame".into()),
         }

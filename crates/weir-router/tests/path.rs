@@ -281,10 +281,11 @@ table ip nat {
     );
     assert!(matches!(fate, Fate::Out { port: 1, .. }));
     assert_eq!(
-        sf.stats.offloaded, 1,
+        sf.stats().offloaded,
+        1,
         "the established connection is offloaded"
     );
-    assert_eq!(sf.stats.fast_path, 0);
+    assert_eq!(sf.stats().fast_path, 0);
     // a UDP flow (not offloaded): its first packet caches its route
     let udp = |sf: &mut Stateful, net: &mut Router| {
         let mut f = Builder::new()
@@ -293,7 +294,7 @@ table ip nat {
         go(net, sf, &mut f, 0, 1_000_000_000)
     };
     assert!(matches!(udp(&mut sf, &mut net), Fate::Out { port: 1, .. }));
-    let counted = sf.eng.st.rule_hits.clone();
+    let counted = sf.engine().st.rule_hits.clone();
     // the route cache: the routes no longer match, the connection still knows its own
     let broken = || {
         Routes::new(
@@ -311,16 +312,17 @@ table ip nat {
         matches!(fate, Fate::Out { port: 1, .. }),
         "by the cached route"
     );
-    assert_eq!(sf.stats.fast_path, 1, "through the flowtable");
+    assert_eq!(sf.stats().fast_path, 1, "through the flowtable");
     // the UDP flow's second packet: the chains, with the cached route
     assert!(
         matches!(udp(&mut sf, &mut net), Fate::Out { port: 1, .. }),
         "by the cached route"
     );
-    assert_eq!(sf.stats.fast_path, 1);
+    assert_eq!(sf.stats().fast_path, 1);
     // (the UDP packets match no rule; the TCP ones would hit two in the chains)
     assert_eq!(
-        sf.eng.st.rule_hits, counted,
+        sf.engine().st.rule_hits,
+        counted,
         "no chain ran for the offloaded packet"
     );
     assert_eq!(&f[..12], &[smac.0, WAN.0].concat()[..]);
@@ -339,7 +341,7 @@ table ip nat {
     assert!(matches!(fate, Fate::Out { port: 0, .. }));
     let pm = PacketMeta::parse(&f, LinkType::Ethernet);
     assert_eq!((pm.daddr, pm.dport), (u32::from(client) as u128, 40000));
-    assert_eq!(sf.stats.fast_path, 2);
+    assert_eq!(sf.stats().fast_path, 2);
     // a new connection finds no route (the test broke them) and gets no cached one
     let (fate, _) = send(
         &mut sf,
@@ -360,8 +362,8 @@ table ip nat {
     let fin = Tcp::new(40000, 5201, ack | 1).seq(1011).ack(5004);
     let (fate, _) = send(&mut sf, &mut net, true, fin, &[]);
     assert!(matches!(fate, Fate::Out { port: 1, .. }));
-    assert_eq!(sf.stats.fast_path, 2);
-    assert_eq!(sf.stats.offload_teardowns, 1);
+    assert_eq!(sf.stats().fast_path, 2);
+    assert_eq!(sf.stats().offload_teardowns, 1);
     // the cache keeps the adjacency, not the MAC: a neighbour's new MAC reaches the
     // connections that cached it (the routes gone, so only the cache knows the way)
     net.set_routes(Routes::default());
@@ -450,11 +452,11 @@ fn reverse_path_filter() {
     assert_eq!(run(&mut sf, &mut net, 0, seg(0, 0x02, 100, 0)), out);
     assert_eq!(run(&mut sf, &mut net, 1, synack), "forward out lan0");
     assert_eq!(run(&mut sf, &mut net, 0, seg(0, 0x10, 101, 501)), out);
-    let fast = sf.stats.fast_path;
+    let fast = sf.stats().fast_path;
     assert_eq!(run(&mut sf, &mut net, 0, seg(0, 0x10, 101, 501)), out);
-    assert_eq!(sf.stats.fast_path, fast + 1, "offloaded");
+    assert_eq!(sf.stats().fast_path, fast + 1, "offloaded");
     assert_eq!(run(&mut sf, &mut net, 1, seg(1, 0x10, 101, 501)), rpf);
-    assert_eq!(sf.stats.fast_path, fast + 1, "not through the flowtable");
+    assert_eq!(sf.stats().fast_path, fast + 1, "not through the flowtable");
 }
 
 /// A later fragment that comes before its first is held, and follows the first once it has
@@ -472,14 +474,14 @@ fn later_fragments_wait_for_their_first() {
     assert!(matches!(go(&mut net, &mut sf, &mut f, 0, 1), Fate::Hold));
     assert_eq!(held.hold(0, f, LinkType::Ethernet, 10), None);
     // nothing to release while the first has not passed
-    let (ready, expired) = held.ready(&mut sf.frags, 20);
+    let (ready, expired) = held.ready(&mut sf.frags_mut(), 20);
     assert!(ready.is_empty() && expired.is_empty() && !held.is_empty());
     let mut f = first.clone();
     assert!(matches!(
         go(&mut net, &mut sf, &mut f, 0, 1),
         Fate::Out { port: 1, .. }
     ));
-    let (ready, expired) = held.ready(&mut sf.frags, 30);
+    let (ready, expired) = held.ready(&mut sf.frags_mut(), 30);
     assert_eq!((ready.len(), expired.len()), (1, 0));
     assert!(held.is_empty());
     let (pi, mut f) = ready.into_iter().next().unwrap();
@@ -493,7 +495,7 @@ fn later_fragments_wait_for_their_first() {
     let mut f = orphan.clone();
     assert!(matches!(go(&mut net, &mut sf, &mut f, 0, 1), Fate::Hold));
     assert_eq!(held.hold(0, f, LinkType::Ethernet, 100), None);
-    let (ready, expired) = held.ready(&mut sf.frags, 100 + Held::<usize>::WAIT_NS);
+    let (ready, expired) = held.ready(&mut sf.frags_mut(), 100 + Held::<usize>::WAIT_NS);
     assert_eq!((ready.len(), expired.len()), (0, 1));
     // bounded: per datagram, and in all
     for i in 0..Held::<usize>::MAX_PER_DATAGRAM {
@@ -564,7 +566,7 @@ table ip nat {
 }
 "#;
     let mut sf = stateful_of(text);
-    assert!(sf.eng.rs.rejects);
+    assert!(sf.ruleset().rejects);
     let mut net = dual_stack();
     let (c6, s6) = (c6(), s6());
     let send = |sf: &mut Stateful, net: &mut Router, f: &mut Vec<u8>, pi: usize| {
@@ -709,16 +711,16 @@ table ip nat {
     ));
     let pm = PacketMeta::parse(&out, LinkType::Ethernet);
     let port81 = pm.sport;
-    let conns = |sf: &Stateful| sf.ct.len();
+    let conns = |sf: &Stateful| sf.ct().len();
     let mut stray = to(1).tcp(S4, C4, &Tcp::new(81, 40006, 0x12).seq(9000).ack(301), &[]);
     let before = conns(&sf);
     let fate = go(&mut net, &mut sf, &mut stray, 1, 1);
     check_reset(fate, (public, port81), (s4a, 81), 0x04);
     let state = |sf: &Stateful, sport: u16, dport: u16| {
-        sf.ct
+        sf.ct()
             .iter()
             .find(|&(id, _)| {
-                let t = sf.ct.tuple(id, Dir::Original).unwrap();
+                let t = sf.ct().tuple(id, Dir::Original).unwrap();
                 (t.sport, t.dport) == (sport, dport)
             })
             .and_then(|(_, e)| e.tcp_state())
@@ -870,7 +872,7 @@ fn flow_add_caches_both_directions() {
         go(&mut net, &mut sf, &mut f, 1, 1),
         Fate::Out { port: 0, .. }
     ));
-    assert_eq!((sf.stats.offloaded, sf.stats.fast_path), (1, 0));
+    assert_eq!((sf.stats().offloaded, sf.stats().fast_path), (1, 0));
     // the original direction's next packet finds the adjacency flow add cached for it
     let (fate, f) = out(&mut sf, &mut net);
     assert!(
@@ -878,7 +880,7 @@ fn flow_add_caches_both_directions() {
         "{}",
         fate.describe(&[])
     );
-    assert_eq!(sf.stats.fast_path, 1, "through the flowtable");
+    assert_eq!(sf.stats().fast_path, 1, "through the flowtable");
     assert_eq!(&f[..12], &[HOST.0, WAN.0].concat()[..]);
 }
 

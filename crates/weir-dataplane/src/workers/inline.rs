@@ -326,7 +326,7 @@ impl Inline {
         // later fragments that came before their first: those whose first has passed
         // follow it now (after it), those that waited too long are dropped
         if !il.held.is_empty() {
-            let (ready, expired) = il.held.ready(&mut w.sf.frags, now);
+            let (ready, expired) = il.held.ready(&mut w.sf.frags_mut(), now);
             let expired = expired.len();
             if expired > 0 {
                 w.counts.packets += expired as u64;
@@ -362,7 +362,7 @@ impl Inline {
         for a in il.arp.iter_mut().flatten() {
             a.flush()?;
         }
-        w.sf.ct.gc(now, 64);
+        w.sf.ct_mut().gc(now, 64);
         Ok(())
     }
 }
@@ -383,11 +383,11 @@ fn decide(
 ) -> (Fate, bool) {
     let traced =
         trace.is_some() && !matches!(pm.l3, weir_wire::L3::Other(_)) && trace::wants(trace, &pm);
-    let before = traced.then(|| sf.eng.st.rule_hits.clone());
+    let before = traced.then(|| sf.engine().st.rule_hits.clone());
     let summary = traced.then(|| trace::frame_summary(frame, names[pi].as_str()));
-    let writes = sf.stats.nat_rewritten + sf.stats.header_writes;
+    let writes = sf.stats().nat_rewritten + sf.stats().header_writes;
     let fate = router.route_frame(sf, frame, pm, pi, Rx::default(), now);
-    let rewritten = sf.stats.nat_rewritten + sf.stats.header_writes != writes;
+    let rewritten = sf.stats().nat_rewritten + sf.stats().header_writes != writes;
     if let (Some(before), Some(summary)) = (before, summary) {
         trace::record(trace, sf, &summary, &before, &fate.describe(names));
     }

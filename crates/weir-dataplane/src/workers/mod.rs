@@ -126,7 +126,7 @@ impl Worker {
             Request::CtFlush(f) => {
                 let ids = self.ct_matching(f);
                 for &id in &ids {
-                    self.state.sf.ct.remove(id);
+                    self.state.sf.ct_mut().remove(id);
                 }
                 Reply::Flushed(ids.len() as u64)
             }
@@ -155,7 +155,7 @@ impl Worker {
     /// The worker's statistics now.
     pub fn stats(&mut self, now: u64) -> WorkerStats {
         let sf = &self.state.sf;
-        let st = sf.ct.stats();
+        let st = sf.ct().stats();
         let io = match &mut self.io {
             Io::Nfq(q) => IoStats::Queue {
                 batches: q.queue.stats.batches,
@@ -172,17 +172,17 @@ impl Worker {
                 }),
             },
         };
-        let s = &sf.stats;
+        let s = &sf.stats();
         WorkerStats {
             idx: self.state.idx,
             io_text: self.io_text(),
             counts: self.state.counts,
-            ct_entries: sf.ct.len() as u64,
+            ct_entries: sf.ct().len() as u64,
             ct_evicted: st.evicted,
             ct_refused: st.refused,
-            nat_steer_missed: sf.steer.map(|_| s.nat_steer_missed),
+            nat_steer_missed: sf.steer().map(|_| s.nat_steer_missed),
             fragments_followed: s.fragments_followed,
-            flowtable: (!sf.flowtables.is_empty()).then_some((
+            flowtable: (!!sf.has_flowtables()).then_some((
                 s.offloaded,
                 s.fast_path,
                 s.offload_teardowns,
@@ -195,7 +195,7 @@ impl Worker {
 
     /// Connections the filter matches.
     fn ct_matching(&self, f: &crate::control::Filter) -> Vec<weir_conntrack::EntryId> {
-        let ct = &self.state.sf.ct;
+        let ct = &self.state.sf.ct();
         ct.iter()
             .filter_map(|(id, _)| {
                 let o = ct.tuple(id, weir_conntrack::Dir::Original)?;
@@ -206,7 +206,7 @@ impl Worker {
     }
 
     fn ct_list(&self, max: usize, f: &crate::control::Filter, now: u64) -> Vec<ConnRow> {
-        let ct = &self.state.sf.ct;
+        let ct = &self.state.sf.ct();
         let mut rows = Vec::new();
         for id in self.ct_matching(f).into_iter().take(max) {
             let (Some(e), Some(o), Some(r)) = (
@@ -251,7 +251,7 @@ impl Worker {
     /// `set add` added).
     fn set_list(&self, fam: &str, table: &str, set: &str, now: u64) -> Result<Vec<String>, String> {
         let (ti, si) = self.find_set(fam, table, set)?;
-        let eng = &self.state.sf.eng;
+        let eng = &self.state.sf.engine();
         let types = eng.rs.tables[ti].ir.sets[si].key_types.clone();
         let mut out = Vec::new();
         if let Some(d) = eng.st.dynset(ti, si) {
@@ -302,7 +302,7 @@ impl Worker {
         now: u64,
     ) -> Result<&'static str, String> {
         let (ti, si) = self.find_set(fam, table, set)?;
-        let eng = &mut self.state.sf.eng;
+        let eng = self.state.sf.engine_mut();
         let decl = &eng.rs.tables[ti].ir.sets[si];
         let types = decl.key_types.clone();
         let (timeout_ms, size) = (decl.timeout_ms, decl.size);
@@ -341,7 +341,7 @@ impl Worker {
 
 /// The ruleset's own counters in a worker: its rules, named counters and run-time sets.
 fn ruleset_stats(sf: &Stateful, now: u64) -> RulesetStats {
-    let eng = &sf.eng;
+    let eng = &sf.engine();
     let mut out = RulesetStats::default();
     for (ti, t) in eng.rs.tables.iter().enumerate() {
         let table = format!("{} {}", t.family.name(), t.name);

@@ -49,7 +49,7 @@ impl Nfq {
                         p.cap_len.map_or(payload.len(), |c| c as usize),
                     ),
                 );
-            let before = traced.then(|| w.sf.eng.st.rule_hits.clone());
+            let before = traced.then(|| w.sf.engine().st.rule_hits.clone());
             let summary = traced.then(|| trace::packet_summary(&p, payload));
             let (dec, changed, answer) = process(&mut w.sf, &p, payload, &mut self.ifs, now);
             if let (Some(before), Some(summary)) = (before, summary) {
@@ -84,7 +84,7 @@ impl Nfq {
             q.verdict(id, v, payload, None);
         }
         q.flush()?;
-        w.sf.ct.gc(now, 64);
+        w.sf.ct_mut().gc(now, 64);
         Ok(())
     }
 }
@@ -95,9 +95,8 @@ const HEADER_COPY: u16 = 256;
 
 /// Whether the ruleset may change packets (NAT, header writes): then weir needs them whole.
 fn rewrites(sf: &Stateful) -> bool {
-    sf.nat_v4
-        || sf.nat_v6
-        || sf.eng.rs.tables.iter().any(|t| {
+    sf.has_nat()
+        || sf.ruleset().tables.iter().any(|t| {
             t.ir.chains.iter().any(|c| {
                 c.rules.iter().any(|r| {
                     r.exprs
@@ -160,7 +159,7 @@ pub fn process(
     ifs: &mut IfNames,
     now: u64,
 ) -> (Decision, bool, Option<NfqAnswer>) {
-    let writes = sf.stats.nat_rewritten + sf.stats.header_writes;
+    let writes = sf.stats().nat_rewritten + sf.stats().header_writes;
     let wire = p.cap_len.map_or(buf.len(), |c| c as usize);
     let mut pm = PacketMeta::parse_captured(buf, LinkType::RawIp, wire);
     let (iif, oif) = (ifs.value(p.indev), ifs.value(p.outdev));
@@ -192,7 +191,7 @@ pub fn process(
     let d = sf.finish(&mut pc, now);
     (
         d,
-        sf.stats.nat_rewritten + sf.stats.header_writes != writes,
+        sf.stats().nat_rewritten + sf.stats().header_writes != writes,
         None,
     )
 }
@@ -263,7 +262,7 @@ fn nfq_answer(
     // as Linux: no answer to a segment or datagram whose checksum is wrong (the kernel may
     // have checked it already, or left it to the sender's offload)
     let why = DropReason::Reject(g);
-    match answer::refused_answer(&sf.eng.rs, why, buf, pm, p.checksum_trusted())? {
+    match answer::refused_answer(&sf.ruleset(), why, buf, pm, p.checksum_trusted())? {
         RejectAnswer::Icmp(typ, code) => {
             if !answer::icmp_answerable(buf, pm) {
                 return None;

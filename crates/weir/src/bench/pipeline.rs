@@ -355,9 +355,9 @@ fn new_connections(
     }
     let s = t0.elapsed().as_secs_f64();
     anyhow::ensure!(
-        sf.ct.len() == flows && refused == 0,
+        sf.ct().len() == flows && refused == 0,
         "the table holds {} of {} flows ({refused} refused): the benchmark is wrong",
-        sf.ct.len(),
+        sf.ct().len(),
         flows
     );
     Ok(flows as f64 / s)
@@ -400,7 +400,7 @@ pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
         // (the route of each connection is cached from its first packet; the full path
         // ignores it)
         new_conn_per_s = new_connections(&mut sf, &mut net, &mut fr, a.flows)?;
-        bpe = (sf.ct.bytes_per_entry(), sf.ct.bytes_per_entry_v6());
+        bpe = (sf.ct().bytes_per_entry(), sf.ct().bytes_per_entry_v6());
         for _ in 0..ROUNDS {
             let mut pair = [f64::NAN; 2];
             for (k, path) in [(0, Path::Full), (1, Path::RouteCache)] {
@@ -432,7 +432,7 @@ pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
         let ncs = new_connections(&mut sf, &mut net, &mut fr, a.flows)?;
         if new_conn_per_s == 0.0 {
             new_conn_per_s = ncs;
-            bpe = (sf.ct.bytes_per_entry(), sf.ct.bytes_per_entry_v6());
+            bpe = (sf.ct().bytes_per_entry(), sf.ct().bytes_per_entry_v6());
         }
         // the answers make the connections established: `flow add` offloads them
         let mut rep = Frames::new(a.flows, a.rules, true);
@@ -447,9 +447,9 @@ pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
             }
         }
         anyhow::ensure!(
-            sf.stats.offloaded as usize == a.flows,
+            sf.stats().offloaded as usize == a.flows,
             "{} of {} flows offloaded: the benchmark is wrong",
-            sf.stats.offloaded,
+            sf.stats().offloaded,
             a.flows
         );
         let r = measure(
@@ -462,7 +462,7 @@ pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
             Path::Flowtable,
         );
         anyhow::ensure!(
-            sf.stats.fast_path as usize >= r.packets - r.dropped,
+            sf.stats().fast_path as usize >= r.packets - r.dropped,
             "packets missed the fast path"
         );
         out[2] = r;
@@ -626,13 +626,13 @@ pub fn synflood(a: SynfloodArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let secs = t0.elapsed().as_secs_f64();
-    let st = sf.ct.stats();
-    let mem = sf.ct.len() * sf.ct.bytes_per_entry();
+    let st = sf.ct().stats();
+    let mem = sf.ct().len() * sf.ct().bytes_per_entry();
     if a.json {
         println!(
             "{}",
             json!({
-                "syns": a.syns, "table": a.table, "entries": sf.ct.len(),
+                "syns": a.syns, "table": a.table, "entries": sf.ct().len(),
                 "evicted": st.evicted, "refused": st.refused, "flood_dropped": flood_dropped,
                 "established": a.established, "established_checks": est_total,
                 "established_ok": est_ok, "seconds": secs, "syns_per_s": a.syns as f64 / secs,
@@ -646,7 +646,7 @@ pub fn synflood(a: SynfloodArgs) -> anyhow::Result<ExitCode> {
         );
         println!(
             "  entries at the end   {} (bounded by the table)",
-            sf.ct.len()
+            sf.ct().len()
         );
         println!("  evicted (unassured)  {}", st.evicted);
         println!("  refused              {}", st.refused);
@@ -658,7 +658,7 @@ pub fn synflood(a: SynfloodArgs) -> anyhow::Result<ExitCode> {
             mem as f64 / (1 << 20) as f64
         );
     }
-    Ok(if est_ok == est_total && sf.ct.len() <= a.table {
+    Ok(if est_ok == est_total && sf.ct().len() <= a.table {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(3)

@@ -537,7 +537,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             }
         }
         if !held.is_empty() {
-            let (ready, expired) = held.ready(&mut sf.frags, ts);
+            let (ready, expired) = held.ready(&mut sf.frags_mut(), ts);
             for (_, f) in ready {
                 released_n += 1;
                 queue.push_back((Cow::Owned(f), link, ts, true));
@@ -552,10 +552,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
 
     // per-rule counters in ruleset order
     let mut rules = Vec::new();
-    for t in &sf.eng.rs.tables {
+    for t in &sf.ruleset().tables {
         for c in &t.chains {
             for r in c.rules() {
-                let (pk, by) = sf.eng.st.rule_hits[r.gid];
+                let (pk, by) = sf.engine().st.rule_hits[r.gid];
                 rules.push((
                     t.family.name(),
                     t.name.clone(),
@@ -578,14 +578,14 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             "rules_file": rules_name, "capture": cap_name, "hook": if router { "router" } else { hook.name() },
             "packets": total, "bytes": bytes, "accepted": accepted, "dropped": dropped,
             "drop_reasons": drop_by, "malformed": malformed, "not_ip": not_ip,
-            "rules": rules_json, "log_lines": sf.eng.st.log_count,
-            "stateful_items_passed_over": sf.eng.st.stateful_skipped,
-            "ct_confirmed": sf.stats.confirmed, "ct_entries": sf.ct.len(),
-            "nat_not_applied": sf.stats.nat_not_applied,
-            "nat_bindings": sf.stats.nat_bound, "nat_rewrites": sf.stats.nat_rewritten,
-            "nat_dropped": sf.stats.nat_no_port + sf.stats.nat_no_address,
-            "fragments_followed": sf.stats.fragments_followed,
-            "fragments_dropped": sf.stats.fragments - released_n,
+            "rules": rules_json, "log_lines": sf.engine().st.log_count,
+            "stateful_items_passed_over": sf.engine().st.stateful_skipped,
+            "ct_confirmed": sf.stats().confirmed, "ct_entries": sf.ct().len(),
+            "nat_not_applied": sf.stats().nat_not_applied,
+            "nat_bindings": sf.stats().nat_bound, "nat_rewrites": sf.stats().nat_rewritten,
+            "nat_dropped": sf.stats().nat_no_port + sf.stats().nat_no_address,
+            "fragments_followed": sf.stats().fragments_followed,
+            "fragments_dropped": sf.stats().fragments - released_n,
             "fragments_held": released_n,
         });
         if let Some(e) = &cap.trailing_error {
@@ -636,15 +636,15 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
         println!("  {h:>6} {pk:>9} {by:>11}  {text}");
     }
-    if sf.eng.st.log_count > 0 {
+    if sf.engine().st.log_count > 0 {
         println!();
         println!(
             "  log statements fired {} times{}",
-            sf.eng.st.log_count,
+            sf.engine().st.log_count,
             if a.log { ":" } else { " (--log prints them)" }
         );
         if a.log {
-            for l in &sf.eng.st.logs {
+            for l in &sf.engine().st.logs {
                 println!("    {l}");
             }
         }
@@ -653,28 +653,28 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         println!();
         println!(
             "  connection tracking: {} connections confirmed, {} entries now; fragments: {} followed their first ({} after waiting for it), {} dropped (no first passed, or a first too short for its transport header)",
-            sf.stats.confirmed,
-            sf.ct.len(),
-            sf.stats.fragments_followed,
+            sf.stats().confirmed,
+            sf.ct().len(),
+            sf.stats().fragments_followed,
             released_n,
-            sf.stats.fragments - released_n
+            sf.stats().fragments - released_n
         );
         if router {
             println!(
                 "  NAT: {} bindings, {} packet rewrites, {} new connections dropped (no free port or address)",
-                sf.stats.nat_bound,
-                sf.stats.nat_rewritten,
-                sf.stats.nat_no_port + sf.stats.nat_no_address
+                sf.stats().nat_bound,
+                sf.stats().nat_rewritten,
+                sf.stats().nat_no_port + sf.stats().nat_no_address
             );
         } else {
             println!(
                 "  note: one hook alone does not translate packets ({} NAT rewrites not applied; --hook router does)",
-                sf.stats.nat_not_applied
+                sf.stats().nat_not_applied
             );
         }
         println!(
             "  stateful items passed over (flow add outside router mode...): {}.",
-            sf.eng.st.stateful_skipped
+            sf.engine().st.stateful_skipped
         );
     }
     Ok(ExitCode::SUCCESS)
