@@ -349,7 +349,7 @@ fn inline_workers(
         for i in &cfg.interface {
             let mut group = None;
             for (ports, arp) in links.iter_mut() {
-                let p = weir_io::afpacket::Port::open_ring(&i.name)?;
+                let p = crate::workers::links::open_ring(&i.name)?;
                 group = Some(p.join_fanout(group, &prog)?);
                 ports.push(Link::Packet(Box::new(p)));
                 arp.push(None);

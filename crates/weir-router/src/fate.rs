@@ -38,11 +38,13 @@ pub enum Reason {
     IpChecksum,
     /// `fwd to` a device that is not one of the router's ports.
     FwdUnknown,
+    /// A super-frame (a sender's segmentation offload) the receiver cannot cut.
+    Offload,
 }
 
 impl Reason {
     /// Every reason, in the order of their names.
-    pub const ALL: [Reason; 15] = [
+    pub const ALL: [Reason; 16] = [
         Reason::CtRefused,
         Reason::Fragment,
         Reason::FwdUnknown,
@@ -50,6 +52,7 @@ impl Reason {
         Reason::Malformed,
         Reason::NoNeighbour,
         Reason::NoRoute,
+        Reason::Offload,
         Reason::Policy,
         Reason::Reject,
         Reason::RpFilter,
@@ -78,6 +81,7 @@ impl Reason {
             Reason::Truncated => "truncated",
             Reason::IpChecksum => "ip-checksum",
             Reason::FwdUnknown => "fwd-unknown-device",
+            Reason::Offload => "offload",
         }
     }
 
@@ -194,10 +198,11 @@ mod tests {
                 | Reason::ToRouter
                 | Reason::Truncated
                 | Reason::IpChecksum
-                | Reason::FwdUnknown => r,
+                | Reason::FwdUnknown
+                | Reason::Offload => r,
             };
             assert_eq!(again, r);
         }
-        assert_eq!(Reason::ALL.len(), 15);
+        assert_eq!(Reason::ALL.len(), 16);
     }
 }

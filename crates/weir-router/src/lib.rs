@@ -40,7 +40,7 @@ pub mod routes;
 pub use adj::{Adj, Adjacencies};
 pub use fate::{Fate, Reason};
 pub use neigh::{Neighbours, SharedNeighbours};
-pub use path::{IcmpAnswer, Rx};
+pub use path::{IcmpAnswer, Rx, RxCsum};
 pub use port::{Port, PortAddr, RpFilter};
 pub use ratelimit::IcmpLimits;
 pub use routes::{Route, RouteError, Routes};

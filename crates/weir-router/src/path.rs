@@ -16,6 +16,22 @@ use weir_wire::{Addr, Family, Frag, LinkType, Mac, PacketMeta};
 pub struct Rx {
     /// The hash of its tuple from [`Stateful::prefetch_index`] (0: compute it).
     pub hash: u64,
+    /// What the receiver knows of its transport checksum.
+    pub csum: RxCsum,
+}
+
+/// What a receiver knows of a frame's TCP or UDP checksum. A sender on the same host leaves
+/// it to offload (Linux's `CHECKSUM_PARTIAL`: the field holds the pseudo-header's sum); a
+/// router forwarding such a frame must complete it, as the device would have.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RxCsum {
+    /// Nothing (AF_XDP, a capture): a field holding exactly the partial sum is completed.
+    #[default]
+    Unknown,
+    /// The kernel says it is partial (AF_PACKET's `TP_STATUS_CSUMNOTREADY`).
+    Partial,
+    /// The kernel says it is whole (or the frame came from the wire).
+    Complete,
 }
 
 /// What became of an ICMP error due to a sender ([`Router::icmp_answer`]).
@@ -110,6 +126,18 @@ impl Router {
         }
         let len = pm.l3_end().min(frame.len());
         let l3 = pm.l3_off as usize;
+        // a checksum its sender left to offload is completed before anything reads or
+        // rewrites it (NAT updates it incrementally, reject checks it, it leaves whole)
+        let complete = match rx.csum {
+            RxCsum::Partial => true,
+            RxCsum::Unknown => {
+                matches!(pm.l4proto, 6 | 17) && weir_wire::offload::field_is_partial(frame, &pm)
+            }
+            RxCsum::Complete => false,
+        };
+        if complete {
+            let _ = weir_wire::offload::complete_checksum(frame, &pm);
+        }
         // 3. the flowtable fast path: an offloaded connection arriving where its direction
         // arrives (the fast path takes only TTLs above 1 and IPv4 headers without options; a
         // packet too large for some port takes the slow path, which checks the MTU)

@@ -1005,3 +1005,54 @@ table inet f {
         Fate::Drop(Reason::Policy)
     ));
 }
+
+/// A segment whose sender left its checksum to offload (the field holds the pseudo-header's
+/// sum, as Linux's CHECKSUM_PARTIAL) leaves with its checksum whole, translated by NAT: found
+/// by its field when the receiver does not say (AF_XDP), completed when it says so (AF_PACKET),
+/// and left alone when it says it is whole.
+#[test]
+fn checksums_left_to_offload_are_completed() {
+    let text = r#"table ip nat {
+  chain post { type nat hook postrouting priority srcnat; oifname "wan0" masquerade; }
+}"#;
+    let mut sf = stateful_of(text);
+    let mut net = dual_stack();
+    let partial = |sport: u16| {
+        let mut f = to(0).tcp(C4, S4, &Tcp::new(sport, 80, 0x02).seq(1), b"data");
+        let pm = PacketMeta::parse(&f, LinkType::Ethernet);
+        weir_wire::offload::set_partial_checksum(&mut f, &pm).unwrap();
+        assert!(!pm.transport_checksum_ok(&f));
+        f
+    };
+    for (sport, csum) in [
+        (40000, weir_router::RxCsum::Unknown),
+        (40001, weir_router::RxCsum::Partial),
+    ] {
+        let mut f = partial(sport);
+        let pm = PacketMeta::parse(&f, LinkType::Ethernet);
+        let fate = net.route_frame(&mut sf, &mut f, pm, 0, Rx { hash: 0, csum }, 1);
+        assert!(
+            matches!(fate, Fate::Out { port: 1, .. }),
+            "{}",
+            fate.describe(&[])
+        );
+        let pm = PacketMeta::parse(&f, LinkType::Ethernet);
+        assert_eq!(pm.saddr, 0xc612_1f01, "masqueraded");
+        assert!(
+            pm.transport_checksum_ok(&f),
+            "{csum:?}: the checksum leaves whole"
+        );
+    }
+    // said to be whole: not touched (a wrong checksum from the wire stays wrong)
+    let mut f = partial(40002);
+    let pm = PacketMeta::parse(&f, LinkType::Ethernet);
+    let rx = Rx {
+        hash: 0,
+        csum: weir_router::RxCsum::Complete,
+    };
+    assert!(matches!(
+        net.route_frame(&mut sf, &mut f, pm, 0, rx, 1),
+        Fate::Out { port: 1, .. }
+    ));
+    assert!(!PacketMeta::parse(&f, LinkType::Ethernet).transport_checksum_ok(&f));
+}

@@ -317,6 +317,14 @@ pub fn classify_checksum(frame: &[u8], meta: &PacketMeta) -> Result<CsumState, O
 /// without checksum metadata (AF_XDP gives none) can complete such frames, and only those,
 /// with [`complete_checksum`]; a damaged frame stays damaged (the chance that damage leaves
 /// exactly that value is about 1 in 65535). False for anything it cannot judge.
+/// Whether the checksum field holds exactly what Linux leaves there for `CHECKSUM_PARTIAL`,
+/// without summing the payload (the pseudo-header only): what a receiver that is not told
+/// (AF_XDP) can afford to ask of every frame. A complete checksum that happens to hold the
+/// same value is completed to itself by [`complete_checksum`].
+pub fn field_is_partial(frame: &[u8], meta: &PacketMeta) -> bool {
+    span(frame, meta).is_ok_and(|s| stored(frame, &s) == fold(s.pseudo))
+}
+
 pub fn looks_partial(frame: &[u8], meta: &PacketMeta) -> bool {
     classify_checksum(frame, meta) == Ok(CsumState::Partial)
 }

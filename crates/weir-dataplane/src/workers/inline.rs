@@ -8,7 +8,8 @@ use super::{now_ns, State};
 use crate::stats::Counts;
 use crate::trace::{self, Trace};
 use weir_engine::stateful::Stateful;
-use weir_router::{Fate, IcmpAnswer, Reason, Router, Rx};
+use weir_io::afpacket::GsoKind;
+use weir_router::{Fate, IcmpAnswer, Reason, Router, Rx, RxCsum};
 use weir_wire::{LinkType, PacketMeta};
 
 /// The inline router's ports and tables.
@@ -59,6 +60,37 @@ impl Inline {
                     }
                     self.router.set_mtu(pi, new);
                 }
+            }
+        }
+    }
+
+    /// The segments of a super-frame read on port `pi`, each through the router (their
+    /// checksums are whole) and sent.
+    fn segments(&mut self, w: &mut State, pi: usize, segs: Vec<Vec<u8>>, now: u64) {
+        for mut f in segs {
+            let pm = PacketMeta::parse(&f, LinkType::Ethernet);
+            let rx = Rx {
+                hash: 0,
+                csum: RxCsum::Complete,
+            };
+            let (fate, rewritten) = decide(
+                &mut w.sf,
+                &mut w.trace,
+                &mut self.router,
+                &self.ports_names,
+                &mut f,
+                pm,
+                pi,
+                rx,
+                now,
+            );
+            let f: &[u8] = &f;
+            if let Some((o, len)) =
+                self.settle(&mut w.sf, &mut w.counts, pi, fate, rewritten, now, &|_| {
+                    f.to_vec()
+                })
+            {
+                self.ports[o].push(&f[..len.min(f.len())]);
             }
         }
     }
@@ -248,6 +280,7 @@ impl Inline {
                     f,
                     pm,
                     pi,
+                    Rx::default(),
                     now,
                 );
                 let f: &[u8] = f;
@@ -272,7 +305,9 @@ impl Inline {
                 p => p.recv_batch()?,
             };
             il.fwd.clear();
+            let is_packet = matches!(il.ports[pi], Link::Packet(_));
             for i in 0..n {
+                let off = il.ports[pi].rx_offload(i);
                 let (frame, truncated) = il.ports[pi].frame_mut(i);
                 // neighbours learnt from the ARP and ND traffic on the link
                 il.router.learn(pi, frame);
@@ -297,6 +332,35 @@ impl Inline {
                             }
                         }
                     }
+                    if let Some(g) = off.gso {
+                        // a super-frame (its sender's segmentation offload, or GRO): cut as
+                        // the device would have, then each segment takes the path
+                        let segs = match g.kind {
+                            GsoKind::Tcp4 | GsoKind::Tcp6 => {
+                                weir_wire::offload::segment_tcp(frame, &pm, g.size).ok()
+                            }
+                            _ => None,
+                        };
+                        match segs {
+                            Some(segs) => {
+                                // (the frames before it in the batch leave first)
+                                for &(j, p, len) in &il.fwd {
+                                    forward_frame(&mut il.ports, pi, j, p, len);
+                                }
+                                il.fwd.clear();
+                                il.segments(w, pi, segs, now);
+                            }
+                            None => w.counts.drop(Reason::Offload),
+                        }
+                        continue;
+                    }
+                    let csum = if off.csum_partial {
+                        RxCsum::Partial
+                    } else if is_packet {
+                        RxCsum::Complete
+                    } else {
+                        RxCsum::Unknown
+                    };
                     decide(
                         &mut w.sf,
                         &mut w.trace,
@@ -305,6 +369,7 @@ impl Inline {
                         frame,
                         pm,
                         pi,
+                        Rx { hash: 0, csum },
                         now,
                     )
                 };
@@ -342,6 +407,7 @@ impl Inline {
                     &mut f,
                     pm,
                     pi,
+                    Rx::default(),
                     now,
                 );
                 let f: &[u8] = &f;
@@ -379,6 +445,7 @@ fn decide(
     frame: &mut [u8],
     pm: PacketMeta,
     pi: usize,
+    rx: Rx,
     now: u64,
 ) -> (Fate, bool) {
     let traced =
@@ -386,7 +453,7 @@ fn decide(
     let before = traced.then(|| sf.engine().st.rule_hits.clone());
     let summary = traced.then(|| trace::frame_summary(frame, names[pi].as_str()));
     let writes = sf.stats().nat_rewritten + sf.stats().header_writes;
-    let fate = router.route_frame(sf, frame, pm, pi, Rx::default(), now);
+    let fate = router.route_frame(sf, frame, pm, pi, rx, now);
     let rewritten = sf.stats().nat_rewritten + sf.stats().header_writes != writes;
     if let (Some(before), Some(summary)) = (before, summary) {
         trace::record(trace, sf, &summary, &before, &fate.describe(names));

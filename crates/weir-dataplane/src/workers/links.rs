@@ -6,6 +6,19 @@ use crate::config::{Config, Io};
 use crate::stats::PortStats;
 use weir_wire::Mac;
 
+/// An inline AF_PACKET port: a TPACKET_V3 ring with the virtio-net header on, so that each
+/// frame says whether its sender left its checksum to offload and whether it is a super-frame
+/// to cut ([`Link::rx_offload`]).
+pub fn open_ring(name: &str) -> std::io::Result<weir_io::afpacket::Port> {
+    weir_io::afpacket::Port::open_ring_with(
+        name,
+        weir_io::afpacket::RingConfig {
+            vnet_hdr: true,
+            ..weir_io::afpacket::RingConfig::default()
+        },
+    )
+}
+
 /// The receive queues of an interface (1 when sysfs does not say).
 pub fn rx_queues(name: &str) -> usize {
     std::fs::read_dir(format!("/sys/class/net/{name}/queues"))
@@ -106,9 +119,7 @@ impl Link {
                 }
             }
         }
-        Ok(Link::Packet(Box::new(weir_io::afpacket::Port::open_ring(
-            name,
-        )?)))
+        Ok(Link::Packet(Box::new(open_ring(name)?)))
     }
 
     pub fn name(&self) -> &str {
@@ -157,6 +168,14 @@ impl Link {
         match self {
             Link::Packet(p) => p.frame(i),
             Link::Xdp(p) => p.frame(i),
+        }
+    }
+
+    /// What the kernel knows of frame `i`'s checksum and segmentation (AF_XDP: nothing).
+    pub fn rx_offload(&self, i: usize) -> weir_io::afpacket::RxOffload {
+        match self {
+            Link::Packet(p) => p.rx_offload(i),
+            Link::Xdp(_) => weir_io::afpacket::RxOffload::default(),
         }
     }
 

@@ -219,7 +219,17 @@ fn forward_parsed(
     now: u64,
 ) -> bool {
     matches!(
-        net.route_frame(sf, frame, pm, 0, Rx { hash }, now),
+        net.route_frame(
+            sf,
+            frame,
+            pm,
+            0,
+            Rx {
+                hash,
+                ..Rx::default()
+            },
+            now
+        ),
         Fate::Out { port: 1, .. }
     )
 }
