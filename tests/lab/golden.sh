@@ -131,8 +131,9 @@ capture() {
 start() {
   ip netns exec $R "$WEIR" run --config "$DIR/$1.toml" >"$DIR/weir.log" 2>&1 &
   WPID=$!
-  for i in $(seq 300); do grep -q ready "$DIR/weir.log" 2>/dev/null && break; sleep 0.1; done
-  grep -q ready "$DIR/weir.log" || { cat "$DIR/weir.log"; ps aux | grep "weir run" | grep -v grep; fail "weir did not start ($1)"; }
+  # (iptables waits for the xtables lock, which other labs on the machine may hold)
+  for i in $(seq 600); do grep -q ready "$DIR/weir.log" 2>/dev/null && break; sleep 0.1; done
+  grep -q ready "$DIR/weir.log" || { cat "$DIR/weir.log"; fail "weir did not start ($1)"; }
 }
 stop() {
   kill -TERM $WPID; wait $WPID || true; WPID=

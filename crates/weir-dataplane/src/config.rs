@@ -140,10 +140,19 @@ pub struct Config {
     /// connection to the same worker.
     #[serde(default = "one")]
     pub workers: u16,
+    /// Inline mode: packets for the router's own addresses that its `input` chains accept
+    /// are handed to the kernel's stack (its services answer; what it sends is tracked);
+    /// off: they are dropped.
+    #[serde(default = "yes")]
+    pub local_delivery: bool,
 }
 
 fn one() -> u16 {
     1
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Deserialize, Debug)]
@@ -354,9 +363,7 @@ impl Config {
             );
             router.set_neighbour(a, n.mac.parse::<Mac>()?);
         }
-        // packets to the router's own addresses are dropped until they can be handed to
-        // the kernel's stack
-        router.set_local_delivery(false);
+        router.set_local_delivery(self.local_delivery);
         Ok(router)
     }
 }

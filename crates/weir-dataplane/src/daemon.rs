@@ -178,9 +178,9 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     install_signals();
     // every queue bound first (errors before anything starts), then the kernel rules: no
     // packet is queued before weir listens
-    let ws = match router {
+    let (ws, _turnarounds) = match router {
         Some(router) => inline_workers(&cfg, &rs, router)?,
-        None => nfqueue_workers(&cfg, &rs)?,
+        None => (nfqueue_workers(&cfg, &rs)?, Vec::new()),
     };
     let _kernel = if inline {
         let names = cfg.interface_names();
@@ -318,12 +318,14 @@ fn nfqueue_workers(cfg: &Config, rs: &weir_lang::ir::Ruleset) -> anyhow::Result<
 }
 
 /// The inline workers: their ports (AF_XDP or AF_PACKET, a fanout or a queue each with
-/// several workers), each a copy of the router.
+/// several workers), each a copy of the router; and, with local delivery, the programs on
+/// the interfaces that turn the frames weir hands to the kernel around (kept while weir
+/// runs).
 fn inline_workers(
     cfg: &Config,
     rs: &weir_lang::ir::Ruleset,
-    router: weir_router::Router,
-) -> anyhow::Result<Vec<Worker>> {
+    mut router: weir_router::Router,
+) -> anyhow::Result<(Vec<Worker>, Vec<weir_io::inject::Turnaround>)> {
     kernel::check_kernel_not_forwarding()?;
     let n = cfg.worker_count();
     // per worker, its ports (and in AF_XDP mode the ARP side sockets)
@@ -356,6 +358,43 @@ fn inline_workers(
             }
         }
     }
+    // weir's own frames are marked (a monitor of what the kernel sends skips them), and its
+    // AF_PACKET ports skip what it hands back to the kernel
+    for (ports, arp) in &links {
+        for p in ports {
+            if let Link::Packet(p) = p {
+                p.set_mark(weir_io::afpacket::TX_MARK)?;
+                p.ignore_marked(weir_io::inject::INJECT_MARK)?;
+            }
+        }
+        for a in arp.iter().flatten() {
+            a.set_mark(weir_io::afpacket::TX_MARK)?;
+        }
+    }
+    let generic = links
+        .iter()
+        .flat_map(|(p, _)| p)
+        .find(|l| matches!(l, Link::Xdp(x) if x.program.mode == "generic"));
+    let mut turnarounds = Vec::new();
+    if cfg.local_delivery {
+        if let Some(g) = generic {
+            // (a frame handed back would enter generic XDP again and come back to weir)
+            tracing::warn!(interface = g.name(), "XDP in generic mode: packets for the router cannot be handed to the kernel; local delivery is off");
+        } else {
+            for i in &cfg.interface {
+                match weir_io::inject::Turnaround::attach(&i.name) {
+                    Ok(t) => turnarounds.push(t),
+                    Err(e) => {
+                        tracing::warn!(interface = %i.name, error = %e, "local delivery is off");
+                        turnarounds.clear();
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    let local = cfg.local_delivery && turnarounds.len() == cfg.interface.len();
+    router.set_local_delivery(local);
     let shared = (n > 1).then(|| Arc::new(weir_router::SharedNeighbours::default()));
     let xdp_steer = links
         .first()
@@ -393,6 +432,24 @@ fn inline_workers(
         if n > 1 {
             sf.set_steer(Some((n as u32, w as u32)));
         }
+        let mut inject = Vec::new();
+        let mut monitor = Vec::new();
+        for i in &cfg.interface {
+            inject.push(if local {
+                Some(weir_io::inject::Injector::open(&i.name)?)
+            } else {
+                None
+            });
+            monitor.push(if local && w == 0 {
+                Some(weir_io::afpacket::Port::open_monitor(
+                    &i.name,
+                    64,
+                    weir_io::inject::INJECT_MARK,
+                )?)
+            } else {
+                None
+            });
+        }
         ws.push(Worker {
             state: state(w, sf),
             io: Io::Inline(Box::new(Inline {
@@ -406,10 +463,12 @@ fn inline_workers(
                 polled: 0,
                 fds: Vec::new(),
                 handoff: hands.next(),
+                inject,
+                monitor,
             })),
         });
     }
-    Ok(ws)
+    Ok((ws, turnarounds))
 }
 
 #[cfg(test)]

@@ -104,14 +104,24 @@ pub fn kernel_rules(q: u16, workers: u16, hooks: &[&str], add: bool) -> Vec<Vec<
 
 /// Inline mode: the kernel keeps ARP and neighbour discovery on weir's interfaces but leaves
 /// their IP traffic to weir (AF_PACKET reads frames before netfilter; the kernel's `raw`
-/// table drops its own copy, so it neither answers nor resets what weir forwards).
+/// table drops its own copy, so it neither answers nor resets what weir forwards). What weir
+/// hands to the kernel's stack (local delivery, marked [`weir_io::inject::INJECT_MARK`]) is
+/// let in, its mark cleared (chain `WEIR-LOCAL`).
 pub fn inline_kernel_rules(ifaces: &[String], add: bool) -> Vec<Vec<String>> {
     let chain = "WEIR-INLINE";
+    let local = "WEIR-LOCAL";
+    let mark = format!("{:#x}", weir_io::inject::INJECT_MARK);
     let mut cmds = Vec::new();
     for tool in ["iptables", "ip6tables"] {
         let c = |args: &[&str]| ipt(tool, &["-t", "raw"], args);
         if add {
+            cmds.push(c(&["-N", local]));
+            cmds.push(c(&["-A", local, "-j", "MARK", "--set-mark", "0"]));
+            cmds.push(c(&["-A", local, "-j", "ACCEPT"]));
             cmds.push(c(&["-N", chain]));
+            cmds.push(c(&[
+                "-A", chain, "-m", "mark", "--mark", &mark, "-j", local,
+            ]));
             if tool == "ip6tables" {
                 for nd in ["neighbour-solicitation", "neighbour-advertisement"] {
                     cmds.push(c(&[
@@ -136,6 +146,8 @@ pub fn inline_kernel_rules(ifaces: &[String], add: bool) -> Vec<Vec<String>> {
             }
             cmds.push(c(&["-F", chain]));
             cmds.push(c(&["-X", chain]));
+            cmds.push(c(&["-F", local]));
+            cmds.push(c(&["-X", local]));
         }
     }
     cmds

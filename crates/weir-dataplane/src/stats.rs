@@ -67,6 +67,10 @@ pub struct Counts {
     pub answers_failed: u64,
     /// Inline mode: packets forwarded in fragments (larger than the output link's MTU).
     pub fragmented: u64,
+    /// Inline mode: packets for the router handed to its own stack (`input` accepted them).
+    pub local: u64,
+    /// Inline mode: packets the router's own stack sent, tracked as they left.
+    pub host_out: u64,
 }
 
 impl Counts {
@@ -88,6 +92,8 @@ impl AddAssign<&Counts> for Counts {
         self.resets += o.resets;
         self.answers_failed += o.answers_failed;
         self.fragmented += o.fragmented;
+        self.local += o.local;
+        self.host_out += o.host_out;
     }
 }
 
@@ -269,6 +275,12 @@ impl WorkerStats {
         }
         if c.fragmented > 0 {
             extra += &format!("; forwarded in fragments {}", c.fragmented);
+        }
+        if c.local + c.host_out > 0 {
+            extra += &format!(
+                "; to the router's stack {} (from it {})",
+                c.local, c.host_out
+            );
         }
         format!(
             "worker {} ({}): packets {} accepted {} rewritten {} dropped {}{}{}; conntrack entries {} (evicted {}, refused {}{}), fragments followed {}{}; {}\n",

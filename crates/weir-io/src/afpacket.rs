@@ -664,7 +664,108 @@ fn bound_socket(name: &str, proto: u16) -> io::Result<(OwnedFd, u32, [u8; 6])> {
     Ok((fd, ifindex, mac))
 }
 
+/// The mark (`SO_MARK`) of the frames weir's own ports send (its forwarded frames, its ARP
+/// and neighbour discovery), so that a socket watching what leaves an interface
+/// ([`Port::open_monitor`]) tells them from the kernel's own.
+pub const TX_MARK: u32 = 0x7765_6978;
+
+/// One classic BPF instruction.
+fn cbpf(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
+    libc::sock_filter { code, jt, jf, k }
+}
+
+const SKF_AD_PROTOCOL: u32 = 0xffff_f000;
+const SKF_AD_PKTTYPE: u32 = 0xffff_f004;
+const SKF_AD_MARK: u32 = 0xffff_f014;
+const LD_W_ABS: u16 = 0x20;
+const JEQ_K: u16 = 0x15;
+const RET_K: u16 = 0x06;
+
 impl Port {
+    /// Set the mark (`SO_MARK`) of what this socket sends.
+    pub fn set_mark(&self, mark: u32) -> io::Result<()> {
+        if set_int(
+            self.fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MARK,
+            mark as i32,
+        ) {
+            Ok(())
+        } else {
+            Err(os_err(&format!("{}: SO_MARK", self.name)))
+        }
+    }
+
+    /// Attach a classic BPF socket filter (what it returns 0 for is not delivered).
+    pub fn attach_filter(&self, prog: &[libc::sock_filter]) -> io::Result<()> {
+        let fprog = libc::sock_fprog {
+            len: prog.len() as u16,
+            filter: prog.as_ptr() as *mut libc::sock_filter,
+        };
+        // SAFETY: setsockopt with a live sock_fprog pointing at `prog`, which outlives the
+        // call (the kernel copies the program).
+        let r = unsafe {
+            libc::setsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ATTACH_FILTER,
+                &fprog as *const libc::sock_fprog as *const libc::c_void,
+                std::mem::size_of::<libc::sock_fprog>() as u32,
+            )
+        };
+        if r < 0 {
+            return Err(os_err(&format!("{}: SO_ATTACH_FILTER", self.name)));
+        }
+        Ok(())
+    }
+
+    /// Take no frame that carries `mark` (the frames weir hands back to the kernel, which
+    /// enter the interface again: [`crate::inject`]).
+    pub fn ignore_marked(&self, mark: u32) -> io::Result<()> {
+        self.attach_filter(&[
+            cbpf(LD_W_ABS, 0, 0, SKF_AD_MARK),
+            cbpf(JEQ_K, 0, 1, mark),
+            cbpf(RET_K, 0, 0, 0),
+            cbpf(RET_K, 0, 0, u32::MAX),
+        ])
+    }
+
+    /// A socket that reads what the kernel itself sends out of interface `name`: outgoing
+    /// IPv4 and IPv6 frames, but those weir's own sockets sent ([`TX_MARK`]) or handed back
+    /// (`skip`).
+    pub fn open_monitor(name: &str, batch: usize, skip: u32) -> io::Result<Port> {
+        let (fd, ifindex, mac) = bound_socket(name, (libc::ETH_P_ALL as u16).to_be())?;
+        let batch = batch.clamp(1, 1024);
+        let p = Port {
+            fd,
+            ifindex,
+            name: name.to_string(),
+            mac,
+            bufs: (0..batch).map(|_| vec![0u8; RX_BUF]).collect(),
+            got: vec![Default::default(); batch],
+            ring: None,
+            n: 0,
+            out: Vec::new(),
+            out_n: 0,
+            vnet_tx: false,
+            last_send_errno: 0,
+            stats: Stats::default(),
+        };
+        p.attach_filter(&[
+            cbpf(LD_W_ABS, 0, 0, SKF_AD_PKTTYPE),
+            cbpf(JEQ_K, 0, 6, libc::PACKET_OUTGOING as u32),
+            cbpf(LD_W_ABS, 0, 0, SKF_AD_MARK),
+            cbpf(JEQ_K, 4, 0, TX_MARK),
+            cbpf(JEQ_K, 3, 0, skip),
+            cbpf(LD_W_ABS, 0, 0, SKF_AD_PROTOCOL),
+            cbpf(JEQ_K, 2, 0, 0x0800),
+            cbpf(JEQ_K, 1, 0, 0x86dd),
+            cbpf(RET_K, 0, 0, 0),
+            cbpf(RET_K, 0, 0, u32::MAX),
+        ])?;
+        Ok(p)
+    }
+
     /// Open a socket on interface `name` taking every protocol, in batches of `batch`.
     /// Errors name the cause: a missing interface, no CAP_NET_RAW.
     pub fn open(name: &str, batch: usize) -> io::Result<Port> {
@@ -706,6 +807,28 @@ impl Port {
             mac,
             bufs: (0..batch).map(|_| vec![0u8; RX_BUF]).collect(),
             got: vec![Default::default(); batch],
+            ring: None,
+            n: 0,
+            out: Vec::new(),
+            out_n: 0,
+            vnet_tx: false,
+            last_send_errno: 0,
+            stats: Stats::default(),
+        })
+    }
+
+    /// A send-only socket on interface `name` (it takes no frames) whose frames go through
+    /// the interface's queueing discipline and egress hooks (as [`crate::inject`] needs).
+    pub fn open_send(name: &str) -> io::Result<Port> {
+        // protocol 0: no frame is delivered to it
+        let (fd, ifindex, mac) = bound_socket(name, 0)?;
+        Ok(Port {
+            fd,
+            ifindex,
+            name: name.to_string(),
+            mac,
+            bufs: Vec::new(),
+            got: Vec::new(),
             ring: None,
             n: 0,
             out: Vec::new(),

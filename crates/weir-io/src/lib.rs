@@ -12,6 +12,7 @@
 //!   builds socket buffers for them; frames move through rings shared with the kernel.
 
 pub mod afpacket;
+pub mod inject;
 mod mmsg;
 pub mod nfqueue;
 pub mod raw;

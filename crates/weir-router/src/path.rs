@@ -616,6 +616,30 @@ impl Router {
         ))
     }
 
+    /// A packet the host's own stack sent out of `port` (an answer of a service on the
+    /// router, a connection the router opens), seen as it leaves: through `output` and
+    /// `postrouting` with connection tracking, so that its replies are `established`. It has
+    /// left already: the verdict is only counted.
+    pub fn host_out(
+        &mut self,
+        sf: &mut Stateful,
+        port: usize,
+        mut frame: Vec<u8>,
+        now: u64,
+    ) -> Decision {
+        self.bind(sf);
+        let pm = PacketMeta::parse(&frame, LinkType::Ethernet);
+        let Some(fam) = Family::of(pm.l3) else {
+            return Decision::Accept;
+        };
+        let meta = self.meta(None, Some(port), 0);
+        let pc = PacketCt {
+            oif_addr: self.ports[port].addr(fam).map(Addr::bits),
+            ..PacketCt::default()
+        };
+        sf.local_out(&mut frame, meta, pc, now)
+    }
+
     /// The router's answer `e` (a TCP reset, an ICMP error; an Ethernet frame) to a packet
     /// read on port `port`, out through the output and postrouting hooks towards that port,
     /// as the kernel sends its own (`ip_local_out`), carrying the packet's connection (`ct`,

@@ -95,6 +95,13 @@ fn inline_mode_in_a_namespace_lab() {
     lab("inline.sh");
 }
 
+/// Local delivery in inline mode: services on the router (an SSH-like TCP service, a BGP
+/// session with bird), a connection the router opens, and its input chain, through weir.
+#[test]
+fn local_delivery_in_a_namespace_lab() {
+    lab("local.sh");
+}
+
 /// `weir bench lab` on a short run: every mode forwards, every figure is there, the lab is
 /// gone afterwards. (The figures themselves are a benchmark's, not checked here.)
 #[test]

@@ -219,6 +219,18 @@ impl Snapshot {
                     .collect(),
             ));
             f.push((
+                "weir_local_delivered",
+                "Packets for the router handed to its own stack (input accepted them).",
+                C,
+                one(c.local),
+            ));
+            f.push((
+                "weir_host_sent",
+                "Packets the router's own stack sent, tracked as they left.",
+                C,
+                one(c.host_out),
+            ));
+            f.push((
                 "weir_icmp_errors",
                 "ICMP errors for dropped packets: sent, or held back by the rate limit.",
                 C,

@@ -156,6 +156,15 @@ impl Handoff {
         }
     }
 
+    /// The worker whose connections a frame belongs to by its steering hash (as the fanout
+    /// and the AF_XDP steering give a connection's packets), when it is another one: for
+    /// frames not read from a port (what the kernel itself sent).
+    pub fn hash_owner(&self, pm: &PacketMeta, frame: &[u8]) -> Option<usize> {
+        let n = self.peers.len() as u32;
+        let w = (weir_conntrack::steer::frame_hash(pm, frame) % n.max(1)) as usize;
+        (w != self.me).then_some(w)
+    }
+
     /// Hand a frame read on `port` to worker `w` (dropped and counted if its inbox is full),
     /// in a buffer it gave back if there is one. [`Handoff::wake`] wakes it.
     pub fn send(&mut self, w: usize, port: usize, frame: &[u8]) {

@@ -33,7 +33,17 @@ pub struct Inline {
     pub mtu_read: u64,
     /// Later fragments waiting for their first.
     pub held: Held,
+    /// Local delivery: per port, how frames for the router reach the kernel's stack (None:
+    /// local delivery is off; the router drops such packets).
+    pub inject: Vec<Option<weir_io::inject::Injector>>,
+    /// Worker 0 with local delivery: per port, what the kernel itself sends out of it, for
+    /// connection tracking.
+    pub monitor: Vec<Option<weir_io::afpacket::Port>>,
 }
+
+/// A frame handed over to another worker that the kernel sent (seen by a monitor), not one
+/// read from the port: its port number carries this bit.
+pub const HOST_OUT: usize = 1 << 31;
 
 /// Later fragments held until their first has passed, tagged with the port they came in
 /// on.
@@ -120,9 +130,18 @@ impl Inline {
                 }
             }
             Fate::Drop(why) => c.drop(why),
-            Fate::Local { .. } => {
-                // (local delivery is off: the router drops such packets as to-router)
-                c.drop(Reason::ToRouter);
+            Fate::Local { len } => {
+                c.packets += 1;
+                if self.inject.get(pi).is_some_and(|i| i.is_some()) {
+                    c.accepted += 1;
+                    c.local += 1;
+                    let f = frame(self);
+                    if let Some(inj) = self.inject[pi].as_mut() {
+                        inj.push(&f[..len.min(f.len())]);
+                    }
+                } else {
+                    c.dropped.add(Reason::ToRouter, 1);
+                }
             }
             Fate::Reset(rst) => {
                 c.drop(Reason::Reject);
@@ -206,6 +225,7 @@ impl Inline {
                 .map(|p| p.fd())
                 .chain(il.arp.iter().flatten().map(|a| a.fd()))
                 .chain(il.handoff.as_ref().map(|h| h.fd()))
+                .chain(il.monitor.iter().flatten().map(|m| m.fd()))
                 .map(|fd| libc::pollfd {
                     fd,
                     events: libc::POLLIN,
@@ -255,6 +275,34 @@ impl Inline {
             }
         }
         let now = if ready { now } else { now_ns() };
+        // what the kernel itself sent (a service on the router answering, a connection it
+        // opens) is tracked before the frames read from the ports: its replies, which cannot
+        // have been read before it left, find their connection
+        for pi in 0..il.monitor.len() {
+            let Some(m) = il.monitor[pi].as_mut() else {
+                continue;
+            };
+            let n = match m.recv_batch() {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+                Err(e) => return Err(e),
+            };
+            for i in 0..n {
+                let f = il.monitor[pi]
+                    .as_ref()
+                    .map(|m| m.frame(i).to_vec())
+                    .unwrap_or_default();
+                if let Some(h) = il.handoff.as_mut() {
+                    let pm = PacketMeta::parse(&f, LinkType::Ethernet);
+                    if let Some(o) = h.hash_owner(&pm, &f) {
+                        h.send(o, pi | HOST_OUT, &f);
+                        continue;
+                    }
+                }
+                w.counts.host_out += 1;
+                il.router.host_out(&mut w.sf, pi, f, now);
+            }
+        }
         // ARP on the side sockets (AF_XDP mode): neighbours learnt from the link
         let mut ai = np;
         for (pi, a) in il.arp.iter_mut().enumerate() {
@@ -271,6 +319,12 @@ impl Inline {
         if let Some(mut inbox) = il.handoff.as_mut().map(|h| h.take()) {
             for (_, pi, f) in inbox.iter_mut() {
                 let pi = *pi;
+                if pi & HOST_OUT != 0 {
+                    w.counts.host_out += 1;
+                    il.router
+                        .host_out(&mut w.sf, pi & !HOST_OUT, f.clone(), now);
+                    continue;
+                }
                 let pm = PacketMeta::parse(f, LinkType::Ethernet);
                 let (fate, rewritten) = decide(
                     &mut w.sf,
@@ -427,6 +481,9 @@ impl Inline {
         }
         for a in il.arp.iter_mut().flatten() {
             a.flush()?;
+        }
+        for inj in il.inject.iter_mut().flatten() {
+            inj.flush()?;
         }
         w.sf.ct_mut().gc(now, 64);
         Ok(())
