@@ -13,6 +13,7 @@ use crate::diag::Diagnostic;
 use crate::ir::Table;
 
 mod gather;
+mod redirect;
 mod rules;
 mod sets;
 mod tables;

@@ -1,14 +1,16 @@
 //! Rules: verdicts, selectors and match keys, set and map references, values, statements
-//! (quota, limit, NAT, ...) and the jump loop and depth checks.
+//! (quota, limit, ...; NAT and `fwd` are in [`super::redirect`]) and the jump loop and depth
+//! checks.
 
-use super::sets::{comp_range, key_ranges, lower_elem, scalar, time_val};
+use super::redirect::{lower_fwd, lower_nat};
+use super::sets::{key_ranges, lower_elem, scalar, time_val};
 use super::tables::{err, other_text, Cx};
 use super::MAX_JUMP_DEPTH;
 use crate::ast::{self, CmpOp, Val};
 use crate::diag::Diagnostic;
 use crate::ir::*;
 use crate::source::Span;
-use crate::values::{self, parse_range};
+use crate::values;
 use std::sync::Arc;
 use weir_wire::{DataType, Field, Layer};
 
@@ -571,7 +573,7 @@ fn point_set(types: &[DataType], key: Vec<(u128, u128)>) -> SetRef {
 }
 
 /// A value expression for a target of these types.
-fn lower_value(cx: &mut Cx, types: &[DataType], e: &ast::Expr) -> Option<ValueExpr> {
+pub(super) fn lower_value(cx: &mut Cx, types: &[DataType], e: &ast::Expr) -> Option<ValueExpr> {
     match e {
         ast::Expr::Const(v) => {
             let r = key_ranges(cx, types, v)?;
@@ -806,289 +808,6 @@ fn lower_limit(
         burst,
         over,
     })
-}
-
-fn lower_nat(
-    cx: &mut Cx,
-    kind: &ast::Ident,
-    family: &Option<ast::Ident>,
-    addr: &Option<ast::Expr>,
-    port: &Option<ast::Expr>,
-    flags: &[ast::Ident],
-    span: Span,
-) -> Option<Expr> {
-    let k = match kind.name.as_str() {
-        "snat" => NatKind::Snat,
-        "dnat" => NatKind::Dnat,
-        "masquerade" => NatKind::Masquerade,
-        _ => NatKind::Redirect,
-    };
-    if let Some((ty, hook)) = cx.cur_hook {
-        if ty != ChainType::Nat {
-            cx.diags.push(
-                Diagnostic::error(span, format!("{} is only allowed in nat chains", kind.name))
-                    .note("declare the chain with: type nat hook ... priority ...;"),
-            );
-            return None;
-        }
-        let ok = match k {
-            NatKind::Snat | NatKind::Masquerade => matches!(hook, Hook::Postrouting | Hook::Input),
-            NatKind::Dnat | NatKind::Redirect => matches!(hook, Hook::Prerouting | Hook::Output),
-        };
-        if !ok {
-            let want = if matches!(k, NatKind::Snat | NatKind::Masquerade) {
-                "postrouting or input"
-            } else {
-                "prerouting or output"
-            };
-            err(
-                cx,
-                span,
-                format!(
-                    "{} belongs in a nat chain at {want}, not {}",
-                    kind.name,
-                    hook.name()
-                ),
-            );
-            return None;
-        }
-    }
-    let mut fam: Option<u8> = match family.as_ref().map(|f| f.name.as_str()) {
-        Some("ip") => Some(4),
-        Some("ip6") => Some(6),
-        _ => match cx.family {
-            Family::Ip => Some(4),
-            Family::Ip6 => Some(6),
-            _ => None,
-        },
-    };
-    let mut addr_v = None;
-    let mut port_v = None;
-    let mut port_range = None;
-    let mut port_word: Option<(String, Span)> = None;
-    if let Some(a) = addr {
-        if matches!(k, NatKind::Masquerade | NatKind::Redirect) {
-            err(
-                cx,
-                a.span(),
-                format!("{} takes only a port: {} to :PORT", kind.name, kind.name),
-            );
-            return None;
-        }
-        match a {
-            ast::Expr::Const(Val::Word(w, s)) => {
-                // addr, addr-addr, addr:port, addr:port-port (IPv6 with a port is written [addr]:port)
-                let (aw, pw) = match (w.matches(':').count(), w.rsplit_once(':')) {
-                    (1, Some((x, y))) => (x.to_string(), Some(y.to_string())),
-                    _ => (w.clone(), None),
-                };
-                if fam.is_none() {
-                    fam = Some(if aw.contains(':') { 6 } else { 4 });
-                }
-                let dt = if fam == Some(6) {
-                    DataType::Ipv6Addr
-                } else {
-                    DataType::Ipv4Addr
-                };
-                match parse_range(dt, &aw) {
-                    Ok((lo, hi)) if lo == hi => addr_v = Some(ValueExpr::Const(vec![lo])),
-                    Ok((lo, hi)) => addr_v = Some(ValueExpr::Range(lo, hi)),
-                    Err(e) => {
-                        err(cx, *s, e);
-                        return None;
-                    }
-                }
-                if let Some(p) = pw {
-                    port_word = Some((p, *s));
-                }
-            }
-            other => {
-                let dt = if fam == Some(6) {
-                    DataType::Ipv6Addr
-                } else {
-                    DataType::Ipv4Addr
-                };
-                // a map may give address . port
-                let types: Vec<DataType> = if let ast::Expr::Map(..) = other {
-                    vec![dt]
-                } else {
-                    vec![dt]
-                };
-                let v = lower_value(cx, &types, other);
-                let v = match v {
-                    Some(v) => v,
-                    None => {
-                        // retry as address . port (a concatenated map value)
-                        let n = cx.diags.len();
-                        let v2 = lower_value(cx, &[dt, DataType::InetService], other);
-                        if v2.is_some() {
-                            cx.diags.truncate(n.saturating_sub(1));
-                        }
-                        v2?
-                    }
-                };
-                if fam.is_none() {
-                    fam = Some(4);
-                }
-                addr_v = Some(v);
-            }
-        }
-    }
-    if let Some(p) = port {
-        match p {
-            ast::Expr::Const(v) => match comp_range(cx, DataType::InetService, v) {
-                Some((lo, hi)) => port_range = Some((lo as u16, hi as u16)),
-                None => return None,
-            },
-            other => port_v = Some(lower_value(cx, &[DataType::InetService], other)?),
-        }
-    }
-    if let Some((pw, s)) = port_word {
-        match parse_range(DataType::InetService, &pw) {
-            Ok((lo, hi)) => port_range = Some((lo as u16, hi as u16)),
-            Err(e) => {
-                err(cx, s, e);
-                return None;
-            }
-        }
-    }
-    if matches!(k, NatKind::Snat | NatKind::Dnat) && addr_v.is_none() {
-        err(
-            cx,
-            span,
-            format!(
-                "{} needs an address: {} to ADDRESS[:PORT]",
-                kind.name, kind.name
-            ),
-        );
-        return None;
-    }
-    let mut nat = Nat {
-        kind: k,
-        family: fam,
-        addr: addr_v,
-        port: port_v,
-        port_range,
-        random: false,
-        fully_random: false,
-        persistent: false,
-    };
-    for f in flags {
-        match f.name.as_str() {
-            "random" => nat.random = true,
-            "fully-random" => nat.fully_random = true,
-            "persistent" => nat.persistent = true,
-            _ => {}
-        }
-    }
-    Some(Expr::Nat(nat))
-}
-
-/// `fwd to DEV`, `fwd ip|ip6 to ADDR device DEV`: only in the netdev family (nft refuses it
-/// in the others: "unsupported family"), whose chains hook ingress and egress.
-fn lower_fwd(
-    cx: &mut Cx,
-    family: &Option<ast::Ident>,
-    addr: &Option<ast::Expr>,
-    dev: &ast::Expr,
-    span: Span,
-) -> Option<Expr> {
-    if cx.family != Family::Netdev {
-        cx.diags.push(
-            Diagnostic::error(
-                span,
-                format!(
-                    "'fwd' is only allowed in the netdev family (ingress and egress chains), \
-                     not in the {} family",
-                    cx.family.name()
-                ),
-            )
-            .note(
-                "forward from a netdev chain: table netdev NAME { chain C { type filter hook \
-                 ingress device \"eth0\" priority 0; ... fwd to \"eth1\" } }",
-            ),
-        );
-        return None;
-    }
-    let neigh = match (family, addr) {
-        (Some(f), Some(a)) => {
-            let (fam, dt) = if f.name == "ip6" {
-                (6, DataType::Ipv6Addr)
-            } else {
-                (4, DataType::Ipv4Addr)
-            };
-            let v = lower_value(cx, &[dt], a)?;
-            if let ValueExpr::Range(..) = v {
-                err(
-                    cx,
-                    a.span(),
-                    "fwd sends to one next hop, not to a range or prefix of addresses",
-                );
-                return None;
-            }
-            Some((fam, v))
-        }
-        _ => None,
-    };
-    let dev = lower_fwd_dev(cx, dev)?;
-    Some(Expr::Fwd(Fwd { dev, neigh }))
-}
-
-/// The device of `fwd`, as an interface-name value.
-fn lower_fwd_dev(cx: &mut Cx, e: &ast::Expr) -> Option<ValueExpr> {
-    const HOW: &str = "a device is a name (\"eth0\"), meta iif or meta oif, or an inline map \
-                       to device names (meta mark map { 1 : \"eth0\", 2 : \"eth1\" })";
-    match e {
-        ast::Expr::Const(Val::Word(..) | Val::Str(..)) => {
-            match lower_value(cx, &[DataType::IfName], e)? {
-                ValueExpr::Const(c) if c.len() == 1 => Some(ValueExpr::Const(c)),
-                _ => {
-                    err(
-                        cx,
-                        e.span(),
-                        "fwd sends to one device, not to a wildcard or range of names",
-                    );
-                    None
-                }
-            }
-        }
-        ast::Expr::Selector(..) => {
-            let k = lower_key(cx, e)?;
-            // the device of an index is the device of that name: weir keeps devices by name
-            let name = match k.as_slice() {
-                [p] if p.is_plain() && p.src == Source::Field(Field::MetaIif) => Field::MetaIifname,
-                [p] if p.is_plain() && p.src == Source::Field(Field::MetaOif) => Field::MetaOifname,
-                _ => {
-                    cx.diags.push(
-                        Diagnostic::error(e.span(), "fwd to: this does not give a device")
-                            .note(HOW),
-                    );
-                    return None;
-                }
-            };
-            Some(ValueExpr::Key(vec![KeyPart::field(name)]))
-        }
-        ast::Expr::Map(_, ast::SetRef::Named(id), _) => {
-            cx.diags.push(
-                Diagnostic::error(
-                    id.span,
-                    format!(
-                        "fwd to '@{}': weir takes the devices of fwd from an inline map of \
-                         names only (a named map holds them as interface indices)",
-                        id.name
-                    ),
-                )
-                .note(HOW),
-            );
-            None
-        }
-        ast::Expr::Map(..) => lower_value(cx, &[DataType::IfName], e),
-        _ => {
-            cx.diags
-                .push(Diagnostic::error(e.span(), "fwd sends to one device").note(HOW));
-            None
-        }
-    }
 }
 
 fn lower_item(
