@@ -751,3 +751,46 @@ fn golden_check_and_replay_outputs() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// The systemd unit in dist/ is one systemd takes (`systemd-analyze verify`, with its
+/// ExecStart pointing at the binary under test), notifies readiness and reloads with SIGHUP.
+#[test]
+fn systemd_unit_verifies() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let unit = std::fs::read_to_string(root.join("dist/weir.service")).unwrap();
+    assert!(unit.contains("\nType=notify\n"), "{unit}");
+    assert!(
+        unit.contains("\nExecReload=/bin/kill -HUP $MAINPID\n"),
+        "{unit}"
+    );
+    let have = Command::new("sh")
+        .args(["-c", "command -v systemd-analyze >/dev/null"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !have {
+        eprintln!("SKIP: systemd-analyze is not installed");
+        return;
+    }
+    let dir = tmp("unit");
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("weir.service");
+    std::fs::write(
+        &p,
+        unit.replace("/usr/local/bin/weir", env!("CARGO_BIN_EXE_weir")),
+    )
+    .unwrap();
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&p)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && !text.contains("weir.service:"),
+        "{text}"
+    );
+}
