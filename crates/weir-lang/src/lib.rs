@@ -4,7 +4,7 @@
 //! names, hooks, families, loops) → [`ir`], the checked ruleset the engine compiles. Every error
 //! is a [`diag::Diagnostic`] that renders as `file:line:column`, the line, and a caret.
 //!
-//! The syntax is nftables' (see the project README for what is covered); `iptables-save` and
+//! The syntax is nftables' (see `docs/language.md` for what is covered); `iptables-save` and
 //! ClassBench files are imported into the same [`ir`].
 
 pub mod ast;
