@@ -1,10 +1,12 @@
-//! `weir run` on three-namespace labs (the scripts in tests/lab/): NFQUEUE mode (ICMP, TCP,
-//! UDP through weir with two workers, drops as the ruleset says, reloads under load, refused
+//! `weir run` on namespace labs (the scripts in tests/lab/): NFQUEUE mode (ICMP, TCP, UDP
+//! through weir with two workers, drops as the ruleset says, reloads under load, refused
 //! reloads, run-time set elements, traces, metrics, a busy queue, clean shutdown) and inline
 //! mode over AF_XDP and AF_PACKET (ICMP with TTL, IPv6 with neighbour discovery, ICMP errors
-//! from the router, traces, TCP through masquerade, drops, refusals, clean shutdown); and `weir bench lab`'s harness on a short run. They need root, iproute2,
-//! iptables, nftables, iperf3, ping and ethtool; a test prints SKIP and a reason when it cannot
-//! run, and passes over it then.
+//! from the router, traces, TCP through masquerade, drops, refusals, clean shutdown); inline
+//! mode as the load balancer of nftlb's testbed (lb.sh: wrk clients, nginx backends, DNAT and
+//! SNAT farms); and `weir bench lab`'s harness on a short run. They need root, iproute2,
+//! iptables, nftables, iperf3, ping and ethtool (lb.sh also nginx, wrk and curl); a test prints
+//! SKIP and a reason when it cannot run, and passes over it then.
 
 use std::process::Command;
 
@@ -100,6 +102,13 @@ fn inline_mode_in_a_namespace_lab() {
 #[test]
 fn local_delivery_in_a_namespace_lab() {
     lab("local.sh");
+}
+
+/// nftlb's benchmark testbed with weir inline as the load balancer: two wrk clients, three
+/// nginx backends, nftlb's DNAT and SNAT farms, over AF_XDP and AF_PACKET, default offloads.
+#[test]
+fn load_balancer_in_a_namespace_lab() {
+    lab("lb.sh");
 }
 
 /// `weir bench lab` on a short run: every mode forwards, every figure is there, the lab is
