@@ -2,12 +2,14 @@
 //! or port (errors before anything starts), installs its kernel rules, starts the workers
 //! and the control and metrics threads, tells systemd it is ready, and serves signals
 //! (SIGHUP: reload; SIGINT, SIGTERM: stop) and control requests until it stops; then it
-//! removes what it installed and reports.
+//! removes what it installed and reports. In NFQUEUE mode the ruleset's netdev tables are
+//! installed in the kernel's nftables ([`crate::netdev`]).
 
 use crate::config::{Config, Mode};
 use crate::control::{self, CtlRequest};
 use crate::dispatcher::Dispatcher;
 use crate::kernel;
+use crate::netdev;
 use crate::stats::WorkerStats;
 use crate::workers::inline::{Held, Inline};
 use crate::workers::links::{xdp_workers, Link};
@@ -164,6 +166,17 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     let workers = cfg.worker_count();
     let hooks = kernel::kernel_hooks(&engine(&rs));
     let router = if inline { Some(cfg.router()?) } else { None };
+    // NFQUEUE mode: the netdev tables run in the kernel's nftables (refused here, before
+    // anything starts, when they cannot be written back)
+    let installing = !inline && cfg.nfqueue.install;
+    if !inline {
+        netdev::warn_unrun(&rs, installing);
+    }
+    let netdev_tables = if installing {
+        netdev::render_ruleset(&rs, cfg.nfqueue.queue).map_err(|e| anyhow::anyhow!(e))?
+    } else {
+        Vec::new()
+    };
     if opts.print_kernel_rules {
         let cmds = if inline {
             kernel::inline_kernel_rules(&cfg.interface_names(), true)
@@ -173,6 +186,13 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         for c in cmds {
             println!("{}", c.join(" "));
         }
+        if !netdev_tables.is_empty() {
+            println!("nft -f - <<'EOF'");
+            for l in netdev::script(&[], &netdev_tables) {
+                println!("{}", l.text);
+            }
+            println!("EOF");
+        }
         return Ok(());
     }
     install_signals();
@@ -181,6 +201,12 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     let (ws, _turnarounds) = match router {
         Some(router) => inline_workers(&cfg, &rs, router)?,
         None => (nfqueue_workers(&cfg, &rs)?, Vec::new()),
+    };
+    // the netdev tables before the queueing rules: a refusal leaves nothing to undo
+    let netdev = if installing {
+        Some(netdev::Installed::start(cfg.nfqueue.queue, &netdev_tables)?)
+    } else {
+        None
     };
     let _kernel = if inline {
         let names = cfg.interface_names();
@@ -224,6 +250,7 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         started: Instant::now(),
         cpu0: cpu_seconds(),
         nfqueue: !inline,
+        netdev,
     };
     println!(
         "weir run: {} {} ({} worker{}; {}), ruleset {}; ready",
@@ -280,6 +307,8 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     if let Some(p) = &cfg.control.socket {
         let _ = std::fs::remove_file(p);
     }
+    // the kernel's netdev tables go with weir
+    drop(d);
     Ok(())
 }
 

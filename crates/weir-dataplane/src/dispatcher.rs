@@ -1,6 +1,8 @@
 //! The main thread between the control plane and the workers: reloads (the ruleset is
 //! checked once, then every worker gets its engine), and every request asked of all the
-//! workers, their typed answers rendered into one text ([`crate::control::render`]).
+//! workers, their typed answers rendered into one text ([`crate::control::render`]). In
+//! NFQUEUE mode the netdev tables in the kernel are replaced on reload, their counters read
+//! for `counters` and `metrics`, their sets changed through nft ([`crate::netdev`]).
 
 use crate::control::{self, Reply, Request, TRACE_SECONDS};
 use crate::stats::ProcessStats;
@@ -19,12 +21,27 @@ pub struct Dispatcher {
     pub cpu0: (f64, f64),
     /// NFQUEUE mode (NAT refused on reload too).
     pub nfqueue: bool,
+    /// NFQUEUE mode with `nfqueue.install`: the netdev tables in the kernel's nftables
+    /// (replaced on reload, removed when the dispatcher goes).
+    pub netdev: Option<crate::netdev::Installed>,
 }
 
 impl Dispatcher {
     /// Load the ruleset file again, all or nothing: the text of the outcome.
     pub fn reload(&mut self) -> String {
-        match crate::daemon::load(&self.rules, self.nfqueue) {
+        let loaded = crate::daemon::load(&self.rules, self.nfqueue).and_then(|rs| {
+            // the kernel's netdev tables first, in one transaction: refused, nothing changed
+            if self.nfqueue {
+                crate::netdev::warn_unrun(&rs, self.netdev.is_some());
+            }
+            if let Some(inst) = &mut self.netdev {
+                let tables = crate::netdev::render_ruleset(&rs, inst.queue())
+                    .map_err(|e| format!("error: {e}\n"))?;
+                inst.replace(&tables)?;
+            }
+            Ok(rs)
+        });
+        match loaded {
             Ok(rs) => {
                 let acks: Vec<_> = self
                     .workers
@@ -92,13 +109,19 @@ impl Dispatcher {
             let _ = reply.send(self.reload());
             return;
         }
+        let kernel = self.netdev.as_ref().map(|n| n.tables()).unwrap_or_default();
+        // a set of a netdev table that runs in the kernel is the kernel's
+        if let Some(r) = crate::netdev::set_request(&kernel, &req) {
+            let _ = reply.send(r);
+            return;
+        }
         let rxs = self.ask_all(&req);
         let process = self.process();
         let trace = matches!(req, Request::Trace(..));
         let senders = self.workers.clone();
         // gathered on a thread of its own: a trace may wait for its packets
         std::thread::spawn(move || {
-            let answers = if trace {
+            let mut answers: Vec<Reply> = if trace {
                 gather_trace(&req, &rxs, &senders)
             } else {
                 rxs.iter()
@@ -108,6 +131,23 @@ impl Dispatcher {
                     })
                     .collect()
             };
+            // the kernel's counters of the netdev rules, read only when they are shown; on
+            // the first worker's snapshot (every worker has 0 for them: weir never runs them),
+            // so the sum has them once
+            if matches!(req, Request::Counters | Request::Metrics) && !kernel.is_empty() {
+                match crate::netdev::read_counters(&kernel) {
+                    Ok(k) => {
+                        if let Some(Reply::Stats(s)) =
+                            answers.iter_mut().find(|a| matches!(a, Reply::Stats(_)))
+                        {
+                            k.apply(&mut s.ruleset);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "reading the kernel's counters of the netdev tables")
+                    }
+                }
+            }
             let _ = reply.send(control::render(&req, &process, &answers));
         });
     }

@@ -3,6 +3,8 @@
 //! - [`config`]: the configuration file, typed ([`config::Config`]), and the inline router it
 //!   describes.
 //! - [`kernel`]: the iptables rules weir installs and removes, and the sysctls it checks.
+//! - [`netdev`]: NFQUEUE mode: the ruleset's netdev tables installed in the kernel's nftables
+//!   (weir never sees a packet at a device's hooks there), their counters read back.
 //! - [`workers`]: one thread per queue or inline worker, each with its own engine; NFQUEUE
 //!   ([`workers::nfqueue`]), inline ([`workers::inline`]: `weir_router::Router` between
 //!   [`workers::links`]), fragments and frames handed between workers
@@ -23,6 +25,7 @@ pub mod daemon;
 pub mod dispatcher;
 pub mod kernel;
 pub mod log;
+pub mod netdev;
 pub mod notify;
 pub mod stats;
 pub mod trace;

@@ -92,6 +92,14 @@ fn nfqueue_mode_in_a_namespace_lab() {
     lab("nfqueue.sh");
 }
 
+/// NFQUEUE mode with a netdev table: installed in the kernel's nftables as `netdev weir_t`,
+/// its drops counted in `weir ctl counters`, its set changed at run time, a reload nft refuses
+/// refused with the old table kept, leftovers of a killed weir removed, removed at exit.
+#[test]
+fn nfqueue_netdev_tables_in_the_kernel() {
+    lab("nfqueue-netdev.sh");
+}
+
 #[test]
 fn inline_mode_in_a_namespace_lab() {
     lab("inline.sh");
