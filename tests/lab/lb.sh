@@ -31,9 +31,11 @@
 # status` around the load; it includes what the kernel does in weir's send calls, which on a
 # veth is the receiving side's work too) and per packet.
 #
-# LB_RUNS picks passes (e.g. "afpacket-snat"); LB_KEEP_LAB=1 keeps one lab for all passes: the
-# backends then still hold the previous passes' connections in TIME_WAIT (60 s) while the
-# restarted weir has forgotten them, which a later SNAT pass runs into (see docs/inline.md).
+# LB_RUNS picks passes (e.g. "afpacket-snat"). One lab serves all passes (LB_KEEP_LAB=0 builds
+# it afresh for each): the backends then still hold the previous passes' connections in
+# TIME_WAIT (60 s) while the restarted weir has forgotten them, so a later SNAT pass reuses
+# tuples the backends answer with a challenge ACK; the client's RST to it must get through
+# (weir-conntrack: rst_answering_challenge_ack_in_syn_sent; see docs/inline.md).
 #
 # Usage: tests/lab/lb.sh [path/to/weir]
 set -euo pipefail
@@ -49,9 +51,9 @@ PIDS=""
 WP=""   # the wrk runs of a pass, until they are waited for
 trap 'for p in $WP; do kill -TERM $p 2>/dev/null || true; done; lab_down; cleanup' EXIT
 
-# the lab, built afresh for each pass (as the kernel baseline does for each run): the
-# backends remember the connections of a pass in TIME_WAIT for 60 s, a restarted weir does
-# not (LB_KEEP_LAB=1 keeps one lab for all the passes)
+# the lab, built once (LB_KEEP_LAB=0: afresh for each pass, as the kernel baseline does for
+# each run): the backends remember the connections of a pass in TIME_WAIT for 60 s, a
+# restarted weir does not
 BODY=$(head -c 74 /dev/zero | tr '\0' x)
 port() { # ns dev mac switch-port bridge
   ip link add "$2" netns "$1" address "$3" type veth peer name "$4" netns $SW
@@ -214,7 +216,7 @@ SUMMARY=""
 for RUN in ${LB_RUNS:-xdp-dnat xdp-snat afpacket-dnat afpacket-snat}; do
 IO=${RUN%-*} NAT=${RUN#*-}
 echo "-- io = $IO, $NAT"
-if [ "${LB_KEEP_LAB:-0}" = 0 ] || [ -z "${BUILT:-}" ]; then
+if [ "${LB_KEEP_LAB:-1}" = 0 ] || [ -z "${BUILT:-}" ]; then
   lab_up; BUILT=1
   echo "ok: 7 namespaces, the hosts with their default offloads (tx checksum, TSO on), 3 nginx backends listening"
 fi
@@ -223,8 +225,9 @@ sed "s/^mode = .*/&\nio = \"$IO\"/" "$DIR/weir.toml" > "$DIR/weir-$IO.toml"
 for n in $C1 $C2 $B1 $B2 $B3; do ip -n $n neigh flush all; done
 ip netns exec $LB "$WEIR" run --config "$DIR/weir-$IO.toml" >"$DIR/weir.log" 2>&1 &
 WPID=$!
-for _ in $(seq 50); do grep -q ready "$DIR/weir.log" 2>/dev/null && break; sleep 0.1; done
-grep -q ready "$DIR/weir.log" || fail "weir did not start"
+# up to 30 s: its kernel rules wait for the xtables lock, which other labs may hold
+for _ in $(seq 300); do grep -q ready "$DIR/weir.log" 2>/dev/null && break; kill -0 $WPID 2>/dev/null || break; sleep 0.1; done
+grep -q ready "$DIR/weir.log" || fail "weir did not start: $(cat "$DIR/weir.log")"
 case $IO in
   xdp) ctl status | grep -q "AF_XDP" || fail "not on AF_XDP: $(ctl status)" ;;
   afpacket) ctl status | grep -q "AF_PACKET" || fail "not on AF_PACKET: $(ctl status)" ;;

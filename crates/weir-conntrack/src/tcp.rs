@@ -440,6 +440,20 @@ impl TcpConn {
         }
     }
 
+    /// Linux's `last_ack`, kept only for the case that reads it: the ACK number of a reply
+    /// ACK ignored in SYN_SENT. It lives in the reply side's `maxack`, unused until that side
+    /// is tracked (`MAXACK_SET` clear; `maxack` is written before it is set), so the entry
+    /// stays 48 bytes.
+    fn set_challenge_ack(&mut self, ack: u32) {
+        if self.flags[1] & MAXACK_SET == 0 {
+            self.maxack[1] = ack;
+        }
+    }
+
+    fn challenge_ack(&self) -> Option<u32> {
+        (self.flags[1] & MAXACK_SET == 0).then_some(self.maxack[1])
+    }
+
     fn annotate_ignored(&mut self, seg: &Seg, index: u8, d: usize) {
         self.set_last(index, d);
         self.last_end = seg.end;
@@ -649,6 +663,17 @@ impl TcpConn {
                     // RST answering a SYN or ACK we let through while out of sync.
                     skip_window = true;
                 }
+                if !decided
+                    && !skip_window
+                    && old == SS
+                    && self.last_index() == I_ACK
+                    && self.last_dir() == 1
+                    && self.challenge_ack() == Some(seg.seq)
+                {
+                    // RST answering a challenge ACK we let through in SYN_SENT (a reused
+                    // tuple: the peer's old connection answered the SYN).
+                    skip_window = true;
+                }
             }
             _ => {}
         }
@@ -714,6 +739,11 @@ impl TcpConn {
         }
         *new = IG;
         self.annotate_ignored(seg, index, d);
+        if *old == SS && index == I_ACK && d == 1 {
+            // Possibly a challenge ACK to the SYN (the peer still has an old connection on
+            // this tuple): the RST that answers it carries its ACK number as seq.
+            self.set_challenge_ack(seg.ack);
+        }
         if *old == LA {
             // RFC 5961 challenge ACK: the peer's ACK must not be taken as the last ACK.
             self.last_flags |= EXP_CHALLENGE_ACK;

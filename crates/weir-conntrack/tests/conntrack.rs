@@ -878,3 +878,73 @@ fn flood_evicts_unassured_in_fifo_order() {
     assert_eq!(ct.stats().evicted + ct.stats().expired, 120);
     assert_eq!(ct.stats().refused, 0);
 }
+
+/// Connection reuse (Linux 6.2+, "netfilter: conntrack: handle tcp challenge acks during
+/// connection reuse"): the server still holds a TIME_WAIT for the tuple and answers a new SYN
+/// with the old connection's ACK (a challenge ACK, ignored in SYN_SENT); the client's RST,
+/// whose sequence number is that ACK's acknowledgement number, is in window (it is the answer
+/// to what conntrack let through), ends the entry, and the next SYN opens the connection.
+/// Without it the RST is invalid, never reaches the server, and every SYN meets the same
+/// TIME_WAIT until it ends (found by tests/lab/lb.sh with SNAT after a weir restart).
+#[test]
+fn rst_answering_challenge_ack_in_syn_sent() {
+    let mut ct = ct();
+    let id = new_confirm(&mut ct, &seg(a(), b(), 40000, 80, SYN, 1000, 0, b""), 0);
+    // the old connection's ACK: far from anything the SYN said
+    assert_eq!(
+        track(
+            &mut ct,
+            &seg(b(), a(), 80, 40000, ACK, 9_000_000, 847_222_512, b""),
+            S / 10
+        ),
+        existing(id, R, EST)
+    );
+    assert_eq!(
+        state(&ct, id),
+        TcpState::SynSent,
+        "the challenge ACK is ignored"
+    );
+    // the client's RST: seq = the challenge ACK's ack, no ACK flag
+    assert_eq!(
+        track(
+            &mut ct,
+            &seg(a(), b(), 40000, 80, RST, 847_222_512, 0, b""),
+            S / 5
+        ),
+        existing(id, O, EST)
+    );
+    assert_eq!(state(&ct, id), TcpState::Close);
+    // a RST with any other sequence number stays invalid
+    let mut ct2 = self::ct();
+    let id2 = new_confirm(&mut ct2, &seg(a(), b(), 40000, 80, SYN, 1000, 0, b""), 0);
+    track(
+        &mut ct2,
+        &seg(b(), a(), 80, 40000, ACK, 9_000_000, 847_222_512, b""),
+        S / 10,
+    );
+    assert!(matches!(
+        track(
+            &mut ct2,
+            &seg(a(), b(), 40000, 80, RST, 847_222_513, 0, b""),
+            S / 5
+        ),
+        Track::Invalid(_)
+    ));
+    assert_eq!(state(&ct2, id2), TcpState::SynSent);
+    // the retransmitted SYN now opens the connection afresh: the server answers it
+    let t = track(&mut ct, &seg(a(), b(), 40000, 80, SYN, 1000, 0, b""), S / 2);
+    let id = match t {
+        Track::New(p) => ct.confirm(p, S / 2).expect("confirm"),
+        Track::Existing { id, .. } => id,
+        other => panic!("the SYN after the RST: {other:?}"),
+    };
+    assert_eq!(
+        track(
+            &mut ct,
+            &seg(b(), a(), 80, 40000, SYN | ACK, 5000, 1001, b""),
+            S
+        ),
+        existing(id, R, EST)
+    );
+    assert_eq!(state(&ct, id), TcpState::SynRecv);
+}
