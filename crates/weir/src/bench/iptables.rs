@@ -7,6 +7,7 @@ use anyhow::Context;
 use serde_json::json;
 use std::fmt::Write;
 use std::net::Ipv4Addr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 use weir_engine::{Compiled, Engine, Meta, Mode, Pkt};
@@ -75,6 +76,10 @@ pub struct IptBenchArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// Also draw ns per packet against the number of rules, compiled engine and linear
+    /// reference (log-log), as an SVG chart in this file.
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
 }
 
 struct Row {
@@ -167,6 +172,37 @@ fn one(n: usize, a: &IptBenchArgs, ct: u32) -> anyhow::Result<Row> {
     })
 }
 
+/// The chart of `--svg`: ns per packet (1000 / the Mpps printed) against N.
+fn chart(rows: &[Row], ct_state: &str) -> super::chart::Chart {
+    use super::chart::{Chart, Series};
+    let line = |label: &str, color, mpps: fn(&Row) -> f64| Series {
+        label: label.into(),
+        color,
+        points: rows.iter().map(|r| (r.n as f64, 1e3 / mpps(r))).collect(),
+    };
+    Chart {
+        title: "weir bench iptables: per-packet cost against the number of rules".into(),
+        notes: vec![
+            "ruleset: N × -A FORWARD -s ADDR -m state --state NEW,ESTABLISHED,RELATED -j ACCEPT, \
+             policy DROP, imported"
+                .into(),
+            format!(
+                "traffic: packets from the last rule's source (ct state {ct_state}), \
+                 the whole engine at the forward hook, one core"
+            ),
+            super::chart::measured_on(),
+        ],
+        x_label: "rules (N)".into(),
+        y_label: "ns per packet".into(),
+        series: vec![
+            line("weir, compiled engine", 0, |r| r.compiled_mpps),
+            line("weir, linear reference (rule by rule)", 1, |r| {
+                r.linear_mpps
+            }),
+        ],
+    }
+}
+
 pub fn bench(a: IptBenchArgs) -> anyhow::Result<ExitCode> {
     let ct = match a.ct_state.as_str() {
         "new" => 8,
@@ -174,6 +210,9 @@ pub fn bench(a: IptBenchArgs) -> anyhow::Result<ExitCode> {
         other => anyhow::bail!("--ct-state {other}: new or established"),
     };
     anyhow::ensure!(!a.sizes.is_empty(), "--sizes is empty");
+    if let Some(p) = &a.svg {
+        super::chart::check_path(p)?;
+    }
     let mut rows = Vec::new();
     for &n in &a.sizes {
         anyhow::ensure!((1..=MAX_RULES).contains(&n), "size {n}: 1..={MAX_RULES}");
@@ -241,6 +280,10 @@ pub fn bench(a: IptBenchArgs) -> anyhow::Result<ExitCode> {
             rows[0].n
         );
     }
+    if let Some(p) = &a.svg {
+        super::chart::write(p, &chart(&rows, &a.ct_state))?;
+        eprintln!("weir bench iptables: chart written to {}", p.display());
+    }
     Ok(if mismatches == 0 {
         ExitCode::SUCCESS
     } else {
@@ -260,6 +303,7 @@ mod tests {
             linear_seconds: 0.0,
             ct_state: "established".into(),
             json: false,
+            svg: None,
         };
         let r = one(300, &a, 2).unwrap();
         assert_eq!(r.mismatches, 0);

@@ -80,6 +80,10 @@ pub struct LabArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// Also draw CPU time per forwarded packet against N, one line per mode (log-log), as an
+    /// SVG chart in this file.
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
 }
 
 /// The hidden generator (run by `weir bench lab` inside the generator's namespace).
@@ -778,6 +782,9 @@ pub fn lab(a: LabArgs) -> anyhow::Result<ExitCode> {
         a.gen_cpu,
         a.fw_cpu
     );
+    if let Some(p) = &a.svg {
+        super::chart::check_path(p)?;
+    }
     let dir = tempdir()?;
     let _rm = RemoveDir(dir.clone());
     eprintln!(
@@ -787,6 +794,7 @@ pub fn lab(a: LabArgs) -> anyhow::Result<ExitCode> {
     let mut out = serde_json::Map::new();
     out.insert("n".into(), json!(a.n));
     let mut notes = Vec::new();
+    let mut series = Vec::new();
     for mode in MODES.iter().chain(&EXTRA_MODES).copied() {
         if !a.modes.iter().any(|m| m == mode) {
             continue;
@@ -805,6 +813,10 @@ pub fn lab(a: LabArgs) -> anyhow::Result<ExitCode> {
             us.push((s.us * 1000.0).round() / 1000.0);
             kus.push((s.kernel_us * 1000.0).round() / 1000.0);
             offered.push(s.offered_pps.round());
+        }
+        series.push(chart_series(mode, false, &a.n, &us));
+        if mode.starts_with("weir") {
+            series.push(chart_series(mode, true, &a.n, &kus));
         }
         out.insert(format!("{mode}_pps"), json!(pps));
         out.insert(format!("{mode}_us_per_pkt"), json!(us));
@@ -859,7 +871,57 @@ pub fn lab(a: LabArgs) -> anyhow::Result<ExitCode> {
             )?;
         }
     }
+    if let Some(p) = &a.svg {
+        super::chart::write(p, &chart(&a, series))?;
+        eprintln!("weir bench lab: chart written to {}", p.display());
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One line of the `--svg` chart: a mode's CPU time per forwarded packet (`kernel`: for a weir
+/// mode, its kernel NAPI thread's), as printed (rounded to the nanosecond); a point where
+/// nothing was forwarded (0) is left out.
+fn chart_series(mode: &str, kernel: bool, n: &[u32], us: &[f64]) -> super::chart::Series {
+    let (label, color) = match (mode, kernel) {
+        ("kernel_norules", _) => ("kernel, no rules", 6),
+        ("iptables", _) => ("kernel, iptables: N linear rules", 1),
+        ("nft_linear", _) => ("kernel, nftables: N linear rules", 4),
+        ("nft_set", _) => ("kernel, nftables: one set of N addresses", 2),
+        ("weir", false) => ("weir inline (AF_XDP): N linear rules", 0),
+        ("weir", true) => ("kernel NAPI thread under weir (AF_XDP)", 5),
+        ("weir_afpacket", false) => ("weir inline (AF_PACKET): N linear rules", 3),
+        (_, true) => ("kernel NAPI thread under weir (AF_PACKET)", 7),
+        _ => (mode, 6),
+    };
+    super::chart::Series {
+        label: label.into(),
+        color,
+        points: n.iter().zip(us).map(|(&n, &u)| (n as f64, u)).collect(),
+    }
+}
+
+/// The chart of `--svg`.
+fn chart(a: &LabArgs, series: Vec<super::chart::Series>) -> super::chart::Chart {
+    super::chart::Chart {
+        title: "weir bench lab: CPU time per forwarded packet against the number of rules".into(),
+        notes: vec![
+            format!(
+                "64-byte UDP from {} sources through a veth lab, the router on one core; \
+                 every packet matches only the last of N rules",
+                a.sources
+            ),
+            format!(
+                "kernel: its threaded NAPI thread's run time; weir: its process's user + system \
+                 time; {} s window, median of {}",
+                a.duration,
+                a.reps.max(1)
+            ),
+            super::chart::measured_on(),
+        ],
+        x_label: "rules (N)".into(),
+        y_label: "CPU µs per forwarded packet".into(),
+        series,
+    }
 }
 
 fn tempdir() -> anyhow::Result<PathBuf> {
