@@ -171,6 +171,8 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     let installing = !inline && cfg.nfqueue.install;
     if !inline {
         netdev::warn_unrun(&rs, installing);
+    } else {
+        netdev::warn_unbound(&rs, &cfg.interface_names());
     }
     let netdev_tables = if installing {
         netdev::render_ruleset(&rs, cfg.nfqueue.queue).map_err(|e| anyhow::anyhow!(e))?
@@ -251,6 +253,11 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         cpu0: cpu_seconds(),
         nfqueue: !inline,
         netdev,
+        ports: if inline {
+            cfg.interface_names()
+        } else {
+            Vec::new()
+        },
     };
     println!(
         "weir run: {} {} ({} worker{}; {}), ruleset {}; ready",

@@ -24,6 +24,8 @@ pub struct Dispatcher {
     /// NFQUEUE mode with `nfqueue.install`: the netdev tables in the kernel's nftables
     /// (replaced on reload, removed when the dispatcher goes).
     pub netdev: Option<crate::netdev::Installed>,
+    /// Inline mode: weir's interfaces (chains bound to other devices are warned of).
+    pub ports: Vec<String>,
 }
 
 impl Dispatcher {
@@ -33,6 +35,8 @@ impl Dispatcher {
             // the kernel's netdev tables first, in one transaction: refused, nothing changed
             if self.nfqueue {
                 crate::netdev::warn_unrun(&rs, self.netdev.is_some());
+            } else {
+                crate::netdev::warn_unbound(&rs, &self.ports);
             }
             if let Some(inst) = &mut self.netdev {
                 let tables = crate::netdev::render_ruleset(&rs, inst.queue())

@@ -93,6 +93,40 @@ pub fn warn_unrun(rs: &ir::Ruleset, installing: bool) {
     }
 }
 
+/// Inline mode: the devices that device-bound base chains name and that are none of weir's
+/// ports (`ports`), as (table, chain, device). Such a chain never runs there: the kernel too
+/// takes a hook on a device that does not exist, and runs it only once the device appears.
+pub fn unbound_devices(rs: &ir::Ruleset, ports: &[String]) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for t in &rs.tables {
+        for c in &t.chains {
+            let Some(b) = &c.base else { continue };
+            for d in &b.devices {
+                if !ports.iter().any(|p| ir::device_matches(d, p)) {
+                    out.push((
+                        format!("{} {}", t.family.name(), t.name),
+                        c.name.clone(),
+                        d.clone(),
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// [`unbound_devices`], each a warning.
+pub fn warn_unbound(rs: &ir::Ruleset, ports: &[String]) {
+    for (table, chain, device) in unbound_devices(rs, ports) {
+        tracing::warn!(
+            %table,
+            %chain,
+            %device,
+            "the chain is bound to a device that is not one of weir's interfaces: it does not run there"
+        );
+    }
+}
+
 /// A netdev table as nft text for the kernel's `table netdev weir_NAME` with comment
 /// `comment`; or why it cannot be written faithfully.
 pub fn render_table(t: &Table, comment: &str) -> Result<KernelTable, String> {
@@ -165,18 +199,15 @@ pub fn render_table(t: &Table, comment: &str) -> Result<KernelTable, String> {
                 ChainType::Nat => "nat",
                 ChainType::Route => "route",
             };
-            let dev = match b.device.as_deref() {
-                None => String::new(),
-                Some("") => {
-                    return Err(refuse(
-                        &format!("chain {}", c.name),
-                        "weir keeps a single device of a base chain, not a list of them",
-                    ))
-                }
-                Some(d) => format!(
-                    " device {}",
-                    ifname(d).map_err(|e| refuse(&format!("chain {}", c.name), &e))?
-                ),
+            let names = b
+                .devices
+                .iter()
+                .map(|d| ifname(d).map_err(|e| refuse(&format!("chain {}", c.name), &e)))
+                .collect::<Result<Vec<_>, _>>()?;
+            let dev = match names.as_slice() {
+                [] => String::new(),
+                [d] => format!(" device {d}"),
+                ds => format!(" devices = {{ {} }}", ds.join(", ")),
             };
             let policy = match b.policy {
                 Policy::Accept => "accept",
@@ -826,6 +857,23 @@ mod tests {
 }
 "#;
 
+    #[test]
+    fn devices_that_are_not_ports() {
+        let rs = load(
+            "table netdev t { chain a { type filter hook ingress devices = { \"lan0\", \"dmz*\", \"wan9\" } priority 0; drop }\n chain b { type filter hook egress device \"lan0\" priority 0; drop } }",
+        );
+        let ports = ["lan0".to_string(), "wan0".to_string()];
+        assert_eq!(
+            unbound_devices(&rs, &ports),
+            vec![
+                ("netdev t".to_string(), "a".to_string(), "dmz*".to_string()),
+                ("netdev t".to_string(), "a".to_string(), "wan9".to_string()),
+            ]
+        );
+        let ports = ["lan0".to_string(), "dmz1".to_string(), "wan9".to_string()];
+        assert!(unbound_devices(&rs, &ports).is_empty());
+    }
+
     fn load(text: &str) -> ir::Ruleset {
         weir_lang::load_str("t.nft", text)
             .unwrap_or_else(|(src, d)| panic!("{}", weir_lang::diag::render_all(&d, &src)))
@@ -910,10 +958,14 @@ mod tests {
         let rs = load(
             "table netdev t { chain c { type filter hook ingress devices = { \"weir0\", \"weir1\" } priority 0; drop } }",
         );
-        let e = render_ruleset(&rs, 0).unwrap_err();
+        let text: String = render_ruleset(&rs, 0).unwrap()[0]
+            .lines
+            .iter()
+            .map(|l| l.text.clone() + "\n")
+            .collect();
         assert!(
-            e.starts_with("table netdev t, chain c: weir keeps a single device"),
-            "{e}"
+            text.contains("hook ingress devices = { \"weir0\", \"weir1\" } priority 0"),
+            "{text}"
         );
         // tables that are not netdev, or have no base chain, are not the kernel's
         let rs = load("table inet f { chain c { type filter hook forward priority 0; drop } }\ntable netdev n { chain lone { drop } }");

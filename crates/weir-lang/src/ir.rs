@@ -87,7 +87,25 @@ pub struct BaseChain {
     pub hook: Hook,
     pub priority: i32,
     pub policy: Policy,
-    pub device: Option<String>,
+    /// The devices a `netdev` base chain (or an `inet` ingress chain) is bound to: `device
+    /// "eth0"` or `devices = { "eth0", "eth1" }`; a name ending in `*` stands for every device
+    /// whose name starts with what comes before it. Empty elsewhere.
+    pub devices: Vec<String>,
+}
+
+impl BaseChain {
+    /// Whether the chain is bound to device `dev`.
+    pub fn binds(&self, dev: &str) -> bool {
+        self.devices.iter().any(|d| device_matches(d, dev))
+    }
+}
+
+/// Whether device name `pattern` (a name, or a prefix followed by `*`) stands for `dev`.
+pub fn device_matches(pattern: &str, dev: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => dev.starts_with(prefix),
+        None => pattern == dev,
+    }
 }
 
 /// A verdict. Jump and goto name a chain of the same table by index.

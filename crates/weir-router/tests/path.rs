@@ -960,6 +960,41 @@ table inet f {
     );
 }
 
+/// A chain bound to several devices (`devices = { ... }`, a `name*` wildcard) runs on each of
+/// them, and on no other.
+#[test]
+fn netdev_chain_on_several_devices() {
+    for devices in [
+        r#"{ "lan0", "wan0" }"#,
+        r#"{ "lan*", "wan*" }"#,
+        r#"{ "lan0" }"#,
+    ] {
+        let text = format!(
+            "table netdev early {{\n  chain both {{ type filter hook ingress devices = {devices} priority -500; policy accept;\n    udp dport 9 counter drop\n  }}\n}}"
+        );
+        let mut sf = stateful_of(&text);
+        let mut net = dual_stack();
+        let names = ["lan0".to_string(), "wan0".to_string()];
+        let mut f = to(0).udp(C4, S4, 1, 9, b"x");
+        assert_eq!(
+            go(&mut net, &mut sf, &mut f, 0, 1).describe(&names),
+            "drop (rule)",
+            "{devices}"
+        );
+        let mut f = to(1).udp(S4, C4, 1, 9, b"x");
+        let want = if devices.contains("wan") {
+            "drop (rule)"
+        } else {
+            "forward out lan0"
+        };
+        assert_eq!(
+            go(&mut net, &mut sf, &mut f, 1, 1).describe(&names),
+            want,
+            "{devices}"
+        );
+    }
+}
+
 /// `fwd to DEV` at a port's ingress: the frame leaves by that port as it came (no routing, no
 /// TTL, no MAC rewrite, no later chain); `fwd ip to ADDR device DEV` sends it to that
 /// neighbour with the TTL decremented; a device that is not a port drops it.

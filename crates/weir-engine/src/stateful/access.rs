@@ -105,8 +105,7 @@ impl Stateful {
                 self.eng.rs.tables[h.table].chains[h.chain]
                     .base
                     .as_ref()
-                    .and_then(|b| b.device.as_deref())
-                    == Some(dev)
+                    .is_some_and(|b| b.binds(dev))
             })
             .copied()
             .collect()

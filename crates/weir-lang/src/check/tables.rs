@@ -344,8 +344,24 @@ fn lower_base(
         }
         ChainType::Filter => {}
     }
-    let device = h.device.as_ref().map(other_text);
-    if family == Family::Netdev && device.is_none() {
+    let devices = match &h.device {
+        None => Vec::new(),
+        Some(Val::Set(els, span)) => {
+            let names: Vec<String> = els.iter().map(|e| other_text(&e.key)).collect();
+            if names.is_empty() || names.iter().any(|n| n.is_empty()) {
+                err(cx, *span, "devices = { ... } holds device names");
+            }
+            names
+        }
+        Some(v) => {
+            let n = other_text(v);
+            if n.is_empty() {
+                err(cx, v.span(), "a device is a name: device \"eth0\"");
+            }
+            vec![n]
+        }
+    };
+    if family == Family::Netdev && devices.is_empty() {
         cx.diags.push(
             Diagnostic::error(h.span, "a netdev base chain needs a device")
                 .note("for example: type filter hook ingress device \"eth0\" priority 0;"),
@@ -369,6 +385,6 @@ fn lower_base(
         hook,
         priority,
         policy,
-        device,
+        devices,
     }
 }
