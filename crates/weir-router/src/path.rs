@@ -183,6 +183,11 @@ impl Router {
             return Fate::Drop(Reason::Malformed);
         };
         if self.is_local(dst) {
+            // the reverse path filter holds for the router's own packets too (Linux's
+            // ip_route_input_slow validates the source of local and broadcast input)
+            if !self.source_valid(in_port, &pm) {
+                return Fate::Drop(Reason::RpFilter);
+            }
             return self.deliver(sf, in_port, frame, &mut pm, &mut pc, mark, len, now);
         }
         // the route cache: the adjacency (output port and next hop) of the connection's

@@ -459,6 +459,50 @@ fn reverse_path_filter() {
     assert_eq!(sf.stats().fast_path, fast + 1, "not through the flowtable");
 }
 
+/// The reverse path filter holds for packets to the router itself too, as Linux's
+/// `ip_route_input_slow` validates the source of local input (found by the kernel lab's
+/// campaign: a spoofed echo request to the router's address was answered).
+#[test]
+fn reverse_path_filter_before_local_delivery() {
+    let mut sf = stateful_of(
+        "table inet f { chain in { type filter hook input priority 0; policy accept; } }",
+    );
+    let net = dual_stack();
+    let mut ports = net.ports().to_vec();
+    ports[0].rp_filter = RpFilter::Strict;
+    ports[1].rp_filter = RpFilter::Loose;
+    let mut net = Router::new(ports, net.routes().clone());
+    let me_lan = Ipv4Addr::new(198, 18, 30, 1);
+    let me_wan = Ipv4Addr::new(198, 18, 31, 1);
+    let spoofed = Ipv4Addr::new(198, 18, 99, 9);
+    let mut run = |pi: usize, src: Ipv4Addr, dst: Ipv4Addr| {
+        let mut f = to(pi).udp(src, dst, 1000, 53, b"q");
+        go(&mut net, &mut sf, &mut f, pi, 1)
+    };
+    assert!(matches!(run(0, C4, me_lan), Fate::Local { .. }));
+    assert!(matches!(run(0, C4, me_wan), Fate::Local { .. }));
+    // strict: a source routed out of the other port
+    assert!(matches!(run(0, S4, me_lan), Fate::Drop(Reason::RpFilter)));
+    assert!(matches!(run(0, S4, me_wan), Fate::Drop(Reason::RpFilter)));
+    // loose: routed anywhere will do, no route will not
+    assert!(matches!(run(1, C4, me_wan), Fate::Local { .. }));
+    assert!(matches!(
+        run(1, spoofed, me_wan),
+        Fate::Drop(Reason::RpFilter)
+    ));
+    let v6 = {
+        let mut f = to(0).udp(
+            s6(),
+            "2001:db8:30::1".parse::<Ipv6Addr>().unwrap(),
+            1,
+            53,
+            b"q",
+        );
+        go(&mut net, &mut sf, &mut f, 0, 1)
+    };
+    assert!(matches!(v6, Fate::Drop(Reason::RpFilter)), "{v6:?}");
+}
+
 /// A later fragment that comes before its first is held, and follows the first once it has
 /// passed; held fragments that wait too long are dropped, and the table is bounded.
 #[test]
