@@ -96,6 +96,13 @@ impl Router {
             None => return Fate::NotMine,
         };
         let eth = pm.link == LinkType::Ethernet;
+        // whether the frame is the router's is decided as it arrives, as Linux's
+        // eth_type_trans sets its pkt_type before the ingress hook (an `ether daddr set` there
+        // does not change it)
+        let mine = match (eth, self.ports[in_port].mac) {
+            (true, Some(mac)) => Mac::dst_of(frame) == Some(mac),
+            _ => true,
+        };
         // 1. the arrival device's netdev ingress chains, before anything else
         let mut mark = 0u32;
         if !self.bound.ingress[in_port].is_empty() {
@@ -110,10 +117,8 @@ impl Router {
         }
         // 2. IP input: another host's frame, a VLAN the router has no interface for, a
         // broken header; link padding dropped
-        if let (true, Some(mac)) = (eth, self.ports[in_port].mac) {
-            if Mac::dst_of(frame) != Some(mac) {
-                return Fate::NotMine;
-            }
+        if !mine {
+            return Fate::NotMine;
         }
         if pm.vlan.is_some() {
             return Fate::NotMine;

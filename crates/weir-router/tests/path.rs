@@ -1085,6 +1085,32 @@ table inet f {
     ));
 }
 
+/// An ingress chain that rewrites the destination MAC does not make the frame another
+/// host's: Linux decides that (pkt_type) as the frame arrives, before the ingress hook, and
+/// routes it (found by the kernel lab's campaign). A frame that came for another MAC is not
+/// the router's, whatever an ingress chain writes.
+#[test]
+fn ether_daddr_rewritten_at_ingress_is_still_routed() {
+    let text = r#"table netdev early {
+  chain in_lan { type filter hook ingress device "lan0" priority 0; policy accept;
+    udp dport 7 ether daddr set 02:00:00:00:00:99
+    udp dport 8 ether daddr set 02:00:00:00:00:01
+  }
+}"#;
+    let mut sf = stateful_of(text);
+    let mut net = dual_stack();
+    let mut f = to(0).udp(C4, S4, 1, 7, b"x");
+    assert!(matches!(
+        go(&mut net, &mut sf, &mut f, 0, 1),
+        Fate::Out { port: 1, .. }
+    ));
+    assert_eq!(&f[..12], &[HOST.0, WAN.0].concat()[..], "to the next hop");
+    let mut f = Builder::new()
+        .macs(HOST.0, [2, 0, 0, 0, 0, 0x42])
+        .udp(C4, S4, 1, 8, b"x");
+    assert!(matches!(go(&mut net, &mut sf, &mut f, 0, 1), Fate::NotMine));
+}
+
 /// A segment whose sender left its checksum to offload (the field holds the pseudo-header's
 /// sum, as Linux's CHECKSUM_PARTIAL) leaves with its checksum whole, translated by NAT: found
 /// by its field when the receiver does not say (AF_XDP), completed when it says so (AF_PACKET),
