@@ -441,14 +441,25 @@ impl Router {
                 self.noted(hook, why);
                 Some(Fate::Drop(Reason::of(why)))
             }
-            Decision::Accept => meta.fwd.map(|f| self.fwd(frame, pm, f)),
+            Decision::Accept => {
+                let fate = self.fwd(frame, pm, meta.fwd?);
+                // Linux sends a frame an ingress chain forwards with dev_queue_xmit, whose
+                // egress hook runs the output device's egress chains (the kernel lab shows
+                // them dropping it); what an egress chain forwards does not cross them again
+                if let (Hook::Ingress, Fate::Out { port, .. }) = (hook, &fate) {
+                    if let Some(f) = self.egress(sf, *port, frame, pm, meta.mark, now) {
+                        return Some(f);
+                    }
+                }
+                Some(fate)
+            }
         }
     }
 
     /// `fwd to DEV` (the frame leaves by that port as it is) or `fwd ip|ip6 to ADDR device
     /// DEV` (as Linux's `nft_fwd_neigh`: the TTL or hop limit decremented, the frame sent to
-    /// that neighbour's MAC from the port's). The frame does not cross the output port's
-    /// egress chains again.
+    /// that neighbour's MAC from the port's). From an ingress chain the frame then crosses
+    /// the output port's egress chains ([`Router::netdev`]), from an egress chain not again.
     fn fwd(&mut self, frame: &mut [u8], pm: &PacketMeta, f: weir_engine::Fwd) -> Fate {
         let Some(port) = self
             .ports

@@ -1085,6 +1085,41 @@ table inet f {
     ));
 }
 
+/// A frame an ingress chain forwards (`fwd to`, `fwd ip to`) crosses the output device's
+/// egress chains, as Linux's dev_queue_xmit runs its egress hook (found by the kernel lab:
+/// the kernel drops it there), with the mark the ingress chain set.
+#[test]
+fn fwd_at_ingress_crosses_egress() {
+    let text = r#"table netdev early {
+  chain in_lan { type filter hook ingress device "lan0" priority 0; policy accept;
+    udp dport 9 meta mark set 0x2
+    udp dport { 7, 8, 9 } fwd to "wan0"
+    udp dport 10 fwd ip to 198.18.31.2 device "wan0"
+  }
+  chain out_wan { type filter hook egress device "wan0" priority 0; policy accept;
+    udp dport { 7, 10 } drop
+    meta mark 0x2 drop
+  }
+}"#;
+    let mut sf = stateful_of(text);
+    let mut net = dual_stack();
+    let dst = Ipv4Addr::new(198, 18, 99, 1);
+    let mut run = |dport: u16| {
+        let mut f = to(0).udp(C4, dst, 1, dport, b"x");
+        go(&mut net, &mut sf, &mut f, 0, 1)
+    };
+    assert!(
+        matches!(run(7), Fate::Drop(Reason::Rule)),
+        "dropped at egress"
+    );
+    assert!(matches!(run(8), Fate::Out { port: 1, .. }));
+    assert!(
+        matches!(run(9), Fate::Drop(Reason::Rule)),
+        "the ingress mark"
+    );
+    assert!(matches!(run(10), Fate::Drop(Reason::Rule)), "fwd ip too");
+}
+
 /// An ingress chain that rewrites the destination MAC does not make the frame another
 /// host's: Linux decides that (pkt_type) as the frame arrives, before the ingress hook, and
 /// routes it (found by the kernel lab's campaign). A frame that came for another MAC is not
