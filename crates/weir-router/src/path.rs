@@ -457,7 +457,8 @@ impl Router {
     }
 
     /// `fwd to DEV` (the frame leaves by that port as it is) or `fwd ip|ip6 to ADDR device
-    /// DEV` (as Linux's `nft_fwd_neigh`: the TTL or hop limit decremented, the frame sent to
+    /// DEV` (as Linux's `nft_fwd_neigh`: a TTL or hop limit of 1 or 0 dropped, else
+    /// decremented, the frame sent to
     /// that neighbour's MAC from the port's). From an ingress chain the frame then crosses
     /// the output port's egress chains ([`Router::netdev`]), from an egress chain not again.
     fn fwd(&mut self, frame: &mut [u8], pm: &PacketMeta, f: weir_engine::Fwd) -> Fate {
@@ -485,8 +486,11 @@ impl Router {
             return Fate::NoNeighbour { port, hop };
         };
         let l3 = pm.l3_off as usize;
-        if frame.get(ttl_at(l3, fam)).is_some_and(|&t| t > 0) {
-            dec_ttl(frame, l3, fam);
+        // as nft_fwd_neigh since Linux commit 1dfd95bdf4d1 ("drop packets if their ttl/hl is
+        // too small for forwarding"): dropped, without an ICMP error
+        match frame.get(ttl_at(l3, fam)) {
+            Some(&t) if t > 1 => dec_ttl(frame, l3, fam),
+            _ => return Fate::Drop(Reason::Ttl),
         }
         if pm.link == LinkType::Ethernet {
             frame[..6].copy_from_slice(&self.neigh.mac_at(slot).0);

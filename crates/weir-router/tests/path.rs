@@ -1120,6 +1120,42 @@ fn fwd_at_ingress_crosses_egress() {
     assert!(matches!(run(10), Fate::Drop(Reason::Rule)), "fwd ip too");
 }
 
+/// `fwd ip to` drops a packet whose TTL (hop limit) is 1 or 0, without an ICMP error, as
+/// Linux's nft_fwd_neigh does since commit 1dfd95bdf4d1 (found by the kernel lab's campaign,
+/// seed 4, ruleset 288: weir sent an IPv6 packet with hop limit 0).
+#[test]
+fn fwd_ip_drops_ttl_1() {
+    let text = r#"table netdev early {
+  chain in_lan { type filter hook ingress device "lan0" priority 0; policy accept;
+    ip daddr 198.18.99.1 fwd ip to 198.18.31.2 device "wan0"
+    ip6 daddr 2001:db8:99::1 fwd ip6 to 2001:db8:31::2 device "wan0"
+  }
+}"#;
+    let mut sf = stateful_of(text);
+    let mut net = dual_stack();
+    let d4 = Ipv4Addr::new(198, 18, 99, 1);
+    let d6: Ipv6Addr = "2001:db8:99::1".parse().unwrap();
+    for (ttl, out) in [(2u8, true), (1, false), (0, false)] {
+        let mut f = to(0).ttl(ttl).udp(C4, d4, 1, 7, b"x");
+        let fate = go(&mut net, &mut sf, &mut f, 0, 1);
+        assert_eq!(
+            matches!(fate, Fate::Out { port: 1, .. }),
+            out,
+            "ttl {ttl}: {fate:?}"
+        );
+        let mut f = to(0).ttl(ttl).udp(c6(), d6, 1, 7, b"x");
+        let fate = go(&mut net, &mut sf, &mut f, 0, 1);
+        assert_eq!(
+            matches!(fate, Fate::Out { port: 1, .. }),
+            out,
+            "hop limit {ttl}: {fate:?}"
+        );
+        if !out {
+            assert!(matches!(fate, Fate::Drop(Reason::Ttl)), "{fate:?}");
+        }
+    }
+}
+
 /// An ingress chain that rewrites the destination MAC does not make the frame another
 /// host's: Linux decides that (pkt_type) as the frame arrives, before the ingress hook, and
 /// routes it (found by the kernel lab's campaign). A frame that came for another MAC is not
