@@ -7,7 +7,9 @@
 //!   directly inside the namespace under a `weirlab*` name, then renamed to the topology's name
 //!   there, so no interface ever appears in the host namespace), its MAC, addresses (IPv6
 //!   without DAD), routes and static neighbours (`nud permanent`, so forwarding needs no
-//!   ARP/ND); IPv4 and IPv6 forwarding on, `rp_filter` and ICMP redirects off;
+//!   ARP/ND); IPv4 and IPv6 forwarding on, ICMP redirects off, each interface's IPv4
+//!   `rp_filter` as the topology says (`net.ipv4.conf.all.rp_filter` 0, so the interface's
+//!   own value is the one that applies: Linux takes the larger);
 //! - one peer namespace `weirlab-<pid>-<n>-p<i>` per interface, holding the other veth end
 //!   `weirlabp<i>` with IPv6 disabled (so the peers say nothing), and an AF_PACKET socket on it
 //!   that both injects frames and captures what the router sends to that side.
@@ -29,6 +31,10 @@
 //! come (an `arp` table dropping it), the lab waits for a quiet period instead (bounded).
 //! Frames that arrive after the last packet's window are counted as *late*: a sign that the
 //! window was wrong.
+//!
+//! A VLAN tag the veth keeps in a frame's metadata (the router's netdev ingress chains may
+//! forward a tagged frame with `fwd`) is put back into the captured bytes from the socket's
+//! `PACKET_AUXDATA`, so a frame is compared as it would be on the wire.
 //!
 //! Kernel chatter is not attributed to packets: frames to a multicast or broadcast MAC (IPv6
 //! ND/MLD, ARP requests) and ARP. Everything is torn down when the [`Lab`] is dropped, and
@@ -479,6 +485,22 @@ impl Lab {
             "configuring the router",
         )
         .map_err(sysfail)?;
+        // each interface's IPv4 reverse path filter (Linux applies max(all, interface); `all`
+        // is 0): written by path, since an interface name may hold a dot
+        let rpf: Vec<(String, u8)> = router
+            .ifaces
+            .iter()
+            .map(|f| (f.name.clone(), f.rp_filter.sysctl()))
+            .collect();
+        sys::in_netns(&router_ns, || {
+            for (n, v) in &rpf {
+                let p = format!("/proc/sys/net/ipv4/conf/{n}/rp_filter");
+                std::fs::write(&p, v.to_string())
+                    .map_err(|e| std::io::Error::new(e.kind(), format!("{p}: {e}")))?;
+            }
+            Ok(())
+        })
+        .map_err(|e| Error::System(format!("router rp_filter: {e}")))?;
         for (i, n) in pnames.iter().enumerate() {
             run(
                 Command::new("ip").args(["-n", n, "link", "set", &format!("weirlabp{i}"), "up"]),
@@ -814,7 +836,12 @@ impl Lab {
                 } else {
                     (&self.raw[i - npeer].2, Some(&self.raw[i - npeer]))
                 };
-                let r = sys::recv(fd, buf).map_err(|e| Error::System(format!("capture: {e}")))?;
+                let r = if raw.is_none() {
+                    sys::recv_frame(fd, buf).map(|r| r.map(|n| (n, None)))
+                } else {
+                    sys::recv(fd, buf)
+                };
+                let r = r.map_err(|e| Error::System(format!("capture: {e}")))?;
                 let Some((n, src)) = r else { break };
                 let ts = sys::last_stamp_ns(fd);
                 let data = buf[..n].to_vec();

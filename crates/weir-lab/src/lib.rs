@@ -4,20 +4,22 @@
 //!
 //! The layers, bottom up:
 //!
-//! - [`topology`]: the router both sides model (interfaces, addresses, routes, neighbours, the
-//!   input interface of each packet) as the JSON file of issue 6, checked, with the routing
+//! - [`topology`]: the router both sides model (interfaces, addresses, IPv4 reverse path
+//!   filters, routes, neighbours, the input interface of each packet) as the JSON file of issue 6, checked, with the routing
 //!   lookups.
-//! - [`model`] (no root): the weir side. Linux's receive/forward path in a few steps (IP input
-//!   checks, `prerouting`, routing, `input` or TTL decrement + `forward`, `postrouting`,
-//!   neighbour, Ethernet rewrite) with [`weir_engine::Engine::process`] at each hook.
+//! - [`model`] (no root): the weir side. Linux's receive/forward path in a few steps (netdev
+//!   ingress, IP input checks, `prerouting`, routing and the reverse path filter, `input` or
+//!   TTL decrement + `forward`, `postrouting`, neighbour, Ethernet rewrite, netdev egress) with
+//!   [`weir_engine::Engine::process`] at each hook, through weir's own router path.
 //! - [`kernel`] (root): the kernel side. Namespaces `weirlab-*`, veth pairs, `nft -f`, AF_PACKET
 //!   injection and capture with an ARP barrier that closes each packet's window exactly, raw
 //!   sockets for local delivery, teardown on drop and cleanup of stale namespaces. [`sys`] has
 //!   the system calls under it.
 //! - [`diff`]: the comparison, the known differences (`KNOWN_DIFFERENCES.md`), reports, the
 //!   reproducer folders, `diff_files` (one given ruleset and capture) and the `campaign`.
-//! - [`gen`] and [`rng`]: the campaign's router, random stateless rulesets and random
-//!   conversations from a fixed seed.
+//! - [`gen`] and [`rng`]: the campaign's router (two gateways on the DMZ and on the WAN,
+//!   rp_filter strict and loose), random rulesets (netdev ingress and egress chains included)
+//!   and random conversations (spoofed sources included) from a fixed seed.
 //! - [`gen_ipt`] and [`ipt`]: the same for iptables: random stateless iptables-save /
 //!   ip6tables-save rulesets, loaded in the kernel with `iptables-restore` and in weir with its
 //!   importer, and their campaign.

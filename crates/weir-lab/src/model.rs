@@ -6,13 +6,23 @@
 //! through the same steps as Linux's IPv4/IPv6 receive and forward paths, calling
 //! [`Engine::process`] at each netfilter hook:
 //!
+//! 0. The arrival device's `netdev ingress` chains, on the frame as it came (link padding
+//!    included): drops, marks, stateless rewrites, and `fwd to DEV` (the frame leaves by that
+//!    device as it is: not routed, TTL kept) or `fwd ip to ADDR device DEV` (TTL decremented,
+//!    to that neighbour's MAC); a forwarded frame then crosses the output device's `egress`
+//!    chains, as `dev_queue_xmit` runs them.
 //! 1. IP input checks (`ip_rcv_core` / `ipv6_rcv`): a VLAN-tagged frame (no VLAN device), a
-//!    malformed network header or a bad IPv4 header checksum is dropped before any hook.
+//!    malformed network header or a bad IPv4 header checksum is dropped before any other hook.
+//!    Whether the frame is the router's was decided as it arrived (`pkt_type`): an ingress
+//!    `ether daddr set` does not change it.
 //! 2. `prerouting` with the input interface only (the kernel has no output device yet: it
 //!    compares `oifname` with the empty name).
 //! 3. The routing decision ([`Router::route`]): the router's own addresses (and local
 //!    broadcast / subnet-router anycast) go to `input`; other destinations by longest prefix
-//!    match, no route means dropped (the kernel answers ICMP unreachable).
+//!    match, no route means dropped (the kernel answers ICMP unreachable). The reverse path
+//!    filter of the arrival interface (the topology's `rp_filter`, IPv4 only as in Linux)
+//!    drops a packet whose source is not routed back out of it (strict) or has no route at
+//!    all (loose), whether it is for the router or forwarded.
 //! 4. `input` (input interface only): accepted means delivered locally. An IPv4 fragment is
 //!    held for reassembly *before* `input`, an IPv6 fragment after it: neither is observable.
 //! 5. Forwarding (`ip_forward` / `ip6_forward`): TTL / hop limit <= 1 is not forwarded (the
@@ -23,18 +33,21 @@
 //!    neighbour table: no static entry
 //!    for the next hop means nothing leaves in the lab's window (the kernel would ARP / ND).
 //! 7. The frame that leaves: Ethernet source = the router's MAC on the output interface,
-//!    destination = the next hop's MAC, then the (decremented) IP packet.
+//!    destination = the next hop's MAC (one of several gateways on a link: the one its route
+//!    names), then the (decremented) IP packet, through the output device's `netdev egress`
+//!    chains.
 //!
 //! `meta mark` set in one hook is seen by the next, as `skb->mark` is. [`Variant`] selects
 //! documented deviations used to explain known differences (see `KNOWN_DIFFERENCES.md`).
 //!
-//! Steps 1 (the IP input checks weir's router shares), 2 to 7 are not the model's own: it
-//! hands the frame to `weir_router::Router::route_frame`, the path `weir run` forwards
-//! with, built from the topology ([`path_of`]); the model keeps the oracle's bookkeeping
+//! Steps 0 to 7 are not the model's own: it hands the frame to
+//! `weir_router::Router::route_frame`, the path `weir run` forwards with, built from the
+//! topology ([`path_of`]; for IPv6 packets [`path_of_ipv6`], without the reverse path
+//! filter); the model keeps the oracle's bookkeeping
 //! (what is observable in the lab's window, the variants, the words of a prediction, the
 //! answers of the router's own stack to what it delivers).
 
-use crate::topology::{in_lab_range, mac_text, Dest, Mac, Router, MTU};
+use crate::topology::{in_lab_range, mac_text, Dest, Mac, Router, RpFilter, MTU};
 use std::net::IpAddr;
 use weir_engine::stateful::{PacketCt, Stateful};
 use weir_engine::{Compiled, DropReason, Engine, Mode};
@@ -302,8 +315,10 @@ pub enum EngineMode {
 pub struct Model {
     pub router: Router,
     /// weir's router of the topology (its ports, routes, neighbours): the path both engines
-    /// take.
+    /// take, for IPv4 packets ([`path_of`]) and for IPv6 packets ([`path_of_ipv6`]: no
+    /// reverse path filter, as in Linux).
     path: wr::Router,
+    path6: wr::Router,
     compiled: Stateful,
     linear: Stateful,
 }
@@ -327,10 +342,34 @@ fn stateful(c: Compiled) -> Stateful {
 }
 
 /// weir's router of a lab topology: a port per interface (its MAC, addresses with their
-/// subnets, the lab's MTU, its kernel ifindex), the connected and static routes, the static
-/// neighbours; IPv4 fragments for the router left to the host's reassembly before `input`,
-/// as the kernel does; a note of each path kept for the predictions' words.
+/// subnets, the lab's MTU, its kernel ifindex, its reverse path filter), the connected and
+/// static routes, the static neighbours; IPv4 fragments for the router left to the host's
+/// reassembly before `input`, as the kernel does; a note of each path kept for the
+/// predictions' words.
+///
+/// This is the path of the lab's IPv4 packets. weir's reverse path filter applies to both
+/// families, Linux's `rp_filter` to IPv4 only (IPv6 has no such sysctl): the model takes IPv6
+/// packets through the same router with every port's filter off ([`path_of_ipv6`]), so that
+/// both sides filter what Linux filters.
 pub fn path_of(router: &Router) -> wr::Router {
+    path_with(router, true)
+}
+
+/// The path of the lab's IPv6 packets: [`path_of`] with every port's reverse path filter off.
+pub fn path_of_ipv6(router: &Router) -> wr::Router {
+    path_with(router, false)
+}
+
+/// weir's reverse path filter of a topology's interface.
+pub fn rp_filter_of(f: RpFilter) -> wr::RpFilter {
+    match f {
+        RpFilter::Off => wr::RpFilter::Off,
+        RpFilter::Strict => wr::RpFilter::Strict,
+        RpFilter::Loose => wr::RpFilter::Loose,
+    }
+}
+
+fn path_with(router: &Router, rp_filter: bool) -> wr::Router {
     let ports = router
         .ifaces
         .iter()
@@ -339,6 +378,11 @@ pub fn path_of(router: &Router) -> wr::Router {
                 .with_mac(weir_wire::Mac(f.mac))
                 .with_mtu(MTU)
                 .with_ifindex(f.ifindex)
+                .with_rp_filter(if rp_filter {
+                    rp_filter_of(f.rp_filter)
+                } else {
+                    wr::RpFilter::Off
+                })
                 .with_addrs(f.addrs.iter().map(|p| wr::PortAddr {
                     addr: p.addr.into(),
                     len: p.len,
@@ -373,6 +417,7 @@ impl Model {
     pub fn new(rs: &ir::Ruleset, router: Router) -> Model {
         Model {
             path: path_of(&router),
+            path6: path_of_ipv6(&router),
             router,
             compiled: stateful(Compiled::build(rs, Mode::Compiled)),
             linear: stateful(Compiled::build(rs, Mode::Linear)),
@@ -406,6 +451,7 @@ impl Model {
         fix(&mut l);
         Some(Model {
             path: path_of(&router),
+            path6: path_of_ipv6(&router),
             router,
             compiled: stateful(c),
             linear: stateful(l),
@@ -485,46 +531,61 @@ impl Model {
         if p.skip.is_some() {
             return drop("not injected".into());
         }
-        // 1. IP input checks (as weir's router makes them, in words)
-        let pm = PacketMeta::parse(&p.frame, LinkType::Ethernet);
-        if pm.vlan.is_some() {
-            return drop(
+        // 1. what is not IP never reaches the router's path (non-IP frames are not injected;
+        // a VLAN-tagged one of another EtherType is not the router's)
+        let pm0 = PacketMeta::parse(&p.frame, LinkType::Ethernet);
+        if !matches!(pm0.l3, L3::Ipv4 | L3::Ipv6) {
+            return drop(if pm0.vlan.is_some() {
                 "VLAN-tagged: the router has no VLAN interface, the kernel drops it before IP"
-                    .into(),
-            );
+                    .into()
+            } else {
+                "not IP".into()
+            });
         }
-        if !matches!(pm.l3, L3::Ipv4 | L3::Ipv6) {
-            return drop("not IP".into());
-        }
-        if let Some(m) = pm.malformed.filter(|m| m.is_l3()) {
-            return drop(format!(
-                "malformed network header ({}): dropped by IP input before any hook",
-                m.reason()
-            ));
-        }
-        let v4 = pm.l3 == L3::Ipv4;
-        if v4 && !pm.ipv4_checksum_ok(&p.frame) {
-            return drop("bad IPv4 header checksum: dropped by IP input before any hook".into());
-        }
-        // IP input trims link padding after the IP packet before any hook (pskb_trim_rcsum)
-        let mut buf: Vec<u8> = p.frame[..pm.l3_end().min(p.frame.len())].to_vec();
-        let pm = transport_view(PacketMeta::parse(&buf, LinkType::Ethernet), &buf, variant);
+        let v4 = pm0.l3 == L3::Ipv4;
+        // the frame as it came: the arrival device's netdev ingress chains see all of it (a
+        // `fwd to` sends it on with its link padding); the router's IP input checks come after
+        // them and trim the padding (pskb_trim_rcsum)
+        let mut buf: Vec<u8> = p.frame.clone();
+        let pm = transport_view(pm0, &buf, variant);
         let tracks = match pm.l3 {
             L3::Ipv4 => sf.tracks_family(weir_wire::L3::Ipv4),
             _ => sf.tracks_family(weir_wire::L3::Ipv6),
         };
-        if tracks && pm.frag != Frag::None && variant.holds_fragments {
+        if tracks && pm.l3_ok() && pm.frag != Frag::None && variant.holds_fragments {
             // nf_defrag (priority -400) holds fragments until the datagram is whole
             return drop(
                 "a fragment: connection tracking holds it for reassembly before any chain".into(),
             );
         }
-        // 2-7: weir's router
-        self.path.absent_ifname = if variant.empty_ifname { 1 } else { 0 };
-        let fate = self
-            .path
-            .route_frame(sf, &mut buf, pm, p.iif, wr::Rx::default(), p.ts_ns);
-        let note = *self.path.note();
+        // 2-7: weir's router (IPv6: with no reverse path filter, as Linux has none)
+        let wpath = if v4 { &mut self.path } else { &mut self.path6 };
+        wpath.absent_ifname = if variant.empty_ifname { 1 } else { 0 };
+        let fate = wpath.route_frame(sf, &mut buf, pm, p.iif, wr::Rx::default(), p.ts_ns);
+        let note = *wpath.note();
+        // IP input, after the ingress chains: in words
+        let ingress_done = match fate {
+            wr::Fate::NotMine if pm0.vlan.is_some() => Some(
+                "VLAN-tagged: the router has no VLAN interface, the kernel drops it before IP"
+                    .to_string(),
+            ),
+            wr::Fate::Drop(wr::Reason::Malformed) if note.dropped_at.is_none() => {
+                Some(match pm0.malformed.filter(|m| m.is_l3()) {
+                    Some(m) => format!(
+                        "malformed network header ({}): dropped by IP input before any hook",
+                        m.reason()
+                    ),
+                    None => "malformed: dropped by IP input before any hook".into(),
+                })
+            }
+            wr::Fate::Drop(wr::Reason::IpChecksum) => {
+                Some("bad IPv4 header checksum: dropped by IP input before any hook".to_string())
+            }
+            _ => None,
+        };
+        if let Some(why) = ingress_done {
+            return drop(why);
+        }
         let dst = crate::topology::from_bits(pm.daddr, v4);
         let mut path: Vec<String> = Vec::new();
         if tracks && note.ct_state != 0 {
@@ -571,6 +632,20 @@ impl Model {
                         why: format!("flowtable fast path (offloaded connection) out of {oname}"),
                     };
                 }
+                let ttl_at = pm.l3_off as usize + if v4 { 8 } else { 7 };
+                if buf.get(ttl_at) == p.frame.get(ttl_at) && pm.l3_ok() {
+                    // the TTL as it came: no routing, the ingress chains forwarded it
+                    return Prediction {
+                        fate: Fate::Forwarded {
+                            oif: port,
+                            frame: buf,
+                        },
+                        why: format!(
+                            "netdev ingress of {}: fwd to {oname} (the frame as it came: not routed, TTL kept)",
+                            router.ifaces[p.iif].name
+                        ),
+                    };
+                }
                 route_words(&mut path);
                 let nmac = mac_text(&buf[..6].try_into().expect("an Ethernet frame"));
                 Prediction {
@@ -599,7 +674,7 @@ impl Model {
                 }
                 if tracks {
                     let pm = PacketMeta::parse(&buf, LinkType::Ethernet);
-                    answer_locally(sf, &mut self.path, router, &buf, &pm, p.ts_ns);
+                    answer_locally(sf, wpath, router, &buf, &pm, p.ts_ns);
                 }
                 Prediction {
                     fate: Fate::Local,
@@ -643,6 +718,14 @@ impl Model {
                     router.ifaces[port].name
                 ))
             }
+            wr::Fate::Drop(wr::Reason::Ttl) => {
+                drop(format!(
+                "netdev ingress of {}: fwd ip to a neighbour with {} {}: dropped (nft_fwd_neigh)",
+                router.ifaces[p.iif].name,
+                if v4 { "TTL" } else { "hop limit" },
+                p.frame.get(pm.l3_off as usize + if v4 { 8 } else { 7 }).copied().unwrap_or(0)
+            ))
+            }
             wr::Fate::Drop(wr::Reason::RpFilter) => drop(format!(
                 "{}; the reverse path filter of {} (rp_filter) drops it",
                 path.join("; "),
@@ -651,7 +734,7 @@ impl Model {
             wr::Fate::Icmp { .. } | wr::Fate::Reset(_) | wr::Fate::Drop(_) => {
                 if note
                     .dropped_at
-                    .is_some_and(|(h, _)| h != ir::Hook::Prerouting)
+                    .is_some_and(|(h, _)| !matches!(h, ir::Hook::Prerouting | ir::Hook::Ingress))
                 {
                     route_words(&mut path);
                 }
@@ -891,6 +974,55 @@ mod tests {
         };
         assert_eq!(frame[14 + 7], 63);
         assert_eq!(&frame[14 + 8..], &f[14 + 8..]);
+    }
+
+    /// The topology's rp_filter is IPv4's (Linux has none for IPv6): weir's router filters
+    /// the lab's IPv4 packets with it, its IPv6 packets not.
+    #[test]
+    fn rp_filter_for_ipv4_only() {
+        let t = Topology::from_json(
+            "t",
+            r#"{"interfaces": [
+                {"name": "lan0", "mac": "02:77:65:00:00:01", "addrs": ["198.18.0.1/24", "2001:db8:0:1::1/64"], "rp_filter": "strict"},
+                {"name": "wan0", "mac": "02:77:65:00:02:01", "addrs": ["198.19.0.2/24", "2001:db8:ffff::2/64"]}],
+              "routes": [{"dst": "::/0", "via": "2001:db8:ffff::1", "dev": "wan0"},
+                         {"dst": "198.19.0.0/16", "via": "198.19.0.1", "dev": "wan0"}],
+              "neighbors": [{"addr": "198.19.0.1", "mac": "02:00:00:00:02:01", "dev": "wan0"},
+                            {"addr": "2001:db8:ffff::1", "mac": "02:00:00:00:02:01", "dev": "wan0"}]}"#,
+        )
+        .unwrap();
+        let r = Router::from_topology(&t).unwrap();
+        let (rs, _) = weir_lang::load_str(
+            "t.nft",
+            "table inet f { chain forward { type filter hook forward priority 0; policy accept; } }",
+        )
+        .unwrap();
+        let mut m = Model::new(&rs, r.clone());
+        let mut go = |f: Vec<u8>| {
+            let p = prep(&r, f, 0);
+            m.predict(&p, Variant::WEIR, EngineMode::Compiled)
+        };
+        // a WAN source arriving on the strict LAN, and one with no route
+        let pr = go(build::udp4(Ipv4Addr::new(198, 19, 5, 5), FAR, 1, 2, b""));
+        assert!(pr.why.contains("rp_filter"), "{}", pr.why);
+        let pr = go(build::udp4(Ipv4Addr::new(198, 18, 77, 7), FAR, 1, 2, b""));
+        assert!(pr.why.contains("rp_filter"), "{}", pr.why);
+        assert!(matches!(
+            go(build::udp4(LAN, FAR, 1, 2, b"")).fate,
+            Fate::Forwarded { .. }
+        ));
+        let far6 = Ipv6Addr::new(0x2001, 0xdb8, 0xbad, 0, 0, 0, 0, 1);
+        let f = Builder::new().udp(
+            far6,
+            Ipv6Addr::new(0x2001, 0xdb8, 0xbad, 0, 0, 0, 0, 2),
+            1,
+            2,
+            b"",
+        );
+        assert!(
+            matches!(go(f).fate, Fate::Forwarded { .. }),
+            "IPv6 is not filtered"
+        );
     }
 
     #[test]

@@ -15,6 +15,22 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const SIOCGSTAMPNS: libc::c_ulong = 0x8907;
 const SOL_PACKET: libc::c_int = 263;
+const PACKET_AUXDATA: libc::c_int = 8;
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
+
+/// `struct tpacket_auxdata` (linux/if_packet.h).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct TpacketAuxdata {
+    tp_status: u32,
+    tp_len: u32,
+    tp_snaplen: u32,
+    tp_mac: u16,
+    tp_net: u16,
+    tp_vlan_tci: u16,
+    tp_vlan_tpid: u16,
+}
 
 fn check(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -124,6 +140,9 @@ pub fn packet_socket(ifname: &str) -> io::Result<OwnedFd> {
         )
     })?;
     set_int(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)?;
+    // the VLAN tag a device took off into the packet's metadata comes as auxiliary data
+    // ([`recv_frame`] puts it back)
+    set_int(fd, SOL_PACKET, PACKET_AUXDATA, 1)?;
     set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 4 << 20)?;
     enable_stamps(fd);
     Ok(s)
@@ -197,6 +216,58 @@ pub fn recv(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<(usize, Option<Ip
         None
     };
     Ok(Some(((n as usize).min(buf.len()), src)))
+}
+
+/// Receive one frame from a [`packet_socket`] if there is one (non-blocking): its length in
+/// `buf`, with the VLAN tag that the kernel keeps out of the frame's bytes (a tag in the
+/// packet's metadata, as veth and its peer pass it: `TP_STATUS_VLAN_VALID`) put back after the
+/// MAC addresses, as it would be on the wire.
+pub fn recv_frame(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    // room for a tag in front of the frame's tail
+    let cap = buf.len().saturating_sub(4);
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: cap,
+    };
+    let mut ctl = [0u64; 16];
+    let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctl.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = mem::size_of_val(&ctl) as _;
+    let n = unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+            _ => Err(e),
+        };
+    }
+    let mut n = (n as usize).min(cap);
+    let mut aux = None;
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == SOL_PACKET && (*c).cmsg_type == PACKET_AUXDATA {
+                aux = Some(std::ptr::read_unaligned(
+                    libc::CMSG_DATA(c) as *const TpacketAuxdata
+                ));
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    if let Some(a) = aux.filter(|a| a.tp_status & TP_STATUS_VLAN_VALID != 0 && n >= 12) {
+        let tpid = if a.tp_status & TP_STATUS_VLAN_TPID_VALID != 0 {
+            a.tp_vlan_tpid
+        } else {
+            0x8100
+        };
+        buf.copy_within(12..n, 16);
+        buf[12..14].copy_from_slice(&tpid.to_be_bytes());
+        buf[14..16].copy_from_slice(&a.tp_vlan_tci.to_be_bytes());
+        n += 4;
+    }
+    Ok(Some(n))
 }
 
 /// Receive time of the last datagram read from a socket, nanoseconds since the epoch (the

@@ -9,6 +9,10 @@
 //!  "packets":    [{"iif": "lan0"}]}
 //! ```
 //!
+//! An interface may say `"rp_filter": "strict"` or `"loose"` (IPv4's reverse path filter, the
+//! kernel's `net.ipv4.conf.NAME.rp_filter` 1 or 2; left out: off), e.g.
+//! `{"name": "lan0", "mac": "02:77:65:00:00:01", "addrs": ["198.18.0.1/24"], "rp_filter": "strict"}`.
+//!
 //! [`Router::from_topology`] checks it (names, MACs, prefixes, that every address is in the lab
 //! ranges 198.18.0.0/15 and 2001:db8::/32, that gateways are on-link, no duplicates) and gives
 //! the lookups both sides need: which addresses are the router's own ([`Router::is_local`]),
@@ -41,6 +45,48 @@ pub struct Interface {
     pub mac: String,
     #[serde(default)]
     pub addrs: Vec<String>,
+    /// The IPv4 reverse path filter of packets arriving on it (Linux's
+    /// `net.ipv4.conf.NAME.rp_filter`): `off` (the default: the field is left out), `strict` or
+    /// `loose`. Linux has no such filter for IPv6 (see [`RpFilter`]).
+    #[serde(default, skip_serializing_if = "RpFilter::is_off")]
+    pub rp_filter: RpFilter,
+}
+
+/// An interface's IPv4 reverse path filter, as Linux's `rp_filter` sysctl (which applies
+/// `max(all, interface)`; the lab leaves `all` at 0): `strict` (1) drops a packet whose source
+/// is not routed back out of the interface it came in on, `loose` (2) one whose source has no
+/// route at all. IPv6 has no `rp_filter` sysctl in Linux (only the `rpfilter` / `fib`
+/// netfilter matches), so the lab's IPv6 packets are never filtered, on either side.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RpFilter {
+    #[default]
+    Off,
+    Strict,
+    Loose,
+}
+
+impl RpFilter {
+    pub fn is_off(&self) -> bool {
+        *self == RpFilter::Off
+    }
+
+    /// The sysctl's value.
+    pub fn sysctl(self) -> u8 {
+        match self {
+            RpFilter::Off => 0,
+            RpFilter::Strict => 1,
+            RpFilter::Loose => 2,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RpFilter::Off => "off",
+            RpFilter::Strict => "strict",
+            RpFilter::Loose => "loose",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -226,6 +272,8 @@ pub struct Iface {
     /// The kernel's interface index in the router namespace (loopback is 1, then the
     /// interfaces in topology order); the lab checks it.
     pub ifindex: u32,
+    /// The IPv4 reverse path filter of packets arriving on it.
+    pub rp_filter: RpFilter,
 }
 
 /// A route, checked: connected prefixes of the interfaces and the topology's routes.
@@ -365,6 +413,7 @@ impl Router {
                 mac,
                 addrs,
                 ifindex: i as u32 + 2,
+                rp_filter: it.rp_filter,
             });
         }
         let dev_of = |at: &str, d: &str| -> Result<usize, String> {
@@ -701,6 +750,22 @@ mod tests {
             Router::from_topology(&Topology::from_json("x", r#"{"interfaces": []}"#).unwrap())
                 .is_err()
         );
+    }
+
+    #[test]
+    fn rp_filter_per_interface_defaults_to_off() {
+        let mut t = topo();
+        assert!(!t.to_json().contains("rp_filter"), "off is left out");
+        t.interfaces[0].rp_filter = RpFilter::Strict;
+        t.interfaces[2].rp_filter = RpFilter::Loose;
+        let text = t.to_json();
+        assert!(text.contains("\"rp_filter\": \"strict\""), "{text}");
+        assert_eq!(Topology::from_json("t", &text).unwrap(), t);
+        let r = Router::from_topology(&t).unwrap();
+        let modes: Vec<u8> = r.ifaces.iter().map(|f| f.rp_filter.sysctl()).collect();
+        assert_eq!(modes, vec![1, 0, 2]);
+        let e = Topology::from_json("x", &text.replace("\"loose\"", "\"sometimes\"")).unwrap_err();
+        assert!(e.contains("sometimes"), "{e}");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Random conversations between the hosts around the router ([`capture`], [`GenCapture`]):
-//! TCP connections, UDP, ICMP echo and errors, fragments, extension headers, port forwards
-//! and malformed packets.
+//! TCP connections, UDP, ICMP echo and errors, fragments, extension headers, port forwards,
+//! malformed packets and spoofed sources (for the reverse path filter).
 
 use super::router::{Host, HostKind, World};
 use super::rulesets::PORTS;
@@ -133,7 +133,7 @@ fn conversation(rng: &mut Rng, w: &World, cap: &mut GenCapture) {
     let wan = wan_addr(v6);
     let masq = c.iface != WAN && s.iface == WAN && rng.chance(40);
     let c_dst = if masq { wan } else { c.addr };
-    match rng.weighted(&[30, 20, 12, 10, 5, 7, 5, 5, 4, 3, 8, 6]) {
+    match rng.weighted(&[30, 20, 12, 10, 5, 7, 5, 5, 4, 3, 8, 6, 8]) {
         0 => {
             // TCP: handshake, data both ways, FIN or RST; sometimes cut short
             let (mut a, mut b) = (rng.next_u64() as u32, rng.next_u64() as u32);
@@ -364,6 +364,7 @@ fn conversation(rng: &mut Rng, w: &World, cap: &mut GenCapture) {
             cap.push(c.iface, later);
         }
         10 => hostile(rng, w, cap, c, s, ct, cport, sport),
+        12 => spoofed(rng, w, cap, v6, ct, cport, sport),
         11 => {
             // a port forward: a WAN host to the router's WAN address, the answer from the DMZ
             // server a `dnat` would send it to
@@ -437,6 +438,92 @@ fn conversation(rng: &mut Rng, w: &World, cap: &mut GenCapture) {
             }
         }
     }
+}
+
+/// A packet with a spoofed source, for the reverse path filter: a source that routes out of
+/// another interface than the one the packet arrives on (strict drops it, loose lets it
+/// through), or (IPv4) one that no route covers (both drop it); to a host behind another
+/// interface or to the router itself; sometimes the destination answers (a new connection if
+/// the filter dropped the first packet, its reply if not).
+fn spoofed(
+    rng: &mut Rng,
+    w: &World,
+    cap: &mut GenCapture,
+    v6: bool,
+    ttl: u8,
+    cport: u16,
+    sport: u16,
+) {
+    let n = w.router.ifaces.len();
+    let iif = loop {
+        let i = rng.below(n as u64) as usize;
+        // an interface with an address of the family (the IPv6-only one takes IPv4 too,
+        // sometimes: unfiltered)
+        if v6 || i != 3 || rng.chance(20) {
+            break i;
+        }
+    };
+    let src = if !v6 && rng.chance(35) {
+        *rng.pick(&w.unrouted4)
+    } else {
+        let others: Vec<&Host> = w
+            .hosts
+            .iter()
+            .filter(|h| h.addr.is_ipv6() == v6 && h.iface != iif)
+            .collect();
+        rng.pick(&others).addr
+    };
+    let to_router = rng.chance(20);
+    let dst = if to_router {
+        let d: Vec<IpAddr> = w
+            .router_addrs
+            .iter()
+            .copied()
+            .filter(|a| a.is_ipv6() == v6)
+            .collect();
+        *rng.pick(&d)
+    } else {
+        let d: Vec<&Host> = w
+            .hosts
+            .iter()
+            .filter(|h| h.addr.is_ipv6() == v6 && h.iface != iif)
+            .collect();
+        rng.pick(&d).addr
+    };
+    // from a host on the arrival link, or from its gateway
+    let on_iif: Vec<&Host> = w.hosts.iter().filter(|h| h.iface == iif).collect();
+    let mac = if on_iif.is_empty() {
+        crate::model::peer_mac(iif)
+    } else {
+        rng.pick(&on_iif).mac
+    };
+    let b = Builder::new().macs(mac, w.router.ifaces[iif].mac).ttl(ttl);
+    let kind = rng.below(3);
+    let f = match kind {
+        0 => b.tcp(src, dst, &Tcp::new(cport, sport, tf::SYN).seq(7), &[]),
+        1 => b.udp(src, dst, cport, sport, &rng.bytes(12)),
+        _ => b.icmp_echo(src, dst, true, 0x5150, 1, &rng.bytes(8)),
+    };
+    cap.push(iif, f);
+    // the destination answers the spoofed source
+    if to_router || !rng.chance(40) {
+        return;
+    }
+    let Some(server) = w.hosts.iter().find(|h| h.addr == dst) else {
+        return;
+    };
+    let b = builder(w, server, ttl_of(rng, server));
+    let f = match kind {
+        0 => b.tcp(
+            dst,
+            src,
+            &Tcp::new(sport, cport, tf::SYN | tf::ACK).seq(99).ack(8),
+            &[],
+        ),
+        1 => b.udp(dst, src, sport, cport, &rng.bytes(12)),
+        _ => b.icmp_echo(dst, src, false, 0x5150, 1, &rng.bytes(8)),
+    };
+    cap.push(server.iface, f);
 }
 
 /// Malformed and unusual packets: what the kernel's IP input drops before any hook, and what

@@ -68,6 +68,7 @@ fn rulesets_check_in_weir_and_are_reproducible() {
 fn captures_are_valid_and_varied() {
     let w = world();
     let mut fates = [0usize; 3];
+    let (mut rp_dropped, mut rp_passed_loose, mut second_gateway) = (0, 0, [0usize; 2]);
     let rules =
         "table inet f { chain forward { type filter hook forward priority 0; policy accept; } }";
     let (rs, _) = weir_lang::load_str("t", rules).unwrap();
@@ -80,7 +81,30 @@ fn captures_are_valid_and_varied() {
         let mut m = Model::new(&rs, r);
         for p in &prep {
             assert_eq!(p.skip, None, "generated packets are all injected");
-            match m.predict(p, Variant::WEIR, EngineMode::Compiled).fate {
+            let pr = m.predict(p, Variant::WEIR, EngineMode::Compiled);
+            if pr.why.contains("rp_filter") {
+                rp_dropped += 1;
+            }
+            let pm = weir_wire::PacketMeta::parse(&p.frame, weir_wire::LinkType::Ethernet);
+            let src = crate::model::addrs(&pm).map(|a| a.0);
+            let spoofed = src.is_some_and(|s| match w.router.route(s) {
+                crate::topology::Dest::Forward { dev, .. } => dev != p.iif,
+                _ => false,
+            });
+            if spoofed && p.iif == 1 && matches!(pr.fate, Fate::Forwarded { .. }) {
+                rp_passed_loose += 1;
+            }
+            if let Fate::Forwarded { frame, .. } = &pr.fate {
+                for (i, gw) in [[2u8, 0, 0, 0, 1, 0xfd], [2, 0, 0, 0, 2, 3]]
+                    .iter()
+                    .enumerate()
+                {
+                    if frame[..6] == gw[..] {
+                        second_gateway[i] += 1;
+                    }
+                }
+            }
+            match pr.fate {
                 Fate::Forwarded { .. } => fates[0] += 1,
                 Fate::Local => fates[1] += 1,
                 Fate::Dropped => fates[2] += 1,
@@ -91,5 +115,45 @@ fn captures_are_valid_and_varied() {
         fates.iter().all(|&n| n > 0),
         "forwarded, local and dropped all occur: {fates:?}"
     );
+    assert!(
+        rp_dropped > 10 && rp_passed_loose > 0,
+        "spoofed sources: {rp_dropped} dropped by the reverse path filter, {rp_passed_loose} through a loose one"
+    );
+    assert!(
+        second_gateway.iter().all(|&n| n > 0),
+        "frames to the DMZ's and the WAN's second gateways: {second_gateway:?}"
+    );
     assert!(fates[0] > fates[2] * 3, "{fates:?}");
+}
+
+#[test]
+fn netdev_tables_bind_chains_to_devices() {
+    let w = world();
+    let mut seen = [0usize; 6];
+    let what = [
+        "table netdev",
+        "hook ingress device",
+        "hook egress device",
+        "fwd to \"",
+        "fwd ip",
+        "ip daddr set",
+    ];
+    let mut marks_read = 0;
+    for i in 0..300 {
+        let text = ruleset(&mut Rng::for_item(7, i), &w).render();
+        for (n, k) in seen.iter_mut().zip(what) {
+            if text.contains(k) {
+                *n += 1;
+            }
+        }
+        if text.contains("table netdev") && text.contains("meta mark set") {
+            let fwd = text.split("table netdev").next().unwrap_or("");
+            if fwd.contains("meta mark 0x") {
+                marks_read += 1;
+            }
+        }
+    }
+    assert!(seen.iter().all(|&n| n > 0), "{what:?}: {seen:?}");
+    assert!(seen[0] > 50, "netdev tables in {} of 300 rulesets", seen[0]);
+    assert!(marks_read > 0, "marks set at ingress and read in forward");
 }
