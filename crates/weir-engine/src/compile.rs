@@ -77,6 +77,7 @@ impl CExpr {
 
     /// For a match on one plain field: the field, whether it is negated, and its ranges (None
     /// for named sets).
+    #[allow(clippy::type_complexity)]
     pub fn single_field(&self) -> Option<(Field, bool, Option<Vec<(u128, u128)>>)> {
         match self {
             CExpr::Cmp {

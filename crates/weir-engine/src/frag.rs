@@ -163,6 +163,7 @@ impl Default for Table {
 /// most (then they are dropped and counted), bounded in frames.
 pub struct Held<T> {
     /// By datagram: when its first held fragment came, and its fragments (tag, frame).
+    #[allow(clippy::type_complexity)]
     by_key: HashMap<Key, (u64, Vec<(T, Vec<u8>)>)>,
     frames: usize,
 }

@@ -641,7 +641,7 @@ impl Stateful {
     /// (`ip daddr set`) are not performed. [`Stateful::hook_mut`] does both.
     pub fn hook(&mut self, hook: Hook, p: &mut Pkt, pc: &mut PacketCt) -> Decision {
         let mut pm = *p.pm;
-        self.run_hook(hook, Buf::Ro(p.frame), &mut pm, &mut p.meta, p.now_ns, pc)
+        self.run_hook(hook, Buf::Ro(p.frame), &mut pm, p.meta, p.now_ns, pc)
     }
 
     /// [`Stateful::hook`] on a writable frame: NAT rewrites the packet (at priority -100 for

@@ -49,7 +49,7 @@ fn fast(
 }
 
 /// One packet through the router: the fast path, or prerouting, forward, postrouting.
-fn send(sf: &mut Stateful, frame: &mut Vec<u8>, from_lan: bool, now: u64) -> Way {
+fn send(sf: &mut Stateful, frame: &mut [u8], from_lan: bool, now: u64) -> Way {
     let mut pm = PacketMeta::parse(frame, LinkType::Ethernet);
     let (iif, oif, oif_i) = if from_lan {
         ("lan0", "wan0", WAN0)

@@ -39,8 +39,8 @@ fn bits(a: IpAddr) -> u128 {
 /// everything else wan0.
 fn route(pm: &PacketMeta) -> &'static str {
     match pm.l3 {
-        L3::Ipv4 if pm.daddr >> 8 == 0xc612_00 => "lan0",
-        L3::Ipv4 if pm.daddr >> 8 == 0xc612_01 => "dmz0",
+        L3::Ipv4 if pm.daddr >> 8 == 0x00c6_1200 => "lan0",
+        L3::Ipv4 if pm.daddr >> 8 == 0x00c6_1201 => "dmz0",
         L3::Ipv6 if pm.daddr >> 80 == 0x2001_0db8_0000 => "lan0",
         _ => "wan0",
     }

@@ -365,7 +365,7 @@ mod tests {
 
     /// A random packet (no link header), its ethertype and the tuple of its connection.
     fn packet(r: &mut Rng, b: &Builder) -> (Vec<u8>, u16, Tuple) {
-        let v6 = r.next() % 2 == 0;
+        let v6 = r.next().is_multiple_of(2);
         let (s, d) = (addr(r, v6), addr(r, v6));
         let (sp, dp) = (r.next() as u16, r.next() as u16);
         let icmp = if v6 { 58 } else { 1 };
@@ -376,7 +376,7 @@ mod tests {
             }
             1 => (b.udp(s, d, sp, dp, b"xy"), 17, sp, dp),
             2 => {
-                let req = r.next() % 2 == 0;
+                let req = r.next().is_multiple_of(2);
                 let typ = match (v6, req) {
                     (false, true) => 8u16,
                     (false, false) => 0,

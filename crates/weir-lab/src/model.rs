@@ -738,11 +738,11 @@ impl Model {
                 {
                     route_words(&mut path);
                 }
-                chains(&path, &sf.engine())
+                chains(&path, sf.engine())
             }
             wr::Fate::Hold => drop(format!(
                 "prerouting: {}",
-                Self::describe(&sf.engine(), DropReason::Fragment)
+                Self::describe(sf.engine(), DropReason::Fragment)
             )),
             wr::Fate::NotMine => drop("not the router's frame".into()),
         }

@@ -7,8 +7,9 @@
 //! frame at a time through the hooks of a ruleset ([`weir_engine::stateful::Stateful`]) the way
 //! Linux's receive and forward paths do ([`Router::route_frame`]):
 //!
-//! 1. the arrival device's `netdev ingress` chains (early drops, marks, stateless rewrites,
-//!    `fwd to`);
+//! 1. the arrival device's `netdev ingress` chains (early drops, marks, stateless rewrites;
+//!    `fwd to` sends the frame out of another device at once, through that device's egress
+//!    chains, as Linux's `dev_queue_xmit` does);
 //! 2. IP input checks (a frame for another host's MAC, a broken network header, a wrong IPv4
 //!    header checksum); link padding dropped;
 //! 3. the flowtable fast path for offloaded connections (their cached adjacency, TTL, MACs);

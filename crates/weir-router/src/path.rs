@@ -548,7 +548,7 @@ impl Router {
         now: u64,
     ) -> Fate {
         self.noted(hook, why);
-        let Some(answer) = answer::refused_answer(&sf.ruleset(), why, frame, pm, false) else {
+        let Some(answer) = answer::refused_answer(sf.ruleset(), why, frame, pm, false) else {
             return Fate::Drop(Reason::of(why));
         };
         match answer {

@@ -518,14 +518,14 @@ fn later_fragments_wait_for_their_first() {
     assert!(matches!(go(&mut net, &mut sf, &mut f, 0, 1), Fate::Hold));
     assert_eq!(held.hold(0, f, LinkType::Ethernet, 10), None);
     // nothing to release while the first has not passed
-    let (ready, expired) = held.ready(&mut sf.frags_mut(), 20);
+    let (ready, expired) = held.ready(sf.frags_mut(), 20);
     assert!(ready.is_empty() && expired.is_empty() && !held.is_empty());
     let mut f = first.clone();
     assert!(matches!(
         go(&mut net, &mut sf, &mut f, 0, 1),
         Fate::Out { port: 1, .. }
     ));
-    let (ready, expired) = held.ready(&mut sf.frags_mut(), 30);
+    let (ready, expired) = held.ready(sf.frags_mut(), 30);
     assert_eq!((ready.len(), expired.len()), (1, 0));
     assert!(held.is_empty());
     let (pi, mut f) = ready.into_iter().next().unwrap();
@@ -539,7 +539,7 @@ fn later_fragments_wait_for_their_first() {
     let mut f = orphan.clone();
     assert!(matches!(go(&mut net, &mut sf, &mut f, 0, 1), Fate::Hold));
     assert_eq!(held.hold(0, f, LinkType::Ethernet, 100), None);
-    let (ready, expired) = held.ready(&mut sf.frags_mut(), 100 + Held::<usize>::WAIT_NS);
+    let (ready, expired) = held.ready(sf.frags_mut(), 100 + Held::<usize>::WAIT_NS);
     assert_eq!((ready.len(), expired.len()), (0, 1));
     // bounded: per datagram, and in all
     for i in 0..Held::<usize>::MAX_PER_DATAGRAM {

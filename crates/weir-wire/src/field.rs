@@ -350,6 +350,23 @@ pub fn ifname_text(v: u128) -> String {
     String::from_utf8_lossy(&b[..end]).into_owned()
 }
 
+/// An address as fields hold it (IPv4 in the low 32 bits) as a `std::net::IpAddr`.
+pub fn ip_addr(v: u128, v6: bool) -> std::net::IpAddr {
+    if v6 {
+        std::net::Ipv6Addr::from(v).into()
+    } else {
+        std::net::Ipv4Addr::from(v as u32).into()
+    }
+}
+
+/// The network mask of a prefix of `len` bits for an IPv4 (`v6` false: 32 bits) or IPv6
+/// address as fields hold it; lengths past the address's width keep every bit.
+pub fn prefix_mask(len: u8, v6: bool) -> u128 {
+    let bits: u32 = if v6 { 128 } else { 32 };
+    let all = if v6 { u128::MAX } else { u32::MAX as u128 };
+    all & !all.checked_shr((len as u32).min(bits)).unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,21 +392,4 @@ mod tests {
         let (lo, hi) = ifname_prefix_range("");
         assert_eq!((lo, hi), (0, u128::MAX));
     }
-}
-
-/// An address as fields hold it (IPv4 in the low 32 bits) as a `std::net::IpAddr`.
-pub fn ip_addr(v: u128, v6: bool) -> std::net::IpAddr {
-    if v6 {
-        std::net::Ipv6Addr::from(v).into()
-    } else {
-        std::net::Ipv4Addr::from(v as u32).into()
-    }
-}
-
-/// The network mask of a prefix of `len` bits for an IPv4 (`v6` false: 32 bits) or IPv6
-/// address as fields hold it; lengths past the address's width keep every bit.
-pub fn prefix_mask(len: u8, v6: bool) -> u128 {
-    let bits: u32 = if v6 { 128 } else { 32 };
-    let all = if v6 { u128::MAX } else { u32::MAX as u128 };
-    all & !all.checked_shr((len as u32).min(bits)).unwrap_or(0)
 }

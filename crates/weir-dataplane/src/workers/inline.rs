@@ -350,8 +350,8 @@ impl Inline {
                 h.done(inbox);
             }
         }
-        for pi in 0..np {
-            if fds[pi].revents == 0 {
+        for (pi, fd) in fds.iter().enumerate().take(np) {
+            if fd.revents == 0 {
                 continue;
             }
             let n = match &mut il.ports[pi] {
@@ -445,7 +445,7 @@ impl Inline {
         // later fragments that came before their first: those whose first has passed
         // follow it now (after it), those that waited too long are dropped
         if !il.held.is_empty() {
-            let (ready, expired) = il.held.ready(&mut w.sf.frags_mut(), now);
+            let (ready, expired) = il.held.ready(w.sf.frags_mut(), now);
             let expired = expired.len();
             if expired > 0 {
                 w.counts.packets += expired as u64;

@@ -182,7 +182,7 @@ impl Worker {
             ct_refused: st.refused,
             nat_steer_missed: sf.steer().map(|_| s.nat_steer_missed),
             fragments_followed: s.fragments_followed,
-            flowtable: (!!sf.has_flowtables()).then_some((
+            flowtable: sf.has_flowtables().then_some((
                 s.offloaded,
                 s.fast_path,
                 s.offload_teardowns,

@@ -262,7 +262,7 @@ fn nfq_answer(
     // as Linux: no answer to a segment or datagram whose checksum is wrong (the kernel may
     // have checked it already, or left it to the sender's offload)
     let why = DropReason::Reject(g);
-    match answer::refused_answer(&sf.ruleset(), why, buf, pm, p.checksum_trusted())? {
+    match answer::refused_answer(sf.ruleset(), why, buf, pm, p.checksum_trusted())? {
         RejectAnswer::Icmp(typ, code) => {
             if !answer::icmp_answerable(buf, pm) {
                 return None;

@@ -45,7 +45,7 @@ impl Stateful {
         for (h, pm) in hs.iter_mut().zip(&pms[..n]) {
             *h = self.prefetch_index(pm);
         }
-        for &h in (&hs[..n]).iter().filter(|&&h| h != 0) {
+        for &h in hs[..n].iter().filter(|&&h| h != 0) {
             // the whole entry: its first bytes are not here yet to tell whether the rest is
             // needed (a pipelined loop runs [`Stateful::prefetch_rest`] a batch later)
             self.ct.prefetch_entry(h);

@@ -406,7 +406,7 @@ fn map_ref(
             if !verdict
                 && !data.is_empty()
                 && !types_compatible(&s.data_types, data)
-                && !(!s.data_types.is_empty() && s.data_types[0] == data[0])
+                && (s.data_types.is_empty() || s.data_types[0] != data[0])
             {
                 err(
                     cx,

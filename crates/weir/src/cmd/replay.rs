@@ -537,7 +537,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             }
         }
         if !held.is_empty() {
-            let (ready, expired) = held.ready(&mut sf.frags_mut(), ts);
+            let (ready, expired) = held.ready(sf.frags_mut(), ts);
             for (_, f) in ready {
                 released_n += 1;
                 queue.push_back((Cow::Owned(f), link, ts, true));
