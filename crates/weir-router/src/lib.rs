@@ -31,6 +31,7 @@ pub mod adj;
 pub mod arp;
 pub mod fate;
 pub mod fib;
+pub mod mutants;
 pub mod nd;
 pub mod neigh;
 mod path;

@@ -237,7 +237,9 @@ impl Router {
             let info = mtu.min(u16::MAX as usize) as u32;
             return icmp_fate(sf, &pc, Reason::TooBig, fam, (3, 4), (2, 0), info);
         }
-        dec_ttl(frame, l3, fam);
+        if !crate::mutants::on(crate::mutants::Mutant::NoTtlDecrement) {
+            dec_ttl(frame, l3, fam);
+        }
         pc.oif_addr = self.ports[port].addr(fam).map(Addr::bits);
         for h in [Hook::Forward, Hook::Postrouting] {
             let mut meta = self.meta(Some(in_port), Some(port), mark);
@@ -347,6 +349,9 @@ impl Router {
     #[inline]
     fn source_valid(&self, port: usize, pm: &PacketMeta) -> bool {
         use crate::RpFilter;
+        if crate::mutants::on(crate::mutants::Mutant::NoRpFilter) {
+            return true;
+        }
         let Some(src) = Addr::src_of(pm) else {
             return false;
         };
@@ -367,8 +372,19 @@ impl Router {
     #[inline]
     fn adjacency(&self, in_port: usize, ri: usize, pm: &PacketMeta) -> Option<Adj> {
         let r = self.routes.get(ri);
-        let hop = r.via.or(Addr::dst_of(pm))?;
-        let slot = self.neighbour_slot(hop)?;
+        let mut via = r.via;
+        if via.is_some() && crate::mutants::on(crate::mutants::Mutant::OneGatewayPerPort) {
+            via = self
+                .routes
+                .iter()
+                .find(|o| o.port == r.port && o.net.family() == r.net.family() && o.via.is_some())
+                .and_then(|o| o.via);
+        }
+        let hop = via.or(Addr::dst_of(pm))?;
+        let mut slot = self.neighbour_slot(hop)?;
+        if crate::mutants::on(crate::mutants::Mutant::AdjacencySlotZero) {
+            slot = 0;
+        }
         Some(Adj {
             in_port,
             port: r.port,

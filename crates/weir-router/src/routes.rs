@@ -92,6 +92,11 @@ impl Routes {
         self.fib.get(dst).copied()
     }
 
+    /// The routes, longest prefix first.
+    pub fn iter(&self) -> impl Iterator<Item = &Route> {
+        self.routes.iter()
+    }
+
     /// The route at an index of [`Routes::lookup`].
     #[inline]
     pub fn get(&self, i: usize) -> &Route {
