@@ -42,6 +42,8 @@
 //! IPv6. Every address is in 198.18.0.0/15 or 2001:db8::/32.
 
 mod conversations;
+mod nat;
+mod netdev;
 mod router;
 mod rulesets;
 #[cfg(test)]

@@ -10,10 +10,12 @@
 //! 1. the arrival device's `netdev ingress` chains (early drops, marks, stateless rewrites;
 //!    `fwd to` sends the frame out of another device at once, through that device's egress
 //!    chains, as Linux's `dev_queue_xmit` does);
-//! 2. IP input checks (a frame for another host's MAC, a broken network header, a wrong IPv4
-//!    header checksum); link padding dropped;
+//! 2. IP input checks (a frame for another host's MAC, a broken network header); link padding
+//!    dropped;
 //! 3. the flowtable fast path for offloaded connections (their cached adjacency, TTL, MACs);
-//! 4. `prerouting` (connection tracking, destination NAT);
+//!    as Linux's flowtable (at the ingress hook, before `ip_rcv`), it does not verify the IPv4
+//!    header checksum, and updates it incrementally;
+//! 4. the IPv4 header checksum (`ip_rcv`), then `prerouting` (connection tracking, destination NAT);
 //! 5. routing: the router's own addresses to `input` (local delivery), else the adjacency
 //!    cached in the connection (the route cache), or the reverse path filter, the FIB and the
 //!    neighbour table;
@@ -73,6 +75,8 @@ pub struct Router {
     min_mtu: usize,
     /// The router's addresses on no port (as on Linux's loopback).
     locals: Vec<Addr>,
+    /// Every address of [`Router::is_local`] (the ports' and `locals`), flat: one scan.
+    local_addrs: Vec<Addr>,
     /// A next hop whose MAC is not known: the packet is dropped and the router asks for it
     /// ([`Fate::NoNeighbour`]), or, off, it leaves with its destination MAC as it came (a
     /// capture replayed without its neighbours).
@@ -128,6 +132,7 @@ impl Router {
             local_delivery: true,
             min_mtu: usize::MAX,
             locals: Vec::new(),
+            local_addrs: Vec::new(),
             resolve: true,
             absent_ifname: 0,
             icmp: IcmpLimits::default(),
@@ -140,7 +145,16 @@ impl Router {
             host_reassembles_v4: false,
         };
         r.min_mtu = r.ports.iter().map(|p| p.mtu).min().unwrap_or(usize::MAX);
+        r.index_locals();
         r
+    }
+
+    fn index_locals(&mut self) {
+        let mut all: Vec<Addr> = self.ports.iter().flat_map(|p| p.local_addrs()).collect();
+        all.extend(self.locals.iter().copied());
+        all.sort_unstable_by_key(|a| (a.family() as u8, a.bits()));
+        all.dedup();
+        self.local_addrs = all;
     }
 
     pub fn ports(&self) -> &[Port] {
@@ -237,13 +251,14 @@ impl Router {
     /// Whether an address is the router's own (or a local broadcast / subnet-router anycast
     /// address of one of its subnets).
     pub fn is_local(&self, a: Addr) -> bool {
-        self.ports.iter().any(|p| p.is_local(a)) || self.locals.contains(&a)
+        self.local_addrs.contains(&a)
     }
 
     /// The router's addresses on no port (as on Linux's loopback): packets to them are
     /// delivered too.
     pub fn set_locals(&mut self, locals: Vec<Addr>) {
         self.locals = locals;
+        self.index_locals();
     }
 
     /// Ask for unknown next hops (on), or let packets to them leave with their destination
@@ -298,11 +313,15 @@ impl Router {
 
     /// Find the ruleset's device-bound chains and flowtables for each port again when the
     /// ruleset changed (one comparison when it did not).
-    #[inline]
+    #[inline(always)]
     fn bind(&mut self, sf: &Stateful) {
-        if self.bound.ruleset == sf.ruleset_id() {
-            return;
+        if self.bound.ruleset != sf.ruleset_id() {
+            self.rebind(sf);
         }
+    }
+
+    #[inline(never)]
+    fn rebind(&mut self, sf: &Stateful) {
         let names = self.ports.iter().map(|p| p.name.as_str());
         self.bound = Bound {
             ruleset: sf.ruleset_id(),

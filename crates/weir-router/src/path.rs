@@ -61,6 +61,7 @@ fn ttl_at(l3: usize, f: Family) -> usize {
 
 /// Decrement the TTL (hop limit) of an IP header at `l3`, updating the IPv4 header checksum
 /// as Linux does (`ip_decrease_ttl`).
+#[inline]
 pub(crate) fn dec_ttl(frame: &mut [u8], l3: usize, f: Family) {
     frame[ttl_at(l3, f)] -= 1;
     if !f.is_v6() {
@@ -106,14 +107,10 @@ impl Router {
         // 1. the arrival device's netdev ingress chains, before anything else
         let mut mark = 0u32;
         if !self.bound.ingress[in_port].is_empty() {
-            let chains = std::mem::take(&mut self.bound.ingress[in_port]);
-            let mut meta = self.meta(Some(in_port), None, 0);
-            let r = self.netdev(sf, Hook::Ingress, &chains, frame, &mut pm, &mut meta, now);
-            self.bound.ingress[in_port] = chains;
-            if let Some(fate) = r {
-                return fate;
+            match self.ingress(sf, in_port, frame, &mut pm, now) {
+                Ok(m) => mark = m,
+                Err(fate) => return fate,
             }
-            mark = meta.mark;
         }
         // 2. IP input: another host's frame, a VLAN the router has no interface for, a
         // broken header; link padding dropped
@@ -125,9 +122,6 @@ impl Router {
         }
         if pm.malformed.is_some_and(|m| m.is_l3()) {
             return Fate::Drop(Reason::Malformed);
-        }
-        if fam == Family::Ipv4 && !pm.ipv4_checksum_ok(frame) {
-            return Fate::Drop(Reason::IpChecksum);
         }
         let len = pm.l3_end().min(frame.len());
         let l3 = pm.l3_off as usize;
@@ -160,6 +154,50 @@ impl Router {
                 }
                 return self.output(sf, frame, &mut pm, adj, mark, len, false, now);
             }
+        }
+        self.route_slow(sf, frame, pm, in_port, now, fam, mark, len)
+    }
+
+    /// The arrival device's netdev ingress chains: the mark they leave, or the frame's fate.
+    #[inline(never)]
+    fn ingress(
+        &mut self,
+        sf: &mut Stateful,
+        in_port: usize,
+        frame: &mut [u8],
+        pm: &mut PacketMeta,
+        now: u64,
+    ) -> Result<u32, Fate> {
+        let chains = std::mem::take(&mut self.bound.ingress[in_port]);
+        let mut meta = self.meta(Some(in_port), None, 0);
+        let r = self.netdev(sf, Hook::Ingress, &chains, frame, pm, &mut meta, now);
+        self.bound.ingress[in_port] = chains;
+        match r {
+            Some(fate) => Err(fate),
+            None => Ok(meta.mark),
+        }
+    }
+
+    /// The rest of [`Router::route_frame`], for a frame the flowtable did not take: out of
+    /// line, so that the fast path does not set up its large stack frame.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn route_slow(
+        &mut self,
+        sf: &mut Stateful,
+        frame: &mut [u8],
+        mut pm: PacketMeta,
+        in_port: usize,
+        now: u64,
+        fam: Family,
+        mut mark: u32,
+        len: usize,
+    ) -> Fate {
+        let l3 = pm.l3_off as usize;
+        // the IPv4 header checksum, as Linux's ip_rcv checks it: after the flowtable, which
+        // (at the ingress hook, as nf_flow_offload_ip_hook) does not
+        if fam == Family::Ipv4 && !pm.ipv4_checksum_ok(frame) {
+            return Fate::Drop(Reason::IpChecksum);
         }
         let Some(&ttl) = frame.get(ttl_at(l3, fam)) else {
             return Fate::Drop(Reason::Malformed);
@@ -276,6 +314,7 @@ impl Router {
     /// Out through an adjacency (after the hooks or the flowtable): the next hop's MAC and
     /// the port's own as the source, then the port's egress chains.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn output(
         &mut self,
         sf: &mut Stateful,
@@ -526,6 +565,7 @@ impl Router {
     }
 
     /// The egress chains of `port` for a frame about to leave by it.
+    #[inline(always)]
     fn egress(
         &mut self,
         sf: &mut Stateful,
@@ -538,6 +578,19 @@ impl Router {
         if self.bound.egress[port].is_empty() {
             return None;
         }
+        self.egress_chains(sf, port, frame, pm, mark, now)
+    }
+
+    #[inline(never)]
+    fn egress_chains(
+        &mut self,
+        sf: &mut Stateful,
+        port: usize,
+        frame: &mut [u8],
+        pm: &mut PacketMeta,
+        mark: u32,
+        now: u64,
+    ) -> Option<Fate> {
         let chains = std::mem::take(&mut self.bound.egress[port]);
         let mut meta = self.meta(None, Some(port), mark);
         let r = self.netdev(sf, Hook::Egress, &chains, frame, pm, &mut meta, now);

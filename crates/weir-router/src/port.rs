@@ -119,20 +119,75 @@ impl Port {
     /// broadcast of an IPv4 subnet (up to /30), the subnet-router anycast address of an IPv6
     /// subnet (up to /126), as Linux's local table holds them.
     pub fn is_local(&self, a: Addr) -> bool {
-        self.addrs.iter().any(|p| {
-            if p.addr == a {
-                return true;
-            }
-            if p.addr.family() != a.family() {
-                return false;
-            }
-            match a.family() {
-                Family::Ipv4 => {
+        self.local_addrs().any(|l| l == a)
+    }
+
+    /// The addresses [`Port::is_local`] holds: each own address, and its subnet's IPv4
+    /// directed broadcast or IPv6 subnet-router anycast address.
+    pub fn local_addrs(&self) -> impl Iterator<Item = Addr> + '_ {
+        self.addrs.iter().flat_map(|p| {
+            let other = match p.addr.family() {
+                Family::Ipv4 if p.len <= 30 => {
                     let host = !(weir_wire::field::prefix_mask(p.len, false)) & u32::MAX as u128;
-                    p.len <= 30 && a.bits() == p.addr.bits() | host
+                    Some(Addr::new(Family::Ipv4, p.addr.bits() | host))
                 }
-                Family::Ipv6 => p.len <= 126 && a == p.addr.masked(p.len),
-            }
+                Family::Ipv6 if p.len <= 126 => Some(p.addr.masked(p.len)),
+                _ => None,
+            };
+            std::iter::once(p.addr).chain(other)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(s: &str) -> Addr {
+        s.parse().unwrap()
+    }
+
+    /// Linux's local table: the addresses, the directed broadcast of IPv4 subnets up to /30,
+    /// the subnet-router anycast of IPv6 subnets up to /126; nothing for host routes.
+    #[test]
+    fn local_addresses() {
+        let p = Port::new("lan0").with_addrs([
+            PortAddr {
+                addr: a("198.18.30.1"),
+                len: 24,
+            },
+            PortAddr {
+                addr: a("198.18.31.1"),
+                len: 31,
+            },
+            PortAddr {
+                addr: a("2001:db8:30::1"),
+                len: 64,
+            },
+            PortAddr::host(a("198.18.32.9")),
+        ]);
+        for yes in [
+            "198.18.30.1",
+            "198.18.30.255",
+            "198.18.31.1",
+            "2001:db8:30::1",
+            "2001:db8:30::",
+            "198.18.32.9",
+        ] {
+            assert!(p.is_local(a(yes)), "{yes}");
+        }
+        for no in [
+            "198.18.30.2",
+            "198.18.30.0",
+            "198.18.31.0",
+            "198.18.31.255",
+            "2001:db8:30::2",
+            "198.18.32.255",
+            "::ffff:198.18.30.1",
+        ] {
+            assert!(!p.is_local(a(no)), "{no}");
+        }
+        let r = crate::Router::new(vec![p], crate::Routes::default());
+        assert!(r.is_local(a("198.18.30.255")) && !r.is_local(a("198.18.30.2")));
     }
 }

@@ -100,6 +100,7 @@ fn b32(f: &[u8], i: usize) -> Option<u32> {
     Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
 }
 
+#[inline]
 fn arr<const N: usize>(f: &[u8], i: usize) -> Option<[u8; N]> {
     f.get(i..i.checked_add(N)?)?.try_into().ok()
 }
@@ -312,19 +313,55 @@ pub fn classify_checksum(frame: &[u8], meta: &PacketMeta) -> Result<CsumState, O
     })
 }
 
+/// Whether the checksum field holds exactly what Linux leaves there for `CHECKSUM_PARTIAL`,
+/// without summing the payload (the pseudo-header only): what a receiver that is not told
+/// (AF_XDP) can afford to ask of every frame. A complete checksum that happens to hold the
+/// same value is completed to itself by [`complete_checksum`].
+#[inline(always)]
+pub fn field_is_partial(frame: &[u8], meta: &PacketMeta) -> bool {
+    // the common case first, in a few loads: an IPv4 segment whose field is not its
+    // pseudo-header's sum (the same sum `span` makes, so a mismatch here is one there)
+    if meta.l3 == L3::Ipv4 && meta.has_l4 && quick_v4_mismatch(frame, meta) == Some(true) {
+        return false;
+    }
+    field_is_partial_full(frame, meta)
+}
+
+#[inline(never)]
+fn field_is_partial_full(frame: &[u8], meta: &PacketMeta) -> bool {
+    span(frame, meta).is_ok_and(|s| stored(frame, &s) == fold(s.pseudo))
+}
+
+/// For an IPv4 TCP or UDP segment: whether its checksum field differs from its pseudo-header
+/// sum (None: cannot tell without the full checks of `span`). The addresses and the IP
+/// length come from the meta (what the frame holds, for a packet parsed whole and not
+/// malformed), so that the common case reads two bytes of the frame.
+#[inline(always)]
+fn quick_v4_mismatch(f: &[u8], m: &PacketMeta) -> Option<bool> {
+    if m.malformed.is_some() {
+        return None;
+    }
+    let l4 = m.l4_off as usize;
+    let (at, len) = match m.l4proto {
+        proto::TCP => (l4 + 16, m.l3_end().checked_sub(l4)?),
+        proto::UDP => (l4 + 6, b16(f, l4 + 4)? as usize),
+        _ => return None,
+    };
+    let (s, d) = (m.saddr as u64, m.daddr as u64);
+    let pseudo = (s >> 16)
+        + (s & 0xffff)
+        + (d >> 16)
+        + (d & 0xffff)
+        + m.l4proto as u64
+        + (len as u16) as u64;
+    Some(b16(f, at)? != fold(pseudo))
+}
+
 /// True when the frame's TCP / UDP checksum looks partial: it does not verify and the field
 /// holds exactly what Linux leaves for `CHECKSUM_PARTIAL` ([`partial_checksum`]). A receiver
 /// without checksum metadata (AF_XDP gives none) can complete such frames, and only those,
 /// with [`complete_checksum`]; a damaged frame stays damaged (the chance that damage leaves
 /// exactly that value is about 1 in 65535). False for anything it cannot judge.
-/// Whether the checksum field holds exactly what Linux leaves there for `CHECKSUM_PARTIAL`,
-/// without summing the payload (the pseudo-header only): what a receiver that is not told
-/// (AF_XDP) can afford to ask of every frame. A complete checksum that happens to hold the
-/// same value is completed to itself by [`complete_checksum`].
-pub fn field_is_partial(frame: &[u8], meta: &PacketMeta) -> bool {
-    span(frame, meta).is_ok_and(|s| stored(frame, &s) == fold(s.pseudo))
-}
-
 pub fn looks_partial(frame: &[u8], meta: &PacketMeta) -> bool {
     classify_checksum(frame, meta) == Ok(CsumState::Partial)
 }

@@ -8,6 +8,7 @@ impl Stateful {
     /// Which ruleset the engine runs: unique among the engines of the process, and new at
     /// each [`Stateful::reload`], so that what a caller derived from the ruleset (the chains
     /// bound to its devices) can tell it is stale.
+    #[inline]
     pub fn ruleset_id(&self) -> u64 {
         self.ruleset_id
     }

@@ -171,6 +171,7 @@ impl Stateful {
     /// the packet to the slow path, as do IPv4 options, fragments and a TTL of 1 or less.
     /// `hash`: the tuple's hash from [`Stateful::prefetch_index`] (0: compute it). None: the
     /// slow path.
+    #[inline(always)]
     pub fn fast_path(
         &mut self,
         frame: &mut [u8],

@@ -2,6 +2,8 @@
 //! text, one rule less, pruning): the match, verdict-map, set, NAT and netdev table generators, and
 //! the protocol requirements that keep every rule acceptable to nft.
 
+use super::nat::nat_table;
+use super::netdev::netdev_table;
 use super::router::{Host, World, IFS};
 use crate::rng::Rng;
 use crate::topology::addr_bits;
@@ -24,10 +26,10 @@ impl Fam {
             Fam::Netdev => "netdev",
         }
     }
-    fn v4(self) -> bool {
+    pub(super) fn v4(self) -> bool {
         self != Fam::Ip6
     }
-    fn v6(self) -> bool {
+    pub(super) fn v6(self) -> bool {
         self != Fam::Ip
     }
 }
@@ -239,7 +241,7 @@ pub(crate) fn prefix_interval(p: &str) -> (u128, u128) {
 }
 
 /// An address value of one family: text and covered interval.
-fn addr_value(rng: &mut Rng, w: &World, v6: bool) -> (String, u128, u128) {
+pub(super) fn addr_value(rng: &mut Rng, w: &World, v6: bool) -> (String, u128, u128) {
     let hosts: Vec<&Host> = w.hosts.iter().filter(|h| h.addr.is_ipv6() == v6).collect();
     match rng.weighted(&[40, 30, 12, 12]) {
         0 => {
@@ -281,7 +283,7 @@ fn addr_value(rng: &mut Rng, w: &World, v6: bool) -> (String, u128, u128) {
     }
 }
 
-fn addr_set(rng: &mut Rng, w: &World, v6: bool, (lo, hi): (u64, u64)) -> Vec<String> {
+pub(super) fn addr_set(rng: &mut Rng, w: &World, v6: bool, (lo, hi): (u64, u64)) -> Vec<String> {
     let n = rng.range(lo, hi) as usize;
     let cands = (0..n * 3).map(|_| addr_value(rng, w, v6)).collect();
     disjoint(cands, n)
@@ -297,17 +299,17 @@ fn port_value(rng: &mut Rng) -> (String, u128, u128) {
     }
 }
 
-fn port_set(rng: &mut Rng, (lo, hi): (u64, u64)) -> Vec<String> {
+pub(super) fn port_set(rng: &mut Rng, (lo, hi): (u64, u64)) -> Vec<String> {
     let n = rng.range(lo, hi) as usize;
     let cands = (0..n * 3).map(|_| port_value(rng)).collect();
     disjoint(cands, n)
 }
 
-fn brace(v: &[String]) -> String {
+pub(super) fn brace(v: &[String]) -> String {
     format!("{{ {} }}", v.join(", "))
 }
 
-fn neg(rng: &mut Rng, pct: u64) -> &'static str {
+pub(super) fn neg(rng: &mut Rng, pct: u64) -> &'static str {
     if rng.chance(pct) {
         "!= "
     } else {
@@ -718,7 +720,7 @@ fn vmap(rng: &mut Rng, c: &Ctx) -> Option<String> {
 /// version (`Some(true)`: IPv6) and the transport protocol. nft refuses a rule whose items
 /// require two different ones ("conflicting protocols specified"), weir accepts it (see the
 /// report), so the generator keeps rules consistent.
-type Req = (Option<bool>, Option<u8>);
+pub(super) type Req = (Option<bool>, Option<u8>);
 
 /// The transport requirement of a protocol set (`meta l4proto { tcp, udp }`).
 const ANY_OF: u8 = 255;
@@ -826,7 +828,7 @@ fn merge(a: Req, b: Req) -> Option<Req> {
 /// Add `item` to a rule if it fits the rule's protocol requirements. (nft also refuses
 /// `icmp id` next to an `icmp type` that has no id: "incompatible icmp match"; the generator
 /// keeps the two apart.)
-fn try_add(parts: &mut Vec<String>, cons: &mut Req, item: String) -> bool {
+pub(super) fn try_add(parts: &mut Vec<String>, cons: &mut Req, item: String) -> bool {
     let has_id =
         |s: &str| s.contains("icmp id") || s.contains("icmp sequence") || s.contains("icmpv6 id");
     let has_type = |s: &str| s.contains("icmp type") || s.contains("icmpv6 type");
@@ -1392,300 +1394,4 @@ pub fn ruleset(rng: &mut Rng, w: &World) -> GenRuleset {
         tables.push(t);
     }
     GenRuleset { tables }
-}
-
-/// A match of a netdev chain (nft adds the `meta protocol` / `meta l4proto` a selector
-/// needs, as in the other families).
-fn netdev_match(rng: &mut Rng, w: &World, egress: bool) -> String {
-    let hosts =
-        |v6: bool| -> Vec<&Host> { w.hosts.iter().filter(|h| h.addr.is_ipv6() == v6).collect() };
-    match rng.weighted(&[30, 12, 25, 8, 5, 5, 6, 4, 5]) {
-        0 => {
-            let f = *rng.pick(&["saddr", "daddr"]);
-            let val = if rng.chance(75) {
-                addr_value(rng, w, false).0
-            } else {
-                brace(&addr_set(rng, w, false, (2, 4)))
-            };
-            format!("ip {f} {}{val}", neg(rng, 10))
-        }
-        1 => format!(
-            "ip6 {} {}",
-            rng.pick(&["saddr", "daddr"]),
-            addr_value(rng, w, true).0
-        ),
-        2 => {
-            let p = ["tcp", "udp", "th"][rng.weighted(&[45, 45, 10])];
-            let f = if rng.chance(80) { "dport" } else { "sport" };
-            let val = match rng.weighted(&[60, 15, 25]) {
-                0 => PORTS[rng.below(PORTS.len() as u64) as usize].to_string(),
-                1 => {
-                    let (a, b) = *rng.pick(&PORT_RANGES);
-                    format!("{a}-{b}")
-                }
-                _ => brace(&port_set(rng, (2, 4))),
-            };
-            if p == "th" {
-                format!("meta l4proto {{ tcp, udp }} th {f} {val}")
-            } else {
-                format!("{p} {f} {}{val}", neg(rng, 8))
-            }
-        }
-        3 => format!(
-            "meta l4proto {}",
-            rng.pick(&["tcp", "udp", "icmp", "ipv6-icmp"])
-        ),
-        4 => rng
-            .pick(&[
-                "tcp flags syn",
-                "tcp flags & (syn | ack) == syn",
-                "tcp flags ack",
-            ])
-            .to_string(),
-        5 => rng
-            .pick(&[
-                "icmp type echo-request",
-                "icmpv6 type echo-request",
-                "icmp type echo-reply",
-            ])
-            .to_string(),
-        6 => rng
-            .pick(&if egress {
-                ["ip ttl 63", "ip ttl 64", "ip6 hoplimit 63", "ip ttl < 63"]
-            } else {
-                ["ip ttl 64", "ip ttl < 64", "ip6 hoplimit 64", "ip ttl 1"]
-            })
-            .to_string(),
-        7 => {
-            let hs = hosts(false);
-            let h = rng.pick(&hs);
-            format!("ether saddr {}", crate::topology::mac_text(&h.mac))
-        }
-        _ => format!("meta mark 0x{}", rng.range(1, 3)),
-    }
-}
-
-/// One to three matches of a netdev rule, consistent in protocol; `ip`: at least one of them
-/// needs IP (so that the rule never matches the lab's ARP barrier).
-fn netdev_matches(rng: &mut Rng, w: &World, egress: bool, ip: bool) -> (Vec<String>, Req) {
-    loop {
-        let mut parts = Vec::new();
-        let mut cons: Req = (None, None);
-        for _ in 0..rng.weighted(&[15, 55, 25, 5]) {
-            for _ in 0..10 {
-                if try_add(&mut parts, &mut cons, netdev_match(rng, w, egress)) {
-                    break;
-                }
-            }
-        }
-        if !ip || cons.0.is_some() || cons.1.is_some() {
-            return (parts, cons);
-        }
-    }
-}
-
-/// A `netdev` table ([`Fam::Netdev`]): chains bound to the router's devices. At ingress:
-/// drops, marks (`meta mark set`, then matched in the forward chain), stateless rewrites
-/// (`ip daddr set`, `udp dport set`, `ether saddr set`), `fwd to DEV` (the frame leaves by
-/// that device as it came) and `fwd ip to ADDR device DEV`; at egress: drops (of what the
-/// router routes and of what an ingress chain forwarded) and counters. Policies accept, and
-/// no rule without an IP match drops or forwards (the lab's ARP barrier must pass). Returns
-/// the table and the marks its ingress chains set.
-fn netdev_table(rng: &mut Rng, w: &World) -> (GenTable, Vec<u8>) {
-    let names: Vec<&str> = IFS.iter().map(|i| i.0).collect();
-    let mut chains = Vec::new();
-    let mut marks = Vec::new();
-    let n_in = rng.weighted(&[15, 55, 30]);
-    let n_out = rng.weighted(&[35, 45, 20]);
-    for k in 0..n_in + n_out {
-        let egress = k >= n_in;
-        let dev = if egress {
-            names[rng.weighted(&[25, 30, 35, 10])]
-        } else {
-            names[rng.weighted(&[35, 20, 35, 10])]
-        };
-        let others: Vec<&str> = names.iter().copied().filter(|n| *n != dev).collect();
-        let mut rules = Vec::new();
-        for _ in 0..rng.range(1, 4) {
-            let r = if egress {
-                match rng.weighted(&[55, 25, 10, 10]) {
-                    0 => {
-                        let (m, _) = netdev_matches(rng, w, true, true);
-                        format!("{} {}", m.join(" "), rng.pick(&["drop", "counter drop"]))
-                    }
-                    1 => {
-                        let (m, _) = netdev_matches(rng, w, true, false);
-                        format!("{} counter", m.join(" ")).trim().to_string()
-                    }
-                    2 => {
-                        // a mark set at ingress (or prerouting), at egress
-                        format!(
-                            "meta l4proto {{ tcp, udp, icmp, ipv6-icmp }} meta mark 0x{} drop",
-                            rng.range(1, 3)
-                        )
-                    }
-                    _ => {
-                        let (m, _) = netdev_matches(rng, w, true, true);
-                        format!(
-                            "{} ether daddr set {}",
-                            m.join(" "),
-                            rng.pick(&["02:00:00:00:01:99", "02:00:00:00:02:99"])
-                        )
-                    }
-                }
-            } else {
-                match rng.weighted(&[25, 25, 20, 5, 15, 10]) {
-                    0 => {
-                        let (m, _) = netdev_matches(rng, w, false, true);
-                        format!("{} {}", m.join(" "), rng.pick(&["drop", "counter drop"]))
-                    }
-                    1 => {
-                        let mark = rng.range(1, 3) as u8;
-                        marks.push(mark);
-                        let (m, _) = netdev_matches(rng, w, false, false);
-                        format!("{} meta mark set 0x{mark}", m.join(" "))
-                            .trim()
-                            .to_string()
-                    }
-                    2 => {
-                        let (m, _) = netdev_matches(rng, w, false, true);
-                        let to = *rng.pick(&others);
-                        let macs = if rng.chance(15) {
-                            " ether saddr set 02:00:00:00:00:99"
-                        } else {
-                            ""
-                        };
-                        format!("{}{macs} fwd to \"{to}\"", m.join(" "))
-                    }
-                    3 => {
-                        // to a neighbour of the DMZ: the TTL decremented, the MACs rewritten
-                        if rng.chance(70) {
-                            let a = *rng.pick(&["198.18.1.16", "198.18.1.32", "198.18.1.254"]);
-                            format!(
-                                "ip daddr {} fwd ip to {a} device \"weirdmz0\"",
-                                addr_value(rng, w, false).0
-                            )
-                        } else {
-                            let a = *rng.pick(&["2001:db8:0:2::10", "2001:db8:0:2::fe"]);
-                            format!(
-                                "ip6 daddr {} fwd ip6 to {a} device \"weirdmz0\"",
-                                addr_value(rng, w, true).0
-                            )
-                        }
-                    }
-                    4 => rng
-                        .pick(&[
-                            "ip daddr 198.19.0.2 tcp dport 8080 ip daddr set 198.18.1.16 tcp dport set 80",
-                            "udp dport 1000-1010 udp dport set 53",
-                            "ip daddr 198.18.1.32 ip daddr set 198.18.1.16",
-                            "ip daddr 198.19.7.7 ip daddr set 198.19.66.5",
-                            "ip daddr 198.18.101.9 ip daddr set 198.18.100.5",
-                            "ip6 daddr 2001:db8:0:2::20 ip6 daddr set 2001:db8:0:2::10",
-                            "ip saddr 198.18.0.16 ip saddr set 198.18.77.7",
-                            "ip saddr 198.19.7.7 ip saddr set 198.18.0.16",
-                            "tcp dport 22 tcp dport set 2222",
-                            "ip daddr 198.18.0.16 ether daddr set 02:00:00:00:00:99",
-                        ])
-                        .to_string(),
-                    _ => {
-                        let (m, _) = netdev_matches(rng, w, false, false);
-                        format!("{} counter", m.join(" ")).trim().to_string()
-                    }
-                }
-            };
-            rules.push(r);
-        }
-        let prio = if egress {
-            *rng.pick(&[0, 0, -10, 100])
-        } else {
-            *rng.pick(&[0, 0, -500, -150, 10])
-        };
-        chains.push(GenChain {
-            name: format!("{}{k}", if egress { "out" } else { "in" }),
-            base: Some(format!(
-                "type filter hook {} device \"{dev}\" priority {prio}; policy accept;",
-                if egress { "egress" } else { "ingress" }
-            )),
-            rules,
-        });
-    }
-    marks.sort();
-    marks.dedup();
-    (
-        GenTable {
-            family: Fam::Netdev,
-            name: "weirnd".into(),
-            sets: Vec::new(),
-            chains,
-        },
-        marks,
-    )
-}
-
-/// A `nat` table: masquerade / snat towards the WAN, port forwards from it.
-fn nat_table(rng: &mut Rng, fam: Fam) -> GenTable {
-    // the family keyword nft wants in an inet table (`snat ip to ...`)
-    let (k4, k6) = match fam {
-        Fam::Inet => ("ip ", "ip6 "),
-        _ => ("", ""),
-    };
-    let mut post = Vec::new();
-    let mut pre = Vec::new();
-    if fam.v4() {
-        post.push(
-            [
-                "oifname \"weirwan0\" masquerade".to_string(),
-                format!("oifname \"weirwan0\" ip saddr 198.18.0.0/23 snat {k4}to 198.19.0.2"),
-                "oifname \"weirwan0\" meta l4proto udp masquerade".to_string(),
-                format!("ip saddr 198.18.1.0/24 oifname \"weirlan0\" snat {k4}to 198.18.0.1"),
-            ][rng.weighted(&[45, 25, 15, 15])]
-            .clone(),
-        );
-        pre.push(
-            [
-                format!(
-                    "iifname \"weirwan0\" ip daddr 198.19.0.2 tcp dport {{ 80, 443 }} dnat {k4}to 198.18.1.16"
-                ),
-                format!(
-                    "iifname \"weirwan0\" ip daddr 198.19.0.2 tcp dport 8080 dnat {k4}to 198.18.1.16:80"
-                ),
-                format!("iifname \"weirwan0\" tcp dport 443 dnat {k4}to 198.18.1.16"),
-                "iifname \"weirlan0\" tcp dport 22 redirect to :2222".to_string(),
-            ][rng.weighted(&[40, 30, 20, 10])]
-            .clone(),
-        );
-    }
-    if fam.v6() {
-        post.push(
-            [
-                "oifname \"weirwan0\" ip6 saddr 2001:db8::/32 masquerade".to_string(),
-                format!("oifname \"weirwan0\" snat {k6}to 2001:db8:ffff::2"),
-            ][rng.weighted(&[60, 40])]
-            .clone(),
-        );
-        pre.push(format!(
-            "iifname \"weirwan0\" ip6 daddr 2001:db8:ffff::2 tcp dport {{ 80, 443, 8080 }} dnat {k6}to 2001:db8:0:2::10"
-        ));
-    }
-    let mut chains = Vec::new();
-    if rng.chance(85) {
-        chains.push(GenChain {
-            name: "post".into(),
-            base: Some("type nat hook postrouting priority srcnat; policy accept;".into()),
-            rules: post,
-        });
-    }
-    if rng.chance(70) {
-        chains.push(GenChain {
-            name: "pre".into(),
-            base: Some("type nat hook prerouting priority dstnat; policy accept;".into()),
-            rules: pre,
-        });
-    }
-    GenTable {
-        family: fam,
-        name: "weirnat".into(),
-        sets: Vec::new(),
-        chains,
-    }
 }
