@@ -396,11 +396,14 @@ fn inline_workers(
     }
     // weir's own frames are marked (a monitor of what the kernel sends skips them), and its
     // AF_PACKET ports skip what it hands back to the kernel
+    // and what they send goes straight to the driver, as AF_XDP's does, unless the
+    // interface says `qdisc = true` (tc shaping, taps such as tcpdump)
     for (ports, arp) in &links {
-        for p in ports {
+        for (p, i) in ports.iter().zip(&cfg.interface) {
             if let Link::Packet(p) = p {
                 p.set_mark(weir_io::afpacket::TX_MARK)?;
                 p.ignore_marked(weir_io::inject::INJECT_MARK)?;
+                p.bypass_qdisc(!i.qdisc)?;
             }
         }
         for a in arp.iter().flatten() {

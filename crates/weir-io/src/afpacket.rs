@@ -1015,6 +1015,25 @@ impl Port {
         Ok(p)
     }
 
+    /// Send what this socket sends straight to the device's driver (`PACKET_QDISC_BYPASS`),
+    /// past the queueing discipline, the taps (packet sockets reading outgoing frames,
+    /// `tcpdump`) and the tc egress hook, as AF_XDP sends. Only for frames that need nothing
+    /// of the kernel: `__dev_direct_xmit` drops a frame that needs a checksum finished or
+    /// software segmentation, so [`Port::send_offload`] with such headers must not be used
+    /// on it.
+    pub fn bypass_qdisc(&self, on: bool) -> io::Result<()> {
+        if set_int(
+            self.fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_QDISC_BYPASS,
+            on as i32,
+        ) {
+            Ok(())
+        } else {
+            Err(os_err(&format!("{}: PACKET_QDISC_BYPASS", self.name)))
+        }
+    }
+
     /// True when every frame sent on this socket carries a virtio-net header (ports from
     /// [`Port::open_tx_vnet`], and rings opened with [`RingConfig::vnet_hdr`]): then
     /// [`Port::send_offload`] can be used.
