@@ -276,32 +276,16 @@ impl Inline {
         }
         let now = if ready { now } else { now_ns() };
         // what the kernel itself sent (a service on the router answering, a connection it
-        // opens) is tracked before the frames read from the ports: its replies, which cannot
-        // have been read before it left, find their connection
-        for pi in 0..il.monitor.len() {
-            let Some(m) = il.monitor[pi].as_mut() else {
-                continue;
-            };
-            let n = match m.recv_batch() {
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
-                Err(e) => return Err(e),
-            };
-            for i in 0..n {
-                let f = il.monitor[pi]
-                    .as_ref()
-                    .map(|m| m.frame(i).to_vec())
-                    .unwrap_or_default();
-                if let Some(h) = il.handoff.as_mut() {
-                    let pm = PacketMeta::parse(&f, LinkType::Ethernet);
-                    if let Some(o) = h.hash_owner(&pm, &f) {
-                        h.send(o, pi | HOST_OUT, &f);
-                        continue;
-                    }
-                }
-                w.counts.host_out += 1;
-                il.router.host_out(&mut w.sf, pi, f, now);
-            }
+        // opens) is tracked before the frames read from the ports that need it: its replies,
+        // which cannot have been read before it left, find their connection. One worker
+        // reads the monitor when the poll says so, or before the first frame of the batch
+        // for the router itself (a syscall per batch saved while the router only forwards);
+        // with several, every batch (the others' replies reach them through the handoff)
+        let mon_at = np + il.arp.iter().flatten().count() + il.handoff.is_some() as usize;
+        let mut monitored = il.monitor.iter().all(Option::is_none);
+        if !monitored && (il.handoff.is_some() || fds[mon_at..].iter().any(|f| f.revents != 0)) {
+            drain_monitor(&mut il.monitor, &mut il.router, &mut il.handoff, w, now)?;
+            monitored = true;
         }
         // ARP on the side sockets (AF_XDP mode): neighbours learnt from the link
         let mut ai = np;
@@ -408,6 +392,12 @@ impl Inline {
                         }
                         continue;
                     }
+                    if !monitored
+                        && weir_wire::Addr::dst_of(&pm).is_some_and(|a| il.router.is_local(a))
+                    {
+                        drain_monitor(&mut il.monitor, &mut il.router, &mut il.handoff, w, now)?;
+                        monitored = true;
+                    }
                     let csum = if off.csum_partial {
                         RxCsum::Partial
                     } else if is_packet {
@@ -445,6 +435,9 @@ impl Inline {
         // later fragments that came before their first: those whose first has passed
         // follow it now (after it), those that waited too long are dropped
         if !il.held.is_empty() {
+            if !monitored {
+                drain_monitor(&mut il.monitor, &mut il.router, &mut il.handoff, w, now)?;
+            }
             let (ready, expired) = il.held.ready(w.sf.frags_mut(), now);
             let expired = expired.len();
             if expired > 0 {
@@ -516,4 +509,39 @@ fn decide(
         trace::record(trace, sf, &summary, &before, &fate.describe(names));
     }
     (fate, rewritten)
+}
+
+/// Track what the kernel itself sent out of the ports since the last call (the monitor
+/// sockets of worker 0): through the router's output and postrouting, or handed to the
+/// worker that owns its connection.
+fn drain_monitor(
+    monitor: &mut [Option<weir_io::afpacket::Port>],
+    router: &mut Router,
+    handoff: &mut Option<Handoff>,
+    w: &mut State,
+    now: u64,
+) -> std::io::Result<()> {
+    for (pi, m) in monitor.iter_mut().enumerate() {
+        let Some(m) = m.as_mut() else {
+            continue;
+        };
+        let n = match m.recv_batch() {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+            Err(e) => return Err(e),
+        };
+        for i in 0..n {
+            let f = m.frame(i).to_vec();
+            if let Some(h) = handoff.as_mut() {
+                let pm = PacketMeta::parse(&f, LinkType::Ethernet);
+                if let Some(o) = h.hash_owner(&pm, &f) {
+                    h.send(o, pi | HOST_OUT, &f);
+                    continue;
+                }
+            }
+            w.counts.host_out += 1;
+            router.host_out(&mut w.sf, pi, f, now);
+        }
+    }
+    Ok(())
 }
