@@ -336,3 +336,50 @@ fn nft_listing_of_fwd_and_ether_set_loads_the_same() {
         assert_eq!(a.exprs, b.exprs, "{} / {}", a.text, b.text);
     }
 }
+
+/// The compiled expressions of the one rule of a `table ip t { chain c { ... } }`.
+fn rule_exprs(rule: &str) -> Vec<crate::ir::Expr> {
+    let text = format!("table ip t {{ chain c {{ type filter hook input priority 0; {rule} }} }}");
+    let (rs, _) = load_str("t.nft", &text)
+        .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
+        .unwrap();
+    rs.tables[0].chains[0].rules[0].exprs.clone()
+}
+
+/// nft's words for the bit operators (`and`, `or`, `xor`, `lshift`, `rshift`) are the
+/// operators, and constants on either side of one are folded (nftables' tests any/meta.t,
+/// any/ct.t).
+#[test]
+fn operator_words_and_constant_folding() {
+    assert_eq!(
+        rule_exprs("ct mark and 0x23 == 0x11"),
+        rule_exprs("ct mark & 0x23 == 0x11")
+    );
+    assert_eq!(
+        rule_exprs("ct mark xor 0x3 != 0x1"),
+        rule_exprs("ct mark ^ 0x3 != 0x1")
+    );
+    assert_eq!(
+        rule_exprs("meta mark set 0xffffffc8 xor 0x16"),
+        rule_exprs("meta mark set 0xffffffde")
+    );
+    assert_eq!(
+        rule_exprs("meta mark set 0x32 or 0xfffff"),
+        rule_exprs("meta mark set 0xfffff")
+    );
+    assert_eq!(
+        rule_exprs("ct mark set 0x00000001 or ct mark"),
+        rule_exprs("ct mark set ct mark | 0x1")
+    );
+    assert_eq!(
+        rule_exprs("meta mark set meta mark or 0x4000"),
+        rule_exprs("meta mark set meta mark | 0x4000")
+    );
+    assert!(
+        errors("table ip t { chain c { meta mark set 0x1 and foo } }")[0].contains("two integers")
+    );
+    assert!(
+        errors("table ip t { chain c { meta mark set 0x1 lshift meta mark } }")[0]
+            .contains("selector on its left")
+    );
+}

@@ -3,6 +3,7 @@
 
 use super::{PResult, Parser, EXPR_HEADS};
 use crate::ast::*;
+use crate::diag::Diagnostic;
 use crate::lexer::Tok;
 
 impl Parser {
@@ -53,15 +54,7 @@ impl Parser {
     fn binop_expr(&mut self) -> PResult<Expr> {
         let start = self.span();
         let mut e = self.primary()?;
-        loop {
-            let op = match self.peek() {
-                Tok::Amp => BinOp::And,
-                Tok::Pipe => BinOp::Or,
-                Tok::Caret => BinOp::Xor,
-                Tok::Shl => BinOp::Shl,
-                Tok::Shr => BinOp::Shr,
-                _ => break,
-            };
+        while let Some(op) = self.binop() {
             self.bump();
             let v = self.val_atom()?;
             e = Expr::Binop(op, Box::new(e), v, start.to(self.prev_span()));
@@ -144,10 +137,84 @@ impl Parser {
 
     /// A value-producing expression (after `set` or `to`): a selector expression, a generator,
     /// a map lookup or a constant.
+    /// The binary operator at the cursor, if any: `&`, `|`, `^`, `<<`, `>>` or nft's words
+    /// for them (`and`, `or`, `xor`, `lshift`, `rshift`).
+    fn binop(&self) -> Option<BinOp> {
+        Some(match self.peek() {
+            Tok::Amp => BinOp::And,
+            Tok::Pipe => BinOp::Or,
+            Tok::Caret => BinOp::Xor,
+            Tok::Shl => BinOp::Shl,
+            Tok::Shr => BinOp::Shr,
+            Tok::Word(w) => match w.as_str() {
+                "and" => BinOp::And,
+                "or" => BinOp::Or,
+                "xor" => BinOp::Xor,
+                "lshift" => BinOp::Shl,
+                "rshift" => BinOp::Shr,
+                _ => return None,
+            },
+            _ => return None,
+        })
+    }
+
     pub(super) fn value_expr(&mut self) -> PResult<Expr> {
         match self.peek_word() {
             Some(w) if EXPR_HEADS.contains(&w) => self.expr(),
-            _ => Ok(Expr::Const(self.val()?)),
+            _ => {
+                let start = self.span();
+                let mut v = self.val()?;
+                // constant operands are folded, as nft folds them (`meta mark set 0xffffffc8
+                // xor 0x16` is `meta mark set 0xffffffde`); a selector after the operator
+                // takes the left side (`ct mark set 0x1 or ct mark`: the operators are
+                // commutative)
+                while let Some(op) = self.binop() {
+                    let op_span = self.bump().span;
+                    if self.peek_word().is_some_and(|w| EXPR_HEADS.contains(&w)) {
+                        if matches!(op, BinOp::Shl | BinOp::Shr) {
+                            return Err(Diagnostic::error(
+                                op_span,
+                                "a shift needs the selector on its left",
+                            ));
+                        }
+                        let sel = self.binop_expr()?;
+                        return Ok(Expr::Binop(
+                            op,
+                            Box::new(sel),
+                            v,
+                            start.to(self.prev_span()),
+                        ));
+                    }
+                    let r = self.val_atom()?;
+                    v = fold(op, &v, &r, start.to(self.prev_span()))?;
+                }
+                Ok(Expr::Const(v))
+            }
         }
     }
+}
+
+/// `a OP b` over two integer constants (decimal or hex), as a hex word.
+fn fold(op: BinOp, a: &Val, b: &Val, span: crate::source::Span) -> PResult<Val> {
+    let int = |v: &Val| -> Option<u64> {
+        let Val::Word(w, _) = v else { return None };
+        match w.strip_prefix("0x").or_else(|| w.strip_prefix("0X")) {
+            Some(h) => u64::from_str_radix(h, 16).ok(),
+            None => w.parse().ok(),
+        }
+    };
+    let (Some(x), Some(y)) = (int(a), int(b)) else {
+        return Err(Diagnostic::error(
+            span,
+            "an operator between constants needs two integers",
+        ));
+    };
+    let r = match op {
+        BinOp::And => x & y,
+        BinOp::Or => x | y,
+        BinOp::Xor => x ^ y,
+        BinOp::Shl => x.checked_shl(y as u32).unwrap_or(0),
+        BinOp::Shr => x.checked_shr(y as u32).unwrap_or(0),
+    };
+    Ok(Val::Word(format!("{r:#x}"), span))
 }
