@@ -77,6 +77,27 @@ fn quote(name: &str) -> String {
     }
 }
 
+/// A named object of a `%NAME type KIND [BODY]` line as a table declares it: `counter c { }`,
+/// `quota q { 25 mbytes }`, `limit l { rate 400/minute }`, `ct helper h { ... }`, ...
+fn object(line: &str) -> Option<String> {
+    let (name, spec) = line.split_once(' ')?;
+    let spec = spec.trim().strip_prefix("type ")?;
+    let (kind, body) = match spec.find('{') {
+        Some(i) => (
+            spec[..i].trim(),
+            spec[i + 1..].trim().trim_end_matches('}').trim(),
+        ),
+        None => {
+            let two = ["ct helper", "ct timeout", "ct expectation"];
+            match two.iter().find(|k| spec.starts_with(*k)) {
+                Some(k) => (*k, spec[k.len()..].trim()),
+                None => spec.split_once(' ').unwrap_or((spec, "")),
+            }
+        }
+    };
+    Some(format!("  {kind} {} {{ {body} }}\n", quote(name)))
+}
+
 /// One table of a `*FAMILY;TABLE;CHAINS` line.
 #[derive(Clone, Debug)]
 struct Table {
@@ -100,6 +121,7 @@ fn cases(file: &str, src: &str) -> Vec<Case> {
     let mut tables: Vec<Table> = Vec::new();
     let mut last_was_table = false;
     let mut sets: Vec<Set> = Vec::new();
+    let mut objects: Vec<String> = Vec::new();
     let mut out = Vec::new();
     for (i, raw) in src.lines().enumerate() {
         let line = raw.trim_end();
@@ -115,6 +137,7 @@ fn cases(file: &str, src: &str) -> Vec<Case> {
             if !last_was_table {
                 tables.clear();
                 sets.clear();
+                objects.clear();
             }
             let f: Vec<&str> = rest.split(';').collect();
             if f.len() == 3 {
@@ -124,7 +147,18 @@ fn cases(file: &str, src: &str) -> Vec<Case> {
                     chains: f[2].split(',').map(str::to_string).collect(),
                 });
             }
+        } else if let Some(rest) = line.strip_prefix('%') {
+            // a named object nft accepts (those it refuses are left out)
+            if let Some((body, "ok")) = rest.rsplit_once(';') {
+                if let Some(o) = object(body) {
+                    objects.push(o);
+                }
+            }
         } else if let Some(rest) = line.strip_prefix('!') {
+            if !rest.ends_with(";ok") {
+                last_was_table = false;
+                continue;
+            }
             let body = rest.rsplit_once(';').map_or(rest, |(b, _)| b);
             if let Some((name, spec)) = body.split_once(' ') {
                 sets.push(Set {
@@ -134,6 +168,10 @@ fn cases(file: &str, src: &str) -> Vec<Case> {
                 });
             }
         } else if let Some(rest) = line.strip_prefix('?') {
+            if !rest.ends_with(";ok") {
+                last_was_table = false;
+                continue;
+            }
             let body = rest.rsplit_once(';').map_or(rest, |(b, _)| b);
             if let Some((name, elems)) = body.split_once(' ') {
                 if let Some(s) = sets.iter_mut().find(|s| s.name == name) {
@@ -159,6 +197,9 @@ fn cases(file: &str, src: &str) -> Vec<Case> {
                 let mut text = format!("table {} {} {{\n", t.family, quote(&t.name));
                 for s in &sets {
                     text.push_str(&s.nft());
+                }
+                for o in &objects {
+                    text.push_str(o);
                 }
                 for c in &t.chains {
                     let spec = chains.get(c).cloned().unwrap_or_default();
