@@ -381,13 +381,8 @@ pub fn prefix_range(dt: DataType, base: u128, len: &str) -> Result<(u128, u128),
     } else {
         max_of(bits - n)
     };
+    // host bits are cleared, as nft clears them (`10.0.0.1/24` is `10.0.0.0/24`)
     let lo = base & !host & max_of(bits);
-    if lo != base {
-        return Err(format!(
-            "the prefix has host bits set (the network is {}/{n})",
-            format_value(dt, lo)
-        ));
-    }
     Ok((lo, lo | host))
 }
 
@@ -494,7 +489,15 @@ mod tests {
             parse_range(DataType::Ipv4Addr, "198.18.0.0/15"),
             Ok((0xc612_0000, 0xc613_ffff))
         );
-        assert!(parse_range(DataType::Ipv4Addr, "198.18.0.1/15").is_err());
+        // host bits cleared, as nft clears them
+        assert_eq!(
+            parse_range(DataType::Ipv4Addr, "198.18.0.1/15"),
+            Ok((0xc612_0000, 0xc613_ffff))
+        );
+        assert_eq!(
+            parse_range(DataType::Ipv6Addr, "2001:db8::1/64"),
+            parse_range(DataType::Ipv6Addr, "2001:db8::/64")
+        );
         assert_eq!(
             parse_range(DataType::InetService, "1024-65535"),
             Ok((1024, 65535))

@@ -113,17 +113,26 @@ impl Preprocessor<'_> {
         } else {
             base.join(name)
         };
-        match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                let id = self
-                    .sources
-                    .add(path.display().to_string(), Some(&path), text);
-                self.expand_file(id, depth + 1, out);
+        // a name with wildcards includes every file it matches, in name order, and none
+        // when it matches none (nft's glob: `include "/etc/nftables.d/*.nft"`)
+        let paths = if name.contains(['*', '?', '[']) {
+            glob(&path)
+        } else {
+            vec![path]
+        };
+        for path in paths {
+            match std::fs::read_to_string(&path) {
+                Ok(text) => {
+                    let id = self
+                        .sources
+                        .add(path.display().to_string(), Some(&path), text);
+                    self.expand_file(id, depth + 1, out);
+                }
+                Err(e) => self.diags.push(Diagnostic::error(
+                    span,
+                    format!("cannot include {}: {e}", path.display()),
+                )),
             }
-            Err(e) => self.diags.push(Diagnostic::error(
-                span,
-                format!("cannot include {}: {e}", path.display()),
-            )),
         }
     }
 
@@ -239,4 +248,78 @@ fn skip_line(toks: &[Token], mut i: usize) -> usize {
         i += 1;
     }
     i
+}
+
+/// The files a path with wildcards (`*`, `?`, `[...]` in any component) matches, sorted, as
+/// glob(3) gives them to nft; directories are left out of the last component's matches, and
+/// hidden files match only a pattern that starts with a dot.
+fn glob(pattern: &Path) -> Vec<PathBuf> {
+    let mut found = vec![PathBuf::new()];
+    let comps: Vec<_> = pattern.components().collect();
+    for (i, c) in comps.iter().enumerate() {
+        let last = i + 1 == comps.len();
+        let part = c.as_os_str().to_string_lossy();
+        let mut next = Vec::new();
+        for base in &found {
+            if !part.contains(['*', '?', '[']) {
+                next.push(base.join(c.as_os_str()));
+                continue;
+            }
+            let dir = if base.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                base
+            };
+            let Ok(rd) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            let mut names: Vec<String> = rd
+                .flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| wildcard(part.as_bytes(), n.as_bytes()))
+                .filter(|n| !n.starts_with('.') || part.starts_with('.'))
+                .collect();
+            names.sort();
+            next.extend(names.into_iter().map(|n| base.join(n)));
+        }
+        if last {
+            next.retain(|p| p.is_file());
+        }
+        found = next;
+    }
+    found
+}
+
+/// Whether `name` matches the shell wildcard `pat` (`*`, `?`, `[abc]`, `[a-z]`, `[!a]`).
+fn wildcard(pat: &[u8], name: &[u8]) -> bool {
+    match pat.first() {
+        None => name.is_empty(),
+        Some(b'*') => (0..=name.len()).any(|i| wildcard(&pat[1..], &name[i..])),
+        Some(b'?') => !name.is_empty() && wildcard(&pat[1..], &name[1..]),
+        Some(b'[') => {
+            let Some(end) = pat.iter().skip(2).position(|&b| b == b']').map(|e| e + 2) else {
+                return name.first() == Some(&b'[') && wildcard(&pat[1..], &name[1..]);
+            };
+            let Some(&ch) = name.first() else {
+                return false;
+            };
+            let (neg, set) = match pat[1] {
+                b'!' | b'^' => (true, &pat[2..end]),
+                _ => (false, &pat[1..end]),
+            };
+            let mut hit = false;
+            let mut j = 0;
+            while j < set.len() {
+                if j + 2 < set.len() && set[j + 1] == b'-' {
+                    hit |= (set[j]..=set[j + 2]).contains(&ch);
+                    j += 3;
+                } else {
+                    hit |= set[j] == ch;
+                    j += 1;
+                }
+            }
+            hit != neg && wildcard(&pat[end + 1..], &name[1..])
+        }
+        Some(&c) => name.first() == Some(&c) && wildcard(&pat[1..], &name[1..]),
+    }
 }

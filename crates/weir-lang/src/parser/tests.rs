@@ -65,3 +65,40 @@ fn undefined_variable() {
     assert_eq!(d.len(), 1);
     assert!(d[0].message.contains("$nope"));
 }
+
+/// `include` with wildcards takes every matching file in name order, and nothing (no error)
+/// when none matches, as nft's glob does (OpenWrt fw4 includes `/etc/nftables.d/*.nft`); a
+/// plain name that does not exist is still an error.
+#[test]
+fn include_globs() {
+    let dir = std::env::temp_dir().join(format!("weir-include-glob-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("d")).unwrap();
+    std::fs::write(dir.join("d/20-b.nft"), "define b = 2\n").unwrap();
+    std::fs::write(dir.join("d/10-a.nft"), "define a = 1\n").unwrap();
+    std::fs::write(dir.join("d/.hidden.nft"), "this is not nft\n").unwrap();
+    std::fs::write(dir.join("d/notes.txt"), "nor this\n").unwrap();
+    let main = dir.join("main.nft");
+    std::fs::write(
+        &main,
+        "include \"d/*.nft\"\ninclude \"none/*.nft\"\ninclude \"d/[12]?-?.nft\"\n\
+         table ip t { chain c { meta mark $a meta mark $b accept } }\n",
+    )
+    .unwrap();
+    let mut sm = SourceMap::new();
+    let (f, d) = parse_file(&mut sm, &main);
+    assert!(d.is_empty(), "{d:?}");
+    assert_eq!(f.commands.len(), 1);
+    // the files in name order, twice (two patterns match them)
+    let names: Vec<String> = sm.files.iter().map(|f| f.name.clone()).collect();
+    let a = names.iter().position(|n| n.ends_with("10-a.nft")).unwrap();
+    let b = names.iter().position(|n| n.ends_with("20-b.nft")).unwrap();
+    assert!(a < b, "{names:?}");
+    assert!(!names
+        .iter()
+        .any(|n| n.contains("hidden") || n.ends_with(".txt")));
+    std::fs::write(&main, "include \"d/missing.nft\"\n").unwrap();
+    let (_, d) = parse_file(&mut SourceMap::new(), &main);
+    assert!(d[0].message.contains("cannot include"), "{d:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
