@@ -40,7 +40,9 @@ pub(super) fn lower_verdict(cx: &mut Cx, v: &ast::VerdictAst) -> Option<Verdict>
                 );
                 return None;
             }
-            cx.edges.push((cx.cur_chain, ci, *s));
+            if let Some(from) = cx.cur_chain {
+                cx.edges.push((from, ci, *s));
+            }
             if matches!(v, ast::VerdictAst::Jump(..)) {
                 Verdict::Jump(ci)
             } else {

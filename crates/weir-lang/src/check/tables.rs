@@ -22,7 +22,9 @@ pub(super) struct Cx<'d> {
     pub(super) quotas: HashMap<String, usize>,
     /// (from chain, to chain, span) for loop detection
     pub(super) edges: Vec<(usize, usize, Span)>,
-    pub(super) cur_chain: usize,
+    /// The chain whose rules are being lowered (None: a named set's or map's elements,
+    /// whose jumps count from each chain that uses the map, in `check_jumps`).
+    pub(super) cur_chain: Option<usize>,
     pub(super) cur_hook: Option<(ChainType, Hook)>,
 }
 
@@ -47,7 +49,7 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         counters: HashMap::new(),
         quotas: HashMap::new(),
         edges: Vec::new(),
-        cur_chain: 0,
+        cur_chain: None,
         cur_hook: None,
     };
     // named objects
@@ -140,7 +142,7 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
     // chains
     let mut chains = Vec::new();
     for (ci, c) in t.chains.iter().enumerate() {
-        cx.cur_chain = ci;
+        cx.cur_chain = Some(ci);
         let base = c.hook.map(|h| lower_base(&mut cx, t.family, h, c.policy));
         if base.is_none() {
             if let Some(p) = c.policy {
@@ -168,6 +170,7 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
             span: c.span,
         });
     }
+    cx.cur_chain = None;
     check_jumps(&mut cx, &chains);
     Table {
         family: t.family,

@@ -383,3 +383,15 @@ fn operator_words_and_constant_folding() {
             .contains("selector on its left")
     );
 }
+
+/// A named verdict map's jumps count from the chains that use it, not from the table's
+/// first chain: `a` (first) is jumped to by `svc`, which the map reaches from `base`; no
+/// loop, as nft agrees. A map used by a chain it leads back to is still a loop.
+#[test]
+fn named_verdict_map_jumps_count_from_their_users() {
+    let ok = "table ip t {\n chain a { meta mark set 0x4000 }\n map svcs { type inet_service : verdict; elements = { 80 : jump svc } }\n chain svc { jump a }\n chain base { type filter hook input priority 0; tcp dport vmap @svcs }\n}\n";
+    assert_eq!(errors(ok), Vec::<String>::new());
+    let looped = "table ip t {\n chain a { tcp dport vmap @svcs }\n map svcs { type inet_service : verdict; elements = { 80 : jump svc } }\n chain svc { jump a }\n chain base { type filter hook input priority 0; jump a }\n}\n";
+    let e = errors(looped);
+    assert!(e.iter().any(|m| m.contains("jump loop")), "{e:?}");
+}
