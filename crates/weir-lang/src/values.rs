@@ -349,7 +349,12 @@ pub fn parse_range(dt: DataType, w: &str) -> Result<(u128, u128), String> {
         return Ok((v, v));
     }
     if let Some((a, n)) = w.split_once('/') {
-        if matches!(dt, DataType::Ipv4Addr | DataType::Ipv6Addr) {
+        // addresses, and integers as nft reads `ct mark 0x80000000/1`: the top bit (the
+        // value masked by its first n bits, as a range)
+        if matches!(
+            dt,
+            DataType::Ipv4Addr | DataType::Ipv6Addr | DataType::Mark | DataType::Integer(_)
+        ) {
             let base = parse_scalar(dt, a)?;
             return prefix_range(dt, base, n);
         }
@@ -489,6 +494,13 @@ mod tests {
             parse_range(DataType::Ipv4Addr, "198.18.0.0/15"),
             Ok((0xc612_0000, 0xc613_ffff))
         );
+        // integer prefixes: the first n bits of the value
+        assert_eq!(
+            parse_range(DataType::Mark, "0x80000000/1"),
+            Ok((0x8000_0000, 0xffff_ffff))
+        );
+        assert_eq!(parse_range(DataType::Mark, "0x10/28"), Ok((0x10, 0x1f)));
+        assert!(parse_range(DataType::Mark, "0x10/33").is_err());
         // host bits cleared, as nft clears them
         assert_eq!(
             parse_range(DataType::Ipv4Addr, "198.18.0.1/15"),
