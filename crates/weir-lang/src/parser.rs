@@ -94,6 +94,8 @@ pub fn parse_source(sources: &mut SourceMap, file: u32) -> (File, Vec<Diagnostic
         toks,
         pos: 0,
         diags: Vec::new(),
+        anon_chains: Vec::new(),
+        anon_count: 0,
     };
     let f = p.file();
     diags.extend(p.diags);
@@ -110,6 +112,10 @@ struct Parser {
     toks: Vec<Token>,
     pos: usize,
     diags: Vec<Diagnostic>,
+    /// Anonymous chains (`jump { ... }`) parsed in the current table item, named
+    /// `__chainN` as nft names them, added to the table after it.
+    anon_chains: Vec<crate::ast::ChainDecl>,
+    anon_count: usize,
 }
 
 type PResult<T> = Result<T, Diagnostic>;

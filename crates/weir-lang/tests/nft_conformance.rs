@@ -327,3 +327,70 @@ fn nftables_rule_tests() {
         "weir refuses {fail_refused} of the {fail_total} rules nft refuses, below the floor of {FAIL_REFUSED_FLOOR}"
     );
 }
+
+/// nftlb's rulesets that weir loads, at least: `config_exec/*/output.nft` (of 66) and
+/// `api/*/*/nft.out` (of 428; a ratchet, as above: the issue wants all of them).
+const NFTLB_CONFIG_FLOOR: usize = 44;
+const NFTLB_API_FLOOR: usize = 247;
+
+#[test]
+fn nftlb_rulesets() {
+    let d = match std::env::var_os("WEIR_NFTLB_TESTS") {
+        Some(d) => PathBuf::from(d),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/nftlb-tests"),
+    };
+    if !d.join("config_exec").is_dir() {
+        println!("skipped: nftlb's tests not found (../shared/nftlb-tests or $WEIR_NFTLB_TESTS)");
+        return;
+    }
+    let mut counts = Vec::new();
+    for (what, files) in [
+        (
+            "config_exec/*/output.nft",
+            glob2(&d.join("config_exec"), "output.nft"),
+        ),
+        ("api/*/*/nft.out", {
+            let mut v = Vec::new();
+            for e in std::fs::read_dir(d.join("api")).unwrap().flatten() {
+                v.extend(glob2(&e.path(), "nft.out"));
+            }
+            v
+        }),
+    ] {
+        let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+        let mut loaded = 0;
+        for f in &files {
+            match weir_lang::load_file(f) {
+                Ok(_) => loaded += 1,
+                Err((_, diags)) => {
+                    let m = diags.first().map(|d| d.message.clone()).unwrap_or_default();
+                    *reasons.entry(m).or_default() += 1;
+                }
+            }
+        }
+        println!("nftlb {what}: weir loads {loaded} of {}", files.len());
+        let mut top: Vec<_> = reasons.into_iter().collect();
+        top.sort_by_key(|t| std::cmp::Reverse(t.1));
+        for (r, n) in top.iter().take(8) {
+            println!("  {n:4}  {r}");
+        }
+        counts.push((what, loaded, files.len()));
+    }
+    assert!(counts[0].2 >= 60, "nftlb's config_exec changed? {counts:?}");
+    assert!(counts[0].1 >= NFTLB_CONFIG_FLOOR, "{counts:?}");
+    assert!(counts[1].1 >= NFTLB_API_FLOOR, "{counts:?}");
+}
+
+/// `dir/*/name`, sorted.
+fn glob2(dir: &std::path::Path, name: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path().join(name))
+                .filter(|p| p.is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}

@@ -395,3 +395,36 @@ fn named_verdict_map_jumps_count_from_their_users() {
     let e = errors(looped);
     assert!(e.iter().any(|m| m.contains("jump loop")), "{e:?}");
 }
+
+/// `jump { ... }` (an anonymous chain, as nftlb writes for tcp-strict) is a chain of the
+/// table named `__chainN`, as nft names it: the same ruleset as with that chain written out.
+/// Outside a table block it is refused with a reason, not dropped.
+#[test]
+fn anonymous_chains() {
+    let anon = "table ip t {\n chain c {\n  type filter hook input priority 0\n  ct state invalid jump {\n   limit rate 10/second log prefix \"strict \"\n   drop\n  }\n  tcp dport 22 goto { accept }\n }\n}\n";
+    let named = "table ip t {\n chain c {\n  type filter hook input priority 0\n  ct state invalid jump __chain0\n  tcp dport 22 goto __chain1\n }\n chain __chain0 {\n  limit rate 10/second log prefix \"strict \"\n  drop\n }\n chain __chain1 { accept }\n}\n";
+    let load = |s: &str| {
+        load_str("t.nft", s)
+            .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
+            .unwrap()
+            .0
+    };
+    let (a, n) = (load(anon), load(named));
+    let shape = |rs: &crate::ir::Ruleset| -> Vec<(String, Vec<Vec<crate::ir::Expr>>)> {
+        let mut v: Vec<_> = rs.tables[0]
+            .chains
+            .iter()
+            .map(|c| {
+                (
+                    c.name.clone(),
+                    c.rules.iter().map(|r| r.exprs.clone()).collect(),
+                )
+            })
+            .collect();
+        v.sort_by(|x, y| x.0.cmp(&y.0));
+        v
+    };
+    assert_eq!(shape(&a), shape(&n));
+    let e = errors("add table ip t\nadd chain ip t c\nadd rule ip t c jump { drop }\n");
+    assert!(e.iter().any(|m| m.contains("anonymous chain")), "{e:?}");
+}

@@ -25,6 +25,16 @@ impl Parser {
                     }
                 }
             }
+            // (a table block takes its anonymous chains; a lone command cannot yet)
+            if let Some(c) = self.anon_chains.first() {
+                let d = Diagnostic::error(
+                    c.span,
+                    "an anonymous chain (jump { ... }) is supported inside a table block only",
+                )
+                .note("write the rule inside `table FAMILY NAME { chain ... { ... } }`, or name the chain");
+                self.anon_chains.clear();
+                self.report(d);
+            }
         }
         f
     }
@@ -225,6 +235,7 @@ impl Parser {
                         self.recover();
                     }
                 }
+                items.extend(self.anon_chains.drain(..).map(TableItem::Chain));
                 if self.diags.len() >= MAX_ERRORS {
                     break;
                 }
@@ -303,7 +314,7 @@ impl Parser {
         }
     }
 
-    fn chain_body(&mut self, name: Ident, start: Span) -> PResult<ChainDecl> {
+    pub(super) fn chain_body(&mut self, name: Ident, start: Span) -> PResult<ChainDecl> {
         self.expect(Tok::LBrace, "'{' after the chain name")?;
         let mut hook = None;
         let mut policy = None;

@@ -16,7 +16,26 @@ impl Parser {
             "continue" => VerdictAst::Continue(kw.span),
             "return" => VerdictAst::Return(kw.span),
             "jump" | "goto" => {
-                let target = self.ident("a chain name")?;
+                let target = if matches!(self.peek(), Tok::LBrace) {
+                    // an anonymous chain: its rules become a chain of the table
+                    let name = Ident {
+                        name: format!("__chain{}", self.anon_count),
+                        span: self.span(),
+                    };
+                    self.anon_count += 1;
+                    let start = self.span();
+                    let c = self.chain_body(name.clone(), start)?;
+                    if c.hook.is_some() {
+                        return Err(Diagnostic::error(
+                            c.span,
+                            "an anonymous chain cannot be a base chain",
+                        ));
+                    }
+                    self.anon_chains.push(c);
+                    name
+                } else {
+                    self.ident("a chain name")?
+                };
                 let sp = kw.span.to(target.span);
                 if kw.name == "jump" {
                     VerdictAst::Jump(target, sp)
