@@ -111,23 +111,29 @@ pub(super) fn lower_nat(
                 } else {
                     DataType::Ipv4Addr
                 };
-                // a map may give address . port
-                let types: Vec<DataType> = if let ast::Expr::Map(..) = other {
-                    vec![dt]
-                } else {
-                    vec![dt]
-                };
-                let v = lower_value(cx, &types, other);
-                let v = match v {
+                let n0 = cx.diags.len();
+                let v = match lower_value(cx, &[dt], other) {
                     Some(v) => v,
+                    // a map may give address . port (a concatenated value): then the first
+                    // try's errors (one per element) go
                     None => {
-                        // retry as address . port (a concatenated map value)
-                        let n = cx.diags.len();
-                        let v2 = lower_value(cx, &[dt, DataType::InetService], other);
-                        if v2.is_some() {
-                            cx.diags.truncate(n.saturating_sub(1));
+                        let n1 = cx.diags.len();
+                        match lower_value(cx, &[dt, DataType::InetService], other) {
+                            Some(v) => {
+                                cx.diags.truncate(n0);
+                                v
+                            }
+                            None => {
+                                // the try with fewer errors tells (the first on a tie)
+                                let (first, second) = (n1 - n0, cx.diags.len() - n1);
+                                if second < first {
+                                    cx.diags.drain(n0..n1);
+                                } else {
+                                    cx.diags.truncate(n1);
+                                }
+                                return None;
+                            }
                         }
-                        v2?
                     }
                 };
                 if fam.is_none() {

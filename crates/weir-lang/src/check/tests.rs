@@ -428,3 +428,14 @@ fn anonymous_chains() {
     let e = errors("add table ip t\nadd chain ip t c\nadd rule ip t c jump { drop }\n");
     assert!(e.iter().any(|m| m.contains("anonymous chain")), "{e:?}");
 }
+
+/// `dnat ip to KEY map { K : ADDR . PORT, ... }` with more than one element (nftlb's
+/// dnat farms): each element's address and port; a wrong element still names itself.
+#[test]
+fn dnat_map_to_address_and_port() {
+    let ok = "table ip t { chain c { type nat hook prerouting priority dstnat; ip protocol tcp dnat ip to ct mark map { 0x80000001 : 192.168.0.10 . 10, 0x80000002 : 192.168.0.11 . 20 } } }";
+    assert_eq!(errors(ok), Vec::<String>::new());
+    let bad = "table ip t { chain c { type nat hook prerouting priority dstnat; ip protocol tcp dnat ip to ct mark map { 0x80000001 : 192.168.0.10 . 10, 0x80000002 : 192.168.0.11 . http2x } } }";
+    let e = errors(bad);
+    assert_eq!(e.len(), 1, "{e:?}");
+}
