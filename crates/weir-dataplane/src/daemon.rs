@@ -72,6 +72,7 @@ pub fn load(path: &Path, nfqueue: bool) -> Result<weir_lang::ir::Ruleset, String
         Ok((rs, _)) => rs,
         Err((sources, diags)) => return Err(weir_lang::diag::render_all(&diags, &sources)),
     };
+    rs.refuse_unevaluated()?;
     if nfqueue {
         if let Some(e) = nat_in_nfqueue_mode(&rs) {
             return Err(e);

@@ -387,6 +387,10 @@ pub enum Expr {
     Fwd(Fwd),
     FlowAdd(usize),
     SetOp(SetOp),
+    /// A construct weir loads, checks and prints but does not evaluate yet (`ct helper set`):
+    /// `weir check` lists it, and `weir run` / `weir replay` refuse the ruleset
+    /// ([`Ruleset::refuse_unevaluated`]) rather than pass it over.
+    Unevaluated(&'static str),
 }
 
 impl Expr {
@@ -459,6 +463,44 @@ pub struct Ruleset {
 }
 
 impl Ruleset {
+    /// The rules with constructs weir does not evaluate yet ([`Expr::Unevaluated`]), as
+    /// `file:line:col: what (in rule)` lines.
+    pub fn unevaluated(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        for t in &self.tables {
+            for c in &t.chains {
+                for r in &c.rules {
+                    for e in &r.exprs {
+                        if let Expr::Unevaluated(what) = e {
+                            v.push(format!(
+                                "{}: {what} is not evaluated yet (table {} {}, chain {}: {})",
+                                self.sources.location(r.span),
+                                t.family.name(),
+                                t.name,
+                                c.name,
+                                r.text
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    /// Err naming each rule weir would have to pass over ([`Ruleset::unevaluated`]): what
+    /// `weir run` and `weir replay` say instead of running such a ruleset.
+    pub fn refuse_unevaluated(&self) -> Result<(), String> {
+        let u = self.unevaluated();
+        if u.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "{}\nweir loads these constructs but does not evaluate them yet; it will not run a ruleset it would evaluate only in part",
+            u.join("\n")
+        ))
+    }
+
     /// Totals for `weir check`.
     pub fn summary(&self) -> Summary {
         let mut s = Summary::default();

@@ -794,3 +794,37 @@ fn systemd_unit_verifies() {
         "{text}"
     );
 }
+
+/// A ruleset with a construct weir loads but does not evaluate yet (`ct helper set`) checks,
+/// listed as such, and `weir replay` refuses it naming the rule, rather than pass it over.
+#[test]
+fn replay_refuses_what_it_does_not_evaluate() {
+    let rules = tmp("helper.nft");
+    std::fs::write(
+        &rules,
+        "table ip t {\n ct helper ftp-tcp { type \"ftp\" protocol tcp; }\n chain c {\n  type filter hook prerouting priority 0\n  ip protocol tcp ct helper set \"ftp-tcp\"\n }\n}\n",
+    )
+    .unwrap();
+    let out = weir().arg("check").arg(&rules).output().unwrap();
+    let so = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{so}");
+    assert!(
+        so.contains("not evaluated yet") && so.contains("ct helper set"),
+        "{so}"
+    );
+    let out = weir()
+        .args(["replay", "--rules"])
+        .arg(&rules)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/gateway.pcap"
+        ))
+        .output()
+        .unwrap();
+    let se = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{se}");
+    assert!(
+        se.contains("helper.nft:5:") && se.contains("not evaluated yet"),
+        "{se}"
+    );
+}

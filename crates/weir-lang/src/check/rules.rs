@@ -1002,6 +1002,25 @@ fn lower_item(
             value,
             span,
         } => {
+            // ct helper set "NAME": a helper object of the table (evaluated later)
+            if let ast::Expr::Selector(ws, _) = target {
+                if ws.len() == 2 && ws[0].name == "ct" && ws[1].name == "helper" {
+                    let name = match value {
+                        ast::Expr::Const(v) => other_text(v),
+                        _ => String::new(),
+                    };
+                    if !cx.ct_helpers.contains(&name) {
+                        err(
+                            cx,
+                            value.span(),
+                            format!("no ct helper '{name}' in this table"),
+                        );
+                        return false;
+                    }
+                    out.push(Expr::Unevaluated("ct helper set"));
+                    return true;
+                }
+            }
             let Some(tk) = lower_key(cx, target) else {
                 return false;
             };

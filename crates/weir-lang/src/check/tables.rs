@@ -25,6 +25,10 @@ pub(super) struct Cx<'d> {
     /// The chain whose rules are being lowered (None: a named set's or map's elements,
     /// whose jumps count from each chain that uses the map, in `check_jumps`).
     pub(super) cur_chain: Option<usize>,
+    /// The table's `ct helper` objects (`ct helper set "NAME"` names one).
+    pub(super) ct_helpers: std::collections::HashSet<String>,
+    /// Its `ct timeout` and `ct expectation` objects.
+    pub(super) ct_objects: std::collections::HashSet<String>,
     pub(super) cur_hook: Option<(ChainType, Hook)>,
 }
 
@@ -50,6 +54,8 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         quotas: HashMap::new(),
         edges: Vec::new(),
         cur_chain: None,
+        ct_helpers: Default::default(),
+        ct_objects: Default::default(),
         cur_hook: None,
     };
     // named objects
@@ -89,10 +95,31 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
                     quotas.push((o.name.name.clone(), q));
                 }
             }
+            "ct helper" => {
+                // type "NAME" protocol tcp|udp [l3proto ip|ip6|inet]: as nft requires
+                let w: Vec<String> = o.body.iter().map(other_text).collect();
+                let at = |k: &str| w.iter().position(|x| x == k).and_then(|i| w.get(i + 1));
+                match (at("type"), at("protocol")) {
+                    (Some(_), Some(p)) if p == "tcp" || p == "udp" => {
+                        cx.ct_helpers.insert(o.name.name.clone());
+                    }
+                    _ => err(
+                        &mut cx,
+                        o.name.span,
+                        format!(
+                            "ct helper '{}' needs type \"NAME\" and protocol tcp or udp",
+                            o.name.name
+                        ),
+                    ),
+                }
+            }
+            "ct timeout" | "ct expectation" => {
+                cx.ct_objects.insert(o.name.name.clone());
+            }
             other => err(
                 &mut cx,
                 o.kind.span,
-                format!("named '{other}' objects are not supported (counter, quota)"),
+                format!("named '{other}' objects are not supported (counter, quota, ct helper)"),
             ),
         }
     }

@@ -439,3 +439,31 @@ fn dnat_map_to_address_and_port() {
     let e = errors(bad);
     assert_eq!(e.len(), 1, "{e:?}");
 }
+
+/// `ct helper` objects and `ct helper set` load (nftlb's ftp, sip and tftp farms) as
+/// constructs not evaluated yet: listed, and refused by run and replay; a helper the table
+/// does not declare, or one without its protocol, is an error.
+#[test]
+fn ct_helpers_load_as_not_evaluated() {
+    let text = "table ip t {\n ct helper ftp-tcp {\n  type \"ftp\" protocol tcp\n  l3proto ip\n }\n chain c {\n  type filter hook prerouting priority 0\n  ip protocol tcp ct helper set \"ftp-tcp\"\n }\n}\n";
+    let (rs, _) = load_str("t.nft", text)
+        .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
+        .unwrap();
+    let u = rs.unevaluated();
+    assert_eq!(u.len(), 1, "{u:?}");
+    assert!(
+        u[0].starts_with("t.nft:8:") && u[0].contains("ct helper set"),
+        "{u:?}"
+    );
+    assert!(rs.refuse_unevaluated().is_err());
+    let e = errors(&text.replace("set \"ftp-tcp\"", "set \"sip-udp\""));
+    assert!(
+        e.iter().any(|m| m.contains("no ct helper 'sip-udp'")),
+        "{e:?}"
+    );
+    let e = errors(&text.replace("type \"ftp\" protocol tcp", "type \"ftp\""));
+    assert!(e.iter().any(|m| m.contains("needs type")), "{e:?}");
+    // a ruleset without such constructs runs
+    let (rs, _) = load_str("t.nft", "table ip t { chain c { accept } }").unwrap();
+    assert!(rs.refuse_unevaluated().is_ok());
+}

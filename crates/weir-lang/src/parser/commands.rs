@@ -251,7 +251,7 @@ impl Parser {
 
     fn table_item(&mut self) -> PResult<Option<TableItem>> {
         let start = self.span();
-        let kw = self.ident("chain, set, map, flowtable, counter or quota")?;
+        let kw = self.ident("chain, set, map, flowtable, counter, quota, limit or ct helper")?;
         match kw.name.as_str() {
             "chain" => {
                 let name = self.ident("a chain name")?;
@@ -271,7 +271,25 @@ impl Parser {
                     self.flowtable_body(name, start)?,
                 )))
             }
-            "counter" | "quota" | "limit" => {
+            "counter" | "quota" | "limit" | "ct" => {
+                let kw = if kw.name == "ct" {
+                    let sub = self.ident("helper, timeout or expectation")?;
+                    if !matches!(sub.name.as_str(), "helper" | "timeout" | "expectation") {
+                        return Err(Diagnostic::error(
+                            sub.span,
+                            format!(
+                                "expected helper, timeout or expectation, found '{}'",
+                                sub.name
+                            ),
+                        ));
+                    }
+                    Ident {
+                        name: format!("ct {}", sub.name),
+                        span: kw.span.to(sub.span),
+                    }
+                } else {
+                    kw
+                };
                 let name = self.ident("a name")?;
                 let mut body = Vec::new();
                 if matches!(self.peek(), Tok::LBrace) {
@@ -283,7 +301,7 @@ impl Parser {
                                 break;
                             }
                             Tok::Eof => return Err(self.err_expected("'}'")),
-                            Tok::Newline | Tok::Semi => {
+                            Tok::Newline | Tok::Semi | Tok::Eq => {
                                 self.bump();
                             }
                             _ => body.push(self.val()?),

@@ -21,6 +21,7 @@ pub fn run(file: &Path, json: bool, format: &crate::cmd::RulesFormat) -> anyhow:
                 "rules": s.rules, "sets": s.sets, "elements": s.elements,
                 "anonymous_elements": s.anon_elements, "flowtables": s.flowtables,
                 "compile_ms": ms, "memory_bytes": mem, "stateful": rs.uses_state(),
+                "not_evaluated": rs.unevaluated(),
             })
         );
         return Ok(ExitCode::SUCCESS);
@@ -65,6 +66,16 @@ pub fn run(file: &Path, json: bool, format: &crate::cmd::RulesFormat) -> anyhow:
     }
     if rs.uses_state() {
         println!("  note: uses connection tracking or NAT (ct, nat, flow, dynamic sets): checked, evaluated by the stateful engine");
+    }
+    let u = rs.unevaluated();
+    if !u.is_empty() {
+        println!(
+            "  not evaluated yet ({}; weir run and weir replay refuse the ruleset):",
+            u.len()
+        );
+        for l in &u {
+            println!("    {l}");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

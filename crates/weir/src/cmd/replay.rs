@@ -327,6 +327,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         let Some(rs) = crate::cmd::load_rules_as(&path, &a.format) else {
             return Ok(ExitCode::from(1));
         };
+        if let Err(e) = rs.refuse_unevaluated() {
+            eprintln!("weir replay: {e}");
+            return Ok(ExitCode::from(1));
+        }
         (rs, path.display().to_string())
     };
     let (cap, cap_name) = if a.example {
