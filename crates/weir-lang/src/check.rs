@@ -13,6 +13,7 @@ use crate::diag::Diagnostic;
 use crate::ir::Table;
 
 mod gather;
+mod headers;
 mod redirect;
 mod rules;
 mod sets;

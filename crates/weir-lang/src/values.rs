@@ -238,7 +238,12 @@ pub fn parse_scalar(dt: DataType, w: &str) -> Result<u128, String> {
         _ if parse_number(w).is_some()
             && !matches!(
                 dt,
-                DataType::Ipv4Addr | DataType::Ipv6Addr | DataType::IfName | DataType::Time
+                DataType::Ipv4Addr
+                    | DataType::Ipv6Addr
+                    | DataType::IfName
+                    | DataType::Time
+                    | DataType::Day
+                    | DataType::Hour
             ) =>
         {
             num()
@@ -326,8 +331,228 @@ pub fn parse_scalar(dt: DataType, w: &str) -> Result<u128, String> {
             Ok(ifname_value(w))
         }
         DataType::Time => parse_time_ms(w).map(|v| v as u128),
-        DataType::Integer(_) | DataType::Mark | DataType::IfIndex => num(),
+        DataType::IfIndex => ifindex_of(w),
+        DataType::Integer(_) | DataType::Mark => num(),
+        DataType::Boolean => match w {
+            "exists" | "true" => Ok(1),
+            "missing" | "false" => Ok(0),
+            _ => Err(format!(
+                "'{w}' is not a boolean (exists or missing, true or false)"
+            )),
+        },
+        DataType::Hour => parse_hour(w),
+        DataType::Day => parse_day(w),
+        DataType::Date => parse_date(w),
+        DataType::Uid => account_id("/etc/passwd", w).ok_or_else(|| format!("unknown user '{w}'")),
+        DataType::Gid => account_id("/etc/group", w).ok_or_else(|| format!("unknown group '{w}'")),
+        DataType::Devgroup => match w {
+            "default" => Ok(0),
+            _ => Err(format!("'{w}' is not a device group (default or a number)")),
+        },
+        DataType::IfType => lookup(IF_TYPES, w)
+            .map(|v| v as u128)
+            .ok_or_else(|| format!("unknown interface type '{w}' (one of: {})", names(IF_TYPES))),
+        DataType::ClassId => parse_classid(w),
+        DataType::DccpType => lookup(DCCP_TYPES, w)
+            .map(|v| v as u128)
+            .ok_or_else(|| format!("unknown DCCP type '{w}' (one of: {})", names(DCCP_TYPES))),
+        DataType::IgmpType => lookup(IGMP_TYPES, w)
+            .map(|v| v as u128)
+            .ok_or_else(|| format!("unknown IGMP type '{w}' (one of: {})", names(IGMP_TYPES))),
+        DataType::MhType => lookup(MH_TYPES, w).map(|v| v as u128).ok_or_else(|| {
+            format!(
+                "unknown Mobility Header type '{w}' (one of: {})",
+                names(MH_TYPES)
+            )
+        }),
     }
+}
+
+/// ARPHRD_* link types, as nft names them (`meta iiftype`).
+const IF_TYPES: &[(&str, u16)] = &[
+    ("ether", 1),
+    ("ppp", 512),
+    ("ipip", 768),
+    ("ipip6", 769),
+    ("loopback", 772),
+    ("sit", 776),
+    ("ipgre", 778),
+];
+
+const DCCP_TYPES: &[(&str, u8)] = &[
+    ("request", 0),
+    ("response", 1),
+    ("data", 2),
+    ("ack", 3),
+    ("dataack", 4),
+    ("closereq", 5),
+    ("close", 6),
+    ("reset", 7),
+    ("sync", 8),
+    ("syncack", 9),
+];
+
+const IGMP_TYPES: &[(&str, u8)] = &[
+    ("membership-query", 0x11),
+    ("membership-report-v1", 0x12),
+    ("membership-report-v2", 0x16),
+    ("membership-report-v3", 0x22),
+    ("leave-group", 0x17),
+];
+
+const MH_TYPES: &[(&str, u8)] = &[
+    ("binding-refresh-request", 0),
+    ("home-test-init", 1),
+    ("careof-test-init", 2),
+    ("home-test", 3),
+    ("careof-test", 4),
+    ("binding-update", 5),
+    ("binding-acknowledgement", 6),
+    ("binding-error", 7),
+    ("fast-binding-update", 8),
+    ("fast-binding-acknowledgement", 9),
+    ("fast-binding-advertisement", 10),
+    ("experimental-mobility-header", 11),
+    ("home-agent-switch-message", 12),
+];
+
+const DAYS: &[&str] = &[
+    "sunday",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+];
+
+/// An interface index: a number, or the index of the interface of that name on this host as
+/// nft resolves it when it loads the rule (`iif "lo"`); an error if there is none.
+fn ifindex_of(w: &str) -> Result<u128, String> {
+    if let Some(v) = parse_number(w) {
+        return if v <= u32::MAX as u128 {
+            Ok(v)
+        } else {
+            Err(format!("{w} is too large for an interface index"))
+        };
+    }
+    if w.is_empty() || w.len() > 15 || w.contains('/') || w == "." || w == ".." {
+        return Err(format!("'{w}' is not an interface name"));
+    }
+    std::fs::read_to_string(format!("/sys/class/net/{w}/ifindex"))
+        .ok()
+        .and_then(|t| t.trim().parse::<u32>().ok())
+        .map(|i| i as u128)
+        .ok_or_else(|| format!("interface '{w}' does not exist on this host (an interface index by name is resolved when the ruleset loads, as nft does)"))
+}
+
+/// `HH:MM` or `HH:MM:SS`: seconds since midnight.
+fn parse_hour(w: &str) -> Result<u128, String> {
+    let bad = || format!("'{w}' is not a time of day (HH:MM or HH:MM:SS)");
+    let parts: Vec<&str> = w.split(':').collect();
+    if !(2..=3).contains(&parts.len()) {
+        return Err(bad());
+    }
+    let mut v = [0u32; 3];
+    for (i, p) in parts.iter().enumerate() {
+        if p.is_empty() || p.len() > 2 || !p.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        v[i] = p.parse().map_err(|_| bad())?;
+    }
+    if v[0] > 23 || v[1] > 59 || v[2] > 59 {
+        return Err(bad());
+    }
+    Ok((v[0] * 3600 + v[1] * 60 + v[2]) as u128)
+}
+
+/// A day of the week by name (`Monday`, `mon`...) or number (0 is Sunday).
+fn parse_day(w: &str) -> Result<u128, String> {
+    if let Some(n) = parse_number(w) {
+        return if n <= 6 {
+            Ok(n)
+        } else {
+            Err(format!("{w} is not a day (0, Sunday, to 6, Saturday)"))
+        };
+    }
+    let l = w.to_ascii_lowercase();
+    DAYS.iter()
+        .position(|d| *d == l || (l.len() >= 3 && d.starts_with(&l)))
+        .map(|i| i as u128)
+        .ok_or_else(|| format!("'{w}' is not a day of the week"))
+}
+
+/// `YYYY-MM-DD HH:MM[:SS]` (UTC) or a number of seconds since the epoch: nanoseconds.
+fn parse_date(w: &str) -> Result<u128, String> {
+    const NS: u128 = 1_000_000_000;
+    if let Some(n) = parse_number(w) {
+        return Ok(n * NS);
+    }
+    let bad = || format!("'{w}' is not a date and time (YYYY-MM-DD HH:MM:SS)");
+    let (date, time) = w.split_once(' ').unwrap_or((w, "00:00"));
+    let d: Vec<&str> = date.split('-').collect();
+    if d.len() != 3 {
+        return Err(bad());
+    }
+    let num = |p: &str| -> Result<i64, String> {
+        if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        p.parse().map_err(|_| bad())
+    };
+    let (y, m, dd) = (num(d[0])?, num(d[1])?, num(d[2])?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&dd) || y < 1970 {
+        return Err(bad());
+    }
+    let secs = days_from_civil(y, m, dd) * 86400 + parse_hour(time).map_err(|_| bad())? as i64;
+    Ok(secs as u128 * NS)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// A user or group id by name from `file` (`/etc/passwd`, `/etc/group`), or a number; `root`
+/// is 0 everywhere.
+fn account_id(file: &str, w: &str) -> Option<u128> {
+    if let Some(n) = parse_number(w) {
+        return (n <= u32::MAX as u128).then_some(n);
+    }
+    if w == "root" {
+        return Some(0);
+    }
+    let text = std::fs::read_to_string(file).ok()?;
+    text.lines().find_map(|l| {
+        let mut f = l.split(':');
+        (f.next()? == w).then(|| f.nth(1)?.parse::<u32>().ok().map(|v| v as u128))?
+    })
+}
+
+/// A traffic-control class id: `root`, `none` or `MAJOR:MINOR` in hexadecimal.
+fn parse_classid(w: &str) -> Result<u128, String> {
+    match w {
+        "root" => return Ok(0xffff_ffff),
+        "none" => return Ok(0),
+        _ => {}
+    }
+    let bad = || format!("'{w}' is not a class id (root, none, or MAJOR:MINOR in hex)");
+    let (a, b) = w.split_once(':').ok_or_else(bad)?;
+    let hex = |p: &str| -> Result<u32, String> {
+        if p.is_empty() {
+            return Ok(0);
+        }
+        u16::from_str_radix(p, 16)
+            .map(|v| v as u32)
+            .map_err(|_| bad())
+    };
+    Ok(((hex(a)? << 16) | hex(b)?) as u128)
 }
 
 /// Parse one word as a range of values: a scalar, `a-b`, an address prefix `a/n`, an
@@ -477,6 +702,18 @@ pub fn describe(dt: DataType) -> &'static str {
         DataType::PktType => "packet type",
         DataType::Dscp => "DSCP value",
         DataType::Time => "time",
+        DataType::Boolean => "boolean",
+        DataType::Hour => "time of day",
+        DataType::Day => "day",
+        DataType::Date => "date",
+        DataType::Uid => "user",
+        DataType::Gid => "group",
+        DataType::Devgroup => "device group",
+        DataType::IfType => "interface type",
+        DataType::ClassId => "class id",
+        DataType::DccpType => "DCCP type",
+        DataType::IgmpType => "IGMP type",
+        DataType::MhType => "Mobility Header type",
     }
 }
 

@@ -48,6 +48,30 @@ pub enum DataType {
     Dscp,
     /// A time duration in milliseconds (`ct expiration`).
     Time,
+    /// Whether something is there (`exists` / `missing`, `true` / `false`): 1 bit.
+    Boolean,
+    /// A time of day in seconds since midnight (`meta hour "17:00"`), UTC as nft's.
+    Hour,
+    /// A day of the week, 0 (Sunday) to 6 (`meta day "Monday"`).
+    Day,
+    /// A point in time, nanoseconds since the epoch (`meta time "2019-06-21 17:00:00"`).
+    Date,
+    /// A user id (`meta skuid root`: a name from /etc/passwd or a number).
+    Uid,
+    /// A group id (`meta skgid root`).
+    Gid,
+    /// A device group (`meta iifgroup default`: 0, or a number).
+    Devgroup,
+    /// A link type, ARPHRD_* (`meta iiftype ether`).
+    IfType,
+    /// A traffic-control class id (`meta priority 1:abcd`, `root`, `none`).
+    ClassId,
+    /// A DCCP packet type (`request`, `response`, `data`, ...).
+    DccpType,
+    /// An IGMP type (`membership-query`, ...).
+    IgmpType,
+    /// A Mobility Header type (`binding-refresh-request`, ...).
+    MhType,
 }
 
 impl DataType {
@@ -72,6 +96,12 @@ impl DataType {
             DataType::PktType => 8,
             DataType::Dscp => 6,
             DataType::Time => 64,
+            DataType::Boolean => 1,
+            DataType::Hour | DataType::Uid | DataType::Gid | DataType::Devgroup => 32,
+            DataType::Day | DataType::DccpType | DataType::IgmpType | DataType::MhType => 8,
+            DataType::Date => 64,
+            DataType::IfType => 16,
+            DataType::ClassId => 32,
         }
     }
 
@@ -106,6 +136,18 @@ impl DataType {
             DataType::PktType => "pkt_type",
             DataType::Dscp => "dscp",
             DataType::Time => "time",
+            DataType::Boolean => "boolean",
+            DataType::Hour => "hour",
+            DataType::Day => "day",
+            DataType::Date => "time",
+            DataType::Uid => "uid",
+            DataType::Gid => "gid",
+            DataType::Devgroup => "devgroup",
+            DataType::IfType => "iface_type",
+            DataType::ClassId => "classid",
+            DataType::DccpType => "dccp_pkttype",
+            DataType::IgmpType => "igmp_type",
+            DataType::MhType => "mh_type",
         }
     }
 
@@ -132,6 +174,17 @@ impl DataType {
             "dscp" => DataType::Dscp,
             "integer" => DataType::Integer(32),
             "time" => DataType::Time,
+            "boolean" => DataType::Boolean,
+            "hour" => DataType::Hour,
+            "day" => DataType::Day,
+            "uid" => DataType::Uid,
+            "gid" => DataType::Gid,
+            "devgroup" => DataType::Devgroup,
+            "iface_type" => DataType::IfType,
+            "classid" => DataType::ClassId,
+            "dccp_pkttype" => DataType::DccpType,
+            "igmp_type" => DataType::IgmpType,
+            "mh_type" => DataType::MhType,
             _ => return None,
         })
     }
@@ -202,7 +255,7 @@ fields! {
     MetaIifname => "meta iifname", T::IfName, L::Meta;
     MetaOifname => "meta oifname", T::IfName, L::Meta;
     MetaPkttype => "meta pkttype", T::PktType, L::Meta;
-    MetaPriority => "meta priority", T::Integer(32), L::Meta;
+    MetaPriority => "meta priority", T::ClassId, L::Meta;
     // link layer
     EtherSaddr => "ether saddr", T::EtherAddr, L::Link;
     EtherDaddr => "ether daddr", T::EtherAddr, L::Link;
@@ -279,9 +332,114 @@ fields! {
     CtReplyDaddr => "ct reply daddr", T::Ipv4Addr, L::Ip4;
     CtOriginalProtoSrc => "ct original proto-src", T::InetService, L::Meta;
     CtOriginalProtoDst => "ct original proto-dst", T::InetService, L::Meta;
+    // ---- loaded and checked, not evaluated yet (see `Field::evaluated`) ----
+    // metadata
+    MetaHour => "meta hour", T::Hour, L::Meta;
+    MetaDay => "meta day", T::Day, L::Meta;
+    MetaTime => "meta time", T::Date, L::Meta;
+    MetaSkuid => "meta skuid", T::Uid, L::Meta;
+    MetaSkgid => "meta skgid", T::Gid, L::Meta;
+    MetaIifgroup => "meta iifgroup", T::Devgroup, L::Meta;
+    MetaOifgroup => "meta oifgroup", T::Devgroup, L::Meta;
+    MetaIiftype => "meta iiftype", T::IfType, L::Meta;
+    MetaOiftype => "meta oiftype", T::IfType, L::Meta;
+    MetaIifkind => "meta iifkind", T::IfName, L::Meta;
+    MetaOifkind => "meta oifkind", T::IfName, L::Meta;
+    MetaCpu => "meta cpu", T::Integer(32), L::Meta;
+    MetaCgroup => "meta cgroup", T::Integer(32), L::Meta;
+    MetaRandom => "meta random", T::Integer(32), L::Meta;
+    MetaNftrace => "meta nftrace", T::Integer(1), L::Meta;
+    MetaRtclassid => "meta rtclassid", T::Integer(32), L::Meta;
+    MetaSecmark => "meta secmark", T::Integer(32), L::Meta;
+    MetaSdif => "meta sdif", T::IfIndex, L::Meta;
+    MetaSdifname => "meta sdifname", T::IfName, L::Meta;
+    MetaIpsec => "meta ipsec", T::Boolean, L::Meta;
+    MetaBroute => "meta broute", T::Boolean, L::Meta;
+    // UDP-Lite, DCCP, SCTP
+    UdpliteSport => "udplite sport", T::InetService, L::Transport(136);
+    UdpliteDport => "udplite dport", T::InetService, L::Transport(136);
+    UdpliteCsumcov => "udplite csumcov", T::Integer(16), L::Transport(136);
+    UdpliteChecksum => "udplite checksum", T::Integer(16), L::Transport(136);
+    DccpSport => "dccp sport", T::InetService, L::Transport(33);
+    DccpDport => "dccp dport", T::InetService, L::Transport(33);
+    DccpType => "dccp type", T::DccpType, L::Transport(33);
+    SctpVtag => "sctp vtag", T::Integer(32), L::Transport(132);
+    SctpChecksum => "sctp checksum", T::Integer(32), L::Transport(132);
+    // a chunk's presence (`sctp chunk init exists`) and its fields (`sctp chunk data tsn`,
+    // typed by the checker), a TCP option's (`tcp option maxseg exists`, `... size`)
+    SctpChunk => "sctp chunk", T::Boolean, L::Transport(132);
+    SctpChunkField => "sctp chunk field", T::Integer(32), L::Transport(132);
+    TcpOption => "tcp option", T::Boolean, L::Transport(6);
+    TcpOptionField => "tcp option field", T::Integer(32), L::Transport(6);
+    // IPsec headers, IGMP
+    AhNexthdr => "ah nexthdr", T::InetProto, L::Transport(51);
+    AhHdrlength => "ah hdrlength", T::Integer(8), L::Transport(51);
+    AhReserved => "ah reserved", T::Integer(16), L::Transport(51);
+    AhSpi => "ah spi", T::Integer(32), L::Transport(51);
+    AhSequence => "ah sequence", T::Integer(32), L::Transport(51);
+    EspSpi => "esp spi", T::Integer(32), L::Transport(50);
+    EspSequence => "esp sequence", T::Integer(32), L::Transport(50);
+    CompNexthdr => "comp nexthdr", T::InetProto, L::Transport(108);
+    CompFlags => "comp flags", T::Integer(8), L::Transport(108);
+    CompCpi => "comp cpi", T::Integer(16), L::Transport(108);
+    IgmpType => "igmp type", T::IgmpType, L::Transport(2);
+    IgmpMrt => "igmp mrt", T::Integer(8), L::Transport(2);
+    IgmpChecksum => "igmp checksum", T::Integer(16), L::Transport(2);
+    IgmpGroup => "igmp group", T::Ipv4Addr, L::Transport(2);
+    // IPv6 extension headers
+    HbhNexthdr => "hbh nexthdr", T::InetProto, L::Ip6;
+    HbhHdrlength => "hbh hdrlength", T::Integer(8), L::Ip6;
+    RtNexthdr => "rt nexthdr", T::InetProto, L::Ip6;
+    RtHdrlength => "rt hdrlength", T::Integer(8), L::Ip6;
+    RtType => "rt type", T::Integer(8), L::Ip6;
+    RtSegLeft => "rt seg-left", T::Integer(8), L::Ip6;
+    Rt0Reserved => "rt0 reserved", T::Integer(32), L::Ip6;
+    Rt2Reserved => "rt2 reserved", T::Integer(32), L::Ip6;
+    Rt2Addr => "rt2 addr", T::Ipv6Addr, L::Ip6;
+    SrhLastEntry => "srh last-entry", T::Integer(8), L::Ip6;
+    SrhFlags => "srh flags", T::Integer(8), L::Ip6;
+    SrhTag => "srh tag", T::Integer(16), L::Ip6;
+    FragNexthdr => "frag nexthdr", T::InetProto, L::Ip6;
+    FragReserved => "frag reserved", T::Integer(8), L::Ip6;
+    FragFragOff => "frag frag-off", T::Integer(13), L::Ip6;
+    FragReserved2 => "frag reserved2", T::Integer(2), L::Ip6;
+    FragMoreFragments => "frag more-fragments", T::Integer(1), L::Ip6;
+    FragId => "frag id", T::Integer(32), L::Ip6;
+    DstNexthdr => "dst nexthdr", T::InetProto, L::Ip6;
+    DstHdrlength => "dst hdrlength", T::Integer(8), L::Ip6;
+    MhNexthdr => "mh nexthdr", T::InetProto, L::Ip6;
+    MhHdrlength => "mh hdrlength", T::Integer(8), L::Ip6;
+    MhType => "mh type", T::MhType, L::Ip6;
+    MhReserved => "mh reserved", T::Integer(8), L::Ip6;
+    MhChecksum => "mh checksum", T::Integer(16), L::Ip6;
+    ExthdrHbh => "exthdr hbh", T::Boolean, L::Ip6;
+    ExthdrRt => "exthdr rt", T::Boolean, L::Ip6;
+    ExthdrRt0 => "exthdr rt0", T::Boolean, L::Ip6;
+    ExthdrRt2 => "exthdr rt2", T::Boolean, L::Ip6;
+    ExthdrSrh => "exthdr srh", T::Boolean, L::Ip6;
+    ExthdrFrag => "exthdr frag", T::Boolean, L::Ip6;
+    ExthdrDst => "exthdr dst", T::Boolean, L::Ip6;
+    ExthdrMh => "exthdr mh", T::Boolean, L::Ip6;
+    // tunnel headers (the inner packet's fields: `vxlan ip saddr`, see the checker)
+    VxlanVni => "vxlan vni", T::Integer(24), L::Transport(17);
+    VxlanFlags => "vxlan flags", T::Integer(8), L::Transport(17);
+    GeneveVni => "geneve vni", T::Integer(24), L::Transport(17);
+    GeneveFlags => "geneve flags", T::Integer(8), L::Transport(17);
+    GeneveType => "geneve type", T::EtherType, L::Transport(17);
+    GreVersion => "gre version", T::Integer(3), L::Transport(47);
+    GreFlags => "gre flags", T::Integer(5), L::Transport(47);
+    GreProtocol => "gre protocol", T::EtherType, L::Transport(47);
 }
 
 impl Field {
+    /// True for the fields weir's engine reads. The others (`meta hour`, IPv6 extension
+    /// headers, tunnel headers, ...) load and check, so that a ruleset using them is
+    /// understood and printed, but the engine does not evaluate them yet: the checker marks
+    /// each rule that reads one as not evaluated, and `weir run` refuses such a ruleset.
+    pub fn evaluated(self) -> bool {
+        self < Field::MetaHour
+    }
+
     /// Width in bits of the field's values.
     pub fn bits(self) -> u32 {
         self.datatype().bits()

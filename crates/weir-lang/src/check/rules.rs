@@ -2,6 +2,7 @@
 //! (quota, limit, ...; NAT and `fwd` are in [`super::redirect`]) and the jump loop and depth
 //! checks.
 
+use super::headers::{special_key, target_text, udp_tunnel_ok, TUNNEL_NAMES};
 use super::redirect::{lower_fwd, lower_nat};
 use super::sets::{key_ranges, lower_elem, scalar, time_val};
 use super::tables::{err, other_text, Cx};
@@ -80,6 +81,9 @@ pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
                 .map(|w| w.name.as_str())
                 .collect::<Vec<_>>()
                 .join(" ");
+            if let Some(k) = special_key(cx, words, *span) {
+                return k;
+            }
             let Some(f) = Field::from_name(&name) else {
                 let head = &words[0].name;
                 let prefix = if head == "ct" || head == "meta" || words.len() > 1 {
@@ -101,6 +105,20 @@ pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
             };
             if !field_allowed(cx, f, *span) {
                 return None;
+            }
+            if !f.evaluated() {
+                cx.uneval.push(f.name());
+                if let Some(t) = ["vxlan", "geneve"]
+                    .iter()
+                    .find(|t| f.name().starts_with(*t))
+                {
+                    if !udp_tunnel_ok(cx, t, *span) {
+                        return None;
+                    }
+                }
+            }
+            if f == Field::UdpDport {
+                cx.udp_dport_seen = true;
             }
             Some(vec![KeyPart::field(f)])
         }
@@ -1034,6 +1052,41 @@ fn lower_item(
                     return false;
                 }
             };
+            if let Some(t) = cx.uneval.iter().find(|w| TUNNEL_NAMES.contains(w)) {
+                err(
+                    cx,
+                    target.span(),
+                    format!("the inner packet of a {t} tunnel cannot be set"),
+                );
+                return false;
+            }
+            // statements on what the engine does not evaluate yet
+            if !f.evaluated() {
+                let ok = match f {
+                    Field::TcpOptionField => {
+                        target_text(target).starts_with("tcp option maxseg size")
+                    }
+                    Field::MetaNftrace | Field::MetaSecmark => true,
+                    _ => false,
+                };
+                if !ok {
+                    err(
+                        cx,
+                        target.span(),
+                        format!("'{}' cannot be set", target_text(target)),
+                    );
+                    return false;
+                }
+                if lower_value(cx, &[tk[0].dtype], value).is_none() {
+                    return false;
+                }
+                out.push(Expr::Unevaluated(match f {
+                    Field::TcpOptionField => "tcp option maxseg size set",
+                    _ => f.name(),
+                }));
+                cx.uneval.retain(|w| *w != "tcp option");
+                return true;
+            }
             if !ASSIGNABLE.contains(&f) {
                 cx.diags.push(
                     Diagnostic::error(target.span(), format!("'{}' cannot be set", f.name()))
@@ -1173,8 +1226,23 @@ pub(super) fn lower_rule(cx: &mut Cx, handle: u64, r: &ast::Rule) -> Option<Rule
     let mut exprs = Vec::new();
     let mut comment = None;
     let mut ok = true;
+    cx.uneval.clear();
+    cx.udp_dport_seen = false;
     for it in &r.items {
         ok &= lower_item(cx, it, &mut exprs, &mut comment);
+    }
+    // what the rule reads that the engine does not evaluate yet (`meta hour`, `tcp option`,
+    // ...), listed once each in front
+    let mut uneval = std::mem::take(&mut cx.uneval);
+    let mut seen = std::collections::HashSet::new();
+    uneval.retain(|w| seen.insert(*w));
+    for (i, what) in uneval.into_iter().enumerate() {
+        if !exprs
+            .iter()
+            .any(|e| matches!(e, Expr::Unevaluated(w) if *w == what))
+        {
+            exprs.insert(i, Expr::Unevaluated(what));
+        }
     }
     // a verdict must be the last statement
     if let Some(pos) = exprs.iter().position(|e| matches!(e, Expr::Verdict(_))) {

@@ -165,7 +165,17 @@ pub(super) fn comp_range(cx: &mut Cx, dt: DataType, v: &Val) -> Option<(u128, u1
     let r = match v {
         Val::Word(w, _) => parse_range(dt, w),
         Val::Str(s, _) => {
-            if dt == DataType::IfName {
+            if matches!(
+                dt,
+                DataType::IfName
+                    | DataType::IfIndex
+                    | DataType::Hour
+                    | DataType::Day
+                    | DataType::Date
+                    | DataType::IfType
+                    | DataType::Uid
+                    | DataType::Gid
+            ) {
                 parse_range(dt, s)
             } else {
                 Err(format!("expected a {}, found string \"{s}\"", describe(dt)))

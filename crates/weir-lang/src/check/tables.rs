@@ -30,6 +30,11 @@ pub(super) struct Cx<'d> {
     /// Its `ct timeout` and `ct expectation` objects.
     pub(super) ct_objects: std::collections::HashSet<String>,
     pub(super) cur_hook: Option<(ChainType, Hook)>,
+    /// What the rule being lowered reads that the engine does not evaluate yet (each
+    /// becomes an [`Expr::Unevaluated`] of the rule).
+    pub(super) uneval: Vec<&'static str>,
+    /// Whether the rule being lowered has matched `udp dport` yet (VXLAN and Geneve need it).
+    pub(super) udp_dport_seen: bool,
 }
 
 pub(super) fn err(cx: &mut Cx, span: Span, msg: impl Into<String>) {
@@ -57,6 +62,8 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         ct_helpers: Default::default(),
         ct_objects: Default::default(),
         cur_hook: None,
+        uneval: Vec::new(),
+        udp_dport_seen: false,
     };
     // named objects
     let mut counters = Vec::new();

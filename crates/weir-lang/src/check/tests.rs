@@ -467,3 +467,72 @@ fn ct_helpers_load_as_not_evaluated() {
     let (rs, _) = load_str("t.nft", "table ip t { chain c { accept } }").unwrap();
     assert!(rs.refuse_unevaluated().is_ok());
 }
+
+/// Headers and metadata keys the engine does not read yet (time of day, socket owner, TCP
+/// options, SCTP chunks, IPv6 extension headers, tunnels) load with their types checked, and
+/// each rule reading one is listed as not evaluated; bad values are refused as nft refuses
+/// them.
+#[test]
+fn fields_not_evaluated_yet_load_typed_and_listed() {
+    let rules = [
+        "meta hour \"17:00\"-\"19:00\" meta day { Monday, \"Friday\" } drop",
+        "meta skuid root meta skgid 0 meta cpu 1 meta iifgroup default accept",
+        "meta time < \"2022-07-01 11:00:00\" meta priority 1:abcd drop",
+        "tcp option maxseg size 1360 tcp option sack-perm exists accept",
+        "tcp option maxseg size set 1400",
+        "sctp chunk data tsn 5 sctp chunk init exists drop",
+        "ip6 nexthdr tcp hbh nexthdr 6 exthdr frag missing accept",
+        "udp dport 4789 vxlan ip saddr 198.18.0.1 vxlan vni 10 drop",
+        "ah spi 7 esp sequence 1 comp cpi 2 drop",
+    ];
+    let body: String = rules.iter().map(|r| format!("  {r}\n")).collect();
+    let text = format!("table inet t {{\n chain c {{\n{body} }}\n}}\n");
+    let (rs, _) = load_str("t.nft", &text)
+        .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
+        .unwrap();
+    let u = rs.unevaluated();
+    // one entry per construct and rule, every rule listed
+    assert_eq!(u.len(), 17, "{u:?}");
+    for (i, what) in [
+        "meta hour",
+        "meta skuid",
+        "meta time",
+        "tcp option",
+        "tcp option maxseg size set",
+        "sctp chunk",
+        "hbh nexthdr",
+        "vxlan",
+        "ah spi",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let at = format!("t.nft:{}:", i + 3);
+        assert!(
+            u.iter()
+                .any(|e| e.starts_with(&at) && e.contains(&format!("{what} is not evaluated"))),
+            "{at} {what}: {u:?}"
+        );
+    }
+    assert!(rs.refuse_unevaluated().is_err());
+    // an interface index by name is resolved as nft resolves it (lo is 1 in every namespace)
+    let (rs, _) = load_str("t.nft", "table ip t { chain c { iif \"lo\" accept } }").unwrap();
+    assert!(rs.refuse_unevaluated().is_ok());
+    for (rule, want) in [
+        ("meta day 7", "not a day"),
+        ("meta day \"Satturday\"", "not a day"),
+        ("meta hour \"25:00\"", "not a time of day"),
+        ("meta time \"meh\"", "not a date"),
+        ("tcp option 256 exists", "out of range"),
+        ("tcp option eol left 1", "no field 'left'"),
+        ("sctp chunk data seqno 1", "no field 'seqno'"),
+        ("vxlan vni 10", "udp dport 4789"),
+        ("gre ether saddr 62:87:4d:d6:19:05", "carries IP"),
+        ("udp dport 4789 vxlan ip saddr set 1.2.3.4", "cannot be set"),
+        ("srh flags 256", "too large"),
+        ("iif \"weirnosuch0\"", "does not exist"),
+    ] {
+        let e = errors(&format!("table inet t {{ chain c {{ {rule} }} }}"));
+        assert!(e.iter().any(|m| m.contains(want)), "{rule}: {e:?}");
+    }
+}

@@ -1,7 +1,9 @@
 //! Expressions: selectors, hash and number generators (`jhash`, `symhash`, `numgen`), binary
 //! operators and the value expressions of `set` and `to`.
 
-use super::{PResult, Parser, EXPR_HEADS};
+use super::{
+    PResult, Parser, BARE_META, EXPR_HEADS, SCTP_CHUNK_FIELDS, TCP_OPTION_FIELDS, TUNNELS,
+};
 use crate::ast::*;
 use crate::diag::Diagnostic;
 use crate::lexer::Tok;
@@ -12,8 +14,39 @@ impl Parser {
         let head = self.ident("a selector")?;
         let mut words = vec![head.clone()];
         match head.name.as_str() {
-            "iifname" | "oifname" | "iif" | "oif" | "mark" | "l4proto" | "nfproto" | "pkttype"
-            | "priority" | "length" | "protocol" => {}
+            h if BARE_META.contains(&h) => {}
+            // the inner packet of a tunnel: `vxlan ip saddr`
+            h if TUNNELS.contains(&h)
+                && self
+                    .peek_word()
+                    .is_some_and(|w| EXPR_HEADS.contains(&w) && !TUNNELS.contains(&w)) =>
+            {
+                if let Expr::Selector(inner, _) = self.selector()? {
+                    words.extend(inner);
+                }
+            }
+            "sctp" if self.is_word("chunk") => {
+                words.push(self.ident("chunk")?);
+                words.push(self.ident("an SCTP chunk type (data, init, ...)")?);
+                if self
+                    .peek_word()
+                    .is_some_and(|w| SCTP_CHUNK_FIELDS.contains(&w))
+                {
+                    words.push(self.ident("")?);
+                }
+            }
+            "tcp" if self.is_word("option") => {
+                words.push(self.ident("option")?);
+                words.push(self.ident(
+                    "a TCP option (maxseg, window, sack-perm, sack, timestamp, ... or a number)",
+                )?);
+                if self
+                    .peek_word()
+                    .is_some_and(|w| TCP_OPTION_FIELDS.contains(&w))
+                {
+                    words.push(self.ident("")?);
+                }
+            }
             "ct" => {
                 let w = self.ident("a ct key (state, mark, status, original, reply, ...)")?;
                 let dir = matches!(w.name.as_str(), "original" | "reply");

@@ -1,0 +1,248 @@
+//! Selectors that are not one field of the table: SCTP chunks (`sctp chunk data tsn`), TCP
+//! options (`tcp option maxseg size`) and the inner packet of a tunnel (`vxlan ip saddr`),
+//! each typed here and marked as not evaluated yet.
+
+use super::tables::{err, Cx};
+use crate::ast;
+use crate::ir::*;
+use crate::source::Span;
+use crate::values;
+use weir_wire::{DataType, Field, Layer};
+
+/// SCTP chunks and the widths of their fields (nft's `sctp_chunk.c`); every chunk also has
+/// `type`, `flags` and `length`.
+const SCTP_CHUNKS: &[(&str, &[(&str, u8)])] = &[
+    (
+        "data",
+        &[("tsn", 32), ("stream", 16), ("ssn", 16), ("ppid", 32)],
+    ),
+    ("init", INIT_FIELDS),
+    ("init-ack", INIT_FIELDS),
+    (
+        "sack",
+        &[
+            ("cum-tsn-ack", 32),
+            ("a-rwnd", 32),
+            ("num-gap-ack-blocks", 16),
+            ("num-dup-tsns", 16),
+        ],
+    ),
+    ("heartbeat", &[]),
+    ("heartbeat-ack", &[]),
+    ("abort", &[]),
+    ("shutdown", &[("cum-tsn-ack", 32)]),
+    ("shutdown-ack", &[]),
+    ("error", &[]),
+    ("cookie-echo", &[]),
+    ("cookie-ack", &[]),
+    ("ecne", &[("lowest-tsn", 32)]),
+    ("cwr", &[("lowest-tsn", 32)]),
+    ("shutdown-complete", &[]),
+    ("asconf-ack", &[("seqno", 32)]),
+    ("forward-tsn", &[("new-cum-tsn", 32)]),
+    ("asconf", &[("seqno", 32)]),
+];
+const INIT_FIELDS: &[(&str, u8)] = &[
+    ("init-tag", 32),
+    ("a-rwnd", 32),
+    ("num-outbound-streams", 16),
+    ("num-inbound-streams", 16),
+    ("initial-tsn", 32),
+];
+
+/// TCP options by name (nft's `tcpopt.c`: kind, and the widths of their fields); every
+/// option also has `kind` and `length`, except eol and nop which have neither.
+/// A header's sub-fields and their widths in bits.
+type Widths = &'static [(&'static str, u8)];
+
+const TCP_OPTIONS: &[(&str, u8, Widths)] = &[
+    ("eol", 0, &[]),
+    ("nop", 1, &[]),
+    ("maxseg", 2, &[("size", 16)]),
+    ("window", 3, &[("count", 8)]),
+    ("sack-perm", 4, &[]),
+    ("sack", 5, SACK_FIELDS),
+    ("sack0", 5, SACK_FIELDS),
+    ("sack1", 5, SACK_FIELDS),
+    ("sack2", 5, SACK_FIELDS),
+    ("sack3", 5, SACK_FIELDS),
+    ("timestamp", 8, &[("tsval", 32), ("tsecr", 32)]),
+    ("md5sig", 19, &[]),
+    ("mptcp", 30, &[("subtype", 4)]),
+    ("fastopen", 34, &[]),
+];
+const SACK_FIELDS: &[(&str, u8)] = &[("left", 32), ("right", 32)];
+
+/// The tunnel headers whose inner packet a selector reads.
+pub(super) const TUNNEL_NAMES: &[&str] = &["vxlan", "geneve", "gre", "gretap"];
+
+/// VXLAN and Geneve are found by their UDP port: nft needs the rule to match it first
+/// (`udp dport 4789 vxlan vni 10`).
+pub(super) fn udp_tunnel_ok(cx: &mut Cx, t: &str, span: Span) -> bool {
+    if matches!(t, "vxlan" | "geneve") && !cx.udp_dport_seen {
+        let port = if t == "vxlan" { 4789 } else { 6081 };
+        err(
+            cx,
+            span,
+            format!("{t} is found by its UDP port: match it first (udp dport {port} {t} ...)"),
+        );
+        return false;
+    }
+    true
+}
+
+/// A selector's words as written.
+pub(super) fn target_text(e: &ast::Expr) -> String {
+    match e {
+        ast::Expr::Selector(ws, _) => ws
+            .iter()
+            .map(|w| w.name.as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => String::new(),
+    }
+}
+
+/// Selectors whose words are not one field of the table: SCTP chunks, TCP options, the
+/// inner packet of a tunnel. None: not one of these.
+pub(super) fn special_key(cx: &mut Cx, words: &[ast::Ident], span: Span) -> Option<Option<Key>> {
+    let w: Vec<&str> = words.iter().map(|w| w.name.as_str()).collect();
+    let part = |f: Field, bits: Option<u8>| {
+        let mut p = KeyPart::field(f);
+        if let Some(b) = bits {
+            p.dtype = DataType::Integer(b);
+        }
+        p
+    };
+    match w.as_slice() {
+        ["sctp", "chunk", chunk, rest @ ..] => {
+            cx.uneval.push("sctp chunk");
+            let Some((_, fields)) = SCTP_CHUNKS.iter().find(|(n, _)| n == chunk) else {
+                let names: Vec<&str> = SCTP_CHUNKS.iter().map(|c| c.0).collect();
+                err(
+                    cx,
+                    words[2].span,
+                    format!(
+                        "unknown SCTP chunk '{chunk}' (one of: {})",
+                        names.join(", ")
+                    ),
+                );
+                return Some(None);
+            };
+            Some(match rest {
+                [] => Some(vec![part(Field::SctpChunk, None)]),
+                [f] => {
+                    let bits = match *f {
+                        "type" | "flags" => Some(8),
+                        "length" => Some(16),
+                        f => fields.iter().find(|(n, _)| *n == f).map(|x| x.1),
+                    };
+                    match bits {
+                        Some(b) => Some(vec![part(Field::SctpChunkField, Some(b))]),
+                        None => {
+                            err(
+                                cx,
+                                words[3].span,
+                                format!("an SCTP {chunk} chunk has no field '{f}'"),
+                            );
+                            None
+                        }
+                    }
+                }
+                _ => {
+                    err(cx, span, "expected: sctp chunk TYPE [FIELD]");
+                    None
+                }
+            })
+        }
+        ["tcp", "option", opt, rest @ ..] => {
+            cx.uneval.push("tcp option");
+            let known = TCP_OPTIONS.iter().find(|(n, _, _)| n == opt);
+            let fields: &[(&str, u8)] = match (known, values::parse_number(opt)) {
+                (Some((_, _, f)), _) => f,
+                (None, Some(k)) if k <= 255 => &[],
+                (None, Some(_)) => {
+                    err(
+                        cx,
+                        words[2].span,
+                        format!("TCP option kind {opt} is out of range (0-255)"),
+                    );
+                    return Some(None);
+                }
+                (None, None) => {
+                    let names: Vec<&str> = TCP_OPTIONS.iter().map(|c| c.0).collect();
+                    err(
+                        cx,
+                        words[2].span,
+                        format!(
+                            "unknown TCP option '{opt}' (a number 0-255 or one of: {})",
+                            names.join(", ")
+                        ),
+                    );
+                    return Some(None);
+                }
+            };
+            let single = matches!(*opt, "eol" | "nop");
+            Some(match rest {
+                [] => Some(vec![part(Field::TcpOption, None)]),
+                [f] => {
+                    let bits = match *f {
+                        "kind" | "length" if !single => Some(8),
+                        f => fields.iter().find(|(n, _)| *n == f).map(|x| x.1),
+                    };
+                    match bits {
+                        Some(b) => Some(vec![part(Field::TcpOptionField, Some(b))]),
+                        None => {
+                            err(
+                                cx,
+                                words[3].span,
+                                format!("TCP option {opt} has no field '{f}'"),
+                            );
+                            None
+                        }
+                    }
+                }
+                _ => {
+                    err(cx, span, "expected: tcp option NAME [FIELD]");
+                    None
+                }
+            })
+        }
+        [t @ ("vxlan" | "geneve" | "gre" | "gretap"), inner @ ..]
+            if inner.len() >= 2 && Field::from_name(&w[..2].join(" ")).is_none() =>
+        {
+            // the inner packet's field (its family is the inner packet's, not the table's);
+            // GRE carries IP packets, the others Ethernet frames
+            let name = inner.join(" ");
+            let Some(f) = Field::from_name(&name).filter(|f| f.evaluated()) else {
+                err(
+                    cx,
+                    words[1].span.to(span),
+                    format!("unknown selector '{name}' in a {t} packet"),
+                );
+                return Some(None);
+            };
+            if *t == "gre" && f.layer() == Layer::Link {
+                err(
+                    cx,
+                    words[1].span.to(span),
+                    format!(
+                        "a gre packet carries IP, not Ethernet: '{name}' (gretap carries Ethernet)"
+                    ),
+                );
+                return Some(None);
+            }
+            if !udp_tunnel_ok(cx, t, words[0].span) {
+                return Some(None);
+            }
+            cx.uneval.push(match *t {
+                "vxlan" => "vxlan",
+                "geneve" => "geneve",
+                "gre" => "gre",
+                _ => "gretap",
+            });
+            Some(Some(vec![KeyPart::field(f)]))
+        }
+        _ => None,
+    }
+}
