@@ -261,10 +261,37 @@ pub enum Item {
         key: Expr,
         timeout: Option<Val>,
         stmts: Vec<Item>,
+        /// `update @map { key : value }`: the value stored for the key (a map).
+        value: Option<Expr>,
         span: Span,
     },
     /// `comment "..."`
     Comment(String, Span),
+    /// A statement weir parses and checks but does not evaluate yet (`queue`, `tproxy`,
+    /// `dup`, `synproxy`): its operands, each with what it must be.
+    Pending {
+        what: &'static str,
+        family: Option<Ident>,
+        operands: Vec<(Operand, Expr)>,
+        span: Span,
+    },
+}
+
+/// What an operand of a [`Item::Pending`] statement must be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operand {
+    /// An address of the statement's family (or the table's).
+    Addr,
+    /// A transport port.
+    Port,
+    /// A queue number (16 bits) or range of them.
+    Queue,
+    /// A device name.
+    Device,
+    /// An object's name, or a map giving one (not checked further yet).
+    Name,
+    /// An integer of this many bits.
+    Int(u8),
 }
 
 impl Item {
@@ -280,7 +307,8 @@ impl Item {
             | Item::Assign { span, .. }
             | Item::Nat { span, .. }
             | Item::Fwd { span, .. }
-            | Item::SetOp { span, .. } => *span,
+            | Item::SetOp { span, .. }
+            | Item::Pending { span, .. } => *span,
             Item::Verdict(v) => v.span(),
             Item::Notrack(s) | Item::FlowAdd(_, s) | Item::Comment(_, s) => *s,
         }

@@ -83,6 +83,7 @@ const EXPR_HEADS: &[&str] = &[
     "geneve",
     "gre",
     "gretap",
+    "fib",
 ];
 
 /// Metadata keys nft reads without `meta` in front (`iifname`, `skuid`, ...).
@@ -164,6 +165,10 @@ const STMT_HEADS: &[&str] = &[
     "update",
     "delete",
     "comment",
+    "queue",
+    "tproxy",
+    "dup",
+    "synproxy",
 ];
 
 fn is_family(w: &str) -> bool {

@@ -7,6 +7,8 @@ use weir_wire::DataType;
 
 const PROTOS: &[(&str, u8)] = &[
     ("hopopt", 0),
+    ("ip", 0),
+    ("ipcomp", 108),
     ("icmp", 1),
     ("igmp", 2),
     ("ipip", 4),
@@ -244,6 +246,7 @@ pub fn parse_scalar(dt: DataType, w: &str) -> Result<u128, String> {
                     | DataType::Time
                     | DataType::Day
                     | DataType::Hour
+                    | DataType::Str16
             ) =>
         {
             num()
@@ -359,6 +362,21 @@ pub fn parse_scalar(dt: DataType, w: &str) -> Result<u128, String> {
         DataType::IgmpType => lookup(IGMP_TYPES, w)
             .map(|v| v as u128)
             .ok_or_else(|| format!("unknown IGMP type '{w}' (one of: {})", names(IGMP_TYPES))),
+        DataType::AddrType => lookup(ADDR_TYPES, w)
+            .map(|v| v as u128)
+            .ok_or_else(|| format!("unknown address type '{w}' (one of: {})", names(ADDR_TYPES))),
+        DataType::CtEvent => lookup(CT_EVENTS, w)
+            .map(|v| v as u128)
+            .ok_or_else(|| format!("unknown ct event '{w}' (one of: {})", names(CT_EVENTS))),
+        DataType::Str16 => {
+            if w.is_empty() {
+                return Err("an empty string".to_string());
+            }
+            if w.len() > 15 {
+                return Err(format!("'{w}' is longer than 15 characters"));
+            }
+            Ok(ifname_value(w))
+        }
         DataType::MhType => lookup(MH_TYPES, w).map(|v| v as u128).ok_or_else(|| {
             format!(
                 "unknown Mobility Header type '{w}' (one of: {})",
@@ -367,6 +385,37 @@ pub fn parse_scalar(dt: DataType, w: &str) -> Result<u128, String> {
         }),
     }
 }
+
+/// RTN_* route types (`fib daddr type local`).
+const ADDR_TYPES: &[(&str, u8)] = &[
+    ("unspec", 0),
+    ("unicast", 1),
+    ("local", 2),
+    ("broadcast", 3),
+    ("anycast", 4),
+    ("multicast", 5),
+    ("blackhole", 6),
+    ("unreachable", 7),
+    ("prohibit", 8),
+    ("throw", 9),
+    ("nat", 10),
+    ("xresolve", 11),
+];
+
+/// Connection tracking event bits (`ct event set new,destroy`).
+const CT_EVENTS: &[(&str, u32)] = &[
+    ("new", 1),
+    ("related", 2),
+    ("destroy", 4),
+    ("reply", 8),
+    ("assured", 16),
+    ("protoinfo", 32),
+    ("helper", 64),
+    ("mark", 128),
+    ("seqadj", 256),
+    ("secmark", 512),
+    ("label", 1024),
+];
 
 /// ARPHRD_* link types, as nft names them (`meta iiftype`).
 const IF_TYPES: &[(&str, u16)] = &[
@@ -714,6 +763,9 @@ pub fn describe(dt: DataType) -> &'static str {
         DataType::DccpType => "DCCP type",
         DataType::IgmpType => "IGMP type",
         DataType::MhType => "Mobility Header type",
+        DataType::AddrType => "address type",
+        DataType::CtEvent => "ct event",
+        DataType::Str16 => "string",
     }
 }
 

@@ -72,6 +72,12 @@ pub enum DataType {
     IgmpType,
     /// A Mobility Header type (`binding-refresh-request`, ...).
     MhType,
+    /// A route's address type, RTN_* (`fib daddr type local`).
+    AddrType,
+    /// Connection tracking events, a bitmask (`ct event set new,destroy`).
+    CtEvent,
+    /// A short string: a helper's name (`ct helper "ftp"`), 16 bytes as [`DataType::IfName`].
+    Str16,
 }
 
 impl DataType {
@@ -102,6 +108,9 @@ impl DataType {
             DataType::Date => 64,
             DataType::IfType => 16,
             DataType::ClassId => 32,
+            DataType::AddrType => 16,
+            DataType::CtEvent => 32,
+            DataType::Str16 => 128,
         }
     }
 
@@ -109,7 +118,7 @@ impl DataType {
     pub fn is_bitmask(self) -> bool {
         matches!(
             self,
-            DataType::TcpFlags | DataType::CtState | DataType::CtStatus
+            DataType::TcpFlags | DataType::CtState | DataType::CtStatus | DataType::CtEvent
         )
     }
 
@@ -148,6 +157,9 @@ impl DataType {
             DataType::DccpType => "dccp_pkttype",
             DataType::IgmpType => "igmp_type",
             DataType::MhType => "mh_type",
+            DataType::AddrType => "fib_addrtype",
+            DataType::CtEvent => "ct_event",
+            DataType::Str16 => "string",
         }
     }
 
@@ -185,6 +197,9 @@ impl DataType {
             "dccp_pkttype" => DataType::DccpType,
             "igmp_type" => DataType::IgmpType,
             "mh_type" => DataType::MhType,
+            "fib_addrtype" => DataType::AddrType,
+            "ct_event" => DataType::CtEvent,
+            "string" => DataType::Str16,
             _ => return None,
         })
     }
@@ -429,6 +444,47 @@ fields! {
     GreVersion => "gre version", T::Integer(3), L::Transport(47);
     GreFlags => "gre flags", T::Integer(5), L::Transport(47);
     GreProtocol => "gre protocol", T::EtherType, L::Transport(47);
+    // ICMP and ICMPv6 fields not read yet
+    IcmpChecksum => "icmp checksum", T::Integer(16), L::Icmp;
+    IcmpGateway => "icmp gateway", T::Ipv4Addr, L::Icmp;
+    IcmpMtu => "icmp mtu", T::Integer(16), L::Icmp;
+    Icmp6Checksum => "icmpv6 checksum", T::Integer(16), L::Icmp6;
+    Icmp6Mtu => "icmpv6 mtu", T::Integer(32), L::Icmp6;
+    Icmp6MaxDelay => "icmpv6 max-delay", T::Integer(16), L::Icmp6;
+    Icmp6ParameterProblem => "icmpv6 parameter-problem", T::Integer(32), L::Icmp6;
+    Icmp6PacketTooBig => "icmpv6 packet-too-big", T::Integer(32), L::Icmp6;
+    Icmp6Taddr => "icmpv6 taddr", T::Ipv6Addr, L::Icmp6;
+    Icmp6Daddr => "icmpv6 daddr", T::Ipv6Addr, L::Icmp6;
+    // connection tracking keys not read yet
+    CtZone => "ct zone", T::Integer(16), L::Meta;
+    CtOriginalZone => "ct original zone", T::Integer(16), L::Meta;
+    CtReplyZone => "ct reply zone", T::Integer(16), L::Meta;
+    CtBytes => "ct bytes", T::Integer(64), L::Meta;
+    CtPackets => "ct packets", T::Integer(64), L::Meta;
+    CtAvgpkt => "ct avgpkt", T::Integer(64), L::Meta;
+    CtOriginalAvgpkt => "ct original avgpkt", T::Integer(64), L::Meta;
+    CtReplyAvgpkt => "ct reply avgpkt", T::Integer(64), L::Meta;
+    CtId => "ct id", T::Integer(32), L::Meta;
+    CtHelper => "ct helper", T::Str16, L::Meta;
+    CtEvent => "ct event", T::CtEvent, L::Meta;
+    CtOriginalIpSaddr => "ct original ip saddr", T::Ipv4Addr, L::Ip4;
+    CtOriginalIpDaddr => "ct original ip daddr", T::Ipv4Addr, L::Ip4;
+    CtReplyIpSaddr => "ct reply ip saddr", T::Ipv4Addr, L::Ip4;
+    CtReplyIpDaddr => "ct reply ip daddr", T::Ipv4Addr, L::Ip4;
+    CtOriginalIp6Saddr => "ct original ip6 saddr", T::Ipv6Addr, L::Ip6;
+    CtOriginalIp6Daddr => "ct original ip6 daddr", T::Ipv6Addr, L::Ip6;
+    CtReplyIp6Saddr => "ct reply ip6 saddr", T::Ipv6Addr, L::Ip6;
+    CtReplyIp6Daddr => "ct reply ip6 daddr", T::Ipv6Addr, L::Ip6;
+    // routing (`rt`), route lookups (`fib`, typed by the checker), raw payload
+    RtMtu => "rt mtu", T::Integer(16), L::Meta;
+    RtIpsec => "rt ipsec", T::Boolean, L::Meta;
+    RtIpNexthop => "rt ip nexthop", T::Ipv4Addr, L::Ip4;
+    RtIp6Nexthop => "rt ip6 nexthop", T::Ipv6Addr, L::Ip6;
+    FibOif => "fib oif", T::IfIndex, L::Meta;
+    FibOifname => "fib oifname", T::IfName, L::Meta;
+    FibType => "fib type", T::AddrType, L::Meta;
+    FibCheck => "fib check", T::Boolean, L::Meta;
+    RawPayload => "raw payload", T::Integer(128), L::Meta;
 }
 
 impl Field {

@@ -243,6 +243,67 @@ pub(super) fn special_key(cx: &mut Cx, words: &[ast::Ident], span: Span) -> Opti
             });
             Some(Some(vec![KeyPart::field(f)]))
         }
+        ["fib", rest @ ..] if rest.len() >= 2 => {
+            cx.uneval.push("fib");
+            let (flags, result) = rest.split_at(rest.len() - 1);
+            let has = |f: &str| flags.contains(&f);
+            let why = if let Some(f) = flags
+                .iter()
+                .find(|f| !matches!(**f, "saddr" | "daddr" | "mark" | "iif" | "oif"))
+            {
+                Some(format!(
+                    "unknown fib flag '{f}' (saddr, daddr, mark, iif, oif)"
+                ))
+            } else if has("saddr") == has("daddr") {
+                Some("fib looks up one address: saddr or daddr".to_string())
+            } else if has("iif") && has("oif") {
+                Some("fib takes iif or oif, not both".to_string())
+            } else if has("daddr") && has("oif") {
+                Some(
+                    "fib daddr . oif: a destination is looked up by its input interface (iif)"
+                        .to_string(),
+                )
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                err(cx, span, why);
+                return Some(None);
+            }
+            let f = match result[0] {
+                "oif" => Field::FibOif,
+                "oifname" => Field::FibOifname,
+                "type" => Field::FibType,
+                "check" => Field::FibCheck,
+                other => {
+                    err(
+                        cx,
+                        span,
+                        format!("fib gives oif, oifname, type or check, not '{other}'"),
+                    );
+                    return Some(None);
+                }
+            };
+            Some(Some(vec![KeyPart::field(f)]))
+        }
+        [base @ ("@ll" | "@nh" | "@th" | "@ih"), off, len] => {
+            cx.uneval.push("raw payload");
+            let off_ok = values::parse_number(off).is_some_and(|o| o < 1 << 16);
+            let len = values::parse_number(len).filter(|l| (1..=128).contains(l));
+            match (off_ok, len) {
+                (true, Some(l)) => Some(Some(vec![part(Field::RawPayload, Some(l as u8))])),
+                _ => {
+                    err(
+                        cx,
+                        span,
+                        format!(
+                            "{base},OFFSET,LENGTH: an offset in bits and a length of 1 to 128 bits"
+                        ),
+                    );
+                    Some(None)
+                }
+            }
+        }
         _ => None,
     }
 }

@@ -3,6 +3,7 @@
 //! checks.
 
 use super::headers::{special_key, target_text, udp_tunnel_ok, TUNNEL_NAMES};
+use super::pending::{dependency_clash, lower_pending};
 use super::redirect::{lower_fwd, lower_nat};
 use super::sets::{key_ranges, lower_elem, scalar, time_val};
 use super::tables::{err, other_text, Cx};
@@ -119,6 +120,20 @@ pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
             }
             if f == Field::UdpDport {
                 cx.udp_dport_seen = true;
+            }
+            if let Some(why) = dependency_clash(cx, f) {
+                err(
+                    cx,
+                    *span,
+                    format!("'{}' can never match here: {why}", f.name()),
+                );
+                return None;
+            }
+            match f {
+                Field::MetaL4proto => cx.l4_dep = cx.l4_dep.or(Some(Family::Inet)),
+                Field::IpProtocol => cx.l4_dep = Some(Family::Ip),
+                Field::Ip6Nexthdr => cx.l4_dep = Some(Family::Ip6),
+                _ => {}
             }
             Some(vec![KeyPart::field(f)])
         }
@@ -837,7 +852,36 @@ fn lower_item(
     comment: &mut Option<String>,
 ) -> bool {
     let e = match it {
-        ast::Item::Match { lhs, op, rhs, span } => lower_match(cx, lhs, *op, rhs, *span),
+        ast::Item::Pending {
+            what,
+            family,
+            operands,
+            span,
+        } => {
+            if !lower_pending(cx, what, family.as_ref(), operands, *span) {
+                return false;
+            }
+            Some(Expr::Unevaluated(what))
+        }
+        ast::Item::Match { lhs, op, rhs, span } => {
+            let e = lower_match(cx, lhs, *op, rhs, *span);
+            // an equality with one value, that later matches of the rule depend on
+            if let (ast::Expr::Selector(ws, _), None, ast::Rhs::Val(Val::Word(w, _))) =
+                (lhs, op, rhs)
+            {
+                let name = ws
+                    .iter()
+                    .map(|w| w.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                if let Some(f) = Field::from_name(&name) {
+                    if let Ok(v) = values::parse_scalar(f.datatype(), w) {
+                        cx.eq_seen.push((f, v));
+                    }
+                }
+            }
+            e
+        }
         ast::Item::Vmap { key, map, span } => {
             let Some(k) = lower_key(cx, key) else {
                 return false;
@@ -1066,7 +1110,13 @@ fn lower_item(
                     Field::TcpOptionField => {
                         target_text(target).starts_with("tcp option maxseg size")
                     }
-                    Field::MetaNftrace | Field::MetaSecmark => true,
+                    Field::MetaNftrace
+                    | Field::MetaSecmark
+                    | Field::CtEvent
+                    | Field::CtZone
+                    | Field::CtOriginalZone
+                    | Field::CtReplyZone
+                    | Field::RawPayload => true,
                     _ => false,
                 };
                 if !ok {
@@ -1141,6 +1191,7 @@ fn lower_item(
             key,
             timeout,
             stmts,
+            value,
             span,
         } => {
             let opk = match op.name.as_str() {
@@ -1168,6 +1219,48 @@ fn lower_item(
                 Some(t) => time_val(cx, t),
                 None => None,
             };
+            // a map's element is stored with its value (`update @m { ip saddr : ct mark }`):
+            // typed here, not evaluated yet (the engine's dynamic sets hold keys only)
+            let (is_map, data) = (cx.sets[si].is_map, cx.sets[si].data_types.clone());
+            match (value, is_map) {
+                (Some(v), true) => {
+                    if data.is_empty() || lower_value(cx, &data, v).is_none() {
+                        if data.is_empty() {
+                            err(
+                                cx,
+                                v.span(),
+                                format!(
+                                    "'@{}' maps to verdicts: a rule cannot store one",
+                                    set.name
+                                ),
+                            );
+                        }
+                        return false;
+                    }
+                    out.push(Expr::Unevaluated("update of a map with a value"));
+                    return true;
+                }
+                (Some(v), false) => {
+                    err(
+                        cx,
+                        v.span(),
+                        format!("'@{}' is a set: its elements have no value", set.name),
+                    );
+                    return false;
+                }
+                (None, true) if opk != SetOpKind::Delete => {
+                    err(
+                        cx,
+                        *span,
+                        format!(
+                            "'@{}' is a map: give the value to store, {{ key : value }}",
+                            set.name
+                        ),
+                    );
+                    return false;
+                }
+                _ => {}
+            }
             let mut sop = SetOp {
                 op: opk,
                 set: si,
@@ -1228,6 +1321,8 @@ pub(super) fn lower_rule(cx: &mut Cx, handle: u64, r: &ast::Rule) -> Option<Rule
     let mut ok = true;
     cx.uneval.clear();
     cx.udp_dport_seen = false;
+    cx.l4_dep = None;
+    cx.eq_seen.clear();
     for it in &r.items {
         ok &= lower_item(cx, it, &mut exprs, &mut comment);
     }

@@ -175,6 +175,8 @@ pub(super) fn comp_range(cx: &mut Cx, dt: DataType, v: &Val) -> Option<(u128, u1
                     | DataType::IfType
                     | DataType::Uid
                     | DataType::Gid
+                    | DataType::Devgroup
+                    | DataType::Str16
             ) {
                 parse_range(dt, s)
             } else {

@@ -35,6 +35,11 @@ pub(super) struct Cx<'d> {
     pub(super) uneval: Vec<&'static str>,
     /// Whether the rule being lowered has matched `udp dport` yet (VXLAN and Geneve need it).
     pub(super) udp_dport_seen: bool,
+    /// The family of the rule's transport protocol match so far (`meta l4proto`: Inet,
+    /// `ip protocol`: Ip, `ip6 nexthdr`: Ip6); tproxy needs one.
+    pub(super) l4_dep: Option<Family>,
+    /// The rule's equalities with one value so far (`meta nfproto ipv6`, `icmp type 3`).
+    pub(super) eq_seen: Vec<(weir_wire::Field, u128)>,
 }
 
 pub(super) fn err(cx: &mut Cx, span: Span, msg: impl Into<String>) {
@@ -64,6 +69,8 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         cur_hook: None,
         uneval: Vec::new(),
         udp_dport_seen: false,
+        l4_dep: None,
+        eq_seen: Vec::new(),
     };
     // named objects
     let mut counters = Vec::new();

@@ -536,3 +536,52 @@ fn fields_not_evaluated_yet_load_typed_and_listed() {
         assert!(e.iter().any(|m| m.contains(want)), "{rule}: {e:?}");
     }
 }
+
+/// Statements and expressions weir does not evaluate yet load with their operands checked
+/// and are listed: `queue`, `tproxy`, `dup`, `synproxy`, `fib`, raw payload, a map updated
+/// with a value (nftlb's persistence); what nft refuses is refused.
+#[test]
+fn statements_not_evaluated_yet_load_checked_and_listed() {
+    let text = "table ip t {\n map persist { type ipv4_addr : mark; flags dynamic; }\n chain c {\n  type filter hook prerouting priority 0\n  queue flags bypass to 2-3\n  meta l4proto tcp tproxy to 198.18.0.1:3128\n  dup to 198.18.0.9 device \"lo\"\n  synproxy mss 1460 wscale 7 timestamp sack-perm\n  fib daddr type local drop\n  @th,16,16 22 drop\n  update @persist { ip saddr : ct mark }\n }\n}\n";
+    let (rs, _) = load_str("t.nft", text)
+        .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
+        .unwrap();
+    let u = rs.unevaluated();
+    for (line, what) in [
+        (5, "queue"),
+        (6, "tproxy"),
+        (7, "dup"),
+        (8, "synproxy"),
+        (9, "fib"),
+        (10, "raw payload"),
+        (11, "update of a map with a value"),
+    ] {
+        let at = format!("t.nft:{line}:");
+        assert!(
+            u.iter()
+                .any(|e| e.starts_with(&at) && e.contains(&format!("{what} is not evaluated"))),
+            "{at} {what}: {u:?}"
+        );
+    }
+    assert_eq!(u.len(), 7, "{u:?}");
+    for (rule, want) in [
+        ("queue num 65536", "too large"),
+        ("queue to symhash mod 2 offset 65536", "0-65535"),
+        ("queue flags fanout to symhash mod 65536", "fanout"),
+        ("tproxy to 198.18.0.1", "transport protocol first"),
+        ("meta l4proto tcp tproxy ip6 to :80", "ip6 in an ip table"),
+        ("fib saddr . daddr oif 1", "one address"),
+        ("fib daddr . oif type local", "iif"),
+        ("@th,16,129 1", "1 to 128 bits"),
+        ("update @persist { ip saddr }", "give the value"),
+        ("update @persist { ip saddr : ip daddr }", "mark"),
+        (
+            "meta nfproto ipv6 ct original ip saddr 1.2.3.4",
+            "nfproto ipv6",
+        ),
+        ("icmp type 2 icmp mtu 5", "icmp type 3"),
+    ] {
+        let e = errors(&text.replace("  queue flags bypass to 2-3\n", &format!("  {rule}\n")));
+        assert!(e.iter().any(|m| m.contains(want)), "{rule}: {e:?}");
+    }
+}

@@ -52,8 +52,33 @@ impl Parser {
                 let dir = matches!(w.name.as_str(), "original" | "reply");
                 words.push(w);
                 if dir {
-                    words.push(self.ident("a ct key")?);
+                    let k = self.ident("a ct key")?;
+                    // `ct original ip saddr`
+                    let fam = matches!(k.name.as_str(), "ip" | "ip6");
+                    words.push(k);
+                    if fam {
+                        words.push(self.ident("saddr or daddr")?);
+                    }
                 }
+            }
+            // `fib saddr . iif oif`: the lookup's flags joined by '.', then what it gives
+            "fib" => {
+                loop {
+                    words.push(self.ident("saddr, daddr, mark, iif or oif")?);
+                    if self.is_word(".")
+                        && matches!(self.peek_at(1), Tok::Word(w) if matches!(w.as_str(), "saddr" | "daddr" | "mark" | "iif" | "oif"))
+                    {
+                        self.bump();
+                        continue;
+                    }
+                    break;
+                }
+                words.push(self.ident("oif, oifname, type or check")?);
+            }
+            // `rt ip nexthop`, `rt ip6 nexthop`
+            "rt" if matches!(self.peek_word(), Some("ip" | "ip6")) => {
+                words.push(self.ident("")?);
+                words.push(self.ident("nexthop")?);
             }
             _ => {
                 words.push(self.ident(&format!("a {} field", head.name))?);
@@ -95,8 +120,35 @@ impl Parser {
         Ok(e)
     }
 
+    /// Raw payload `@base,offset,length` (`@th,16,16`): its three words, the base with its `@`.
+    pub(super) fn raw_payload(&mut self) -> PResult<Expr> {
+        let start = self.span();
+        let Tok::At(base) = self.peek().clone() else {
+            return Err(self.err_expected("@ll, @nh, @th or @ih"));
+        };
+        self.bump();
+        let mut words = vec![Ident {
+            name: format!("@{base}"),
+            span: start,
+        }];
+        for what in ["an offset in bits", "a length in bits"] {
+            self.expect(Tok::Comma, "','")?;
+            words.push(self.ident(what)?);
+        }
+        Ok(Expr::Selector(words, start.to(self.prev_span())))
+    }
+
+    /// True at `@ll,` / `@nh,` / `@th,` / `@ih,`.
+    pub(super) fn at_raw_payload(&self) -> bool {
+        matches!(self.peek(), Tok::At(b) if matches!(b.as_str(), "ll" | "nh" | "th" | "ih"))
+            && matches!(self.peek_at(1), Tok::Comma)
+    }
+
     fn primary(&mut self) -> PResult<Expr> {
         let start = self.span();
+        if self.at_raw_payload() {
+            return self.raw_payload();
+        }
         match self.peek_word() {
             Some("jhash") | Some("symhash") => {
                 let kind = self.ident("")?;

@@ -71,12 +71,13 @@ impl Parser {
         let start = self.span();
         let w = match self.peek() {
             Tok::Word(w) => w.clone(),
+            _ if self.at_raw_payload() => "@".to_string(),
             _ => return Err(self.err_expected("a match or a statement")),
         };
         if STMT_HEADS.contains(&w.as_str()) {
             return self.statement(&w, start);
         }
-        if !EXPR_HEADS.contains(&w.as_str()) {
+        if !EXPR_HEADS.contains(&w.as_str()) && w != "@" {
             return Err(Diagnostic::error(
                 start,
                 format!("expected a match or a statement, found '{w}'"),

@@ -194,6 +194,7 @@ impl Parser {
                 })
             }
             "notrack" => Ok(Item::Notrack(self.bump().span)),
+            "queue" | "tproxy" | "dup" | "synproxy" => self.pending(w, start),
             "fwd" => {
                 // nft: `fwd to DEV`, `fwd ip|ip6 to ADDR device DEV`
                 self.bump();
@@ -275,6 +276,11 @@ impl Parser {
                         break;
                     }
                 }
+                let value = if self.eat(&Tok::Colon) {
+                    Some(self.value_expr()?)
+                } else {
+                    None
+                };
                 self.expect(Tok::RBrace, "'}'")?;
                 Ok(Item::SetOp {
                     op,
@@ -282,6 +288,7 @@ impl Parser {
                     key,
                     timeout,
                     stmts,
+                    value,
                     span: start.to(self.prev_span()),
                 })
             }
@@ -297,5 +304,122 @@ impl Parser {
             }
             _ => Err(self.err_expected("a statement")),
         }
+    }
+
+    /// `queue [flags F,..] [num N[-M] | to EXPR]` (and the older `queue num N bypass
+    /// fanout`), `tproxy [ip|ip6] to [ADDR][:PORT]`, `dup to ADDR [device DEV]` / `dup to
+    /// DEV`, `synproxy [mss N] [wscale N] [timestamp] [sack-perm]` / `synproxy name NAME`.
+    fn pending(&mut self, w: &str, start: Span) -> PResult<Item> {
+        self.bump();
+        let mut operands = Vec::new();
+        let mut family = None;
+        let what: &'static str = match w {
+            "queue" => {
+                let mut flags: Vec<String> = Vec::new();
+                let mut target = false;
+                loop {
+                    match self.peek_word() {
+                        Some("flags") => {
+                            self.bump();
+                            loop {
+                                let f = self.ident("a queue flag (bypass, fanout)")?;
+                                if !matches!(f.name.as_str(), "bypass" | "fanout") {
+                                    return Err(crate::diag::Diagnostic::error(
+                                        f.span,
+                                        format!("unknown queue flag '{}' (bypass, fanout)", f.name),
+                                    ));
+                                }
+                                flags.push(f.name);
+                                if !self.eat(&Tok::Comma) {
+                                    break;
+                                }
+                            }
+                        }
+                        Some(f @ ("bypass" | "fanout")) => {
+                            flags.push(f.to_string());
+                            self.bump();
+                        }
+                        Some("num") if !target => {
+                            self.bump();
+                            operands.push((Operand::Queue, Expr::Const(self.val_range(false)?)));
+                            target = true;
+                        }
+                        Some("to") if !target => {
+                            self.bump();
+                            let e = self.value_expr()?;
+                            if !matches!(e, Expr::Const(_)) && flags.iter().any(|f| f == "fanout") {
+                                return Err(crate::diag::Diagnostic::error(
+                                    e.span(),
+                                    "fanout spreads over a range of queues; a queue computed by an expression cannot fan out",
+                                ));
+                            }
+                            operands.push((Operand::Queue, e));
+                            target = true;
+                        }
+                        _ => break,
+                    }
+                }
+                "queue"
+            }
+            "tproxy" => {
+                if matches!(self.peek_word(), Some("ip" | "ip6")) {
+                    family = Some(self.ident("")?);
+                }
+                if !self.eat_word("to") {
+                    return Err(self.err_expected("'to'"));
+                }
+                if self.eat(&Tok::Colon) {
+                    operands.push((Operand::Port, self.value_expr()?));
+                } else {
+                    operands.push((Operand::Addr, self.value_expr()?));
+                    if self.eat(&Tok::Colon) {
+                        operands.push((Operand::Port, self.value_expr()?));
+                    }
+                }
+                "tproxy"
+            }
+            "dup" => {
+                if !self.eat_word("to") {
+                    return Err(self.err_expected("'to'"));
+                }
+                let first = self.value_expr()?;
+                if self.eat_word("device") {
+                    operands.push((Operand::Addr, first));
+                    operands.push((Operand::Device, self.value_expr()?));
+                } else {
+                    operands.push((Operand::Device, first));
+                }
+                "dup"
+            }
+            _ => {
+                if self.eat_word("name") {
+                    operands.push((Operand::Name, self.value_expr()?));
+                } else {
+                    loop {
+                        match self.peek_word() {
+                            Some("mss") => {
+                                self.bump();
+                                operands.push((Operand::Int(16), Expr::Const(self.val_atom()?)));
+                            }
+                            Some("wscale") => {
+                                self.bump();
+                                operands.push((Operand::Int(4), Expr::Const(self.val_atom()?)));
+                            }
+                            Some("timestamp" | "sack-perm") => {
+                                self.bump();
+                            }
+                            _ => break,
+                        }
+                    }
+                }
+                "synproxy"
+            }
+        };
+        Ok(Item::Pending {
+            what,
+            family,
+            operands,
+            span: start.to(self.prev_span()),
+        })
     }
 }
