@@ -126,6 +126,11 @@ fn rule(chain: usize) -> impl Strategy<Value = String> {
                 parts.push(s);
                 parts.extend(m2);
             }
+            // nft refuses an IPv4 field after `meta nfproto ipv6` ("conflicting protocols
+            // specified: ip6 vs. ip"), and so does weir
+            if parts.iter().any(|p| p.starts_with("ip ")) {
+                parts.retain(|p| p != "meta nfproto ipv6");
+            }
             if !v.is_empty() {
                 parts.push(v);
             }
