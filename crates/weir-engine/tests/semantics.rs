@@ -346,3 +346,30 @@ fn workers_share_limits_and_quotas() {
     });
     assert_eq!(total, 3);
 }
+
+/// nft's integer conversions in values: a DSCP stored in a mark (zero-extended), and a mask
+/// after a shift (`ip dscp << 2 | 0x40`, `tcp dport >> 8 & 0xf`), computed as nft computes
+/// them.
+#[test]
+fn values_shift_then_mask_and_widen_into_marks() {
+    let mut f = tcp("198.18.0.1", "198.19.0.1", 0x1234);
+    f[15] = 5 << 2; // DSCP 5
+    for (stmt, want) in [
+        ("meta mark set ip dscp", 5),
+        ("meta mark set ip dscp << 2 | 0x40", (5 << 2) | 0x40),
+        ("meta mark set tcp dport >> 8 & 0xf", 0x2),
+        ("ct mark set ip dscp << 2 | 0x10", 0),
+    ] {
+        let mut es = engines(&format!(
+            "table ip f {{ chain fwd {{ type filter hook forward priority 0; {stmt} }} }}"
+        ));
+        let (_, mark) = decide(&mut es, &f);
+        assert_eq!(mark, want, "{stmt}");
+    }
+    // a mask that cannot move before the shift is refused
+    let e = weir_lang::load_str(
+        "t.nft",
+        "table ip f { chain c { meta mark set ip dscp << 2 | 0x3 } }",
+    );
+    assert!(e.is_err());
+}

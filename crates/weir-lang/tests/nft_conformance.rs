@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Rules nft accepts that weir loads, at least (out of 4,190).
-const OK_LOADED_FLOOR: usize = 3_858;
+const OK_LOADED_FLOOR: usize = 3_872;
 /// Rules nft refuses that weir refuses, at least (out of 425).
 const FAIL_REFUSED_FLOOR: usize = 337;
 
@@ -395,4 +395,62 @@ fn glob2(dir: &std::path::Path, name: &str) -> Vec<PathBuf> {
         .unwrap_or_default();
     v.sort();
     v
+}
+
+/// nft's own `list ruleset` dumps (`shell/*/dumps/*.nft`) without `bridge` or `arp` tables
+/// that weir loads, at least (a ratchet, as above; the issue wants every one).
+const DUMPS_LOADED_FLOOR: usize = 344;
+
+#[test]
+fn nft_list_ruleset_dumps() {
+    let Some(py) = dir() else {
+        println!(
+            "skipped: nftables' tests not found (../shared/nftables-tests or $WEIR_NFT_TESTS)"
+        );
+        return;
+    };
+    let shell = py.parent().unwrap().join("shell");
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(&shell).unwrap().flatten() {
+        let d = e.path().join("dumps");
+        if let Ok(rd) = std::fs::read_dir(&d) {
+            files.extend(
+                rd.flatten()
+                    .map(|f| f.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "nft")),
+            );
+        }
+    }
+    files.sort();
+    let mut reasons: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let (mut total, mut loaded) = (0, 0);
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        if text.lines().any(|l| {
+            let l = l.trim_start();
+            l.starts_with("table bridge ") || l.starts_with("table arp ")
+        }) {
+            continue;
+        }
+        total += 1;
+        match weir_lang::load_file(f) {
+            Ok(_) => loaded += 1,
+            Err((_, diags)) => {
+                let m = diags.first().map(|d| d.message.clone()).unwrap_or_default();
+                let name = f.strip_prefix(&shell).unwrap_or(f).display().to_string();
+                reasons.entry(m).or_default().push(name);
+            }
+        }
+    }
+    println!("nft's list ruleset dumps (ip, ip6, inet, netdev): weir loads {loaded} of {total}");
+    let mut top: Vec<_> = reasons.into_iter().collect();
+    top.sort_by_key(|t| std::cmp::Reverse(t.1.len()));
+    for (r, fs) in top.iter().take(25) {
+        println!("  {:4}  {r}  ({})", fs.len(), fs[0]);
+    }
+    assert!(total >= 300, "the dumps changed? {total}");
+    assert!(
+        loaded >= DUMPS_LOADED_FLOOR,
+        "weir loads {loaded} of {total} dumps, below the floor of {DUMPS_LOADED_FLOOR}"
+    );
 }

@@ -163,16 +163,37 @@ pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
                         return None;
                     }
                     p.shift = if *op == ast::BinOp::Shr { n } else { -n };
-                    let bits =
-                        p.dtype.bits() as i32 - if *op == ast::BinOp::Shr { n as i32 } else { 0 };
+                    // (a left shift widens the value, as in the kernel's 32-bit register)
+                    let bits = p.dtype.bits() as i32
+                        + if *op == ast::BinOp::Shr {
+                            -(n as i32)
+                        } else {
+                            n as i32
+                        };
                     p.dtype = DataType::Integer(bits.clamp(1, 128) as u8);
                 }
                 _ => {
+                    let mut m = scalar(cx, p.dtype, v)?;
                     if p.shift != 0 {
-                        err(cx, *span, "apply masks before shifts");
-                        return None;
+                        // a mask after a shift moves before it where that is exact:
+                        // (x >> n) op m == (x op (m << n)) >> n, and (x << n) op m ==
+                        // (x op (m >> n)) << n when m's low n bits are clear (any m for and)
+                        let n = p.shift.unsigned_abs() as u32;
+                        let moved = if p.shift > 0 {
+                            let w = p.dtype.bits() + n;
+                            m.checked_shl(n).filter(|&x| w >= 128 || x >> w == 0)
+                        } else {
+                            let low = (1u128 << n) - 1;
+                            (*op == ast::BinOp::And || m & low == 0).then_some(m >> n)
+                        };
+                        match moved {
+                            Some(x) => m = x,
+                            None => {
+                                err(cx, *span, "this mask after a shift cannot be applied before it: write the mask first");
+                                return None;
+                            }
+                        }
                     }
-                    let m = scalar(cx, p.dtype, v)?;
                     match op {
                         ast::BinOp::And => {
                             p.and &= m;
@@ -312,6 +333,25 @@ fn types_compatible(a: &[DataType], b: &[DataType]) -> bool {
                     && x.bits() == y.bits())
                 || (matches!(x, DataType::Integer(_)) && matches!(y, DataType::Integer(_)))
         })
+}
+
+/// Whether a value of types `from` can be stored in a field of types `to` as nft stores it:
+/// an integer-based value (a DSCP, a port, a protocol, an integer) into a mark or an integer
+/// at least as wide, zero-extended (`meta mark set ip dscp`).
+fn widens_to(from: &[DataType], to: &[DataType]) -> bool {
+    let int_based = |t: &DataType| {
+        matches!(
+            t,
+            DataType::Integer(_)
+                | DataType::Mark
+                | DataType::Dscp
+                | DataType::InetService
+                | DataType::InetProto
+        )
+    };
+    matches!((from, to), ([f], [t]) if int_based(f)
+        && matches!(t, DataType::Mark | DataType::Integer(_))
+        && f.bits() <= t.bits())
 }
 
 /// A note listing names: `label: a, b, c`.
@@ -643,7 +683,7 @@ pub(super) fn lower_value(cx: &mut Cx, types: &[DataType], e: &ast::Expr) -> Opt
                 );
                 return None;
             }
-            if !hashy && !types_compatible(&kt, types) {
+            if !hashy && !types_compatible(&kt, types) && !widens_to(&kt, types) {
                 err(
                     cx,
                     other.span(),
