@@ -14,6 +14,7 @@ use crate::ir::Table;
 
 mod gather;
 mod headers;
+mod limits;
 mod pending;
 mod redirect;
 mod rules;

@@ -2,7 +2,8 @@
 //! chain hooks, priorities and policies), then its rules and the jump graph.
 
 use super::gather::{val_u64, TableAcc};
-use super::rules::{check_jumps, lower_quota_words, lower_rule};
+use super::limits::lower_quota_words;
+use super::rules::{check_jumps, lower_rule};
 use super::sets::lower_set;
 use crate::ast::{self, Val};
 use crate::diag::Diagnostic;
