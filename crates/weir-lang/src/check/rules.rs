@@ -1015,6 +1015,18 @@ fn lower_item(
                 cx.uneval.retain(|w| *w != "tcp option");
                 return true;
             }
+            if !ASSIGNABLE.contains(&f)
+                && f.is_header()
+                && f != Field::ThSport
+                && f != Field::ThDport
+            {
+                // a header write weir does not make yet (`ip ecn set 1`, `ip id set 0`)
+                if lower_value(cx, &[f.datatype()], value).is_none() {
+                    return false;
+                }
+                out.push(Expr::Unevaluated(f.name()));
+                return true;
+            }
             if !ASSIGNABLE.contains(&f) {
                 cx.diags.push(
                     Diagnostic::error(target.span(), format!("'{}' cannot be set", f.name()))

@@ -585,3 +585,23 @@ fn statements_not_evaluated_yet_load_checked_and_listed() {
         assert!(e.iter().any(|m| m.contains(want)), "{rule}: {e:?}");
     }
 }
+
+/// A header write weir does not make yet loads as not evaluated, its value typed.
+#[test]
+fn header_writes_not_made_yet_are_listed() {
+    let (rs, _) = load_str(
+        "t.nft",
+        "table ip t { chain c { ip ecn set 1 ip id set 0 } }",
+    )
+    .unwrap();
+    let u = rs.unevaluated();
+    assert!(
+        u.iter().any(|e| e.contains("ip ecn is not evaluated")),
+        "{u:?}"
+    );
+    assert!(
+        u.iter().any(|e| e.contains("ip id is not evaluated")),
+        "{u:?}"
+    );
+    assert!(errors("table ip t { chain c { ip id set 65536 } }")[0].contains("too large"));
+}
