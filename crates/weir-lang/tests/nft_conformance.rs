@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Rules nft accepts that weir loads, at least (out of 4,190).
-const OK_LOADED_FLOOR: usize = 3_912;
+const OK_LOADED_FLOOR: usize = 3_924;
 /// Rules nft refuses that weir refuses, at least (out of 425).
-const FAIL_REFUSED_FLOOR: usize = 337;
+const FAIL_REFUSED_FLOOR: usize = 373;
 
 const FAMILIES: [&str; 4] = ["ip", "ip6", "inet", "netdev"];
 
@@ -399,7 +399,7 @@ fn glob2(dir: &std::path::Path, name: &str) -> Vec<PathBuf> {
 
 /// nft's own `list ruleset` dumps (`shell/*/dumps/*.nft`) without `bridge` or `arp` tables
 /// that weir loads, at least (a ratchet, as above; the issue wants every one).
-const DUMPS_LOADED_FLOOR: usize = 344;
+const DUMPS_LOADED_FLOOR: usize = 346;
 
 #[test]
 fn nft_list_ruleset_dumps() {

@@ -121,7 +121,7 @@ pub(super) fn lower_limit(
         "bytes" => (true, 1),
         "kbytes" => (true, 1 << 10),
         "mbytes" => (true, 1 << 20),
-        "gbytes" => (true, 1 << 30),
+        // (nft's rates stop at mbytes: `1 gbytes/second` is refused; write 1024 mbytes)
         _ => {
             bad(cx);
             return None;
@@ -137,7 +137,21 @@ pub(super) fn lower_limit(
         }
         Some(b) => {
             let refs: Vec<&Val> = b.iter().collect();
-            if refs.len() == 2 && other_text(refs[1]) == "packets" {
+            let last = refs.last().map(|v| other_text(v)).unwrap_or_default();
+            let in_bytes = last.ends_with("bytes");
+            if (bytes && last == "packets") || (!bytes && in_bytes) {
+                err(
+                    cx,
+                    b[0].span(),
+                    if bytes {
+                        "a rate in bytes has a burst in bytes, not packets"
+                    } else {
+                        "a rate in packets has a burst in packets, not bytes"
+                    },
+                );
+                return None;
+            }
+            if refs.len() == 2 && last == "packets" {
                 other_text(refs[0]).parse().unwrap_or(5)
             } else if bytes {
                 bytes_amount(cx, &refs, span)?.0

@@ -821,8 +821,36 @@ fn lower_item(
                         log.level = Some(t)
                     }
                     "group" => log.group = t.parse().ok(),
+                    "flags" => {
+                        let known = |f: &str| match f.split_once(' ') {
+                            Some(("ip", o)) => o == "options",
+                            Some(("tcp", fs)) => {
+                                fs.split(' ').all(|x| matches!(x, "sequence" | "options"))
+                            }
+                            _ => matches!(f, "all" | "ether" | "skuid"),
+                        };
+                        if !known(&t) {
+                            err(cx, *span, format!("unknown log flags '{t}' (all, ether, skuid, ip options, tcp sequence,options)"));
+                            return false;
+                        }
+                    }
                     _ => {}
                 }
+            }
+            // nft: a log to a group (nflog) takes no level or flags; level audit takes nothing
+            let has = |k: &str| options.iter().any(|(o, _)| o.name == k);
+            let why = if has("group") && (has("level") || has("flags")) {
+                Some("a log to a group (nflog) takes no level and no flags")
+            } else if log.level.as_deref() == Some("audit") && options.len() > 1 {
+                Some("log level audit takes no other option")
+            } else if (has("snaplen") || has("queue-threshold")) && !has("group") {
+                Some("snaplen and queue-threshold are options of a log to a group")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                err(cx, *span, why);
+                return false;
             }
             Some(Expr::Log(log))
         }

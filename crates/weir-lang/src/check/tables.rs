@@ -2,7 +2,7 @@
 //! chain hooks, priorities and policies), then its rules and the jump graph.
 
 use super::gather::{val_u64, TableAcc};
-use super::limits::lower_quota_words;
+use super::limits::{lower_limit, lower_quota_words};
 use super::rules::{check_jumps, lower_rule};
 use super::sets::lower_set;
 use crate::ast::{self, Val};
@@ -41,6 +41,8 @@ pub(super) struct Cx<'d> {
     pub(super) l4_dep: Option<Family>,
     /// The rule's equalities with one value so far (`meta nfproto ipv6`, `icmp type 3`).
     pub(super) eq_seen: Vec<(weir_wire::Field, u128)>,
+    /// The table's named `limit` objects.
+    pub(super) limits: std::collections::HashSet<String>,
 }
 
 pub(super) fn err(cx: &mut Cx, span: Span, msg: impl Into<String>) {
@@ -72,6 +74,7 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         udp_dport_seen: false,
         l4_dep: None,
         eq_seen: Vec::new(),
+        limits: Default::default(),
     };
     // named objects
     let mut counters = Vec::new();
@@ -131,10 +134,43 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
             "ct timeout" | "ct expectation" => {
                 cx.ct_objects.insert(o.name.name.clone());
             }
+            // `limit NAME { rate [over] N/UNIT [burst N packets|bytes] }`: checked as a
+            // `limit` statement is; rules reach it with `limit name "NAME"`
+            "limit" => {
+                let mut words: Vec<Val> = o.body.clone();
+                let rate_at = words
+                    .iter()
+                    .position(|v| matches!(v, Val::Word(w, _) if w == "rate"));
+                let Some(r) = rate_at else {
+                    err(
+                        &mut cx,
+                        o.name.span,
+                        format!("limit '{}' needs a rate", o.name.name),
+                    );
+                    continue;
+                };
+                words.drain(..=r);
+                let over = matches!(words.first(), Some(Val::Word(w, _)) if w == "over");
+                if over {
+                    words.remove(0);
+                }
+                let burst = words
+                    .iter()
+                    .position(|v| matches!(v, Val::Word(w, _) if w == "burst"))
+                    .map(|b| {
+                        let rest = words.split_off(b);
+                        rest[1..].to_vec()
+                    });
+                if lower_limit(&mut cx, over, &words, &burst, o.name.span).is_some() {
+                    cx.limits.insert(o.name.name.clone());
+                }
+            }
             other => err(
                 &mut cx,
                 o.kind.span,
-                format!("named '{other}' objects are not supported (counter, quota, ct helper)"),
+                format!(
+                    "named '{other}' objects are not supported (counter, quota, limit, ct helper)"
+                ),
             ),
         }
     }

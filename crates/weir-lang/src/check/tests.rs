@@ -605,3 +605,59 @@ fn header_writes_not_made_yet_are_listed() {
     );
     assert!(errors("table ip t { chain c { ip id set 65536 } }")[0].contains("too large"));
 }
+
+/// Named limits as OpenWrt's fw4 writes them load (not evaluated yet); a missing one or a bad
+/// rate is refused.
+#[test]
+fn named_limits_load_as_not_evaluated() {
+    let text = "table inet fw4 {\n limit lim_icmp { rate 10/second burst 5 packets }\n chain c {\n  limit name \"lim_icmp\" accept\n  quota name tcp dport map { 443 : \"q1\" }\n }\n quota q1 { 100 mbytes }\n}\n";
+    let (rs, _) = load_str("t.nft", text)
+        .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
+        .unwrap();
+    let u = rs.unevaluated();
+    assert!(
+        u.iter()
+            .any(|e| e.starts_with("t.nft:4:") && e.contains("limit name")),
+        "{u:?}"
+    );
+    assert!(
+        u.iter()
+            .any(|e| e.starts_with("t.nft:5:") && e.contains("quota name map")),
+        "{u:?}"
+    );
+    let e = errors(&text.replace("limit name \"lim_icmp\"", "limit name \"nosuch\""));
+    assert!(e.iter().any(|m| m.contains("no limit 'nosuch'")), "{e:?}");
+    let e = errors(&text.replace("rate 10/second", "rate 10/fortnight"));
+    assert!(e.iter().any(|m| m.contains("not a rate")), "{e:?}");
+}
+
+/// `log` and `limit` options nft refuses together are refused; log flags as nft writes them
+/// load.
+#[test]
+fn log_and_limit_options_as_nft() {
+    for ok in [
+        "log flags ip options flags ether flags skuid flags tcp sequence,options",
+        "log level debug flags ip options flags skuid",
+        "log group 2 snaplen 33",
+        "limit rate 1025 bytes/second burst 512 bytes",
+        "limit rate 10/second burst 5 packets",
+    ] {
+        let t = format!("table ip t {{ chain c {{ {ok} }} }}");
+        assert!(load_str("t.nft", &t).is_ok(), "{ok}");
+    }
+    for (bad, want) in [
+        ("log level emerg group 2", "no level"),
+        ("log flags all group 2", "no level and no flags"),
+        ("log level audit prefix \"foo\"", "audit"),
+        ("log flags tcp window", "unknown log flags"),
+        ("limit rate 1023/second burst 10 bytes", "burst in packets"),
+        (
+            "limit rate 512 kbytes/second burst 5 packets",
+            "burst in bytes",
+        ),
+        ("limit rate 1 gbytes / second", "not a rate"),
+    ] {
+        let e = errors(&format!("table ip t {{ chain c {{ {bad} }} }}"));
+        assert!(e.iter().any(|m| m.contains(want)), "{bad}: {e:?}");
+    }
+}

@@ -46,9 +46,26 @@ impl Parser {
                             options.push((k, Some(v)));
                         }
                         Some("flags") => {
+                            // `flags all|ether|skuid`, `flags ip options`, `flags tcp
+                            // sequence,options`: one option, its words joined
                             let k = self.ident("")?;
-                            let v = self.val_flags()?;
-                            options.push((k, Some(v)));
+                            let st = self.span();
+                            let mut text = String::new();
+                            let head = self.ident(
+                                "a log flag (all, ether, skuid, ip options, tcp sequence,options)",
+                            )?;
+                            text.push_str(&head.name);
+                            if matches!(head.name.as_str(), "ip" | "tcp") {
+                                loop {
+                                    let f = self.ident("options or sequence")?;
+                                    text.push(' ');
+                                    text.push_str(&f.name);
+                                    if !self.eat(&Tok::Comma) {
+                                        break;
+                                    }
+                                }
+                            }
+                            options.push((k, Some(Val::Word(text, st.to(self.prev_span())))));
                         }
                         _ => break,
                     }
@@ -60,6 +77,16 @@ impl Parser {
             }
             "limit" => {
                 self.bump();
+                if self.eat_word("name") {
+                    // a named limit object, or a map giving one by name
+                    let e = self.value_expr()?;
+                    return Ok(Item::Pending {
+                        what: "limit name",
+                        family: None,
+                        operands: vec![(Operand::Name, e)],
+                        span: start.to(self.prev_span()),
+                    });
+                }
                 if !self.eat_word("rate") {
                     return Err(self.err_expected("'rate'"));
                 }
@@ -95,6 +122,16 @@ impl Parser {
             "quota" => {
                 self.bump();
                 if self.eat_word("name") {
+                    if self.peek_word().is_some_and(|w| EXPR_HEADS.contains(&w)) {
+                        // `quota name tcp dport map { 443 : "q1" }`: the object chosen by a map
+                        let e = self.value_expr()?;
+                        return Ok(Item::Pending {
+                            what: "quota name map",
+                            family: None,
+                            operands: vec![(Operand::Name, e)],
+                            span: start.to(self.prev_span()),
+                        });
+                    }
                     let n = self.val_atom()?;
                     return Ok(Item::Quota {
                         over: false,
