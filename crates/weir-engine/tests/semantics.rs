@@ -373,3 +373,32 @@ fn values_shift_then_mask_and_widen_into_marks() {
     );
     assert!(e.is_err());
 }
+
+/// `tcp flags ! fin,rst`: none of the flags set (nft's `!` on flags).
+#[test]
+fn bang_means_none_of_the_flags() {
+    let mut es = engines(
+        "table ip f { chain fwd { type filter hook forward priority 0; policy drop;\n\
+         tcp flags ! fin,rst accept\n } }",
+    );
+    let syn = tcp("198.18.0.1", "198.19.0.1", 80);
+    assert!(accepted(&mut es, &syn));
+    let rst = build::tcp4(
+        a4("198.18.0.1"),
+        a4("198.19.0.1"),
+        40000,
+        80,
+        build::tcp_flags::RST,
+        &[],
+    );
+    assert!(!accepted(&mut es, &rst));
+    let fin = build::tcp4(
+        a4("198.18.0.1"),
+        a4("198.19.0.1"),
+        40000,
+        80,
+        build::tcp_flags::FIN | build::tcp_flags::ACK,
+        &[],
+    );
+    assert!(!accepted(&mut es, &fin));
+}

@@ -554,6 +554,10 @@ fn lower_match(
             let dt = types[0];
             // flags: `tcp flags syn,ack` means any of them set; `!=` none of them set;
             // `tcp flags syn / syn,ack` is a masked comparison
+            if single && dt.is_bitmask() && !key[0].is_plain() && matches!(v, Val::List(..)) {
+                err(cx, v.span(), "a list of flags tests the field itself (tcp flags ! fin,rst), not a masked value");
+                return None;
+            }
             if single && dt.is_bitmask() && key[0].is_plain() {
                 match (cmp, v) {
                     // nftables: `tcp flags != syn` (one flag) is an exact inequality; with a

@@ -121,6 +121,8 @@ impl Parser {
             Tok::Gt => Some(CmpOp::Gt),
             Tok::Le => Some(CmpOp::Le),
             Tok::Ge => Some(CmpOp::Ge),
+            // `ct status ! dnat`, `tcp flags ! fin,rst`: none of these flags set
+            Tok::Bang => Some(CmpOp::Ne),
             Tok::Word(w) => match w.as_str() {
                 "eq" => Some(CmpOp::Eq),
                 "ne" => Some(CmpOp::Ne),
@@ -140,9 +142,14 @@ impl Parser {
             )
             .note("for example: ip saddr 198.18.0.0/15, tcp dport { 22, 80 }, ct state established,related"));
         }
+        let bang = matches!(self.toks[self.pos.saturating_sub(1)].tok, Tok::Bang) && op.is_some();
         let rhs = match self.peek() {
             Tok::LBrace | Tok::At(_) => Rhs::Set(self.set_ref()?),
-            _ => Rhs::Val(self.rhs_val()?),
+            _ => Rhs::Val(match self.rhs_val()? {
+                // (as a list of flags, which `!=` reads as "none of them")
+                Val::Word(w, sp) if bang => Val::List(vec![Val::Word(w, sp)], sp),
+                v => v,
+            }),
         };
         Ok(Item::Match {
             lhs,
