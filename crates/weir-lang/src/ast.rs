@@ -290,6 +290,10 @@ pub enum Operand {
     Device,
     /// An object's name, or a map giving one (not checked further yet).
     Name,
+    /// A duration (`1h30m`).
+    Duration,
+    /// A TCP option by name or kind.
+    TcpOption,
     /// An integer of this many bits.
     Int(u8),
 }

@@ -84,6 +84,9 @@ const EXPR_HEADS: &[&str] = &[
     "gre",
     "gretap",
     "fib",
+    "socket",
+    "osf",
+    "ipsec",
 ];
 
 /// Metadata keys nft reads without `meta` in front (`iifname`, `skuid`, ...).
@@ -169,6 +172,8 @@ const STMT_HEADS: &[&str] = &[
     "tproxy",
     "dup",
     "synproxy",
+    "last",
+    "reset",
 ];
 
 fn is_family(w: &str) -> bool {

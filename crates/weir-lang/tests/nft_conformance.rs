@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Rules nft accepts that weir loads, at least (out of 4,190).
-const OK_LOADED_FLOOR: usize = 3_931;
+const OK_LOADED_FLOOR: usize = 3_995;
 /// Rules nft refuses that weir refuses, at least (out of 425).
 const FAIL_REFUSED_FLOOR: usize = 373;
 
@@ -399,7 +399,7 @@ fn glob2(dir: &std::path::Path, name: &str) -> Vec<PathBuf> {
 
 /// nft's own `list ruleset` dumps (`shell/*/dumps/*.nft`) without `bridge` or `arp` tables
 /// that weir loads, at least (a ratchet, as above; the issue wants every one).
-const DUMPS_LOADED_FLOOR: usize = 346;
+const DUMPS_LOADED_FLOOR: usize = 348;
 
 #[test]
 fn nft_list_ruleset_dumps() {

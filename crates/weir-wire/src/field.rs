@@ -485,6 +485,18 @@ fields! {
     FibType => "fib type", T::AddrType, L::Meta;
     FibCheck => "fib check", T::Boolean, L::Meta;
     RawPayload => "raw payload", T::Integer(128), L::Meta;
+    // the local socket a packet belongs to, its sender's OS (`osf`), its IPsec state
+    SocketTransparent => "socket transparent", T::Integer(1), L::Meta;
+    SocketMark => "socket mark", T::Mark, L::Meta;
+    SocketWildcard => "socket wildcard", T::Integer(1), L::Meta;
+    OsfName => "osf name", T::Str16, L::Meta;
+    OsfVersion => "osf version", T::Str16, L::Meta;
+    IpsecReqid => "ipsec reqid", T::Integer(32), L::Meta;
+    IpsecSpi => "ipsec spi", T::Integer(32), L::Meta;
+    IpsecIpSaddr => "ipsec ip saddr", T::Ipv4Addr, L::Meta;
+    IpsecIpDaddr => "ipsec ip daddr", T::Ipv4Addr, L::Meta;
+    IpsecIp6Saddr => "ipsec ip6 saddr", T::Ipv6Addr, L::Meta;
+    IpsecIp6Daddr => "ipsec ip6 daddr", T::Ipv6Addr, L::Meta;
 }
 
 impl Field {

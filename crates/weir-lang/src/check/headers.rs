@@ -103,6 +103,11 @@ pub(super) fn target_text(e: &ast::Expr) -> String {
     }
 }
 
+/// Whether `w` names a TCP option (`maxseg`) or is a kind number 0-255.
+pub(super) fn tcp_option_known(w: &str) -> bool {
+    TCP_OPTIONS.iter().any(|o| o.0 == w) || values::parse_number(w).is_some_and(|k| k <= 255)
+}
+
 /// Selectors whose words are not one field of the table: SCTP chunks, TCP options, the
 /// inner packet of a tunnel. None: not one of these.
 pub(super) fn special_key(cx: &mut Cx, words: &[ast::Ident], span: Span) -> Option<Option<Key>> {
@@ -285,6 +290,59 @@ pub(super) fn special_key(cx: &mut Cx, words: &[ast::Ident], span: Span) -> Opti
                 }
             };
             Some(Some(vec![KeyPart::field(f)]))
+        }
+        ["osf", rest @ ..] => {
+            cx.uneval.push("osf");
+            let (ttl, key) = match rest {
+                ["ttl", m, k] => (Some(*m), *k),
+                [k] => (None, *k),
+                _ => (Some(""), ""),
+            };
+            let f = match key {
+                "name" => Field::OsfName,
+                "version" => Field::OsfVersion,
+                _ => {
+                    err(cx, span, "expected: osf [ttl loose|skip] name|version");
+                    return Some(None);
+                }
+            };
+            if ttl.is_some_and(|m| !matches!(m, "loose" | "skip")) {
+                err(cx, span, "osf ttl is loose or skip");
+                return Some(None);
+            }
+            Some(Some(vec![KeyPart::field(f)]))
+        }
+        ["ipsec", dir, rest @ ..] => {
+            cx.uneval.push("ipsec");
+            if !matches!(*dir, "in" | "out") {
+                err(
+                    cx,
+                    words[1].span,
+                    format!("ipsec looks at the way in or out, not '{dir}'"),
+                );
+                return Some(None);
+            }
+            let key = match rest {
+                ["spnum", n, k @ ..] => {
+                    if values::parse_number(n).is_none_or(|n| n > 255) {
+                        err(
+                            cx,
+                            words[3].span,
+                            format!("spnum {n}: a policy number 0-255"),
+                        );
+                        return Some(None);
+                    }
+                    k
+                }
+                k => k,
+            };
+            match Field::from_name(&format!("ipsec {}", key.join(" "))) {
+                Some(f) => Some(Some(vec![KeyPart::field(f)])),
+                None => {
+                    err(cx, span, format!("unknown ipsec key '{}' (reqid, spi, ip saddr, ip daddr, ip6 saddr, ip6 daddr)", key.join(" ")));
+                    Some(None)
+                }
+            }
         }
         [base @ ("@ll" | "@nh" | "@th" | "@ih"), off, len] => {
             cx.uneval.push("raw payload");

@@ -126,6 +126,25 @@ pub(super) fn lower_pending(
             O::Device => DataType::IfName,
             O::Int(n) => DataType::Integer(*n),
             O::Name => continue,
+            O::Duration => {
+                if let ast::Expr::Const(v) = e {
+                    if super::sets::time_val(cx, v).is_none() {
+                        return false;
+                    }
+                }
+                continue;
+            }
+            O::TcpOption => {
+                let w = match e {
+                    ast::Expr::Const(Val::Word(w, _)) => w.as_str(),
+                    _ => "",
+                };
+                if !super::headers::tcp_option_known(w) {
+                    err(cx, e.span(), format!("unknown TCP option '{w}' (a number 0-255 or a name: maxseg, window, sack-perm, sack, timestamp, mptcp, ...)"));
+                    return false;
+                }
+                continue;
+            }
         };
         if *o == O::Queue {
             // a queue number computed by a hash or a counter: at most 65535 with its offset

@@ -661,3 +661,44 @@ fn log_and_limit_options_as_nft() {
         assert!(e.iter().any(|m| m.contains(want)), "{bad}: {e:?}");
     }
 }
+
+/// Socket, OS fingerprint and IPsec keys, `last` and `reset tcp option` load as not
+/// evaluated; bad ones are refused as nft refuses them.
+#[test]
+fn socket_osf_ipsec_last_reset_load_as_not_evaluated() {
+    let rules = [
+        (
+            "socket transparent 1 socket mark 0x5 accept",
+            "socket transparent",
+        ),
+        ("osf ttl loose name \"Linux\" drop", "osf"),
+        ("ipsec in spnum 2 ip saddr 198.18.0.1 accept", "ipsec"),
+        ("last used never", "last"),
+        ("reset tcp option mptcp", "reset tcp option"),
+    ];
+    let body: String = rules.iter().map(|r| format!("  {}\n", r.0)).collect();
+    let text = format!("table inet t {{\n chain c {{\n{body} }}\n}}\n");
+    let (rs, _) = load_str("t.nft", &text)
+        .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
+        .unwrap();
+    let u = rs.unevaluated();
+    for (i, (_, what)) in rules.iter().enumerate() {
+        let at = format!("t.nft:{}:", i + 3);
+        assert!(
+            u.iter()
+                .any(|e| e.starts_with(&at) && e.contains(&format!("{what} is not evaluated"))),
+            "{at} {what}: {u:?}"
+        );
+    }
+    for (bad, want) in [
+        ("ipsec i reqid 1", "in or out"),
+        ("ipsec in spnum 256 reqid 1", "0-255"),
+        ("osf ttl fast name \"Linux\"", "loose or skip"),
+        ("reset tcp option meh", "unknown TCP option"),
+        ("reset tcp option 256", "unknown TCP option"),
+        ("last used 1fortnight", "time"),
+    ] {
+        let e = errors(&format!("table inet t {{ chain c {{ {bad} }} }}"));
+        assert!(e.iter().any(|m| m.contains(want)), "{bad}: {e:?}");
+    }
+}

@@ -75,6 +75,28 @@ impl Parser {
                 }
                 words.push(self.ident("oif, oifname, type or check")?);
             }
+            // `osf [ttl loose|skip] name|version`
+            "osf" => {
+                if self.is_word("ttl") {
+                    words.push(self.ident("")?);
+                    words.push(self.ident("loose or skip")?);
+                }
+                words.push(self.ident("name or version")?);
+            }
+            // `ipsec in|out [spnum N] reqid|spi|ip saddr|...`
+            "ipsec" => {
+                words.push(self.ident("in or out")?);
+                if self.is_word("spnum") {
+                    words.push(self.ident("")?);
+                    words.push(self.ident("a policy number")?);
+                }
+                let k = self.ident("reqid, spi, ip saddr, ip daddr, ip6 saddr or ip6 daddr")?;
+                let fam = matches!(k.name.as_str(), "ip" | "ip6");
+                words.push(k);
+                if fam {
+                    words.push(self.ident("saddr or daddr")?);
+                }
+            }
             // `rt ip nexthop`, `rt ip6 nexthop`
             "rt" if matches!(self.peek_word(), Some("ip" | "ip6")) => {
                 words.push(self.ident("")?);

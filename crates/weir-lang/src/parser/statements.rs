@@ -231,7 +231,7 @@ impl Parser {
                 })
             }
             "notrack" => Ok(Item::Notrack(self.bump().span)),
-            "queue" | "tproxy" | "dup" | "synproxy" => self.pending(w, start),
+            "queue" | "tproxy" | "dup" | "synproxy" | "last" | "reset" => self.pending(w, start),
             "fwd" => {
                 // nft: `fwd to DEV`, `fwd ip|ip6 to ADDR device DEV`
                 self.bump();
@@ -427,6 +427,22 @@ impl Parser {
                     operands.push((Operand::Device, first));
                 }
                 "dup"
+            }
+            // `last [used never|TIME]`: when a rule last matched
+            "last" => {
+                if self.eat_word("used") && !self.eat_word("never") {
+                    operands.push((Operand::Duration, Expr::Const(self.val_atom()?)));
+                }
+                "last"
+            }
+            // `reset tcp option NAME|KIND`: the option's bytes turned into NOPs
+            "reset" => {
+                if !(self.eat_word("tcp") && self.eat_word("option")) {
+                    return Err(self.err_expected("'tcp option'"));
+                }
+                let o = self.ident("a TCP option")?;
+                operands.push((Operand::TcpOption, Expr::Const(Val::Word(o.name, o.span))));
+                "reset tcp option"
             }
             _ => {
                 if self.eat_word("name") {
