@@ -402,3 +402,18 @@ fn bang_means_none_of_the_flags() {
     );
     assert!(!accepted(&mut es, &fin));
 }
+
+/// ECN code points by name, as nft names them (`ip ecn ce` is 3).
+#[test]
+fn ecn_code_points_by_name() {
+    let mut es = engines(
+        "table ip f { chain fwd { type filter hook forward priority 0; policy drop;\n\
+         ip ecn ce accept\n } }",
+    );
+    let mut f = tcp("198.18.0.1", "198.19.0.1", 80);
+    assert!(!accepted(&mut es, &f));
+    f[15] |= 3; // CE
+    assert!(accepted(&mut es, &f));
+    f[15] = (f[15] & !3) | 2; // ECT(0)
+    assert!(!accepted(&mut es, &f));
+}

@@ -311,6 +311,7 @@ pub fn parse_scalar(dt: DataType, w: &str) -> Result<u128, String> {
             "arp" => Ok(0x0806),
             "vlan" => Ok(0x8100),
             "8021ad" => Ok(0x88a8),
+            "8021q" => Ok(0x8100),
             _ => num()
                 .map_err(|_| format!("'{w}' is not an EtherType (ip, ip6, arp, vlan or a number)")),
         },
@@ -368,6 +369,21 @@ pub fn parse_scalar(dt: DataType, w: &str) -> Result<u128, String> {
         DataType::CtEvent => lookup(CT_EVENTS, w)
             .map(|v| v as u128)
             .ok_or_else(|| format!("unknown ct event '{w}' (one of: {})", names(CT_EVENTS))),
+        DataType::Ecn => match w {
+            "not-ect" => Ok(0),
+            "ect1" => Ok(1),
+            "ect0" => Ok(2),
+            "ce" => Ok(3),
+            _ => Err(format!(
+                "'{w}' is not an ECN code point (not-ect, ect1, ect0, ce, or 0-3)"
+            )),
+        },
+        DataType::MptcpSubtype => lookup(MPTCP_SUBTYPES, w).map(|v| v as u128).ok_or_else(|| {
+            format!(
+                "unknown MPTCP subtype '{w}' (one of: {})",
+                names(MPTCP_SUBTYPES)
+            )
+        }),
         DataType::Str16 => {
             if w.is_empty() {
                 return Err("an empty string".to_string());
@@ -385,6 +401,18 @@ pub fn parse_scalar(dt: DataType, w: &str) -> Result<u128, String> {
         }),
     }
 }
+
+const MPTCP_SUBTYPES: &[(&str, u8)] = &[
+    ("mp-capable", 0),
+    ("mp-join", 1),
+    ("dss", 2),
+    ("add-addr", 3),
+    ("remove-addr", 4),
+    ("mp-prio", 5),
+    ("mp-fail", 6),
+    ("mp-fastclose", 7),
+    ("mp-tcprst", 8),
+];
 
 /// RTN_* route types (`fib daddr type local`).
 const ADDR_TYPES: &[(&str, u8)] = &[
@@ -509,7 +537,7 @@ fn parse_hour(w: &str) -> Result<u128, String> {
         }
         v[i] = p.parse().map_err(|_| bad())?;
     }
-    if v[0] > 23 || v[1] > 59 || v[2] > 59 {
+    if v[0] > 23 || v[1] > 59 || v[2] > 60 {
         return Err(bad());
     }
     Ok((v[0] * 3600 + v[1] * 60 + v[2]) as u128)
@@ -766,6 +794,8 @@ pub fn describe(dt: DataType) -> &'static str {
         DataType::AddrType => "address type",
         DataType::CtEvent => "ct event",
         DataType::Str16 => "string",
+        DataType::Ecn => "ECN code point",
+        DataType::MptcpSubtype => "MPTCP subtype",
     }
 }
 

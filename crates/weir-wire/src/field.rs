@@ -76,6 +76,10 @@ pub enum DataType {
     AddrType,
     /// Connection tracking events, a bitmask (`ct event set new,destroy`).
     CtEvent,
+    /// The ECN field's code points (`not-ect`, `ect1`, `ect0`, `ce`): 2 bits.
+    Ecn,
+    /// An MPTCP option subtype (`mp-capable`, `mp-join`, ...): 4 bits.
+    MptcpSubtype,
     /// A short string: a helper's name (`ct helper "ftp"`), 16 bytes as [`DataType::IfName`].
     Str16,
 }
@@ -111,6 +115,8 @@ impl DataType {
             DataType::AddrType => 16,
             DataType::CtEvent => 32,
             DataType::Str16 => 128,
+            DataType::Ecn => 2,
+            DataType::MptcpSubtype => 4,
         }
     }
 
@@ -160,6 +166,8 @@ impl DataType {
             DataType::AddrType => "fib_addrtype",
             DataType::CtEvent => "ct_event",
             DataType::Str16 => "string",
+            DataType::Ecn => "ecn",
+            DataType::MptcpSubtype => "mptcpopt_subtype",
         }
     }
 
@@ -200,6 +208,8 @@ impl DataType {
             "fib_addrtype" => DataType::AddrType,
             "ct_event" => DataType::CtEvent,
             "string" => DataType::Str16,
+            "ecn" => DataType::Ecn,
+            "mptcpopt_subtype" => DataType::MptcpSubtype,
             _ => return None,
         })
     }
@@ -280,7 +290,7 @@ fields! {
     IpVersion => "ip version", T::Integer(4), L::Ip4;
     IpHdrlength => "ip hdrlength", T::Integer(4), L::Ip4;
     IpDscp => "ip dscp", T::Dscp, L::Ip4;
-    IpEcn => "ip ecn", T::Integer(2), L::Ip4;
+    IpEcn => "ip ecn", T::Ecn, L::Ip4;
     IpLength => "ip length", T::Integer(16), L::Ip4;
     IpId => "ip id", T::Integer(16), L::Ip4;
     IpFragOff => "ip frag-off", T::Integer(16), L::Ip4;
@@ -292,7 +302,7 @@ fields! {
     // IPv6
     Ip6Version => "ip6 version", T::Integer(4), L::Ip6;
     Ip6Dscp => "ip6 dscp", T::Dscp, L::Ip6;
-    Ip6Ecn => "ip6 ecn", T::Integer(2), L::Ip6;
+    Ip6Ecn => "ip6 ecn", T::Ecn, L::Ip6;
     Ip6Flowlabel => "ip6 flowlabel", T::Integer(20), L::Ip6;
     Ip6Length => "ip6 length", T::Integer(16), L::Ip6;
     Ip6Nexthdr => "ip6 nexthdr", T::InetProto, L::Ip6;
@@ -446,7 +456,7 @@ fields! {
     GreProtocol => "gre protocol", T::EtherType, L::Transport(47);
     // ICMP and ICMPv6 fields not read yet
     IcmpChecksum => "icmp checksum", T::Integer(16), L::Icmp;
-    IcmpGateway => "icmp gateway", T::Ipv4Addr, L::Icmp;
+    IcmpGateway => "icmp gateway", T::Integer(32), L::Icmp;
     IcmpMtu => "icmp mtu", T::Integer(16), L::Icmp;
     Icmp6Checksum => "icmpv6 checksum", T::Integer(16), L::Icmp6;
     Icmp6Mtu => "icmpv6 mtu", T::Integer(32), L::Icmp6;
@@ -485,6 +495,8 @@ fields! {
     FibType => "fib type", T::AddrType, L::Meta;
     FibCheck => "fib check", T::Boolean, L::Meta;
     RawPayload => "raw payload", T::Integer(128), L::Meta;
+    CtLabel => "ct label", T::Integer(7), L::Meta;
+    MetaSecpath => "meta secpath", T::Boolean, L::Meta;
     // the local socket a packet belongs to, its sender's OS (`osf`), its IPsec state
     SocketTransparent => "socket transparent", T::Integer(1), L::Meta;
     SocketMark => "socket mark", T::Mark, L::Meta;

@@ -68,7 +68,7 @@ const TCP_OPTIONS: &[(&str, u8, Widths)] = &[
     ("sack3", 5, SACK_FIELDS),
     ("timestamp", 8, &[("tsval", 32), ("tsecr", 32)]),
     ("md5sig", 19, &[]),
-    ("mptcp", 30, &[("subtype", 4)]),
+    ("mptcp", 30, &[("subtype", 4)]), // (typed as MptcpSubtype below)
     ("fastopen", 34, &[]),
 ];
 const SACK_FIELDS: &[(&str, u8)] = &[("left", 32), ("right", 32)];
@@ -196,7 +196,13 @@ pub(super) fn special_key(cx: &mut Cx, words: &[ast::Ident], span: Span) -> Opti
                         f => fields.iter().find(|(n, _)| *n == f).map(|x| x.1),
                     };
                     match bits {
-                        Some(b) => Some(vec![part(Field::TcpOptionField, Some(b))]),
+                        Some(b) => {
+                            let mut p = part(Field::TcpOptionField, Some(b));
+                            if *opt == "mptcp" && *f == "subtype" {
+                                p.dtype = DataType::MptcpSubtype;
+                            }
+                            Some(vec![p])
+                        }
                         None => {
                             err(
                                 cx,

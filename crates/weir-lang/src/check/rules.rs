@@ -348,6 +348,7 @@ fn widens_to(from: &[DataType], to: &[DataType]) -> bool {
                 | DataType::Dscp
                 | DataType::InetService
                 | DataType::InetProto
+                | DataType::Ecn
         )
     };
     matches!((from, to), ([f], [t]) if int_based(f)
@@ -1026,6 +1027,7 @@ fn lower_item(
                     | Field::CtZone
                     | Field::CtOriginalZone
                     | Field::CtReplyZone
+                    | Field::CtLabel
                     | Field::RawPayload => true,
                     _ => false,
                 };
