@@ -149,10 +149,38 @@ pub fn lex(file: FileId, text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
                     i += 1;
                 }
             }
+            // `@"a quoted name"`: a set whose name nft had to quote
+            b'@' if b.get(i + 1) == Some(&b'"') => {
+                let s = i + 2;
+                match text[s..].find('"') {
+                    Some(n) if n > 0 => {
+                        toks.push(Token {
+                            tok: Tok::At(text[s..s + n].to_string()),
+                            span: sp(start, s + n + 1),
+                        });
+                        i = s + n + 1;
+                    }
+                    _ => {
+                        diags.push(Diagnostic::error(
+                            sp(start, s),
+                            "expected a quoted set name after '@\"'",
+                        ));
+                        i = s;
+                    }
+                }
+            }
             b'$' | b'@' => {
                 i += 1;
                 let s = i;
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'-')
+                // (set names as nft's identifiers: letters, digits, _ - and, after '@', / .)
+                while i < b.len()
+                    && (b[i].is_ascii_alphanumeric()
+                        || b[i] == b'_'
+                        || b[i] == b'-'
+                        || (c == b'@'
+                            && (b[i] == b'/'
+                                || (b[i] == b'.'
+                                    && b.get(i + 1).is_some_and(|n| n.is_ascii_alphanumeric())))))
                 {
                     i += 1;
                 }

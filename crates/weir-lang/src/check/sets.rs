@@ -164,25 +164,8 @@ pub(super) fn time_val(cx: &mut Cx, v: &Val) -> Option<u64> {
 pub(super) fn comp_range(cx: &mut Cx, dt: DataType, v: &Val) -> Option<(u128, u128)> {
     let r = match v {
         Val::Word(w, _) => parse_range(dt, w),
-        Val::Str(s, _) => {
-            if matches!(
-                dt,
-                DataType::IfName
-                    | DataType::IfIndex
-                    | DataType::Hour
-                    | DataType::Day
-                    | DataType::Date
-                    | DataType::IfType
-                    | DataType::Uid
-                    | DataType::Gid
-                    | DataType::Devgroup
-                    | DataType::Str16
-            ) {
-                parse_range(dt, s)
-            } else {
-                Err(format!("expected a {}, found string \"{s}\"", describe(dt)))
-            }
-        }
+        // nft reads a quoted word as the symbol it quotes (`ip protocol "tcp"`, as fw4 writes)
+        Val::Str(s, _) => parse_range(dt, s),
         Val::Range(a, b) => match (scalar(cx, dt, a), scalar(cx, dt, b)) {
             (Some(lo), Some(hi)) if lo <= hi => Ok((lo, hi)),
             (Some(_), Some(_)) => {

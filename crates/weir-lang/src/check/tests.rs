@@ -702,3 +702,22 @@ fn socket_osf_ipsec_last_reset_load_as_not_evaluated() {
         assert!(e.iter().any(|m| m.contains(want)), "{bad}: {e:?}");
     }
 }
+
+/// What kube-proxy and fw4 write: names with '/', `@"quoted"` set names, `typeof numgen
+/// random mod 2` map keys, quoted protocol names, `mark set mark or 0x4000`, `fib daddr
+/// type local` (the one construct left not evaluated).
+#[test]
+fn kube_proxy_and_fw4_shapes_load() {
+    let text = "table ip kube-proxy {\n  map service-ips { type ipv4_addr . inet_proto . inet_service : verdict; elements = { 198.18.0.10 . tcp . 80 : goto \"service-ULMVA6XW-ns1/svc1/tcp/p80\" } }\n  map \"endpoint-map/x\" { typeof numgen random mod 2 : verdict; elements = { 0 : goto \"endpoint-5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80\", 1 : drop } }\n  chain \"service-ULMVA6XW-ns1/svc1/tcp/p80\" {\n    ip daddr 198.18.0.10 tcp dport 80 ip saddr != 10.0.0.0/8 jump mark-for-masquerade\n    numgen random mod 2 vmap @\"endpoint-map/x\"\n  }\n  chain \"endpoint-5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80\" {\n    ip saddr 10.180.0.1 jump mark-for-masquerade\n    meta l4proto tcp dnat to 10.180.0.1:80\n  }\n  chain mark-for-masquerade { mark set mark or 0x4000 }\n  chain nat-prerouting { type nat hook prerouting priority -100; ip daddr . meta l4proto . th dport vmap @service-ips }\n  chain filter-input { type filter hook input priority -110; ct state new fib daddr type local ip protocol \"tcp\" accept; meta l4proto \"udp\" accept }\n}\n";
+    let (rs, _) = load_str("kp.nft", text)
+        .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
+        .unwrap();
+    let u = rs.unevaluated();
+    assert_eq!(u.len(), 1, "{u:?}");
+    assert!(u[0].contains("fib is not evaluated"), "{u:?}");
+    assert_eq!(rs.tables[0].chains.len(), 5);
+    // a quoted name must end
+    assert!(
+        !errors("table ip t { set s { type ipv4_addr; } chain c { ip saddr @\"s } }").is_empty()
+    );
+}

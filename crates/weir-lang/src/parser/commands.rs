@@ -503,11 +503,13 @@ impl Parser {
         Ok(v)
     }
 
+    /// `typeof` keys: selectors, hashes and number generators (`numgen random mod 2`), raw
+    /// payload, with their masks and shifts, joined by '.'.
     fn typeof_concat(&mut self) -> PResult<Vec<Expr>> {
-        let mut v = vec![self.selector()?];
+        let mut v = vec![self.binop_expr()?];
         while self.is_word(".") {
             self.bump();
-            v.push(self.selector()?);
+            v.push(self.binop_expr()?);
         }
         Ok(v)
     }

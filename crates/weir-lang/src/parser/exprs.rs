@@ -131,7 +131,7 @@ impl Parser {
         Ok(e)
     }
 
-    fn binop_expr(&mut self) -> PResult<Expr> {
+    pub(super) fn binop_expr(&mut self) -> PResult<Expr> {
         let start = self.span();
         let mut e = self.primary()?;
         while let Some(op) = self.binop() {
