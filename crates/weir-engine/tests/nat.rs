@@ -290,7 +290,7 @@ fn port_collision_gets_another_port_and_replies_reach_the_right_host() {
 fn port_range_exhaustion_drops_and_counts() {
     let rules = r#"table ip nat {
         chain post { type nat hook postrouting priority srcnat; policy accept;
-            oifname "wan0" snat to 198.19.0.2:10000-10001
+            oifname "wan0" meta l4proto { tcp, udp } snat to 198.19.0.2:10000-10001
         }
     }"#;
     let mut sf = stateful(rules);
@@ -369,7 +369,7 @@ fn icmp_echo_ids_are_allocated_and_mapped_back() {
 fn icmp_error_of_a_nated_flow_is_rewritten_outside_and_inside() {
     let rules = r#"table ip nat {
         chain post { type nat hook postrouting priority srcnat; policy accept;
-            oifname "wan0" masquerade to :20000-20010
+            oifname "wan0" meta l4proto { tcp, udp } masquerade to :20000-20010
         }
     }
     table ip f {

@@ -329,6 +329,9 @@ pub fn parse_scalar(dt: DataType, w: &str) -> Result<u128, String> {
             Ok,
         ),
         DataType::IfName => {
+            if w.is_empty() {
+                return Err("an empty interface name".to_string());
+            }
             if w.len() > 15 {
                 return Err(format!("interface name '{w}' is longer than 15 characters"));
             }

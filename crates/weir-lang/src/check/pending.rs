@@ -179,3 +179,84 @@ pub(super) fn lower_pending(
     }
     true
 }
+
+/// Why a `reject` contradicts the rule's family or earlier matches (nft refuses it): ICMP
+/// for IPv6 packets or ICMPv6 for IPv4 ones, a TCP reset for another protocol.
+pub(super) fn reject_clash(cx: &Cx, r: &Reject) -> Option<String> {
+    let seen = |g: Field| cx.eq_seen.iter().find(|(h, _)| *h == g).map(|x| x.1);
+    // the packets' IP version: the table's, or what the rule matched
+    let v6 = match cx.family {
+        Family::Ip => Some(false),
+        Family::Ip6 => Some(true),
+        _ => match (seen(Field::MetaNfproto), seen(Field::MetaProtocol)) {
+            (Some(10), _) | (_, Some(0x86dd)) => Some(true),
+            (Some(2), _) | (_, Some(0x0800)) => Some(false),
+            _ => None,
+        },
+    };
+    let v6 = v6.or(match cx.l4_dep {
+        Some(Family::Ip) => Some(false),
+        Some(Family::Ip6) => Some(true),
+        _ => None,
+    });
+    match (r, v6) {
+        (Reject::Icmp(_), Some(true)) => {
+            return Some(
+                "reject with icmp answers IPv4 packets; these are IPv6 (icmpv6 or icmpx)".into(),
+            )
+        }
+        (Reject::Icmp6(_), Some(false)) => {
+            return Some(
+                "reject with icmpv6 answers IPv6 packets; these are IPv4 (icmp or icmpx)".into(),
+            )
+        }
+        _ => {}
+    }
+    if *r == Reject::TcpReset {
+        let proto = seen(Field::MetaL4proto)
+            .or(seen(Field::IpProtocol))
+            .or(seen(Field::Ip6Nexthdr));
+        if proto.is_some_and(|p| p != 6) {
+            return Some(
+                "reject with tcp reset answers TCP packets; the rule matched another protocol"
+                    .into(),
+            );
+        }
+    }
+    None
+}
+
+/// Why a NAT statement contradicts what the rule matched (nft refuses it): a port without
+/// the transport protocol matched first; in an inet table, an address whose family neither
+/// the statement (`dnat ip to`) nor the rule's address matches (`ip daddr ...`) gives.
+pub(super) fn nat_clash(cx: &Cx, nat: &Nat, family_given: bool) -> Option<String> {
+    if (nat.port.is_some() || nat.port_range.is_some()) && !cx.l4_seen && cx.l4_dep.is_none() {
+        return Some(
+            "NAT to a port needs the transport protocol matched first (meta l4proto tcp ...)"
+                .into(),
+        );
+    }
+    if cx.family == Family::Inet && !family_given && nat.addr.is_some() {
+        let want = match nat.family {
+            Some(6) => Family::Ip6,
+            _ => Family::Ip,
+        };
+        // (the family the rule's matches give: an IPv4 or IPv6 field, or meta nfproto)
+        let nfproto = match cx.eq_seen.iter().find(|(f, _)| *f == Field::MetaNfproto) {
+            Some((_, 2)) => Some(Family::Ip),
+            Some((_, 10)) => Some(Family::Ip6),
+            _ => None,
+        };
+        if cx.l3_seen.or(nfproto) != Some(want) {
+            return Some(format!(
+                "in an inet table NAT to an address needs its family: {} to ...",
+                if want == Family::Ip6 {
+                    "dnat ip6 / snat ip6"
+                } else {
+                    "dnat ip / snat ip"
+                }
+            ));
+        }
+    }
+    None
+}

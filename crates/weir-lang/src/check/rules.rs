@@ -4,7 +4,7 @@
 
 use super::headers::{special_key, target_text, udp_tunnel_ok, TUNNEL_NAMES};
 use super::limits::{lower_limit, lower_quota_words};
-use super::pending::{dependency_clash, lower_pending};
+use super::pending::{dependency_clash, lower_pending, reject_clash};
 use super::redirect::{lower_fwd, lower_nat};
 use super::sets::{key_ranges, lower_elem, scalar, time_val};
 use super::tables::{err, other_text, Cx};
@@ -129,6 +129,17 @@ pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
                     format!("'{}' can never match here: {why}", f.name()),
                 );
                 return None;
+            }
+            if matches!(
+                f.layer(),
+                Layer::Transport(_) | Layer::AnyPorts | Layer::Icmp | Layer::Icmp6
+            ) {
+                cx.l4_seen = true;
+            }
+            match f.layer() {
+                Layer::Ip4 | Layer::Icmp => cx.l3_seen = Some(Family::Ip),
+                Layer::Ip6 | Layer::Icmp6 => cx.l3_seen = Some(Family::Ip6),
+                _ => {}
             }
             match f {
                 Field::MetaL4proto => cx.l4_dep = cx.l4_dep.or(Some(Family::Inet)),
@@ -968,6 +979,10 @@ fn lower_item(
                     }
                 },
             };
+            if let Some(why) = r.as_ref().and_then(|r| reject_clash(cx, r)) {
+                err(cx, *span, why);
+                return false;
+            }
             r.map(Expr::Reject)
         }
         ast::Item::Assign {
@@ -1090,7 +1105,16 @@ fn lower_item(
             port,
             flags,
             span,
-        } => lower_nat(cx, kind, family, addr, port, flags, *span),
+        } => {
+            let n = lower_nat(cx, kind, family, addr, port, flags, *span);
+            if let Some(Expr::Nat(nat)) = &n {
+                if let Some(why) = super::pending::nat_clash(cx, nat, family.is_some()) {
+                    err(cx, *span, why);
+                    return false;
+                }
+            }
+            n
+        }
         ast::Item::Notrack(_) => Some(Expr::Notrack),
         ast::Item::Fwd {
             family,
@@ -1246,6 +1270,8 @@ pub(super) fn lower_rule(cx: &mut Cx, handle: u64, r: &ast::Rule) -> Option<Rule
     cx.uneval.clear();
     cx.udp_dport_seen = false;
     cx.l4_dep = None;
+    cx.l4_seen = false;
+    cx.l3_seen = None;
     cx.eq_seen.clear();
     for it in &r.items {
         ok &= lower_item(cx, it, &mut exprs, &mut comment);
@@ -1275,6 +1301,25 @@ pub(super) fn lower_rule(cx: &mut Cx, handle: u64, r: &ast::Rule) -> Option<Rule
             cx.diags.push(
                 Diagnostic::error(sp, "nothing can follow a verdict in a rule")
                     .note("move the verdict (accept, drop, jump, ...) to the end of the rule"),
+            );
+            ok = false;
+        }
+    }
+    // NAT ends the rule in nft as well ("Statement after terminal statement has no effect")
+    if let Some(pos) = exprs.iter().position(|e| matches!(e, Expr::Nat(_))) {
+        if ok && pos + 1 < exprs.len() {
+            let sp = r
+                .items
+                .iter()
+                .find(|i| matches!(i, ast::Item::Nat { .. }))
+                .map(|i| i.span())
+                .unwrap_or(r.span);
+            cx.diags.push(
+                Diagnostic::error(
+                    sp,
+                    "nothing can follow snat, dnat, masquerade or redirect in a rule",
+                )
+                .note("NAT ends the rule (the packet is accepted): move counters before it"),
             );
             ok = false;
         }

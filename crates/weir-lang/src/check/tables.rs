@@ -43,6 +43,10 @@ pub(super) struct Cx<'d> {
     pub(super) eq_seen: Vec<(weir_wire::Field, u128)>,
     /// The table's named `limit` objects.
     pub(super) limits: std::collections::HashSet<String>,
+    /// Whether the rule has matched a transport field so far (NAT to a port needs one).
+    pub(super) l4_seen: bool,
+    /// The family of the IP addresses the rule has matched so far (`ip saddr`: Ip).
+    pub(super) l3_seen: Option<Family>,
 }
 
 pub(super) fn err(cx: &mut Cx, span: Span, msg: impl Into<String>) {
@@ -75,6 +79,8 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         l4_dep: None,
         eq_seen: Vec::new(),
         limits: Default::default(),
+        l4_seen: false,
+        l3_seen: None,
     };
     // named objects
     let mut counters = Vec::new();

@@ -721,3 +721,68 @@ fn kube_proxy_and_fw4_shapes_load() {
         !errors("table ip t { set s { type ipv4_addr; } chain c { ip saddr @\"s } }").is_empty()
     );
 }
+
+/// NAT and reject that contradict the rule are refused as nft refuses them; NAT ends a rule.
+#[test]
+fn nat_and_reject_checked_against_the_rule() {
+    for (fam, rule, want) in [
+        (
+            "ip",
+            "tcp dport 22 dnat to 198.19.0.1 accept",
+            "nothing can follow",
+        ),
+        ("ip", "redirect to :1234", "transport protocol"),
+        ("inet", "dnat to 198.18.0.1", "needs its family"),
+        (
+            "inet",
+            "ip6 daddr 2001:db8::1 dnat to 198.18.0.1",
+            "needs its family",
+        ),
+        ("ip6", "reject with icmp host-unreachable", "IPv6"),
+        ("ip", "reject with icmpv6 no-route", "IPv4"),
+        (
+            "inet",
+            "meta nfproto ipv6 reject with icmp host-unreachable",
+            "IPv6",
+        ),
+        ("inet", "meta l4proto udp reject with tcp reset", "TCP"),
+        ("ip", "meta iifname \"\"", "empty interface name"),
+    ] {
+        let hook = if rule.contains("reject") || rule.contains("iifname") {
+            "type filter hook input priority 0"
+        } else {
+            "type nat hook prerouting priority 0"
+        };
+        let e = errors(&format!("table {fam} t {{ chain c {{ {hook}; {rule} }} }}"));
+        assert!(e.iter().any(|m| m.contains(want)), "{fam} {rule}: {e:?}");
+    }
+    for (fam, rule) in [
+        ("inet", "ip saddr 198.18.0.1 snat to 198.19.0.1"),
+        ("inet", "tcp dport 80 dnat ip to 198.19.0.1:8080"),
+        ("ip", "meta l4proto tcp redirect to :8080"),
+    ] {
+        let hook = if rule.contains("snat") {
+            "postrouting"
+        } else {
+            "prerouting"
+        };
+        let t =
+            format!("table {fam} t {{ chain c {{ type nat hook {hook} priority 0; {rule} }} }}");
+        assert!(load_str("t.nft", &t).is_ok(), "{fam} {rule}");
+    }
+}
+
+/// inet NAT to an address takes its family from any IPv4 / IPv6 match, as nft does
+/// (checked against Debian's nft in a namespace).
+#[test]
+fn inet_nat_family_from_any_ip_match() {
+    for rule in [
+        "meta nfproto ipv4 dnat to 198.18.0.1",
+        "ip protocol tcp dnat to 198.18.0.1:80",
+        "ip version 4 dnat to 198.18.0.1",
+    ] {
+        let t =
+            format!("table inet t {{ chain c {{ type nat hook prerouting priority 0; {rule} }} }}");
+        assert!(load_str("t.nft", &t).is_ok(), "{rule}");
+    }
+}
