@@ -566,7 +566,14 @@ fn lower_match(
             let dt = types[0];
             // flags: `tcp flags syn,ack` means any of them set; `!=` none of them set;
             // `tcp flags syn / syn,ack` is a masked comparison
-            if single && dt.is_bitmask() && !key[0].is_plain() && matches!(v, Val::List(..)) {
+            // (`!` makes its one flag a list of one: `tcp flags & (fin | syn) ! syn`; a
+            // masked value compared with a parenthesized list, `== (syn | ack)`, is fine)
+            if single
+                && dt.is_bitmask()
+                && !key[0].is_plain()
+                && cmp == Some(CmpOp::Ne)
+                && matches!(v, Val::List(items, _) if items.len() == 1)
+            {
                 err(cx, v.span(), "a list of flags tests the field itself (tcp flags ! fin,rst), not a masked value");
                 return None;
             }
