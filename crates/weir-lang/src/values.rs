@@ -566,7 +566,10 @@ fn parse_day(w: &str) -> Result<u128, String> {
 fn parse_date(w: &str) -> Result<u128, String> {
     const NS: u128 = 1_000_000_000;
     if let Some(n) = parse_number(w) {
-        return Ok(n * NS);
+        return n
+            .checked_mul(NS)
+            .filter(|v| *v <= u64::MAX as u128)
+            .ok_or_else(|| format!("{w} seconds is past the year 2554"));
     }
     let bad = || format!("'{w}' is not a date and time (YYYY-MM-DD HH:MM:SS)");
     let (date, time) = w.split_once(' ').unwrap_or((w, "00:00"));
@@ -581,7 +584,7 @@ fn parse_date(w: &str) -> Result<u128, String> {
         p.parse().map_err(|_| bad())
     };
     let (y, m, dd) = (num(d[0])?, num(d[1])?, num(d[2])?);
-    if !(1..=12).contains(&m) || !(1..=31).contains(&dd) || y < 1970 {
+    if !(1..=12).contains(&m) || !(1..=31).contains(&dd) || !(1970..=9999).contains(&y) {
         return Err(bad());
     }
     let secs = days_from_civil(y, m, dd) * 86400 + parse_hour(time).map_err(|_| bad())? as i64;

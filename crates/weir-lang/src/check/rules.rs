@@ -169,7 +169,12 @@ pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
             let p = &mut k[0];
             match op {
                 ast::BinOp::Shl | ast::BinOp::Shr => {
-                    let n = scalar(cx, DataType::Integer(8), v)? as i8;
+                    let n = scalar(cx, DataType::Integer(8), v)?;
+                    if n > 127 {
+                        err(cx, *span, "a shift is at most 127 bits");
+                        return None;
+                    }
+                    let n = n as i8;
                     if p.shift != 0 {
                         err(cx, *span, "only one shift per value is supported");
                         return None;
@@ -191,7 +196,9 @@ pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
                         // (x >> n) op m == (x op (m << n)) >> n, and (x << n) op m ==
                         // (x op (m >> n)) << n when m's low n bits are clear (any m for and)
                         let n = p.shift.unsigned_abs() as u32;
-                        let moved = if p.shift > 0 {
+                        let moved = if n >= 128 {
+                            None
+                        } else if p.shift > 0 {
                             let w = p.dtype.bits() + n;
                             m.checked_shl(n).filter(|&x| w >= 128 || x >> w == 0)
                         } else {

@@ -795,3 +795,16 @@ fn masked_flags_compare_with_lists() {
     assert!(load_str("t.nft", t).is_ok());
     assert!(!errors("table ip t { chain c { tcp flags & (fin | syn) ! syn } }").is_empty());
 }
+
+/// Values at the edges are refused, never overflow: far dates, shifts past 127 bits.
+#[test]
+fn edge_values_are_refused() {
+    for (rule, want) in [
+        ("meta time \"99999999999999-01-01\" drop", "not a date"),
+        ("meta mark set meta mark << 200", "at most 127"),
+        ("meta mark set meta mark >> 128", "at most 127"),
+    ] {
+        let e = errors(&format!("table ip t {{ chain c {{ {rule} }} }}"));
+        assert!(e.iter().any(|m| m.contains(want)), "{rule}: {e:?}");
+    }
+}
