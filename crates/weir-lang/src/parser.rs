@@ -26,68 +26,20 @@ mod tests;
 const MAX_INCLUDE_DEPTH: usize = 16;
 const MAX_ERRORS: usize = 50;
 
-/// Words that start an expression (a selector or a value generator).
+/// Words that start an expression (a selector or a value generator), besides the bare
+/// metadata keys of [`BARE_META`]: see [`is_expr_head`].
 const EXPR_HEADS: &[&str] = &[
-    "ip",
-    "ip6",
-    "tcp",
-    "udp",
-    "udplite",
-    "sctp",
-    "dccp",
-    "th",
-    "icmp",
-    "icmpv6",
-    "ether",
-    "vlan",
-    "meta",
-    "ct",
-    "iifname",
-    "oifname",
-    "iif",
-    "oif",
-    "mark",
-    "l4proto",
-    "nfproto",
-    "pkttype",
-    "priority",
-    "length",
-    "protocol",
-    "jhash",
-    "symhash",
-    "numgen",
-    "iiftype",
-    "oiftype",
-    "skuid",
-    "skgid",
-    "nftrace",
-    "rtclassid",
-    "cpu",
-    "iifgroup",
-    "oifgroup",
-    "cgroup",
-    "ah",
-    "esp",
-    "comp",
-    "igmp",
-    "hbh",
-    "rt",
-    "rt0",
-    "rt2",
-    "srh",
-    "frag",
-    "dst",
-    "mh",
-    "exthdr",
-    "vxlan",
-    "geneve",
-    "gre",
-    "gretap",
-    "fib",
-    "socket",
-    "osf",
-    "ipsec",
+    "ip", "ip6", "tcp", "udp", "udplite", "sctp", "dccp", "th", "icmp", "icmpv6", "ether", "vlan",
+    "meta", "ct", "jhash", "symhash", "numgen", "ah", "esp", "comp", "igmp", "hbh", "rt", "rt0",
+    "rt2", "srh", "frag", "dst", "mh", "exthdr", "vxlan", "geneve", "gre", "gretap", "fib",
+    "socket", "osf", "ipsec",
 ];
+
+/// Whether `w` starts an expression: a selector's protocol word, a bare metadata key, a
+/// hash or number generator.
+fn is_expr_head(w: &str) -> bool {
+    EXPR_HEADS.contains(&w) || BARE_META.contains(&w)
+}
 
 /// Metadata keys nft reads without `meta` in front (`iifname`, `skuid`, ...).
 const BARE_META: &[&str] = &[

@@ -2,7 +2,7 @@
 //! operators and the value expressions of `set` and `to`.
 
 use super::{
-    PResult, Parser, BARE_META, EXPR_HEADS, SCTP_CHUNK_FIELDS, TCP_OPTION_FIELDS, TUNNELS,
+    is_expr_head, PResult, Parser, BARE_META, SCTP_CHUNK_FIELDS, TCP_OPTION_FIELDS, TUNNELS,
 };
 use crate::ast::*;
 use crate::diag::Diagnostic;
@@ -19,7 +19,7 @@ impl Parser {
             h if TUNNELS.contains(&h)
                 && self
                     .peek_word()
-                    .is_some_and(|w| EXPR_HEADS.contains(&w) && !TUNNELS.contains(&w)) =>
+                    .is_some_and(|w| is_expr_head(w) && !TUNNELS.contains(&w)) =>
             {
                 if let Expr::Selector(inner, _) = self.selector()? {
                     words.extend(inner);
@@ -222,7 +222,7 @@ impl Parser {
                     span: start.to(self.prev_span()),
                 })
             }
-            Some(w) if EXPR_HEADS.contains(&w) => self.selector(),
+            Some(w) if is_expr_head(w) => self.selector(),
             _ => Err(self.err_expected("a selector (ip saddr, tcp dport, meta mark, ...)")),
         }
     }
@@ -267,7 +267,7 @@ impl Parser {
 
     pub(super) fn value_expr(&mut self) -> PResult<Expr> {
         match self.peek_word() {
-            Some(w) if EXPR_HEADS.contains(&w) => self.expr(),
+            Some(w) if is_expr_head(w) => self.expr(),
             _ => {
                 let start = self.span();
                 let mut v = self.val()?;
@@ -277,7 +277,7 @@ impl Parser {
                 // commutative)
                 while let Some(op) = self.binop() {
                     let op_span = self.bump().span;
-                    if self.peek_word().is_some_and(|w| EXPR_HEADS.contains(&w)) {
+                    if self.peek_word().is_some_and(|w| is_expr_head(w)) {
                         if matches!(op, BinOp::Shl | BinOp::Shr) {
                             return Err(Diagnostic::error(
                                 op_span,

@@ -2,7 +2,7 @@
 //! verdicts.
 
 use super::preprocess::tokens_text;
-use super::{PResult, Parser, EXPR_HEADS, STMT_HEADS};
+use super::{is_expr_head, PResult, Parser, STMT_HEADS};
 use crate::ast::*;
 use crate::diag::Diagnostic;
 use crate::lexer::Tok;
@@ -77,7 +77,7 @@ impl Parser {
         if STMT_HEADS.contains(&w.as_str()) {
             return self.statement(&w, start);
         }
-        if !EXPR_HEADS.contains(&w.as_str()) && w != "@" {
+        if !is_expr_head(&w) && w != "@" {
             return Err(Diagnostic::error(
                 start,
                 format!("expected a match or a statement, found '{w}'"),

@@ -1,7 +1,7 @@
 //! Statements: verdicts, `counter`, `log`, `limit`, `quota`, `reject`, NAT, `notrack`, `fwd`,
 //! `flow`, set updates and `comment`.
 
-use super::{PResult, Parser, EXPR_HEADS, STMT_HEADS};
+use super::{is_expr_head, PResult, Parser, STMT_HEADS};
 use crate::ast::*;
 use crate::lexer::Tok;
 use crate::source::Span;
@@ -94,7 +94,7 @@ impl Parser {
                 self.eat_word("until");
                 let mut rate = Vec::new();
                 while let Some(w) = self.peek_word() {
-                    if w == "burst" || STMT_HEADS.contains(&w) || EXPR_HEADS.contains(&w) {
+                    if w == "burst" || STMT_HEADS.contains(&w) || is_expr_head(w) {
                         break;
                     }
                     rate.push(self.val_atom()?);
@@ -122,7 +122,7 @@ impl Parser {
             "quota" => {
                 self.bump();
                 if self.eat_word("name") {
-                    if self.peek_word().is_some_and(|w| EXPR_HEADS.contains(&w)) {
+                    if self.peek_word().is_some_and(|w| is_expr_head(w)) {
                         // `quota name tcp dport map { 443 : "q1" }`: the object chosen by a map
                         let e = self.value_expr()?;
                         return Ok(Item::Pending {
