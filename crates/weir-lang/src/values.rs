@@ -177,6 +177,17 @@ fn lookup<T: Copy>(table: &[(&str, T)], w: &str) -> Option<T> {
     table.iter().find(|(n, _)| *n == w).map(|(_, v)| *v)
 }
 
+/// A symbolic constant of a type by its name in `table`, or an error listing the names.
+fn symbol<T: Copy + Into<u128>>(
+    dt: DataType,
+    table: &[(&str, T)],
+    w: &str,
+) -> Result<u128, String> {
+    lookup(table, w)
+        .map(Into::into)
+        .ok_or_else(|| format!("unknown {} '{w}' (one of: {})", describe(dt), names(table)))
+}
+
 fn names<T>(table: &[(&str, T)]) -> String {
     table.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
 }
@@ -356,22 +367,12 @@ pub fn parse_scalar(dt: DataType, w: &str) -> Result<u128, String> {
             "default" => Ok(0),
             _ => Err(format!("'{w}' is not a device group (default or a number)")),
         },
-        DataType::IfType => lookup(IF_TYPES, w)
-            .map(|v| v as u128)
-            .ok_or_else(|| format!("unknown interface type '{w}' (one of: {})", names(IF_TYPES))),
+        DataType::IfType => symbol(dt, IF_TYPES, w),
         DataType::ClassId => parse_classid(w),
-        DataType::DccpType => lookup(DCCP_TYPES, w)
-            .map(|v| v as u128)
-            .ok_or_else(|| format!("unknown DCCP type '{w}' (one of: {})", names(DCCP_TYPES))),
-        DataType::IgmpType => lookup(IGMP_TYPES, w)
-            .map(|v| v as u128)
-            .ok_or_else(|| format!("unknown IGMP type '{w}' (one of: {})", names(IGMP_TYPES))),
-        DataType::AddrType => lookup(ADDR_TYPES, w)
-            .map(|v| v as u128)
-            .ok_or_else(|| format!("unknown address type '{w}' (one of: {})", names(ADDR_TYPES))),
-        DataType::CtEvent => lookup(CT_EVENTS, w)
-            .map(|v| v as u128)
-            .ok_or_else(|| format!("unknown ct event '{w}' (one of: {})", names(CT_EVENTS))),
+        DataType::DccpType => symbol(dt, DCCP_TYPES, w),
+        DataType::IgmpType => symbol(dt, IGMP_TYPES, w),
+        DataType::AddrType => symbol(dt, ADDR_TYPES, w),
+        DataType::CtEvent => symbol(dt, CT_EVENTS, w),
         DataType::Ecn => match w {
             "not-ect" => Ok(0),
             "ect1" => Ok(1),
@@ -381,12 +382,7 @@ pub fn parse_scalar(dt: DataType, w: &str) -> Result<u128, String> {
                 "'{w}' is not an ECN code point (not-ect, ect1, ect0, ce, or 0-3)"
             )),
         },
-        DataType::MptcpSubtype => lookup(MPTCP_SUBTYPES, w).map(|v| v as u128).ok_or_else(|| {
-            format!(
-                "unknown MPTCP subtype '{w}' (one of: {})",
-                names(MPTCP_SUBTYPES)
-            )
-        }),
+        DataType::MptcpSubtype => symbol(dt, MPTCP_SUBTYPES, w),
         DataType::Str16 => {
             if w.is_empty() {
                 return Err("an empty string".to_string());
@@ -396,12 +392,7 @@ pub fn parse_scalar(dt: DataType, w: &str) -> Result<u128, String> {
             }
             Ok(ifname_value(w))
         }
-        DataType::MhType => lookup(MH_TYPES, w).map(|v| v as u128).ok_or_else(|| {
-            format!(
-                "unknown Mobility Header type '{w}' (one of: {})",
-                names(MH_TYPES)
-            )
-        }),
+        DataType::MhType => symbol(dt, MH_TYPES, w),
     }
 }
 
