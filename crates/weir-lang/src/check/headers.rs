@@ -246,12 +246,7 @@ pub(super) fn special_key(cx: &mut Cx, words: &[ast::Ident], span: Span) -> Opti
             if !udp_tunnel_ok(cx, t, words[0].span) {
                 return Some(None);
             }
-            cx.uneval.push(match *t {
-                "vxlan" => "vxlan",
-                "geneve" => "geneve",
-                "gre" => "gre",
-                _ => "gretap",
-            });
+            cx.uneval.extend(TUNNEL_NAMES.iter().find(|n| *n == t));
             Some(Some(vec![KeyPart::field(f)]))
         }
         ["fib", rest @ ..] if rest.len() >= 2 => {

@@ -78,11 +78,7 @@ fn field_allowed(cx: &mut Cx, f: Field, span: Span) -> bool {
 pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
     match e {
         ast::Expr::Selector(words, span) => {
-            let name = words
-                .iter()
-                .map(|w| w.name.as_str())
-                .collect::<Vec<_>>()
-                .join(" ");
+            let name = target_text(e);
             if let Some(k) = special_key(cx, words, *span) {
                 return k;
             }
@@ -774,15 +770,9 @@ fn lower_item(
         ast::Item::Match { lhs, op, rhs, span } => {
             let e = lower_match(cx, lhs, *op, rhs, *span);
             // an equality with one value, that later matches of the rule depend on
-            if let (ast::Expr::Selector(ws, _), None, ast::Rhs::Val(Val::Word(w, _))) =
-                (lhs, op, rhs)
+            if let (ast::Expr::Selector(..), None, ast::Rhs::Val(Val::Word(w, _))) = (lhs, op, rhs)
             {
-                let name = ws
-                    .iter()
-                    .map(|w| w.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                if let Some(f) = Field::from_name(&name) {
+                if let Some(f) = Field::from_name(&target_text(lhs)) {
                     if let Ok(v) = values::parse_scalar(f.datatype(), w) {
                         cx.eq_seen.push((f, v));
                     }
@@ -1319,40 +1309,40 @@ pub(super) fn lower_rule(cx: &mut Cx, handle: u64, r: &ast::Rule) -> Option<Rule
             ok = false;
         }
     }
-    // NAT ends the rule in nft as well ("Statement after terminal statement has no effect")
-    if let Some(pos) = exprs.iter().position(|e| matches!(e, Expr::Nat(_))) {
-        if ok && pos + 1 < exprs.len() {
-            let sp = r
-                .items
-                .iter()
-                .find(|i| matches!(i, ast::Item::Nat { .. }))
-                .map(|i| i.span())
-                .unwrap_or(r.span);
-            cx.diags.push(
-                Diagnostic::error(
-                    sp,
-                    "nothing can follow snat, dnat, masquerade or redirect in a rule",
-                )
-                .note("NAT ends the rule (the packet is accepted): move counters before it"),
-            );
-            ok = false;
-        }
-    }
-    // fwd ends the packet's processing: nft refuses anything after it ("Statement after
+    // NAT and fwd end the rule in nft: it refuses anything after them ("Statement after
     // terminal statement has no effect")
-    if let Some(pos) = exprs.iter().position(|e| matches!(e, Expr::Fwd(_))) {
-        if ok && pos + 1 < exprs.len() {
-            let sp = r
-                .items
-                .iter()
-                .find(|i| matches!(i, ast::Item::Fwd { .. }))
-                .map(|i| i.span())
-                .unwrap_or(r.span);
-            cx.diags.push(
-                Diagnostic::error(sp, "nothing can follow 'fwd' in a rule")
-                    .note("fwd sends the packet out and ends its processing: move it to the end of the rule"),
-            );
-            ok = false;
+    type Terminal = (
+        fn(&Expr) -> bool,
+        fn(&ast::Item) -> bool,
+        &'static str,
+        &'static str,
+    );
+    let terminals: [Terminal; 2] = [
+        (
+            |e| matches!(e, Expr::Nat(_)),
+            |i| matches!(i, ast::Item::Nat { .. }),
+            "nothing can follow snat, dnat, masquerade or redirect in a rule",
+            "NAT ends the rule (the packet is accepted): move counters before it",
+        ),
+        (
+            |e| matches!(e, Expr::Fwd(_)),
+            |i| matches!(i, ast::Item::Fwd { .. }),
+            "nothing can follow 'fwd' in a rule",
+            "fwd sends the packet out and ends its processing: move it to the end of the rule",
+        ),
+    ];
+    for (is_expr, is_item, msg, note) in terminals {
+        if let Some(pos) = exprs.iter().position(is_expr) {
+            if ok && pos + 1 < exprs.len() {
+                let sp = r
+                    .items
+                    .iter()
+                    .find(|i| is_item(i))
+                    .map(|i| i.span())
+                    .unwrap_or(r.span);
+                cx.diags.push(Diagnostic::error(sp, msg).note(note));
+                ok = false;
+            }
         }
     }
     ok.then(|| Rule {

@@ -277,7 +277,7 @@ impl Parser {
                 // commutative)
                 while let Some(op) = self.binop() {
                     let op_span = self.bump().span;
-                    if self.peek_word().is_some_and(|w| is_expr_head(w)) {
+                    if self.peek_word().is_some_and(is_expr_head) {
                         if matches!(op, BinOp::Shl | BinOp::Shr) {
                             return Err(Diagnostic::error(
                                 op_span,

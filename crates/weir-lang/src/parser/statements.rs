@@ -122,7 +122,7 @@ impl Parser {
             "quota" => {
                 self.bump();
                 if self.eat_word("name") {
-                    if self.peek_word().is_some_and(|w| is_expr_head(w)) {
+                    if self.peek_word().is_some_and(is_expr_head) {
                         // `quota name tcp dport map { 443 : "q1" }`: the object chosen by a map
                         let e = self.value_expr()?;
                         return Ok(Item::Pending {
