@@ -403,7 +403,7 @@ fn inline_workers(
         for (p, i) in ports.iter().zip(&cfg.interface) {
             if let Link::Packet(p) = p {
                 p.set_mark(weir_io::afpacket::TX_MARK)?;
-                p.ignore_marked(weir_io::inject::INJECT_MARK)?;
+                p.take_outgoing(weir_io::inject::INJECT_MARK, false)?;
                 p.bypass_qdisc(!i.qdisc)?;
             }
         }
@@ -435,6 +435,15 @@ fn inline_workers(
     }
     let local = cfg.local_delivery && turnarounds.len() == cfg.interface.len();
     router.set_local_delivery(local);
+    if local {
+        // an AF_PACKET port's own socket also reads what the kernel sends from it (an AF_XDP
+        // port needs a monitor socket for that)
+        for l in links.iter().flat_map(|(p, _)| p) {
+            if let Link::Packet(p) = l {
+                p.take_outgoing(weir_io::inject::INJECT_MARK, true)?;
+            }
+        }
+    }
     let shared = (n > 1).then(|| Arc::new(weir_router::SharedNeighbours::default()));
     let xdp_steer = links
         .first()
@@ -480,15 +489,17 @@ fn inline_workers(
             } else {
                 None
             });
-            monitor.push(if local && w == 0 {
-                Some(weir_io::afpacket::Port::open_monitor(
-                    &i.name,
-                    64,
-                    weir_io::inject::INJECT_MARK,
-                )?)
-            } else {
-                None
-            });
+            monitor.push(
+                if local && w == 0 && matches!(ports[monitor.len()], Link::Xdp(_)) {
+                    Some(weir_io::afpacket::Port::open_monitor(
+                        &i.name,
+                        64,
+                        weir_io::inject::INJECT_MARK,
+                    )?)
+                } else {
+                    None
+                },
+            );
         }
         ws.push(Worker {
             state: state(w, sf),

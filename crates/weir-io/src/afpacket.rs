@@ -289,6 +289,9 @@ pub struct RxOffload {
     /// The virtio-net header the kernel gave (rings opened with
     /// [`RingConfig::vnet_hdr`]).
     pub vnet: Option<VnetHdr>,
+    /// The frame is one the kernel itself sent out of the interface (`PACKET_OUTGOING`),
+    /// not one received: only on rings that take them ([`Port::take_outgoing`]).
+    pub outgoing: bool,
 }
 
 /// One frame of the batch in the ring.
@@ -301,6 +304,8 @@ struct RxFrame {
     status: u32,
     /// The virtio-net header in front of the frame.
     vnet: Option<[u8; 10]>,
+    /// `sll_pkttype` is `PACKET_OUTGOING`.
+    outgoing: bool,
 }
 
 /// A TPACKET_V3 receive ring: `blocks` blocks, each owned by the kernel (filling it) or by
@@ -430,6 +435,11 @@ impl RxRing {
         unsafe { (self.map.add(off) as *const u32).read_unaligned() }
     }
 
+    fn byte_at(&self, off: usize) -> u8 {
+        // SAFETY: `off` lies inside the mapping (callers check against the block bounds).
+        unsafe { self.map.add(off).read() }
+    }
+
     /// Take the next block if the kernel handed it over: its frames become the batch.
     fn take(&mut self) -> usize {
         self.frames.clear();
@@ -468,12 +478,15 @@ impl RxRing {
             } else {
                 None
             };
+            // the sockaddr_ll after the 48-byte frame header: sll_pkttype at its byte 10
+            let outgoing = mac >= 60 && self.byte_at(h + 58) == libc::PACKET_OUTGOING as u8;
             self.frames.push(RxFrame {
                 off: h + mac,
                 snap,
                 len,
                 status,
                 vnet,
+                outgoing,
             });
             let next = self.u32_at(h) as usize;
             if next == 0 {
@@ -517,6 +530,7 @@ impl RxRing {
             gso_tcp: f.status & TP_STATUS_GSO_TCP != 0,
             gso: vnet.and_then(|v| v.gso()),
             vnet,
+            outgoing: f.outgoing,
         }
     }
 
@@ -728,6 +742,52 @@ impl Port {
             cbpf(RET_K, 0, 0, 0),
             cbpf(RET_K, 0, 0, u32::MAX),
         ])
+    }
+
+    /// What this socket takes of what passes the interface, as a filter in the kernel: no
+    /// frame marked `skip` (those weir hands back to the kernel, [`crate::inject`]); with
+    /// `outgoing`, also the IPv4 and IPv6 frames the kernel itself sends out of the
+    /// interface, but those weir's own sockets sent ([`TX_MARK`]), told apart by
+    /// [`RxOffload::outgoing`]. Without, no outgoing frame, in a fanout group too (whose
+    /// members the socket option `PACKET_IGNORE_OUTGOING` does not cover). One socket
+    /// then serves a port's receiving and the watch of what the kernel sends from it (local
+    /// delivery), instead of a second tap that every received frame would be cloned to
+    /// ([`Port::open_monitor`]).
+    pub fn take_outgoing(&self, skip: u32, outgoing: bool) -> io::Result<()> {
+        let fd = self.fd.as_raw_fd();
+        if !set_int(
+            fd,
+            libc::SOL_PACKET,
+            libc::PACKET_IGNORE_OUTGOING,
+            (!outgoing) as i32,
+        ) {
+            return Err(os_err(&format!("{}: PACKET_IGNORE_OUTGOING", self.name)));
+        }
+        const PACKET_OUTGOING: u32 = libc::PACKET_OUTGOING as u32;
+        if outgoing {
+            self.attach_filter(&[
+                cbpf(LD_W_ABS, 0, 0, SKF_AD_MARK),
+                cbpf(JEQ_K, 8, 0, skip),
+                cbpf(LD_W_ABS, 0, 0, SKF_AD_PKTTYPE),
+                cbpf(JEQ_K, 0, 5, PACKET_OUTGOING),
+                cbpf(LD_W_ABS, 0, 0, SKF_AD_MARK),
+                cbpf(JEQ_K, 4, 0, TX_MARK),
+                cbpf(LD_W_ABS, 0, 0, SKF_AD_PROTOCOL),
+                cbpf(JEQ_K, 1, 0, 0x0800),
+                cbpf(JEQ_K, 0, 1, 0x86dd),
+                cbpf(RET_K, 0, 0, u32::MAX),
+                cbpf(RET_K, 0, 0, 0),
+            ])
+        } else {
+            self.attach_filter(&[
+                cbpf(LD_W_ABS, 0, 0, SKF_AD_MARK),
+                cbpf(JEQ_K, 3, 0, skip),
+                cbpf(LD_W_ABS, 0, 0, SKF_AD_PKTTYPE),
+                cbpf(JEQ_K, 1, 0, PACKET_OUTGOING),
+                cbpf(RET_K, 0, 0, u32::MAX),
+                cbpf(RET_K, 0, 0, 0),
+            ])
+        }
     }
 
     /// A socket that reads what the kernel itself sends out of interface `name`: outgoing

@@ -347,6 +347,12 @@ impl Inline {
             for i in 0..n {
                 let off = il.ports[pi].rx_offload(i);
                 let (frame, truncated) = il.ports[pi].frame_mut(i);
+                if off.outgoing {
+                    // what the kernel itself sent from this port (local delivery, on an
+                    // AF_PACKET port's own socket): tracked, to its connection's worker
+                    host_sent(&mut il.router, &mut il.handoff, w, pi, frame.to_vec(), now);
+                    continue;
+                }
                 // neighbours learnt from the ARP and ND traffic on the link
                 il.router.learn(pi, frame);
                 let (fate, rewritten) = if truncated {
@@ -531,17 +537,29 @@ fn drain_monitor(
             Err(e) => return Err(e),
         };
         for i in 0..n {
-            let f = m.frame(i).to_vec();
-            if let Some(h) = handoff.as_mut() {
-                let pm = PacketMeta::parse(&f, LinkType::Ethernet);
-                if let Some(o) = h.hash_owner(&pm, &f) {
-                    h.send(o, pi | HOST_OUT, &f);
-                    continue;
-                }
-            }
-            w.counts.host_out += 1;
-            router.host_out(&mut w.sf, pi, f, now);
+            host_sent(router, handoff, w, pi, m.frame(i).to_vec(), now);
         }
     }
     Ok(())
+}
+
+/// A frame the kernel itself sent out of port `pi`: through the router's output and
+/// postrouting here, or handed to the worker that owns its connection.
+fn host_sent(
+    router: &mut Router,
+    handoff: &mut Option<Handoff>,
+    w: &mut State,
+    pi: usize,
+    f: Vec<u8>,
+    now: u64,
+) {
+    if let Some(h) = handoff.as_mut() {
+        let pm = PacketMeta::parse(&f, LinkType::Ethernet);
+        if let Some(o) = h.hash_owner(&pm, &f) {
+            h.send(o, pi | HOST_OUT, &f);
+            return;
+        }
+    }
+    w.counts.host_out += 1;
+    router.host_out(&mut w.sf, pi, f, now);
 }
