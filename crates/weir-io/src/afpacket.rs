@@ -479,7 +479,7 @@ impl RxRing {
                 None
             };
             // the sockaddr_ll after the 48-byte frame header: sll_pkttype at its byte 10
-            let outgoing = mac >= 60 && self.byte_at(h + 58) == libc::PACKET_OUTGOING as u8;
+            let outgoing = mac >= 60 && self.byte_at(h + 58) == libc::PACKET_OUTGOING;
             self.frames.push(RxFrame {
                 off: h + mac,
                 snap,

@@ -14,26 +14,41 @@ pub mod iptables;
 pub mod ir;
 pub mod lexer;
 pub mod parser;
+pub mod print;
 pub mod source;
 pub mod values;
 
 pub use diag::Diagnostic;
 pub use source::{SourceMap, Span};
 
+/// A ruleset that failed to load: its sources (for the messages) and what is wrong.
+pub type LoadError = (SourceMap, Vec<Diagnostic>);
+
 /// Parse and check a ruleset file. On success the warnings (if any) come with the ruleset.
-pub fn load_file(
+pub fn load_file(path: &std::path::Path) -> Result<(ir::Ruleset, Vec<Diagnostic>), LoadError> {
+    load_file_ast(path).map(|(rs, _, d)| (rs, d))
+}
+
+/// Parse and check ruleset text (named `name` in messages).
+pub fn load_str(name: &str, text: &str) -> Result<(ir::Ruleset, Vec<Diagnostic>), LoadError> {
+    load_str_ast(name, text).map(|(rs, _, d)| (rs, d))
+}
+
+/// As [`load_file`], with the syntax tree the ruleset was checked from (what
+/// [`print::ruleset`] prints the rules from).
+pub fn load_file_ast(
     path: &std::path::Path,
-) -> Result<(ir::Ruleset, Vec<Diagnostic>), (SourceMap, Vec<Diagnostic>)> {
+) -> Result<(ir::Ruleset, ast::File, Vec<Diagnostic>), LoadError> {
     let mut sources = SourceMap::new();
     let (file, mut diags) = parser::parse_file(&mut sources, path);
     finish(sources, file, &mut diags)
 }
 
-/// Parse and check ruleset text (named `name` in messages).
-pub fn load_str(
+/// As [`load_str`], with the syntax tree.
+pub fn load_str_ast(
     name: &str,
     text: &str,
-) -> Result<(ir::Ruleset, Vec<Diagnostic>), (SourceMap, Vec<Diagnostic>)> {
+) -> Result<(ir::Ruleset, ast::File, Vec<Diagnostic>), LoadError> {
     let mut sources = SourceMap::new();
     let (file, mut diags) = parser::parse_str(&mut sources, name, text);
     finish(sources, file, &mut diags)
@@ -43,7 +58,7 @@ fn finish(
     sources: SourceMap,
     file: ast::File,
     diags: &mut Vec<Diagnostic>,
-) -> Result<(ir::Ruleset, Vec<Diagnostic>), (SourceMap, Vec<Diagnostic>)> {
+) -> Result<(ir::Ruleset, ast::File, Vec<Diagnostic>), LoadError> {
     if diags.iter().any(|d| d.severity == diag::Severity::Error) {
         return Err((sources, std::mem::take(diags)));
     }
@@ -52,5 +67,5 @@ fn finish(
     if diags.iter().any(|d| d.severity == diag::Severity::Error) {
         return Err((sources, std::mem::take(diags)));
     }
-    Ok((ir::Ruleset { tables, sources }, std::mem::take(diags)))
+    Ok((ir::Ruleset { tables, sources }, file, std::mem::take(diags)))
 }

@@ -5,7 +5,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use weir_wire::field::{ifname_prefix_range, ifname_value};
 use weir_wire::DataType;
 
-const PROTOS: &[(&str, u8)] = &[
+pub(crate) const PROTOS: &[(&str, u8)] = &[
     ("hopopt", 0),
     ("ip", 0),
     ("ipcomp", 108),
@@ -33,7 +33,7 @@ const PROTOS: &[(&str, u8)] = &[
     ("mptcp", 137),
 ];
 
-const SERVICES: &[(&str, u16)] = &[
+pub(crate) const SERVICES: &[(&str, u16)] = &[
     ("ftp-data", 20),
     ("ftp", 21),
     ("ssh", 22),
@@ -77,7 +77,7 @@ const SERVICES: &[(&str, u16)] = &[
     ("http-alt", 8080),
 ];
 
-const ICMP_TYPES: &[(&str, u8)] = &[
+pub(crate) const ICMP_TYPES: &[(&str, u8)] = &[
     ("echo-reply", 0),
     ("destination-unreachable", 3),
     ("source-quench", 4),
@@ -95,7 +95,7 @@ const ICMP_TYPES: &[(&str, u8)] = &[
     ("address-mask-reply", 18),
 ];
 
-const ICMP6_TYPES: &[(&str, u8)] = &[
+pub(crate) const ICMP6_TYPES: &[(&str, u8)] = &[
     ("destination-unreachable", 1),
     ("packet-too-big", 2),
     ("time-exceeded", 3),
@@ -147,7 +147,7 @@ pub const CT_STATUS: &[(&str, u32)] = &[
     ("dying", 512),
 ];
 
-const DSCP: &[(&str, u8)] = &[
+pub(crate) const DSCP: &[(&str, u8)] = &[
     ("cs0", 0),
     ("cs1", 8),
     ("cs2", 16),
@@ -396,7 +396,7 @@ pub fn parse_scalar(dt: DataType, w: &str) -> Result<u128, String> {
     }
 }
 
-const MPTCP_SUBTYPES: &[(&str, u8)] = &[
+pub(crate) const MPTCP_SUBTYPES: &[(&str, u8)] = &[
     ("mp-capable", 0),
     ("mp-join", 1),
     ("dss", 2),
@@ -409,7 +409,7 @@ const MPTCP_SUBTYPES: &[(&str, u8)] = &[
 ];
 
 /// RTN_* route types (`fib daddr type local`).
-const ADDR_TYPES: &[(&str, u8)] = &[
+pub(crate) const ADDR_TYPES: &[(&str, u8)] = &[
     ("unspec", 0),
     ("unicast", 1),
     ("local", 2),
@@ -425,7 +425,7 @@ const ADDR_TYPES: &[(&str, u8)] = &[
 ];
 
 /// Connection tracking event bits (`ct event set new,destroy`).
-const CT_EVENTS: &[(&str, u32)] = &[
+pub(crate) const CT_EVENTS: &[(&str, u32)] = &[
     ("new", 1),
     ("related", 2),
     ("destroy", 4),
@@ -440,7 +440,7 @@ const CT_EVENTS: &[(&str, u32)] = &[
 ];
 
 /// ARPHRD_* link types, as nft names them (`meta iiftype`).
-const IF_TYPES: &[(&str, u16)] = &[
+pub(crate) const IF_TYPES: &[(&str, u16)] = &[
     ("ether", 1),
     ("ppp", 512),
     ("ipip", 768),
@@ -450,7 +450,7 @@ const IF_TYPES: &[(&str, u16)] = &[
     ("ipgre", 778),
 ];
 
-const DCCP_TYPES: &[(&str, u8)] = &[
+pub(crate) const DCCP_TYPES: &[(&str, u8)] = &[
     ("request", 0),
     ("response", 1),
     ("data", 2),
@@ -463,7 +463,7 @@ const DCCP_TYPES: &[(&str, u8)] = &[
     ("syncack", 9),
 ];
 
-const IGMP_TYPES: &[(&str, u8)] = &[
+pub(crate) const IGMP_TYPES: &[(&str, u8)] = &[
     ("membership-query", 0x11),
     ("membership-report-v1", 0x12),
     ("membership-report-v2", 0x16),
@@ -471,7 +471,7 @@ const IGMP_TYPES: &[(&str, u8)] = &[
     ("leave-group", 0x17),
 ];
 
-const MH_TYPES: &[(&str, u8)] = &[
+pub(crate) const MH_TYPES: &[(&str, u8)] = &[
     ("binding-refresh-request", 0),
     ("home-test-init", 1),
     ("careof-test-init", 2),
@@ -487,7 +487,7 @@ const MH_TYPES: &[(&str, u8)] = &[
     ("home-agent-switch-message", 12),
 ];
 
-const DAYS: &[&str] = &[
+pub(crate) const DAYS: &[&str] = &[
     "sunday",
     "monday",
     "tuesday",

@@ -16,6 +16,9 @@ const OK_LOADED_FLOOR: usize = 4_046;
 /// Rules nft refuses that weir refuses, at least (out of 425).
 const FAIL_REFUSED_FLOOR: usize = 409;
 
+/// Loaded rules weir prints as nft lists them, at least.
+const PRINTED_FLOOR: usize = 3_668;
+
 const FAMILIES: [&str; 4] = ["ip", "ip6", "inet", "netdev"];
 
 fn dir() -> Option<PathBuf> {
@@ -112,6 +115,8 @@ struct Case {
     line: usize,
     rule: String,
     ok: bool,
+    /// How nft lists the rule back (the `;ok;CANONICAL` column, else the rule itself).
+    canonical: String,
     text: String,
 }
 
@@ -190,6 +195,11 @@ fn cases(file: &str, src: &str) -> Vec<Case> {
                     continue;
                 }
             };
+            let canonical = f
+                .next()
+                .map(|c| c.trim().to_string())
+                .filter(|c| !c.is_empty())
+                .unwrap_or_else(|| rule.clone());
             for t in tables
                 .iter()
                 .filter(|t| FAMILIES.contains(&t.family.as_str()))
@@ -214,6 +224,7 @@ fn cases(file: &str, src: &str) -> Vec<Case> {
                     line: i + 1,
                     rule: rule.clone(),
                     ok,
+                    canonical: canonical.clone(),
                     text,
                 });
             }
@@ -221,6 +232,66 @@ fn cases(file: &str, src: &str) -> Vec<Case> {
         last_was_table = is_table;
     }
     out
+}
+
+/// The rule of a case's first chain, as `weir check --print` prints it (stateless).
+fn printed_rule(rs: &weir_lang::ir::Ruleset, file: &weir_lang::ast::File) -> String {
+    use weir_lang::ast::{Command, TableItem};
+    let opts = weir_lang::print::Options {
+        stateless: true,
+        numeric_proto: true,
+    };
+    for (c, t) in file.commands.iter().zip(&rs.tables) {
+        if let Command::Table { items, .. } = c {
+            for it in items {
+                if let TableItem::Chain(ch) = it {
+                    if let Some(r) = ch.rules.first() {
+                        return weir_lang::print::rule(r, t.family, &rs.sources, &opts);
+                    }
+                }
+            }
+        }
+    }
+    String::new()
+}
+
+/// A listing with its whitespace normalised and the elements of each `{ ... }` sorted (nft
+/// lists a set's elements in the kernel's order, which says nothing of the rule).
+fn normalise(s: &str) -> String {
+    fn group(chars: &mut std::iter::Peekable<std::str::Chars>) -> String {
+        let mut items = Vec::new();
+        let mut cur = String::new();
+        while let Some(c) = chars.next() {
+            match c {
+                '{' => cur.push_str(&group(chars)),
+                '}' => break,
+                ',' => items.push(std::mem::take(&mut cur)),
+                c => cur.push(c),
+            }
+        }
+        items.push(cur);
+        let mut items: Vec<String> = items
+            .iter()
+            .map(|i| i.split_whitespace().collect::<Vec<_>>().join(" "))
+            .filter(|i| !i.is_empty())
+            .collect();
+        items.sort();
+        format!("{{ {} }}", items.join(", "))
+    }
+    let mut out = String::new();
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '{' {
+            out.push_str(&group(&mut chars));
+        } else {
+            out.push(c);
+        }
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn same_listing(a: &str, b: &str) -> bool {
+    normalise(a) == normalise(b)
 }
 
 #[test]
@@ -248,6 +319,8 @@ fn nftables_rule_tests() {
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     let mut accepted_bad: Vec<String> = Vec::new();
     let mut panics: Vec<String> = Vec::new();
+    let mut printed_equal = 0;
+    let mut print_differs: Vec<String> = Vec::new();
     for p in &files {
         let src = std::fs::read_to_string(p).unwrap();
         let name = p
@@ -256,13 +329,26 @@ fn nftables_rule_tests() {
             .to_string_lossy()
             .into_owned();
         for c in cases(&name, &src) {
-            let r = std::panic::catch_unwind(|| weir_lang::load_str("t.nft", &c.text));
+            let r = std::panic::catch_unwind(|| weir_lang::load_str_ast("t.nft", &c.text));
             let loaded = match r {
                 Err(_) => {
                     panics.push(format!("{}:{}: {}", c.file, c.line, c.rule));
                     false
                 }
-                Ok(Ok(_)) => true,
+                Ok(Ok((rs, file, _))) => {
+                    if c.ok {
+                        let printed = printed_rule(&rs, &file);
+                        if same_listing(&printed, &c.canonical) {
+                            printed_equal += 1;
+                        } else {
+                            print_differs.push(format!(
+                                "{}:{}: {}\n    nft:  {}\n    weir: {printed}",
+                                c.file, c.line, c.rule, c.canonical
+                            ));
+                        }
+                    }
+                    true
+                }
                 Ok(Err((_, diags))) => {
                     if c.ok {
                         let msg = diags
@@ -300,6 +386,17 @@ fn nftables_rule_tests() {
         files.len(),
         100.0 * ok_loaded as f64 / ok_total.max(1) as f64
     );
+    println!(
+        "printed back (`weir check --print`, stateless) as nft lists them: {printed_equal} of the {ok_loaded} loaded ({:.1}%)",
+        100.0 * printed_equal as f64 / ok_loaded.max(1) as f64
+    );
+    let show: usize = std::env::var("WEIR_NFT_PRINT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    for d in print_differs.iter().take(show) {
+        println!("  {d}");
+    }
     let mut top: Vec<(&String, &usize)> = reasons.iter().collect();
     top.sort_by(|a, b| b.1.cmp(a.1));
     println!("most common reasons weir refuses what nft accepts:");
@@ -326,6 +423,10 @@ fn nftables_rule_tests() {
     assert!(
         ok_loaded >= OK_LOADED_FLOOR,
         "weir loads {ok_loaded} of the {ok_total} rules nft accepts, below the floor of {OK_LOADED_FLOOR}"
+    );
+    assert!(
+        printed_equal >= PRINTED_FLOOR,
+        "weir prints {printed_equal} of the {ok_loaded} rules it loads as nft does, below the floor of {PRINTED_FLOOR}"
     );
     assert!(
         fail_refused >= FAIL_REFUSED_FLOOR,
@@ -400,6 +501,34 @@ fn glob2(dir: &std::path::Path, name: &str) -> Vec<PathBuf> {
 /// nft's own `list ruleset` dumps (`shell/*/dumps/*.nft`) without `bridge` or `arp` tables
 /// that weir loads, at least (a ratchet, as above; the issue wants every one).
 const DUMPS_LOADED_FLOOR: usize = 352;
+/// Loaded dumps that weir prints back equal to themselves, at least.
+const DUMPS_PRINTED_FLOOR: usize = 317;
+
+/// The first line where two listings differ (after normalising each line), as `weir: ... /
+/// nft: ...`.
+fn first_difference(weir: &str, nft: &str) -> String {
+    let w: Vec<String> = weir
+        .lines()
+        .map(normalise)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let n: Vec<String> = nft
+        .lines()
+        .map(normalise)
+        .filter(|l| !l.is_empty())
+        .collect();
+    for i in 0..w.len().max(n.len()) {
+        let (a, b) = (w.get(i), n.get(i));
+        if a != b {
+            return format!(
+                "weir: {} / nft: {}",
+                a.map_or("(end)", |s| s),
+                b.map_or("(end)", |s| s)
+            );
+        }
+    }
+    "elements ordered or wrapped differently".to_string()
+}
 
 #[test]
 fn nft_list_ruleset_dumps() {
@@ -423,7 +552,8 @@ fn nft_list_ruleset_dumps() {
     }
     files.sort();
     let mut reasons: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let (mut total, mut loaded) = (0, 0);
+    let (mut total, mut loaded, mut printed_equal) = (0, 0, 0);
+    let mut print_differs: Vec<(String, String)> = Vec::new();
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap_or_default();
         if text.lines().any(|l| {
@@ -433,8 +563,18 @@ fn nft_list_ruleset_dumps() {
             continue;
         }
         total += 1;
-        match weir_lang::load_file(f) {
-            Ok(_) => loaded += 1,
+        match weir_lang::load_file_ast(f) {
+            Ok((rs, ast, _)) => {
+                loaded += 1;
+                let opts = weir_lang::print::Options::default();
+                let printed = weir_lang::print::ruleset(&ast, &rs, &opts);
+                if same_listing(&printed, &text) {
+                    printed_equal += 1;
+                } else {
+                    let name = f.strip_prefix(&shell).unwrap_or(f).display().to_string();
+                    print_differs.push((name, first_difference(&printed, &text)));
+                }
+            }
             Err((_, diags)) => {
                 let m = diags.first().map(|d| d.message.clone()).unwrap_or_default();
                 let name = f.strip_prefix(&shell).unwrap_or(f).display().to_string();
@@ -443,12 +583,26 @@ fn nft_list_ruleset_dumps() {
         }
     }
     println!("nft's list ruleset dumps (ip, ip6, inet, netdev): weir loads {loaded} of {total}");
+    println!(
+        "and prints {printed_equal} of those {loaded} back as they are (whitespace and the order of set elements aside)"
+    );
+    let show: usize = std::env::var("WEIR_NFT_PRINT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    for (f, d) in print_differs.iter().take(show) {
+        println!("  {f}: {d}");
+    }
     let mut top: Vec<_> = reasons.into_iter().collect();
     top.sort_by_key(|t| std::cmp::Reverse(t.1.len()));
     for (r, fs) in top.iter().take(25) {
         println!("  {:4}  {r}  ({})", fs.len(), fs[0]);
     }
     assert!(total >= 300, "the dumps changed? {total}");
+    assert!(
+        printed_equal >= DUMPS_PRINTED_FLOOR,
+        "weir prints {printed_equal} of the {loaded} dumps it loads back as they are, below the floor of {DUMPS_PRINTED_FLOOR}"
+    );
     assert!(
         loaded >= DUMPS_LOADED_FLOOR,
         "weir loads {loaded} of {total} dumps, below the floor of {DUMPS_LOADED_FLOOR}"

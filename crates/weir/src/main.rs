@@ -38,6 +38,12 @@ enum Cmd {
         /// Print the summary as JSON.
         #[arg(long)]
         json: bool,
+        /// Print the ruleset as `nft list ruleset` prints it, instead of the summary.
+        #[arg(long)]
+        print: bool,
+        /// With --print: counters without their values (`nft -s`).
+        #[arg(long, short = 's', requires = "print")]
+        stateless: bool,
         #[command(flatten)]
         format: RulesFormat,
     },
@@ -103,7 +109,19 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Check { file, json, format } => check::run(&file, json, &format),
+        Cmd::Check {
+            file,
+            json,
+            print,
+            stateless,
+            format,
+        } => {
+            if print {
+                check::print(&file, stateless, &format)
+            } else {
+                check::run(&file, json, &format)
+            }
+        }
         Cmd::Replay(a) => replay::run(a),
         Cmd::Lab(a) => lab::run(a),
         Cmd::Run(a) => run::run(a),

@@ -4,6 +4,33 @@ use std::path::Path;
 use std::process::ExitCode;
 use weir_engine::{Compiled, Mode};
 
+/// `weir check --print`: the ruleset as `nft list ruleset` prints it (nftables syntax only).
+pub fn print(
+    file: &Path,
+    stateless: bool,
+    format: &crate::cmd::RulesFormat,
+) -> anyhow::Result<ExitCode> {
+    if format.format.as_deref().is_some_and(|f| f != "nft") {
+        anyhow::bail!(
+            "--print reads nftables syntax: convert first (weir import iptables FILE > rules.nft)"
+        );
+    }
+    match weir_lang::load_file_ast(file) {
+        Ok((rs, ast, _)) => {
+            let opts = weir_lang::print::Options {
+                stateless,
+                numeric_proto: false,
+            };
+            print!("{}", weir_lang::print::ruleset(&ast, &rs, &opts));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err((sources, diags)) => {
+            eprint!("{}", weir_lang::diag::render_all(&diags, &sources));
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
 pub fn run(file: &Path, json: bool, format: &crate::cmd::RulesFormat) -> anyhow::Result<ExitCode> {
     let Some(rs) = crate::cmd::load_rules_as(file, format) else {
         return Ok(ExitCode::from(1));

@@ -1,0 +1,404 @@
+//! The printer: a checked ruleset as `nft list ruleset` prints it (tables, their sets, maps,
+//! flowtables and chains, and each rule in nft's canonical form: `meta mark 0x0000002a`, `ct
+//! state established,related`, `limit rate 10/second burst 5 packets`...). `weir check
+//! --print` uses it; so will the listing of a running ruleset.
+//!
+//! Rules print from the syntax tree, their constants re-typed by the selector they meet
+//! ([`value`]); the structure (chains with their hooks and priorities, sets with their typed
+//! elements) from the checked [`ir`]. What the printer does not know how to put in canonical
+//! form it prints as written, whitespace normalised.
+
+mod rule;
+pub mod value;
+
+use crate::ast;
+use crate::ir::{self, Family, Hook, MapValue, Verdict};
+use crate::source::{SourceMap, Span};
+use std::collections::HashMap;
+
+pub use rule::rule;
+
+/// What to print.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Without counter values (`nft -s`): `counter`, not `counter packets 0 bytes 0`.
+    pub stateless: bool,
+    /// Protocols as numbers (`nft -n`'s `ip protocol 6`, as nft's own rule tests list them),
+    /// not names (`tcp`).
+    pub numeric_proto: bool,
+}
+
+/// A priority as nft prints it: a standard name within 10 of the number (`filter`, `mangle -
+/// 10`, `srcnat + 10`), else the number.
+pub fn priority(family: Family, hook: Hook, prio: i32) -> String {
+    let names: &[(&str, i32)] = match family {
+        Family::Netdev => &[("filter", 0)],
+        Family::Bridge => &[("filter", -200), ("out", 100), ("srcnat", 300)],
+        Family::Arp => &[("filter", 0)],
+        _ => &[
+            ("raw", -300),
+            ("mangle", -150),
+            ("dstnat", -100),
+            ("filter", 0),
+            ("security", 50),
+            ("srcnat", 100),
+        ],
+    };
+    for (n, v) in names {
+        let ok_hook = match *n {
+            "dstnat" => matches!(hook, Hook::Prerouting | Hook::Output),
+            "srcnat" => matches!(hook, Hook::Postrouting | Hook::Input),
+            _ => true,
+        };
+        let off = prio - v;
+        if ok_hook && off.abs() <= 10 {
+            return match off {
+                0 => n.to_string(),
+                o if o > 0 => format!("{n} + {o}"),
+                o => format!("{n} - {}", -o),
+            };
+        }
+    }
+    prio.to_string()
+}
+
+fn verdict(t: &ir::Table, v: Verdict) -> String {
+    let name = |i: usize| t.chains.get(i).map(|c| quote(&c.name)).unwrap_or_default();
+    match v {
+        Verdict::Accept => "accept".into(),
+        Verdict::Drop => "drop".into(),
+        Verdict::Continue => "continue".into(),
+        Verdict::Return => "return".into(),
+        Verdict::Jump(i) => format!("jump {}", name(i)),
+        Verdict::Goto(i) => format!("goto {}", name(i)),
+    }
+}
+
+/// A name as nft prints it: bare when it is a plain word, else quoted.
+pub fn quote(name: &str) -> String {
+    let plain = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '/' | '.'));
+    if plain {
+        name.to_string()
+    } else {
+        format!("\"{name}\"")
+    }
+}
+
+/// The set declarations and rules of a parsed file, found by their spans.
+#[derive(Default)]
+struct Decls<'a> {
+    rules: HashMap<Span, &'a ast::Rule>,
+    sets: HashMap<(String, String), &'a ast::SetDecl>,
+    objs: HashMap<String, Vec<&'a ast::ObjDecl>>,
+}
+
+fn decls(file: &ast::File) -> Decls<'_> {
+    let mut d = Decls::default();
+    for c in &file.commands {
+        match c {
+            ast::Command::Table { name, items, .. } => {
+                for it in items {
+                    match it {
+                        ast::TableItem::Chain(ch) => {
+                            for r in &ch.rules {
+                                d.rules.insert(r.span, r);
+                            }
+                        }
+                        ast::TableItem::Set(s) => {
+                            d.sets.insert((name.name.clone(), s.name.name.clone()), s);
+                        }
+                        ast::TableItem::Obj(o) => {
+                            d.objs.entry(name.name.clone()).or_default().push(o)
+                        }
+                        ast::TableItem::Flowtable(_) => {}
+                    }
+                }
+            }
+            ast::Command::AddChain { chain, .. } => {
+                for r in &chain.rules {
+                    d.rules.insert(r.span, r);
+                }
+            }
+            ast::Command::AddRule { rule, .. } => {
+                d.rules.insert(rule.span, rule);
+            }
+            ast::Command::AddSet { table, set, .. } => {
+                d.sets
+                    .insert((table.name.clone(), set.name.name.clone()), set);
+            }
+            _ => {}
+        }
+    }
+    d
+}
+
+/// The whole ruleset as `nft list ruleset` prints it. `file` is what `rs` was checked from.
+pub fn ruleset(file: &ast::File, rs: &ir::Ruleset, opts: &Options) -> String {
+    let d = decls(file);
+    let mut out = String::new();
+    for t in &rs.tables {
+        table(&mut out, t, &d, &rs.sources, opts);
+    }
+    out
+}
+
+fn table(out: &mut String, t: &ir::Table, d: &Decls<'_>, src: &SourceMap, opts: &Options) {
+    out.push_str(&format!(
+        "table {} {} {{\n",
+        t.family.name(),
+        quote(&t.name)
+    ));
+    let mut blocks: Vec<String> = Vec::new();
+    for o in d.objs.get(&t.name).into_iter().flatten() {
+        let cx = rule::Ctx { src, opts: *opts };
+        let body: Vec<String> = o.body.iter().map(|v| rule::val_text(v, &cx)).collect();
+        let mut b = format!("\t{} {} {{\n", o.kind.name, quote(&o.name.name));
+        if !body.is_empty() {
+            b.push_str(&format!("\t\t{}\n", body.join(" ")));
+        }
+        b.push_str("\t}\n");
+        blocks.push(b);
+    }
+    for s in &t.sets {
+        let cx = rule::Ctx { src, opts: *opts };
+        blocks.push(set(
+            t,
+            s,
+            d.sets.get(&(t.name.clone(), s.name.clone())),
+            &cx,
+        ));
+    }
+    for f in &t.flowtables {
+        let devs: Vec<String> = f.devices.iter().map(|x| format!("\"{x}\"")).collect();
+        blocks.push(format!(
+            "\tflowtable {} {{\n\t\thook {} priority {}\n\t\tdevices = {{ {} }}\n\t}}\n",
+            quote(&f.name),
+            f.hook.name(),
+            priority(t.family, f.hook, f.priority),
+            devs.join(", ")
+        ));
+    }
+    for c in &t.chains {
+        let mut b = format!("\tchain {} {{\n", quote(&c.name));
+        if let Some(base) = &c.base {
+            let ty = match base.ty {
+                ir::ChainType::Filter => "filter",
+                ir::ChainType::Nat => "nat",
+                ir::ChainType::Route => "route",
+            };
+            let dev = match base.devices.as_slice() {
+                [] => String::new(),
+                [one] => format!(" device \"{one}\""),
+                many => format!(
+                    " devices = {{ {} }}",
+                    many.iter()
+                        .map(|x| format!("\"{x}\""))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            b.push_str(&format!(
+                "\t\ttype {ty} hook {}{dev} priority {}; policy {};\n",
+                base.hook.name(),
+                priority(t.family, base.hook, base.priority),
+                match base.policy {
+                    ir::Policy::Accept => "accept",
+                    ir::Policy::Drop => "drop",
+                }
+            ));
+        }
+        for r in &c.rules {
+            let text = match d.rules.get(&r.span) {
+                Some(a) => rule(a, t.family, src, opts),
+                None => r.text.clone(),
+            };
+            b.push_str(&format!("\t\t{text}\n"));
+        }
+        b.push_str("\t}\n");
+        blocks.push(b);
+    }
+    out.push_str(&blocks.join("\n"));
+    out.push_str("}\n");
+}
+
+fn set(t: &ir::Table, s: &ir::Set, decl: Option<&&ast::SetDecl>, src: &rule::Ctx<'_>) -> String {
+    let mut b = format!(
+        "\t{} {} {{\n",
+        if s.is_map { "map" } else { "set" },
+        quote(&s.name)
+    );
+    let typeof_ = decl.filter(|d| !d.key_typeof.is_empty());
+    let ty = |ts: &[weir_wire::DataType]| {
+        ts.iter()
+            .map(|x| x.nft_name())
+            .collect::<Vec<_>>()
+            .join(" . ")
+    };
+    match typeof_ {
+        Some(d) => {
+            let k: Vec<String> = d
+                .key_typeof
+                .iter()
+                .map(|e| rule::expr_text(e, src))
+                .collect();
+            let mut line = format!("\t\ttypeof {}", k.join(" . "));
+            if s.is_map {
+                if d.data_typeof.is_empty() {
+                    line.push_str(&format!(" : {}", data_type(s)));
+                } else {
+                    let v: Vec<String> = d
+                        .data_typeof
+                        .iter()
+                        .map(|e| rule::expr_text(e, src))
+                        .collect();
+                    line.push_str(&format!(" : {}", v.join(" . ")));
+                }
+            }
+            b.push_str(&line);
+            b.push('\n');
+        }
+        None => {
+            let mut line = format!("\t\ttype {}", ty(&s.key_types));
+            if s.is_map {
+                line.push_str(&format!(" : {}", data_type(s)));
+            }
+            b.push_str(&line);
+            b.push('\n');
+        }
+    }
+    if let Some(n) = s.size {
+        b.push_str(&format!("\t\tsize {n}\n"));
+    }
+    if let Some(p) = decl.and_then(|d| d.policy.as_ref()) {
+        b.push_str(&format!("\t\tpolicy {}\n", p.name));
+    }
+    let mut flags = Vec::new();
+    if s.constant {
+        flags.push("constant");
+    }
+    if s.interval {
+        flags.push("interval");
+    }
+    if s.dynamic {
+        flags.push("dynamic");
+    }
+    if s.timeout_ms.is_some() || decl.is_some_and(|d| d.flags.iter().any(|f| f.name == "timeout")) {
+        flags.push("timeout");
+    }
+    if !flags.is_empty() {
+        b.push_str(&format!("\t\tflags {}\n", flags.join(",")));
+    }
+    if let Some(ms) = s.timeout_ms {
+        b.push_str(&format!("\t\ttimeout {}\n", value::duration(ms as u128)));
+    }
+    if decl.is_some_and(|d| d.counter) {
+        b.push_str("\t\tcounter\n");
+    }
+    let declared = decl.map(|d| d.elements.as_slice()).unwrap_or_default();
+    if !declared.is_empty() && declared.len() == s.elements.len() {
+        // as declared: their order, counters and comments
+        let tys: Vec<_> = s.key_types.iter().copied().map(Some).collect();
+        let data = s
+            .data_types
+            .first()
+            .copied()
+            .filter(|_| s.data_types.len() == 1);
+        b.push_str(&format!(
+            "\t\telements = {}\n",
+            rule::declared_elems(&tys, data, declared, src)
+        ));
+    } else if !s.elements.is_empty() {
+        let es: Vec<String> = s.elements.iter().map(|e| element(t, s, e)).collect();
+        b.push_str(&format!("\t\telements = {{ {} }}\n", es.join(", ")));
+    }
+    b.push_str("\t}\n");
+    b
+}
+
+fn data_type(s: &ir::Set) -> String {
+    if s.verdict_map {
+        "verdict".to_string()
+    } else {
+        s.data_types
+            .iter()
+            .map(|x| x.nft_name())
+            .collect::<Vec<_>>()
+            .join(" . ")
+    }
+}
+
+fn element(t: &ir::Table, s: &ir::Set, e: &ir::Element) -> String {
+    let key: Vec<String> = e
+        .key
+        .iter()
+        .zip(&s.key_types)
+        .map(|(&(lo, hi), &dt)| value::range(dt, lo, hi))
+        .collect();
+    let mut text = key.join(" . ");
+    if let Some(ms) = e.timeout_ms {
+        text.push_str(&format!(" timeout {}", value::duration(ms as u128)));
+    }
+    match &e.data {
+        Some(MapValue::Verdict(v)) => text.push_str(&format!(" : {}", verdict(t, *v))),
+        Some(MapValue::Value(vs)) => {
+            let v: Vec<String> = vs
+                .iter()
+                .zip(&s.data_types)
+                .map(|(&v, &dt)| value::format(dt, v))
+                .collect();
+            text.push_str(&format!(" : {}", v.join(" . ")));
+        }
+        None => {}
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn print(text: &str, opts: &Options) -> String {
+        let (rs, file, _) = crate::load_str_ast("t.nft", text).expect("loads");
+        ruleset(&file, &rs, opts)
+    }
+
+    /// What weir prints loads again and prints the same: the printer speaks the language.
+    #[test]
+    fn printed_ruleset_loads_and_prints_the_same() {
+        let text = include_str!("../../../../examples/gateway.nft");
+        let opts = Options::default();
+        let once = print(text, &opts);
+        let twice = print(&once, &opts);
+        assert_eq!(once, twice);
+        assert!(once.contains("type filter hook input priority filter; policy drop;"));
+    }
+
+    #[test]
+    fn rules_print_in_nft_canonical_form() {
+        let text = "table inet t {\n set s { type ipv4_addr; flags interval; elements = { 10.0.0.0/8, 192.168.1.1 } }\n chain c {\n  type filter hook forward priority 10; policy accept;\n  meta nfproto ipv4 ip saddr 10.1.2.3 mark 0x2a counter packets 3 bytes 4 accept\n  ct state new,established, related ct mark xor 0x3 != 0x1 drop\n  tcp dport {telnet, http} limit rate 400/minute log level warn prefix x\n  meta length { 33-55, 56-88, 100-120 } ct expiration 1m-1h ct status ! dnat\n  iif \"lo\" ip protocol 6 meta l4proto 58 ip saddr @s\n }\n}\n";
+        let out = print(
+            text,
+            &Options {
+                stateless: false,
+                numeric_proto: true,
+            },
+        );
+        for want in [
+            "priority filter + 10; policy accept;",
+            "ip saddr 10.1.2.3 meta mark 0x0000002a counter packets 3 bytes 4 accept",
+            "ct state established,related,new ct mark != 0x00000002 drop",
+            "tcp dport { 23, 80 } limit rate 400/minute burst 5 packets log prefix \"x\"",
+            "meta length { 33-88, 100-120 } ct expiration 60s-3600s ct status ! dnat",
+            "iif \"lo\" ip protocol 6 meta l4proto 58 ip saddr @s",
+            "elements = { 10.0.0.0/8, 192.168.1.1 }",
+        ] {
+            assert!(out.contains(want), "{want}\nnot in\n{out}");
+        }
+    }
+}

@@ -1,0 +1,856 @@
+//! One rule in nft's canonical form, from its syntax tree: selectors with their `meta`
+//! (`meta mark`, but `iifname`), operators as symbols (`&`, `|`, `!=`), constants re-typed by
+//! the selector they meet, statements with nft's defaults spelt out (`burst 5 packets`) or
+//! left out (`log level warn`).
+
+use super::{quote, value, Options};
+use crate::ast::{self, BinOp, CmpOp, Expr, Item, MapData, Rhs, Val, VerdictAst};
+use crate::ir::Family;
+use crate::source::{SourceMap, Span};
+use crate::values;
+use weir_wire::{DataType, Field};
+
+/// Metadata keys nft prints without `meta` in front.
+const UNQUALIFIED: &[&str] = &["iif", "oif", "iifname", "oifname", "iifgroup", "oifgroup"];
+
+/// What printing a rule needs besides the rule: the source text (for what is printed as
+/// written) and the options.
+pub(super) struct Ctx<'a> {
+    pub src: &'a SourceMap,
+    pub opts: Options,
+}
+
+/// The source text of a span, whitespace collapsed.
+fn raw(src: &Ctx<'_>, span: Span) -> String {
+    src.src
+        .text(span)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A rule of a table of `family` as nft lists it.
+pub fn rule(r: &ast::Rule, family: Family, sources: &SourceMap, opts: &Options) -> String {
+    let cx = Ctx {
+        src: sources,
+        opts: *opts,
+    };
+    let src = &cx;
+    let mut parts = Vec::new();
+    let mut comment = None;
+    let mut l3: Option<u8> = match family {
+        Family::Ip => Some(4),
+        Family::Ip6 => Some(6),
+        _ => None,
+    };
+    for (i, it) in r.items.iter().enumerate() {
+        if let Item::Comment(c, _) = it {
+            comment = Some(c.clone());
+            continue;
+        }
+        if r.items
+            .get(i + 1)
+            .is_some_and(|next| implied_by(it, next, family))
+        {
+            continue;
+        }
+        if let Item::Match { lhs, .. } = it {
+            if let Some(f) = selector_field(lhs) {
+                match f.layer() {
+                    weir_wire::Layer::Ip4 | weir_wire::Layer::Icmp => l3 = Some(4),
+                    weir_wire::Layer::Ip6 | weir_wire::Layer::Icmp6 => l3 = Some(6),
+                    _ => {}
+                }
+            }
+        }
+        parts.push(item(it, l3, src));
+    }
+    if let Some(c) = comment {
+        parts.push(format!("comment \"{c}\""));
+    }
+    parts.join(" ")
+}
+
+/// Whether match `dep` is a dependency that nft leaves out of the listing because `next`,
+/// right after it, implies it (`meta nfproto ipv4 ip saddr 1.2.3.4` lists as `ip saddr
+/// 1.2.3.4`; in an `ip` table `ip protocol tcp tcp dport 22` as `tcp dport 22`).
+fn implied_by(dep: &Item, next: &Item, family: Family) -> bool {
+    let Item::Match {
+        lhs: Expr::Selector(ws, _),
+        op: None | Some((CmpOp::Eq, _)),
+        rhs: Rhs::Val(Val::Word(v, _)),
+        ..
+    } = dep
+    else {
+        return false;
+    };
+    let Item::Match { lhs, .. } = next else {
+        return false;
+    };
+    let words: Vec<&str> = ws.iter().map(|w| w.name.as_str()).collect();
+    let first = |e: &Expr| -> Option<Expr> {
+        match e {
+            Expr::Concat(es, _) => es.first().cloned(),
+            Expr::Binop(_, inner, _, _) => Some((**inner).clone()),
+            e => Some(e.clone()),
+        }
+    };
+    let Some(n) = first(lhs) else {
+        return false;
+    };
+    let nwords: Vec<String> = match &n {
+        Expr::Selector(w, _) => w.iter().map(|w| w.name.clone()).collect(),
+        _ => return false,
+    };
+    let layer = selector_field(&n).map(|f| f.layer());
+    use weir_wire::Layer as L;
+    let proto = |p: &str| values::parse_scalar(DataType::InetProto, p).ok();
+    let of_proto = |p: u128| match layer {
+        Some(L::Transport(t)) => t as u128 == p,
+        Some(L::Icmp) => p == 1,
+        Some(L::Icmp6) => p == 58,
+        _ => false,
+    };
+    match (words.as_slice(), v.as_str()) {
+        (["meta", "nfproto"] | ["nfproto"], "ipv4") => matches!(layer, Some(L::Ip4 | L::Icmp)),
+        (["meta", "nfproto"] | ["nfproto"], "ipv6") => matches!(layer, Some(L::Ip6 | L::Icmp6)),
+        (["meta", "l4proto"] | ["l4proto"], p) => proto(p).is_some_and(of_proto),
+        (["ip", "protocol"], p) if family == Family::Ip => proto(p).is_some_and(of_proto),
+        (["ip6", "nexthdr"], p) if family == Family::Ip6 => proto(p).is_some_and(of_proto),
+        (["ether", "type"] | ["meta", "protocol"] | ["protocol"], "ip") => {
+            matches!(layer, Some(L::Ip4 | L::Icmp))
+        }
+        (["ether", "type"] | ["meta", "protocol"] | ["protocol"], "ip6") => {
+            matches!(layer, Some(L::Ip6 | L::Icmp6))
+        }
+        (["ether", "type"], "vlan" | "8021q") => nwords.first().is_some_and(|w| w == "vlan"),
+        (["meta", "iiftype"] | ["iiftype"], "ether") => {
+            matches!(layer, Some(L::Link)) || nwords.first().is_some_and(|w| w == "ether")
+        }
+        _ => false,
+    }
+}
+
+fn selector_words(words: &[ast::Ident]) -> String {
+    let w: Vec<&str> = words.iter().map(|w| w.name.as_str()).collect();
+    if let Some(raw) = w.first().filter(|h| h.starts_with('@')) {
+        // raw payload: @base,offset,length
+        let _ = raw;
+        return w.join(",");
+    }
+    if w.first() == Some(&"fib") && w.len() >= 3 {
+        return format!("fib {} {}", w[1..w.len() - 1].join(" . "), w[w.len() - 1]);
+    }
+    if w.len() >= 3 && w[0] == "tcp" && w[1] == "option" && w[2] == "sack0" {
+        let mut v = w.clone();
+        v[2] = "sack";
+        return v.join(" ");
+    }
+    match w.as_slice() {
+        ["meta", k] if UNQUALIFIED.contains(k) => k.to_string(),
+        [k] if !UNQUALIFIED.contains(k) => format!("meta {k}"),
+        _ => w.join(" "),
+    }
+}
+
+fn selector_field(e: &Expr) -> Option<Field> {
+    match e {
+        Expr::Selector(ws, _) => Field::from_name(
+            &ws.iter()
+                .map(|w| w.name.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        _ => None,
+    }
+}
+
+/// The types of an expression's value, one per component of a concatenation (`None` where
+/// the printer does not know it).
+fn expr_types(e: &Expr) -> Vec<Option<DataType>> {
+    match e {
+        Expr::Selector(..) => vec![selector_field(e).map(|f| f.datatype())],
+        Expr::Concat(es, _) => es.iter().flat_map(expr_types).collect(),
+        Expr::Binop(_, inner, _, _) => expr_types(inner),
+        Expr::Hash { .. } | Expr::Numgen { .. } => vec![Some(DataType::Integer(32))],
+        Expr::Map(..) | Expr::Const(_) => vec![None],
+    }
+}
+
+fn binop(op: BinOp) -> &'static str {
+    match op {
+        BinOp::And => "&",
+        BinOp::Or => "|",
+        BinOp::Xor => "^",
+        BinOp::Shl => "<<",
+        BinOp::Shr => ">>",
+    }
+}
+
+/// An expression as nft prints it, constants typed by `ty` where they stand alone.
+pub(super) fn expr_text(e: &Expr, src: &Ctx<'_>) -> String {
+    expr_typed(e, None, src)
+}
+
+fn expr_typed(e: &Expr, ty: Option<DataType>, src: &Ctx<'_>) -> String {
+    match e {
+        Expr::Selector(ws, _) => selector_words(ws),
+        Expr::Concat(es, _) => es
+            .iter()
+            .map(|x| expr_text(x, src))
+            .collect::<Vec<_>>()
+            .join(" . "),
+        Expr::Binop(op, inner, v, _) => {
+            let t = expr_types(inner).first().copied().flatten();
+            let shift = matches!(op, BinOp::Shl | BinOp::Shr);
+            let left = match &**inner {
+                Expr::Binop(iop, ..) if shift && !matches!(iop, BinOp::Shl | BinOp::Shr) => {
+                    format!("({})", expr_text(inner, src))
+                }
+                _ => expr_text(inner, src),
+            };
+            // a shift's amount is a plain number; a value combined with a shifted one is an
+            // integer nft prints in hexadecimal
+            let after_shift = matches!(&**inner, Expr::Binop(BinOp::Shl | BinOp::Shr, ..));
+            let r = match (t, v) {
+                (Some(dt), Val::Word(w, _)) if after_shift => values::parse_scalar(dt, w)
+                    .map(|n| format!("0x{n:x}"))
+                    .unwrap_or_else(|_| w.clone()),
+                _ => val(if shift { None } else { t }, v, src),
+            };
+            format!("{left} {} {r}", binop(*op))
+        }
+        Expr::Hash {
+            kind,
+            key,
+            modulus,
+            seed,
+            offset,
+            ..
+        } => {
+            let mut s = kind.name.clone();
+            if let Some(k) = key {
+                s.push(' ');
+                s.push_str(&expr_text(k, src));
+            }
+            s.push_str(&format!(" mod {}", val_text(modulus, src)));
+            if let Some(v) = seed {
+                let t = val_text(v, src);
+                match values::parse_number(&t) {
+                    Some(n) => s.push_str(&format!(" seed 0x{n:x}")),
+                    None => s.push_str(&format!(" seed {t}")),
+                }
+            }
+            if let Some(v) = offset {
+                s.push_str(&format!(" offset {}", val_text(v, src)));
+            }
+            s
+        }
+        Expr::Numgen {
+            mode,
+            modulus,
+            offset,
+            ..
+        } => {
+            let mut s = format!("numgen {} mod {}", mode.name, val_text(modulus, src));
+            if let Some(v) = offset {
+                s.push_str(&format!(" offset {}", val_text(v, src)));
+            }
+            s
+        }
+        Expr::Map(k, m, _) => {
+            let kt = expr_types(k);
+            format!("{} map {}", expr_text(k, src), set_ref(&kt, ty, m, src))
+        }
+        Expr::Const(v) => val(ty, v, src),
+    }
+}
+
+/// A value as written (whitespace collapsed).
+pub(super) fn val_text(v: &Val, src: &Ctx<'_>) -> String {
+    match v {
+        Val::Word(w, _) => w.clone(),
+        Val::Str(s, _) => format!("\"{s}\""),
+        _ => raw(src, v.span()),
+    }
+}
+
+fn word(dt: DataType, w: &str) -> Option<String> {
+    if let Ok(v) = values::parse_scalar(dt, w) {
+        return Some(value::format(dt, v));
+    }
+    if let Some((base, len)) = w.split_once('/') {
+        let b = values::parse_scalar(dt, base).ok()?;
+        let (lo, hi) = values::prefix_range(dt, b, len).ok()?;
+        return Some(value::range(dt, lo, hi));
+    }
+    if w.contains('-') {
+        let (lo, hi) = values::parse_range(dt, w).ok()?;
+        return Some(value::range(dt, lo, hi));
+    }
+    None
+}
+
+/// A constant typed `ty` as nft prints it.
+fn val(ty: Option<DataType>, v: &Val, src: &Ctx<'_>) -> String {
+    let ty = match ty {
+        Some(DataType::InetProto) if src.opts.numeric_proto => Some(DataType::Integer(8)),
+        t => t,
+    };
+    let Some(dt) = ty else {
+        return match v {
+            Val::Set(es, _) => elems(&[], None, es, src),
+            Val::Concat(vs, _) => vs
+                .iter()
+                .map(|x| val(None, x, src))
+                .collect::<Vec<_>>()
+                .join(" . "),
+            Val::Range(a, b) => format!("{}-{}", val(None, a, src), val(None, b, src)),
+            _ => val_text(v, src),
+        };
+    };
+    match v {
+        // names nft keeps as written: interfaces by name, dates and times of day
+        Val::Word(w, _) if dt == DataType::IfIndex && values::parse_number(w).is_none() => {
+            format!("\"{w}\"")
+        }
+        Val::Str(s, _) if matches!(dt, DataType::IfIndex | DataType::Date | DataType::Hour) => {
+            format!("\"{s}\"")
+        }
+        Val::Word(w, _) if dt == DataType::Devgroup && w == "default" => "\"default\"".into(),
+        Val::Str(s, _) if dt == DataType::Devgroup => format!("\"{s}\""),
+        Val::Word(w, _) => word(dt, w).unwrap_or_else(|| w.clone()),
+        Val::Str(s, _) => match dt {
+            DataType::IfName | DataType::Str16 => format!("\"{s}\""),
+            _ => word(dt, s).unwrap_or_else(|| format!("\"{s}\"")),
+        },
+        Val::Range(a, b) => format!("{}-{}", val(ty, a, src), val(ty, b, src)),
+        Val::Prefix(a, n) => {
+            let base = val_text(a, src);
+            let len = val_text(n, src);
+            word(dt, &format!("{base}/{len}")).unwrap_or_else(|| format!("{base}/{len}"))
+        }
+        Val::List(vs, _) => {
+            let mut acc = 0u128;
+            for x in vs {
+                match x {
+                    Val::Word(w, _) => match values::parse_scalar(dt, w) {
+                        Ok(n) => acc |= n,
+                        Err(_) => return raw(src, v.span()),
+                    },
+                    _ => return raw(src, v.span()),
+                }
+            }
+            value::format(dt, acc)
+        }
+        Val::Concat(vs, _) => vs
+            .iter()
+            .map(|x| val(ty, x, src))
+            .collect::<Vec<_>>()
+            .join(" . "),
+        Val::Set(es, _) => elems(&[Some(dt)], None, es, src),
+    }
+}
+
+/// A key of possibly several components, each typed.
+fn key(tys: &[Option<DataType>], v: &Val, src: &Ctx<'_>) -> String {
+    match v {
+        Val::Concat(vs, _) if tys.len() > 1 => vs
+            .iter()
+            .enumerate()
+            .map(|(i, x)| val(tys.get(i).copied().flatten(), x, src))
+            .collect::<Vec<_>>()
+            .join(" . "),
+        _ => val(tys.first().copied().flatten(), v, src),
+    }
+}
+
+fn verdict(v: &VerdictAst) -> String {
+    match v {
+        VerdictAst::Accept(_) => "accept".into(),
+        VerdictAst::Drop(_) => "drop".into(),
+        VerdictAst::Continue(_) => "continue".into(),
+        VerdictAst::Return(_) => "return".into(),
+        VerdictAst::Jump(c, _) => format!("jump {}", quote(&c.name)),
+        VerdictAst::Goto(c, _) => format!("goto {}", quote(&c.name)),
+    }
+}
+
+/// The elements of a named set or map as declared (`elements = { ... }`), keys typed
+/// `tys`, data `data`: in their order, with their options, never merged.
+pub(super) fn declared_elems(
+    tys: &[Option<DataType>],
+    data: Option<DataType>,
+    es: &[ast::Elem],
+    src: &Ctx<'_>,
+) -> String {
+    elem_list(tys, data, es, src)
+}
+
+/// `{ a, b : c, ... }`: keys typed `tys`, map data typed `data`.
+fn elems(
+    tys: &[Option<DataType>],
+    data: Option<DataType>,
+    es: &[ast::Elem],
+    src: &Ctx<'_>,
+) -> String {
+    if let Some(merged) = merged_intervals(tys, data, es) {
+        return merged;
+    }
+    elem_list(tys, data, es, src)
+}
+
+fn elem_list(
+    tys: &[Option<DataType>],
+    data: Option<DataType>,
+    es: &[ast::Elem],
+    src: &Ctx<'_>,
+) -> String {
+    let items: Vec<String> = es
+        .iter()
+        .map(|e| {
+            let mut s = key(tys, &e.key, src);
+            for (k, v) in &e.options {
+                s.push(' ');
+                s.push_str(&k.name);
+                if k.name == "counter" && !src.opts.stateless {
+                    s.push_str(" packets 0 bytes 0");
+                }
+                if let Some(v) = v {
+                    s.push(' ');
+                    s.push_str(&match k.name.as_str() {
+                        "timeout" | "expires" => time(v, src),
+                        _ => val_text(v, src),
+                    });
+                }
+            }
+            match &e.data {
+                Some(MapData::Verdict(v)) => s.push_str(&format!(" : {}", verdict(v))),
+                Some(MapData::Value(v)) => s.push_str(&format!(" : {}", val(data, v, src))),
+                None => {}
+            }
+            s
+        })
+        .collect();
+    format!("{{ {} }}", items.join(", "))
+}
+
+/// A value as the range of numbers it stands for.
+fn range_of(dt: DataType, v: &Val) -> Option<(u128, u128, bool)> {
+    match v {
+        Val::Word(w, _) => {
+            if let Ok(x) = values::parse_scalar(dt, w) {
+                return Some((x, x, false));
+            }
+            if let Some((base, len)) = w.split_once('/') {
+                let b = values::parse_scalar(dt, base).ok()?;
+                let (lo, hi) = values::prefix_range(dt, b, len).ok()?;
+                return Some((lo, hi, true));
+            }
+            let (lo, hi) = values::parse_range(dt, w).ok()?;
+            Some((lo, hi, true))
+        }
+        Val::Range(a, b) => {
+            let (lo, _, _) = range_of(dt, a)?;
+            let (_, hi, _) = range_of(dt, b)?;
+            Some((lo, hi, true))
+        }
+        _ => None,
+    }
+}
+
+/// The elements of an anonymous interval set as nft keeps them: overlapping and adjacent
+/// ranges merged (`{ 33-55, 56-88 }` is `{ 33-88 }`). None when the set has no range, or
+/// anything but plain keys of one known type.
+fn merged_intervals(
+    tys: &[Option<DataType>],
+    data: Option<DataType>,
+    es: &[ast::Elem],
+) -> Option<String> {
+    let [Some(dt)] = tys else {
+        return None;
+    };
+    if data.is_some() || matches!(dt, DataType::IfName | DataType::Str16) {
+        return None;
+    }
+    let mut rs = Vec::new();
+    let mut any_range = false;
+    for e in es {
+        if e.data.is_some() || !e.options.is_empty() {
+            return None;
+        }
+        let (lo, hi, r) = range_of(*dt, &e.key)?;
+        any_range |= r;
+        rs.push((lo, hi));
+    }
+    if !any_range {
+        return None;
+    }
+    rs.sort();
+    let mut out: Vec<(u128, u128)> = Vec::new();
+    for (lo, hi) in rs {
+        match out.last_mut() {
+            Some(last) if lo <= last.1.saturating_add(1) => last.1 = last.1.max(hi),
+            _ => out.push((lo, hi)),
+        }
+    }
+    let items: Vec<String> = out
+        .into_iter()
+        .map(|(lo, hi)| value::range(*dt, lo, hi))
+        .collect();
+    Some(format!("{{ {} }}", items.join(", ")))
+}
+
+fn time(v: &Val, src: &Ctx<'_>) -> String {
+    let t = val_text(v, src);
+    match values::parse_time_ms(&t) {
+        Ok(ms) => value::duration(ms as u128),
+        Err(_) => t,
+    }
+}
+
+fn set_ref(
+    tys: &[Option<DataType>],
+    data: Option<DataType>,
+    r: &ast::SetRef,
+    src: &Ctx<'_>,
+) -> String {
+    match r {
+        ast::SetRef::Named(id) => format!("@{}", quote(&id.name)),
+        ast::SetRef::Anon(es, _) => elems(tys, data, es, src),
+    }
+}
+
+/// A byte count with the largest unit that divides it (`1 kbytes`, `1025 bytes`).
+fn bytes(n: u128) -> String {
+    for (u, m) in [
+        ("gbytes", 1u128 << 30),
+        ("mbytes", 1 << 20),
+        ("kbytes", 1 << 10),
+    ] {
+        if n >= m && n.is_multiple_of(m) {
+            return format!("{} {u}", n / m);
+        }
+    }
+    format!("{n} bytes")
+}
+
+fn byte_unit(u: &str) -> Option<u128> {
+    Some(match u {
+        "bytes" => 1,
+        "kbytes" => 1 << 10,
+        "mbytes" => 1 << 20,
+        "gbytes" => 1 << 30,
+        _ => return None,
+    })
+}
+
+/// `N unit` (no spaces needed) as a byte count.
+fn parse_bytes(s: &str) -> Option<u128> {
+    let d = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let n: u128 = s[..d].parse().ok()?;
+    let u = s[d..].trim();
+    Some(n * if u.is_empty() { 1 } else { byte_unit(u)? })
+}
+
+fn limit(over: bool, rate: &[Val], burst: Option<&Vec<Val>>, src: &Ctx<'_>) -> Option<String> {
+    let r: String = rate.iter().map(|v| val_text(v, src)).collect();
+    let (amount, unit) = r.split_once('/')?;
+    if !["second", "minute", "hour", "day", "week"].contains(&unit) {
+        return None;
+    }
+    let over = if over { "over " } else { "" };
+    let b: Option<String> = burst.map(|b| b.iter().map(|v| val_text(v, src)).collect());
+    if amount.chars().all(|c| c.is_ascii_digit()) {
+        let burst = match &b {
+            Some(b) => b.strip_suffix("packets").unwrap_or(b).parse::<u64>().ok()?,
+            None => 5,
+        };
+        return Some(format!(
+            "limit rate {over}{amount}/{unit} burst {burst} packets"
+        ));
+    }
+    let n = parse_bytes(amount)?;
+    let mut s = format!("limit rate {over}{}/{unit}", bytes(n));
+    if let Some(b) = b {
+        let bn = parse_bytes(&b)?;
+        if bn > 0 {
+            s.push_str(&format!(" burst {}", bytes(bn)));
+        }
+    }
+    Some(s)
+}
+
+fn log(options: &[(ast::Ident, Option<Val>)], src: &Ctx<'_>) -> String {
+    let get = |k: &str| {
+        options
+            .iter()
+            .find(|(n, _)| n.name == k)
+            .map(|(_, v)| v.as_ref().map(|v| val_text(v, src)).unwrap_or_default())
+    };
+    let mut s = "log".to_string();
+    if let Some(p) = get("prefix") {
+        let p = p.trim_matches('"');
+        s.push_str(&format!(" prefix \"{p}\""));
+    }
+    if let Some(l) = get("level") {
+        if l != "warn" {
+            s.push_str(&format!(" level {l}"));
+        }
+    }
+    for k in ["group", "snaplen", "queue-threshold"] {
+        if let Some(v) = get(k) {
+            s.push_str(&format!(" {k} {v}"));
+        }
+    }
+    let flags: Vec<String> = options
+        .iter()
+        .filter(|(n, _)| n.name == "flags")
+        .map(|(_, v)| v.as_ref().map(|v| raw(src, v.span())).unwrap_or_default())
+        .collect();
+    if !flags.is_empty() {
+        let all = flags.iter().any(|f| f == "all")
+            || (["ip options", "ether", "skuid"]
+                .iter()
+                .all(|f| flags.iter().any(|x| x == f))
+                && flags.iter().any(|x| {
+                    x.starts_with("tcp") && x.contains("sequence") && x.contains("options")
+                }));
+        if all {
+            s.push_str(" flags all");
+        } else {
+            for f in flags {
+                s.push_str(&format!(" flags {f}"));
+            }
+        }
+    }
+    s
+}
+
+fn item(it: &Item, l3: Option<u8>, src: &Ctx<'_>) -> String {
+    let opts = &src.opts;
+    match it {
+        Item::Match { lhs, op, rhs, .. } => {
+            let tys = expr_types(lhs);
+            if let Expr::Selector(ws, _) = lhs {
+                // `ct count [over] N` (the parser gives `>` for over)
+                if ws.len() == 2 && ws[0].name == "ct" && ws[1].name == "count" {
+                    let over = matches!(op, Some((CmpOp::Gt, _)));
+                    let n = match rhs {
+                        Rhs::Val(v) => val_text(v, src),
+                        Rhs::Set(_) => String::new(),
+                    };
+                    return format!("ct count {}{n}", if over { "over " } else { "" });
+                }
+            }
+            // `x ^ A == B` is `x == A ^ B`
+            if let (
+                Expr::Binop(BinOp::Xor, inner, Val::Word(a, _), _),
+                None | Some((CmpOp::Eq | CmpOp::Ne, _)),
+                Rhs::Val(Val::Word(b, _)),
+            ) = (lhs, op, rhs)
+            {
+                if let (Some(dt), Some(a), Some(b)) = (
+                    tys.first().copied().flatten(),
+                    values::parse_number(a),
+                    values::parse_number(b),
+                ) {
+                    let ne = matches!(op, Some((CmpOp::Ne, _)));
+                    return format!(
+                        "{} {}{}",
+                        expr_text(inner, src),
+                        if ne { "!= " } else { "" },
+                        value::format(dt, a ^ b)
+                    );
+                }
+            }
+            let l = expr_text(lhs, src);
+            let bang = op.is_some_and(|(_, sp)| src.src.text(sp) == "!");
+            let o = match op.map(|o| o.0) {
+                Some(CmpOp::Ne) if bang => "! ",
+                None => "",
+                Some(CmpOp::Eq) if matches!(lhs, Expr::Binop(..)) => "== ",
+                Some(CmpOp::Eq) => "",
+                Some(CmpOp::Ne) => "!= ",
+                Some(CmpOp::Lt) => "< ",
+                Some(CmpOp::Gt) => "> ",
+                Some(CmpOp::Le) => "<= ",
+                Some(CmpOp::Ge) => ">= ",
+            };
+            let r = match rhs {
+                Rhs::Val(v) => key(&tys, v, src),
+                Rhs::Set(s) => set_ref(&tys, None, s, src),
+            };
+            format!("{l} {o}{r}")
+        }
+        Item::Vmap { key: k, map, .. } => {
+            format!(
+                "{} vmap {}",
+                expr_text(k, src),
+                set_ref(&expr_types(k), None, map, src)
+            )
+        }
+        Item::Verdict(v) => verdict(v),
+        Item::Counter {
+            name,
+            packets,
+            bytes,
+            ..
+        } => match name {
+            Some(n) => format!("counter name {}", val_text(n, src)),
+            None if opts.stateless => "counter".to_string(),
+            None => format!(
+                "counter packets {} bytes {}",
+                packets
+                    .as_ref()
+                    .map(|v| val_text(v, src))
+                    .unwrap_or("0".into()),
+                bytes
+                    .as_ref()
+                    .map(|v| val_text(v, src))
+                    .unwrap_or("0".into())
+            ),
+        },
+        Item::Log { options, .. } => log(options, src),
+        Item::Limit {
+            over,
+            rate,
+            burst,
+            span,
+        } => limit(*over, rate, burst.as_ref(), src).unwrap_or_else(|| raw(src, *span)),
+        Item::Quota {
+            over,
+            amount,
+            used,
+            name,
+            span,
+        } => {
+            if let Some(n) = name {
+                return format!("quota name {}", val_text(n, src));
+            }
+            let a: String = amount.iter().map(|v| val_text(v, src)).collect();
+            let Some(n) = parse_bytes(&a) else {
+                return raw(src, *span);
+            };
+            let mut s = format!("quota {}{}", if *over { "over " } else { "" }, bytes(n));
+            if let Some(u) = used {
+                let t: String = u.iter().map(|v| val_text(v, src)).collect();
+                if let Some(un) = parse_bytes(&t) {
+                    if un > 0 {
+                        s.push_str(&format!(" used {}", bytes(un)));
+                    }
+                }
+            }
+            s
+        }
+        Item::Reject { with, span } => match with {
+            None => "reject".to_string(),
+            Some((k, v)) => match (k.name.as_str(), v) {
+                ("tcp", _) => "reject with tcp reset".to_string(),
+                (kind, Some(v)) => format!("reject with {kind} {}", val_text(v, src)),
+                _ => raw(src, *span),
+            },
+        },
+        Item::Assign { target, value, .. } => {
+            let t = expr_types(target).first().copied().flatten();
+            format!(
+                "{} set {}",
+                expr_text(target, src),
+                expr_typed(value, t, src)
+            )
+        }
+        Item::Nat {
+            kind,
+            family,
+            addr,
+            port,
+            flags,
+            span,
+        } => {
+            let fam = family.as_ref().map(|f| f.name.as_str());
+            let v6 = match fam {
+                Some("ip6") => true,
+                Some("ip") => false,
+                _ => l3 == Some(6),
+            };
+            let at = if v6 {
+                DataType::Ipv6Addr
+            } else {
+                DataType::Ipv4Addr
+            };
+            let mut s = kind.name.clone();
+            if let Some(f) = fam {
+                s.push(' ');
+                s.push_str(f);
+            }
+            let a = addr.as_ref().map(|a| expr_typed(a, Some(at), src));
+            let p = port
+                .as_ref()
+                .map(|p| expr_typed(p, Some(DataType::InetService), src));
+            match (a, p) {
+                (Some(a), Some(p)) if v6 && matches!(addr, Some(Expr::Const(_))) => {
+                    s.push_str(&format!(" to [{a}]:{p}"))
+                }
+                (Some(a), Some(p)) => s.push_str(&format!(" to {a}:{p}")),
+                (Some(a), None) => s.push_str(&format!(" to {a}")),
+                (None, Some(p)) => s.push_str(&format!(" to :{p}")),
+                (None, None) => {}
+            }
+            if !flags.is_empty() {
+                let f: Vec<&str> = flags.iter().map(|f| f.name.as_str()).collect();
+                s.push(' ');
+                s.push_str(&f.join(","));
+            }
+            let _ = span;
+            s
+        }
+        Item::Notrack(_) => "notrack".to_string(),
+        Item::Fwd {
+            family, addr, dev, ..
+        } => match (family, addr) {
+            (Some(f), Some(a)) => format!(
+                "fwd {} to {} device {}",
+                f.name,
+                expr_typed(
+                    a,
+                    Some(if f.name == "ip6" {
+                        DataType::Ipv6Addr
+                    } else {
+                        DataType::Ipv4Addr
+                    }),
+                    src
+                ),
+                expr_typed(dev, Some(DataType::IfName), src)
+            ),
+            _ => format!("fwd to {}", expr_typed(dev, Some(DataType::IfName), src)),
+        },
+        Item::FlowAdd(ft, _) => format!("flow add @{}", quote(&ft.name)),
+        Item::SetOp {
+            op,
+            set,
+            key: k,
+            timeout,
+            stmts,
+            value,
+            ..
+        } => {
+            let mut s = format!("{} @{} {{ {}", op.name, quote(&set.name), expr_text(k, src));
+            if let Some(t) = timeout {
+                s.push_str(&format!(" timeout {}", time(t, src)));
+            }
+            for st in stmts {
+                s.push(' ');
+                s.push_str(&item(st, l3, src));
+            }
+            if let Some(v) = value {
+                s.push_str(&format!(" : {}", expr_text(v, src)));
+            }
+            s.push_str(" }");
+            s
+        }
+        Item::Comment(c, _) => format!("comment \"{c}\""),
+        // nft lists `last` without the time it was last used
+        Item::Pending { what: "last", .. } => "last".to_string(),
+        Item::Pending { span, .. } => raw(src, *span),
+    }
+}
