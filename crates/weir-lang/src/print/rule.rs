@@ -275,28 +275,52 @@ pub(super) fn val_text(v: &Val, src: &Ctx<'_>) -> String {
     }
 }
 
-fn word(dt: DataType, w: &str) -> Option<String> {
+/// One value as nft prints it, protocols by number where the options say so.
+fn fmt(src: &Ctx<'_>, dt: DataType, v: u128) -> String {
+    if dt == DataType::InetProto && src.opts.numeric_proto {
+        return v.to_string();
+    }
+    value::format(dt, v)
+}
+
+/// An inclusive range as nft prints it (see [`value::range`]).
+fn fmt_range(src: &Ctx<'_>, dt: DataType, lo: u128, hi: u128) -> String {
+    if lo != hi && dt == DataType::InetProto && src.opts.numeric_proto {
+        return format!("{lo}-{hi}");
+    }
+    if lo == hi {
+        return fmt(src, dt, lo);
+    }
+    value::range(dt, lo, hi)
+}
+
+fn word(src: &Ctx<'_>, dt: DataType, w: &str) -> Option<String> {
     if let Ok(v) = values::parse_scalar(dt, w) {
-        return Some(value::format(dt, v));
+        return Some(fmt(src, dt, v));
     }
     if let Some((base, len)) = w.split_once('/') {
         let b = values::parse_scalar(dt, base).ok()?;
         let (lo, hi) = values::prefix_range(dt, b, len).ok()?;
-        return Some(value::range(dt, lo, hi));
+        if !matches!(dt, DataType::Ipv4Addr | DataType::Ipv6Addr) {
+            // an integer prefix is a mask: `meta mark 0xffffff00/24`
+            let mask = !(hi - lo) & (u128::MAX >> (128 - dt.bits()));
+            return Some(format!("& {} == {}", fmt(src, dt, mask), fmt(src, dt, lo)));
+        }
+        return Some(fmt_range(src, dt, lo, hi));
     }
     if w.contains('-') {
         let (lo, hi) = values::parse_range(dt, w).ok()?;
-        return Some(value::range(dt, lo, hi));
+        // written as a range, listed as one (not as a prefix)
+        if lo != hi && matches!(dt, DataType::Ipv4Addr | DataType::Ipv6Addr) {
+            return Some(format!("{}-{}", fmt(src, dt, lo), fmt(src, dt, hi)));
+        }
+        return Some(fmt_range(src, dt, lo, hi));
     }
     None
 }
 
 /// A constant typed `ty` as nft prints it.
 fn val(ty: Option<DataType>, v: &Val, src: &Ctx<'_>) -> String {
-    let ty = match ty {
-        Some(DataType::InetProto) if src.opts.numeric_proto => Some(DataType::Integer(8)),
-        t => t,
-    };
     let Some(dt) = ty else {
         return match v {
             Val::Set(es, _) => elems(&[], None, es, src),
@@ -319,16 +343,16 @@ fn val(ty: Option<DataType>, v: &Val, src: &Ctx<'_>) -> String {
         }
         Val::Word(w, _) if dt == DataType::Devgroup && w == "default" => "\"default\"".into(),
         Val::Str(s, _) if dt == DataType::Devgroup => format!("\"{s}\""),
-        Val::Word(w, _) => word(dt, w).unwrap_or_else(|| w.clone()),
+        Val::Word(w, _) => word(src, dt, w).unwrap_or_else(|| w.clone()),
         Val::Str(s, _) => match dt {
             DataType::IfName | DataType::Str16 => format!("\"{s}\""),
-            _ => word(dt, s).unwrap_or_else(|| format!("\"{s}\"")),
+            _ => word(src, dt, s).unwrap_or_else(|| format!("\"{s}\"")),
         },
         Val::Range(a, b) => format!("{}-{}", val(ty, a, src), val(ty, b, src)),
         Val::Prefix(a, n) => {
             let base = val_text(a, src);
             let len = val_text(n, src);
-            word(dt, &format!("{base}/{len}")).unwrap_or_else(|| format!("{base}/{len}"))
+            word(src, dt, &format!("{base}/{len}")).unwrap_or_else(|| format!("{base}/{len}"))
         }
         Val::List(vs, _) => {
             let mut acc = 0u128;
@@ -341,7 +365,7 @@ fn val(ty: Option<DataType>, v: &Val, src: &Ctx<'_>) -> String {
                     _ => return raw(src, v.span()),
                 }
             }
-            value::format(dt, acc)
+            fmt(src, dt, acc)
         }
         Val::Concat(vs, _) => vs
             .iter()
@@ -394,7 +418,7 @@ fn elems(
     es: &[ast::Elem],
     src: &Ctx<'_>,
 ) -> String {
-    if let Some(merged) = merged_intervals(tys, data, es) {
+    if let Some(merged) = merged_intervals(tys, data, es, src) {
         return merged;
     }
     elem_list(tys, data, es, src)
@@ -466,6 +490,7 @@ fn merged_intervals(
     tys: &[Option<DataType>],
     data: Option<DataType>,
     es: &[ast::Elem],
+    src: &Ctx<'_>,
 ) -> Option<String> {
     let [Some(dt)] = tys else {
         return None;
@@ -496,7 +521,7 @@ fn merged_intervals(
     }
     let items: Vec<String> = out
         .into_iter()
-        .map(|(lo, hi)| value::range(*dt, lo, hi))
+        .map(|(lo, hi)| fmt_range(src, *dt, lo, hi))
         .collect();
     Some(format!("{{ {} }}", items.join(", ")))
 }
@@ -660,7 +685,7 @@ fn item(it: &Item, l3: Option<u8>, src: &Ctx<'_>) -> String {
                         "{} {}{}",
                         expr_text(inner, src),
                         if ne { "!= " } else { "" },
-                        value::format(dt, a ^ b)
+                        fmt(src, dt, a ^ b)
                     );
                 }
             }
