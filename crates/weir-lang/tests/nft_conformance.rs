@@ -17,7 +17,7 @@ const OK_LOADED_FLOOR: usize = 4_046;
 const FAIL_REFUSED_FLOOR: usize = 409;
 
 /// Loaded rules weir prints as nft lists them, at least.
-const PRINTED_FLOOR: usize = 3_780;
+const PRINTED_FLOOR: usize = 3_922;
 
 const FAMILIES: [&str; 4] = ["ip", "ip6", "inet", "netdev"];
 
@@ -294,6 +294,13 @@ fn same_listing(a: &str, b: &str) -> bool {
     normalise(a) == normalise(b)
 }
 
+/// A rule as nft's test runner compares it: spaces do not count (its files write
+/// `vmap { 25:accept }` and `8888 - 8999` for what nft lists as `25 : accept` and `8888-8999`).
+fn same_rule(a: &str, b: &str) -> bool {
+    let squeeze = |s: &str| normalise(s).replace(' ', "");
+    squeeze(a) == squeeze(b)
+}
+
 #[test]
 fn nftables_rule_tests() {
     let Some(py) = dir() else {
@@ -338,7 +345,7 @@ fn nftables_rule_tests() {
                 Ok(Ok((rs, file, _))) => {
                     if c.ok {
                         let printed = printed_rule(&rs, &file);
-                        if same_listing(&printed, &c.canonical) {
+                        if same_rule(&printed, &c.canonical) {
                             printed_equal += 1;
                         } else {
                             print_differs.push(format!(

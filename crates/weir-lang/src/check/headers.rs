@@ -103,6 +103,11 @@ pub(super) fn target_text(e: &ast::Expr) -> String {
     }
 }
 
+/// The name of TCP option kind `k` (`maxseg` for 2).
+pub(crate) fn tcp_option_name(k: u128) -> Option<&'static str> {
+    TCP_OPTIONS.iter().find(|o| o.1 as u128 == k).map(|o| o.0)
+}
+
 /// Whether `w` names a TCP option (`maxseg`) or is a kind number 0-255.
 pub(super) fn tcp_option_known(w: &str) -> bool {
     TCP_OPTIONS.iter().any(|o| o.0 == w) || values::parse_number(w).is_some_and(|k| k <= 255)

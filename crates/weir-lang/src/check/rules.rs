@@ -941,26 +941,7 @@ fn lower_item(
                     "tcp" => Some(Reject::TcpReset),
                     "icmp" | "icmpv6" | "icmpx" => {
                         let t = v.as_ref().map(other_text).unwrap_or_default();
-                        let code = match (k.name.as_str(), t.as_str()) {
-                            ("icmp", "net-unreachable") => Some(0),
-                            ("icmp", "host-unreachable") => Some(1),
-                            ("icmp", "prot-unreachable") => Some(2),
-                            ("icmp", "port-unreachable") => Some(3),
-                            ("icmp", "net-prohibited") => Some(9),
-                            ("icmp", "host-prohibited") => Some(10),
-                            ("icmp", "admin-prohibited") => Some(13),
-                            ("icmpv6", "no-route") => Some(0),
-                            ("icmpv6", "admin-prohibited") => Some(1),
-                            ("icmpv6", "addr-unreachable") => Some(3),
-                            ("icmpv6", "port-unreachable") => Some(4),
-                            ("icmpv6", "policy-fail") => Some(5),
-                            ("icmpv6", "reject-route") => Some(6),
-                            ("icmpx", "no-route") => Some(0),
-                            ("icmpx", "port-unreachable") => Some(1),
-                            ("icmpx", "host-unreachable") => Some(2),
-                            ("icmpx", "admin-prohibited") => Some(3),
-                            (_, n) => values::parse_number(n).and_then(|x| u8::try_from(x).ok()),
-                        };
+                        let code = values::reject_code(&k.name, &t);
                         match code {
                             None => {
                                 err(cx, *span, format!("unknown {} reject type '{t}'", k.name));

@@ -8,6 +8,7 @@
 //! elements) from the checked [`ir`]. What the printer does not know how to put in canonical
 //! form it prints as written, whitespace normalised.
 
+mod deps;
 mod rule;
 pub mod value;
 
@@ -156,7 +157,11 @@ fn table(out: &mut String, t: &ir::Table, d: &Decls<'_>, src: &SourceMap, opts: 
     ));
     let mut blocks: Vec<String> = Vec::new();
     for o in d.objs.get(&t.name).into_iter().flatten() {
-        let cx = rule::Ctx { src, opts: *opts };
+        let cx = rule::Ctx {
+            src,
+            opts: *opts,
+            hex: std::cell::Cell::new(false),
+        };
         let body: Vec<String> = o.body.iter().map(|v| rule::val_text(v, &cx)).collect();
         let mut b = format!("\t{} {} {{\n", o.kind.name, quote(&o.name.name));
         if !body.is_empty() {
@@ -166,7 +171,11 @@ fn table(out: &mut String, t: &ir::Table, d: &Decls<'_>, src: &SourceMap, opts: 
         blocks.push(b);
     }
     for s in &t.sets {
-        let cx = rule::Ctx { src, opts: *opts };
+        let cx = rule::Ctx {
+            src,
+            opts: *opts,
+            hex: std::cell::Cell::new(false),
+        };
         blocks.push(set(
             t,
             s,

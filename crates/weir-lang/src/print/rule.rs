@@ -3,7 +3,8 @@
 //! the selector they meet, statements with nft's defaults spelt out (`burst 5 packets`) or
 //! left out (`log level warn`).
 
-use super::{quote, value, Options};
+use super::{deps, quote, value, Options};
+use std::cell::Cell;
 use crate::ast::{self, BinOp, CmpOp, Expr, Item, MapData, Rhs, Val, VerdictAst};
 use crate::ir::Family;
 use crate::source::{SourceMap, Span};
@@ -18,6 +19,9 @@ const UNQUALIFIED: &[&str] = &["iif", "oif", "iifname", "oifname", "iifgroup", "
 pub(super) struct Ctx<'a> {
     pub src: &'a SourceMap,
     pub opts: Options,
+    /// Integers of the selector being printed are in hexadecimal (`ip frag-off 0xde`, raw
+    /// payload), as nft's header templates say for these fields.
+    pub hex: Cell<bool>,
 }
 
 /// The source text of a span, whitespace collapsed.
@@ -34,6 +38,7 @@ pub fn rule(r: &ast::Rule, family: Family, sources: &SourceMap, opts: &Options) 
     let cx = Ctx {
         src: sources,
         opts: *opts,
+        hex: Cell::new(false),
     };
     let src = &cx;
     let mut parts = Vec::new();
@@ -43,18 +48,14 @@ pub fn rule(r: &ast::Rule, family: Family, sources: &SourceMap, opts: &Options) 
         Family::Ip6 => Some(6),
         _ => None,
     };
+    // the transport protocols a `meta l4proto` match said, for raw payload at @th
+    let mut l4: Option<Vec<String>> = None;
     for (i, it) in r.items.iter().enumerate() {
         if let Item::Comment(c, _) = it {
             comment = Some(c.clone());
             continue;
         }
-        if r.items
-            .get(i + 1)
-            .is_some_and(|next| implied_by(it, next, family))
-        {
-            continue;
-        }
-        if let Item::Match { lhs, .. } = it {
+        if let Item::Match { lhs, rhs, .. } = it {
             if let Some(f) = selector_field(lhs) {
                 match f.layer() {
                     weir_wire::Layer::Ip4 | weir_wire::Layer::Icmp => l3 = Some(4),
@@ -62,8 +63,39 @@ pub fn rule(r: &ast::Rule, family: Family, sources: &SourceMap, opts: &Options) 
                     _ => {}
                 }
             }
+            match (deps::words(lhs).as_slice(), rhs) {
+                (["meta", "nfproto"] | ["meta", "protocol"], Rhs::Val(Val::Word(v, _))) => {
+                    match v.as_str() {
+                        "ipv4" | "ip" => l3 = Some(4),
+                        "ipv6" | "ip6" => l3 = Some(6),
+                        _ => {}
+                    }
+                }
+                (["meta", "l4proto"], Rhs::Val(Val::Word(v, _))) => l4 = Some(vec![v.clone()]),
+                (["meta", "l4proto"], Rhs::Set(ast::SetRef::Anon(es, _))) => {
+                    l4 = Some(es.iter().map(|e| val_text(&e.key, src)).collect())
+                }
+                _ => {}
+            }
         }
-        parts.push(item(it, l3, src));
+        let rest = &r.items[i + 1..];
+        // `meta l4proto tcp @th,16,16 22` is `tcp dport 22`
+        let before_raw_port = rest.first().is_some_and(|n| raw_port(n).is_some());
+        if deps::implied(it, rest, family) || (before_raw_port && l4_single(it).is_some()) {
+            continue;
+        }
+        if let Some(d) = deps::added(it, &r.items[..i], family, opts.numeric_proto) {
+            parts.push(d.to_string());
+        }
+        let prev_l4 = i
+            .checked_sub(1)
+            .and_then(|p| l4_single(&r.items[p]))
+            .map(|p| vec![p.to_string()]);
+        let ctx_l4 = prev_l4.as_deref().or(l4.as_deref());
+        parts.push(match ctx_l4.and_then(|p| raw_transport(it, p)) {
+            Some(s) => s,
+            None => item(it, l3, family, src),
+        });
     }
     if let Some(c) = comment {
         parts.push(format!("comment \"{c}\""));
@@ -71,64 +103,82 @@ pub fn rule(r: &ast::Rule, family: Family, sources: &SourceMap, opts: &Options) 
     parts.join(" ")
 }
 
-/// Whether match `dep` is a dependency that nft leaves out of the listing because `next`,
-/// right after it, implies it (`meta nfproto ipv4 ip saddr 1.2.3.4` lists as `ip saddr
-/// 1.2.3.4`; in an `ip` table `ip protocol tcp tcp dport 22` as `tcp dport 22`).
-fn implied_by(dep: &Item, next: &Item, family: Family) -> bool {
+/// The protocol of `meta l4proto P` when it is one protocol with ports.
+fn l4_single(it: &Item) -> Option<&'static str> {
     let Item::Match {
-        lhs: Expr::Selector(ws, _),
+        lhs,
         op: None | Some((CmpOp::Eq, _)),
         rhs: Rhs::Val(Val::Word(v, _)),
         ..
-    } = dep
+    } = it
     else {
-        return false;
+        return None;
     };
-    let Item::Match { lhs, .. } = next else {
-        return false;
-    };
-    let words: Vec<&str> = ws.iter().map(|w| w.name.as_str()).collect();
-    let first = |e: &Expr| -> Option<Expr> {
-        match e {
-            Expr::Concat(es, _) => es.first().cloned(),
-            Expr::Binop(_, inner, _, _) => Some((**inner).clone()),
-            e => Some(e.clone()),
-        }
-    };
-    let Some(n) = first(lhs) else {
-        return false;
-    };
-    let nwords: Vec<String> = match &n {
-        Expr::Selector(w, _) => w.iter().map(|w| w.name.clone()).collect(),
-        _ => return false,
-    };
-    let layer = selector_field(&n).map(|f| f.layer());
-    use weir_wire::Layer as L;
-    let proto = |p: &str| values::parse_scalar(DataType::InetProto, p).ok();
-    let of_proto = |p: u128| match layer {
-        Some(L::Transport(t)) => t as u128 == p,
-        Some(L::Icmp) => p == 1,
-        Some(L::Icmp6) => p == 58,
-        _ => false,
-    };
-    match (words.as_slice(), v.as_str()) {
-        (["meta", "nfproto"] | ["nfproto"], "ipv4") => matches!(layer, Some(L::Ip4 | L::Icmp)),
-        (["meta", "nfproto"] | ["nfproto"], "ipv6") => matches!(layer, Some(L::Ip6 | L::Icmp6)),
-        (["meta", "l4proto"] | ["l4proto"], p) => proto(p).is_some_and(of_proto),
-        (["ip", "protocol"], p) if family == Family::Ip => proto(p).is_some_and(of_proto),
-        (["ip6", "nexthdr"], p) if family == Family::Ip6 => proto(p).is_some_and(of_proto),
-        (["ether", "type"] | ["meta", "protocol"] | ["protocol"], "ip") => {
-            matches!(layer, Some(L::Ip4 | L::Icmp))
-        }
-        (["ether", "type"] | ["meta", "protocol"] | ["protocol"], "ip6") => {
-            matches!(layer, Some(L::Ip6 | L::Icmp6))
-        }
-        (["ether", "type"], "vlan" | "8021q") => nwords.first().is_some_and(|w| w == "vlan"),
-        (["meta", "iiftype"] | ["iiftype"], "ether") => {
-            matches!(layer, Some(L::Link)) || nwords.first().is_some_and(|w| w == "ether")
-        }
-        _ => false,
+    if deps::words(lhs) != ["meta", "l4proto"] {
+        return None;
     }
+    l4_name(v)
+}
+
+/// `sport` or `dport` for a match on the transport ports as raw payload (`@th,16,16 22`).
+fn raw_port(it: &Item) -> Option<&'static str> {
+    let Item::Match { lhs, .. } = it else {
+        return None;
+    };
+    match deps::words(lhs).as_slice() {
+        ["@th", "0", "16"] => Some("sport"),
+        ["@th", "16", "16"] => Some("dport"),
+        _ => None,
+    }
+}
+
+/// A match on the transport ports as raw payload (`@th,16,16 22`) as nft lists it where the
+/// protocol is known: `tcp dport 22` after one protocol, `th dport 22` after several.
+fn raw_transport(it: &Item, protos: &[String]) -> Option<String> {
+    let field = raw_port(it)?;
+    let Item::Match { op, rhs, .. } = it else {
+        return None;
+    };
+    let base = match protos {
+        [p] => match l4_name(p) {
+            Some(n) => n,
+            None => return None,
+        },
+        ps if ps.iter().all(|p| l4_name(p).is_some()) => "th",
+        _ => return None,
+    };
+    let sel = format!("{base} {field}");
+    let o = match op.map(|o| o.0) {
+        Some(CmpOp::Ne) => "!= ",
+        _ => "",
+    };
+    let r = match rhs {
+        Rhs::Set(ast::SetRef::Anon(es, _)) => {
+            let items: Option<Vec<String>> = es
+                .iter()
+                .map(|e| match &e.key {
+                    Val::Word(v, _) => values::parse_number(v).map(|n| n.to_string()),
+                    _ => None,
+                })
+                .collect();
+            format!("{{ {} }}", items?.join(", "))
+        }
+        Rhs::Val(Val::Word(v, _)) => values::parse_number(v)?.to_string(),
+        _ => return None,
+    };
+    Some(format!("{sel} {o}{r}"))
+}
+
+/// A transport protocol with ports, by name or number, as nft names it.
+fn l4_name(p: &str) -> Option<&'static str> {
+    Some(match values::parse_scalar(DataType::InetProto, p).ok()? {
+        6 => "tcp",
+        17 => "udp",
+        33 => "dccp",
+        132 => "sctp",
+        136 => "udplite",
+        _ => return None,
+    })
 }
 
 fn selector_words(words: &[ast::Ident]) -> String {
@@ -153,7 +203,7 @@ fn selector_words(words: &[ast::Ident]) -> String {
     }
 }
 
-fn selector_field(e: &Expr) -> Option<Field> {
+pub(super) fn selector_field(e: &Expr) -> Option<Field> {
     match e {
         Expr::Selector(ws, _) => Field::from_name(
             &ws.iter()
@@ -338,7 +388,7 @@ fn val(ty: Option<DataType>, v: &Val, src: &Ctx<'_>) -> String {
         Val::Word(w, _) if dt == DataType::IfIndex && values::parse_number(w).is_none() => {
             format!("\"{w}\"")
         }
-        Val::Str(s, _) if matches!(dt, DataType::IfIndex | DataType::Date | DataType::Hour) => {
+        Val::Str(s, _) if matches!(dt, DataType::IfIndex | DataType::Date) => {
             format!("\"{s}\"")
         }
         Val::Word(w, _) if dt == DataType::Devgroup && w == "default" => "\"default\"".into(),
@@ -652,7 +702,7 @@ fn log(options: &[(ast::Ident, Option<Val>)], src: &Ctx<'_>) -> String {
     s
 }
 
-fn item(it: &Item, l3: Option<u8>, src: &Ctx<'_>) -> String {
+fn item(it: &Item, l3: Option<u8>, family: Family, src: &Ctx<'_>) -> String {
     let opts = &src.opts;
     match it {
         Item::Match { lhs, op, rhs, .. } => {
@@ -768,14 +818,8 @@ fn item(it: &Item, l3: Option<u8>, src: &Ctx<'_>) -> String {
             }
             s
         }
-        Item::Reject { with, span } => match with {
-            None => "reject".to_string(),
-            Some((k, v)) => match (k.name.as_str(), v) {
-                ("tcp", _) => "reject with tcp reset".to_string(),
-                (kind, Some(v)) => format!("reject with {kind} {}", val_text(v, src)),
-                _ => raw(src, *span),
-            },
-        },
+        Item::Reject { with, span } => reject(with.as_ref(), l3, family, src)
+            .unwrap_or_else(|| raw(src, *span)),
         Item::Assign { target, value, .. } => {
             let t = expr_types(target).first().copied().flatten();
             format!(
@@ -786,13 +830,13 @@ fn item(it: &Item, l3: Option<u8>, src: &Ctx<'_>) -> String {
         }
         Item::Nat {
             kind,
-            family,
+            family: nat_family,
             addr,
             port,
             flags,
             span,
         } => {
-            let fam = family.as_ref().map(|f| f.name.as_str());
+            let fam = nat_family.as_ref().map(|f| f.name.as_str());
             let v6 = match fam {
                 Some("ip6") => true,
                 Some("ip") => false,
@@ -804,11 +848,30 @@ fn item(it: &Item, l3: Option<u8>, src: &Ctx<'_>) -> String {
                 DataType::Ipv4Addr
             };
             let mut s = kind.name.clone();
+            // in a table of several families nft names the address's family
+            let fam = fam.or(match (family, addr, l3) {
+                (Family::Inet, Some(_), Some(4)) => Some("ip"),
+                (Family::Inet, Some(_), Some(6)) => Some("ip6"),
+                _ => None,
+            });
             if let Some(f) = fam {
                 s.push(' ');
                 s.push_str(f);
             }
-            let a = addr.as_ref().map(|a| expr_typed(a, Some(at), src));
+            // an address range as nft lists it: a prefix where it is one
+            let range = match addr {
+                Some(Expr::Const(v)) => range_of(at, v).filter(|r| r.0 != r.1),
+                _ => None,
+            };
+            let a = match range {
+                Some((lo, hi, _)) if v6 && port.is_some() => Some(format!(
+                    "{}]-[{}",
+                    value::format(at, lo),
+                    value::format(at, hi)
+                )),
+                Some((lo, hi, _)) => Some(value::range(at, lo, hi)),
+                None => addr.as_ref().map(|a| expr_typed(a, Some(at), src)),
+            };
             let p = port
                 .as_ref()
                 .map(|p| expr_typed(p, Some(DataType::InetService), src));
@@ -822,7 +885,10 @@ fn item(it: &Item, l3: Option<u8>, src: &Ctx<'_>) -> String {
                 (None, None) => {}
             }
             if !flags.is_empty() {
-                let f: Vec<&str> = flags.iter().map(|f| f.name.as_str()).collect();
+                // in the order nft lists them
+                const ORDER: [&str; 3] = ["random", "fully-random", "persistent"];
+                let mut f: Vec<&str> = flags.iter().map(|f| f.name.as_str()).collect();
+                f.sort_by_key(|x| ORDER.iter().position(|o| o == x).unwrap_or(ORDER.len()));
                 s.push(' ');
                 s.push_str(&f.join(","));
             }
@@ -865,7 +931,7 @@ fn item(it: &Item, l3: Option<u8>, src: &Ctx<'_>) -> String {
             }
             for st in stmts {
                 s.push(' ');
-                s.push_str(&item(st, l3, src));
+                s.push_str(&item(st, l3, family, src));
             }
             if let Some(v) = value {
                 s.push_str(&format!(" : {}", expr_text(v, src)));
@@ -876,6 +942,110 @@ fn item(it: &Item, l3: Option<u8>, src: &Ctx<'_>) -> String {
         Item::Comment(c, _) => format!("comment \"{c}\""),
         // nft lists `last` without the time it was last used
         Item::Pending { what: "last", .. } => "last".to_string(),
+        Item::Pending {
+            what: "queue",
+            operands,
+            span,
+            ..
+        } => {
+            // `queue [flags bypass,fanout] to N`, the older `num N bypass` words as flags
+            let text = raw(src, *span);
+            let flags: Vec<&str> = ["bypass", "fanout"]
+                .into_iter()
+                .filter(|f| text.split([' ', ',']).any(|w| w == *f))
+                .collect();
+            let mut s = "queue".to_string();
+            if !flags.is_empty() {
+                s.push_str(&format!(" flags {}", flags.join(",")));
+            }
+            let to = operands
+                .first()
+                .map(|(_, e)| expr_typed(e, Some(DataType::Integer(16)), src))
+                .unwrap_or_else(|| "0".into());
+            s.push_str(&format!(" to {to}"));
+            s
+        }
+        Item::Pending {
+            what: "tproxy",
+            family: fam,
+            operands,
+            ..
+        } => {
+            // the family is said only where the table has several
+            let mut s = "tproxy".to_string();
+            if let Some(f) = fam.as_ref().filter(|_| family == Family::Inet) {
+                s.push_str(&format!(" {}", f.name));
+            }
+            let v6 = fam.as_ref().map_or(l3 == Some(6), |f| f.name == "ip6");
+            let mut to = String::new();
+            for (o, e) in operands {
+                match o {
+                    ast::Operand::Addr if v6 => {
+                        to.push_str(&format!("[{}]", expr_typed(e, Some(DataType::Ipv6Addr), src)))
+                    }
+                    ast::Operand::Addr => to.push_str(&expr_typed(e, Some(DataType::Ipv4Addr), src)),
+                    _ => to.push_str(&format!(":{}", expr_typed(e, Some(DataType::InetService), src))),
+                }
+            }
+            s.push_str(&format!(" to {to}"));
+            s
+        }
+        Item::Pending {
+            what: "reset tcp option",
+            operands,
+            span,
+            ..
+        } => match operands.first() {
+            Some((_, Expr::Const(Val::Word(w, _)))) => {
+                let name = values::parse_number(w)
+                    .and_then(crate::check::tcp_option_name)
+                    .unwrap_or(w.as_str());
+                format!("reset tcp option {name}")
+            }
+            _ => raw(src, *span),
+        },
         Item::Pending { span, .. } => raw(src, *span),
     }
+}
+
+/// `reject` as nft lists it: the family's default type left out (`reject with icmp
+/// port-unreachable` is `reject` in an ip table), a type of the family a dependency gave
+/// spelt out (`meta nfproto ipv4 reject` is `reject with icmp port-unreachable` in inet),
+/// codes by name.
+fn reject(
+    with: Option<&(ast::Ident, Option<Val>)>,
+    l3: Option<u8>,
+    family: Family,
+    src: &Ctx<'_>,
+) -> Option<String> {
+    let multi = matches!(family, Family::Inet | Family::Netdev | Family::Bridge);
+    let (kind, code) = match with {
+        None if multi => match l3 {
+            Some(4) => ("icmp", 3),
+            Some(6) => ("icmpv6", 4),
+            _ => return Some("reject".into()),
+        },
+        None => return Some("reject".into()),
+        Some((k, _)) if k.name == "tcp" => return Some("reject with tcp reset".into()),
+        Some((k, v)) => {
+            let t = val_text(v.as_ref()?, src);
+            let code = values::reject_code(&k.name, &t)?;
+            (k.name.as_str(), code)
+        }
+    };
+    let default = match (family, kind) {
+        (Family::Ip, "icmp") => code == 3,
+        (Family::Ip6, "icmpv6") => code == 4,
+        (_, "icmpx") if multi => code == 1,
+        _ => false,
+    };
+    if default {
+        return Some("reject".into());
+    }
+    let name = values::REJECT_CODES
+        .iter()
+        .find(|(k, _, c)| *k == kind && *c == code)
+        .map(|(_, n, _)| n.to_string())
+        .unwrap_or_else(|| code.to_string());
+    Some(format!("reject with {kind} {name}"))
 }

@@ -58,11 +58,23 @@ pub fn duration(ms: u128) -> String {
     s
 }
 
+/// An IPv6 address as glibc's `inet_ntop` writes it (nft lists addresses with it): an
+/// IPv4-compatible address keeps its IPv4 tail dotted (`::18.52.18.52`), as a mapped one does.
+fn ipv6(v: u128) -> String {
+    let a = Ipv6Addr::from(v);
+    let w = a.segments();
+    if w[..6] == [0; 6] && w[6] != 0 {
+        let b = a.octets();
+        return format!("::{}.{}.{}.{}", b[12], b[13], b[14], b[15]);
+    }
+    a.to_string()
+}
+
 /// One value of type `dt` as nft lists it.
 pub fn format(dt: DataType, v: u128) -> String {
     match dt {
         DataType::Ipv4Addr => Ipv4Addr::from(v as u32).to_string(),
-        DataType::Ipv6Addr => Ipv6Addr::from(v).to_string(),
+        DataType::Ipv6Addr => ipv6(v),
         DataType::EtherAddr => {
             let b = (v as u64).to_be_bytes();
             b[2..]
@@ -117,7 +129,11 @@ pub fn format(dt: DataType, v: u128) -> String {
         }
         DataType::Time => duration(v),
         DataType::Boolean => if v != 0 { "exists" } else { "missing" }.to_string(),
-        DataType::ClassId => format!("{:x}:{:x}", v >> 16, v & 0xffff),
+        DataType::ClassId => match v {
+            0xffff_ffff => "root".to_string(),
+            0 => "none".to_string(),
+            _ => format!("{:x}:{:x}", v >> 16, v & 0xffff),
+        },
         DataType::IfType => named(values::IF_TYPES, v),
         DataType::DccpType => named(values::DCCP_TYPES, v),
         DataType::IgmpType => named(values::IGMP_TYPES, v),
@@ -142,7 +158,14 @@ pub fn format(dt: DataType, v: u128) -> String {
             })
             .map(|d| format!("\"{d}\""))
             .unwrap_or_else(|| v.to_string()),
-        DataType::Hour => format!("\"{:02}:{:02}\"", v / 3600, (v / 60) % 60),
+        DataType::Hour => {
+            // 23:59:60 (a leap second) is the next day's 00:00
+            let v = v % 86_400;
+            match v % 60 {
+                0 => format!("\"{:02}:{:02}\"", v / 3600, (v / 60) % 60),
+                s => format!("\"{:02}:{:02}:{s:02}\"", v / 3600, (v / 60) % 60),
+            }
+        }
         _ => v.to_string(),
     }
 }
