@@ -374,6 +374,32 @@ fn values_shift_then_mask_and_widen_into_marks() {
     assert!(e.is_err());
 }
 
+/// Operators bind as in nft's grammar (shifts before `&`, `&` before `^` and `|`), and a
+/// constant wider than its operand's type sets bits of the wider field it is stored in.
+#[test]
+fn operators_bind_as_nft_and_values_widen_into_the_target() {
+    let mut f = tcp("198.18.0.1", "198.19.0.1", 0x1234);
+    f[15] = 5 << 2; // DSCP 5
+    for (stmt, want) in [
+        ("meta mark set ip dscp & 0x0f << 1", 5 & 0x1e),
+        ("meta mark set ip dscp | 1 << 20", 5 | 0x10_0000),
+        ("meta mark set ip dscp | 0xff000000", 0xff00_0005),
+        ("meta mark set ip dscp ^ 0x3 & 0x1", 5 ^ 1),
+    ] {
+        let mut es = engines(&format!(
+            "table ip f {{ chain fwd {{ type filter hook forward priority 0; {stmt} }} }}"
+        ));
+        let (_, mark) = decide(&mut es, &f);
+        assert_eq!(mark, want, "{stmt}");
+    }
+    // a field written with its own value cannot take bits it does not have (nft refuses it)
+    let e = weir_lang::load_str(
+        "t.nft",
+        "table ip f { chain c { ip dscp set ip dscp | 0x1f00 } }",
+    );
+    assert!(e.is_err());
+}
+
 /// `tcp flags ! fin,rst`: none of the flags set (nft's `!` on flags).
 #[test]
 fn bang_means_none_of_the_flags() {

@@ -186,7 +186,26 @@ pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
                     p.dtype = DataType::Integer(bits.clamp(1, 128) as u8);
                 }
                 _ => {
-                    let mut m = scalar(cx, p.dtype, v)?;
+                    // a constant wider than an integer-based field sets bits of nft's
+                    // 32-bit register: `ct mark set ip dscp | 0xff000000`
+                    let wide = match v {
+                        Val::Word(w, _) if *op != ast::BinOp::And => values::parse_number(w)
+                            .filter(|&n| {
+                                n >> cx.set_target_bits.min(127) == 0
+                                    && p.dtype.bits() < cx.set_target_bits
+                                    && n >> p.dtype.bits() != 0
+                                    && values::parse_scalar(p.dtype, w).is_err()
+                                    && int_based(&p.dtype)
+                            }),
+                        _ => None,
+                    };
+                    if wide.is_some() {
+                        p.dtype = DataType::Integer(32);
+                    }
+                    let mut m = match wide {
+                        Some(n) => n,
+                        None => scalar(cx, p.dtype, v)?,
+                    };
                     if p.shift != 0 {
                         // a mask after a shift moves before it where that is exact:
                         // (x >> n) op m == (x op (m << n)) >> n, and (x << n) op m ==
@@ -350,21 +369,23 @@ fn types_compatible(a: &[DataType], b: &[DataType]) -> bool {
         })
 }
 
+/// Types whose values are plain integers to nft (a DSCP, a port, a protocol, an integer).
+fn int_based(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Integer(_)
+            | DataType::Mark
+            | DataType::Dscp
+            | DataType::InetService
+            | DataType::InetProto
+            | DataType::Ecn
+    )
+}
+
 /// Whether a value of types `from` can be stored in a field of types `to` as nft stores it:
 /// an integer-based value (a DSCP, a port, a protocol, an integer) into a mark or an integer
 /// at least as wide, zero-extended (`meta mark set ip dscp`).
 fn widens_to(from: &[DataType], to: &[DataType]) -> bool {
-    let int_based = |t: &DataType| {
-        matches!(
-            t,
-            DataType::Integer(_)
-                | DataType::Mark
-                | DataType::Dscp
-                | DataType::InetService
-                | DataType::InetProto
-                | DataType::Ecn
-        )
-    };
     matches!((from, to), ([f], [t]) if int_based(f)
         && matches!(t, DataType::Mark | DataType::Integer(_))
         && f.bits() <= t.bits())
@@ -1069,7 +1090,10 @@ fn lower_item(
                 return false;
             }
             let _ = span;
-            let Some(v) = lower_value(cx, &[f.datatype()], value) else {
+            cx.set_target_bits = f.datatype().bits();
+            let v = lower_value(cx, &[f.datatype()], value);
+            cx.set_target_bits = 0;
+            let Some(v) = v else {
                 return false;
             };
             if let ValueExpr::Range(..) = v {

@@ -36,6 +36,9 @@ pub(super) struct Cx<'d> {
     pub(super) uneval: Vec<&'static str>,
     /// Whether the rule being lowered has matched `udp dport` yet (VXLAN and Geneve need it).
     pub(super) udp_dport_seen: bool,
+    /// The width of the field a `set` statement being lowered writes (0 outside one): a
+    /// value computed for it may set bits its operand's own type does not have.
+    pub(super) set_target_bits: u32,
     /// The family of the rule's transport protocol match so far (`meta l4proto`: Inet,
     /// `ip protocol`: Ip, `ip6 nexthdr`: Ip6); tproxy needs one.
     pub(super) l4_dep: Option<Family>,
@@ -76,6 +79,7 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         cur_hook: None,
         uneval: Vec::new(),
         udp_dport_seen: false,
+        set_target_bits: 0,
         l4_dep: None,
         eq_seen: Vec::new(),
         limits: Default::default(),

@@ -136,10 +136,29 @@ impl Parser {
         let mut e = self.primary()?;
         while let Some(op) = self.binop() {
             self.bump();
-            let v = self.val_atom()?;
+            let v = self.const_operand(op)?;
             e = Expr::Binop(op, Box::new(e), v, start.to(self.prev_span()));
         }
         Ok(e)
+    }
+
+    /// The constant on the right of `op`, with the operators that bind tighter than `op`
+    /// folded into it, as in nft's grammar (shifts, then `&`, then `^`, then `|`): `ip dscp &
+    /// 0x0f << 1` masks with 0x1e, `ip dscp | 1 << 20` sets 0x100000.
+    fn const_operand(&mut self, op: BinOp) -> PResult<Val> {
+        let start = self.span();
+        let mut v = self.val_atom()?;
+        while let Some(next) = self.binop() {
+            if precedence(next) <= precedence(op)
+                || matches!(self.peek_at(1), Tok::Word(w) if is_expr_head(w))
+            {
+                break;
+            }
+            self.bump();
+            let r = self.const_operand(next)?;
+            v = fold(next, &v, &r, start.to(self.prev_span()))?;
+        }
+        Ok(v)
     }
 
     /// Raw payload `@base,offset,length` (`@th,16,16`): its three words, the base with its `@`.
@@ -298,6 +317,16 @@ impl Parser {
                 Ok(Expr::Const(v))
             }
         }
+    }
+}
+
+/// How tightly an operator binds, in nft's grammar.
+fn precedence(op: BinOp) -> u8 {
+    match op {
+        BinOp::Shl | BinOp::Shr => 4,
+        BinOp::And => 3,
+        BinOp::Xor => 2,
+        BinOp::Or => 1,
     }
 }
 

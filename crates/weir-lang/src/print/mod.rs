@@ -8,6 +8,7 @@
 //! elements) from the checked [`ir`]. What the printer does not know how to put in canonical
 //! form it prints as written, whitespace normalised.
 
+mod bits;
 mod deps;
 mod rule;
 pub mod value;

@@ -3,7 +3,7 @@
 //! the selector they meet, statements with nft's defaults spelt out (`burst 5 packets`) or
 //! left out (`log level warn`).
 
-use super::{deps, quote, value, Options};
+use super::{bits, deps, quote, value, Options};
 use std::cell::Cell;
 use crate::ast::{self, BinOp, CmpOp, Expr, Item, MapData, Rhs, Val, VerdictAst};
 use crate::ir::Family;
@@ -85,7 +85,14 @@ pub fn rule(r: &ast::Rule, family: Family, sources: &SourceMap, opts: &Options) 
             continue;
         }
         if let Some(d) = deps::added(it, &r.items[..i], family, opts.numeric_proto) {
-            parts.push(d.to_string());
+            if !parts.iter().any(|p| p == d) {
+                // a statement's dependency leads the rule, a match's comes right before it
+                if matches!(it, Item::Reject { .. }) {
+                    parts.insert(0, d.to_string());
+                } else {
+                    parts.push(d.to_string());
+                }
+            }
         }
         let prev_l4 = i
             .checked_sub(1)
@@ -196,7 +203,18 @@ fn selector_words(words: &[ast::Ident]) -> String {
         v[2] = "sack";
         return v.join(" ");
     }
+    // `spnum 0` is the default nft leaves out; `meta secpath` is nft's older name
+    if w.first() == Some(&"ipsec") {
+        if let Some(i) = w.iter().position(|x| *x == "spnum") {
+            if w.get(i + 1).is_some_and(|n| values::parse_number(n) == Some(0)) {
+                let mut v = w.clone();
+                v.drain(i..i + 2);
+                return v.join(" ");
+            }
+        }
+    }
     match w.as_slice() {
+        ["meta", "secpath"] | ["secpath"] => "meta ipsec".to_string(),
         ["meta", k] if UNQUALIFIED.contains(k) => k.to_string(),
         [k] if !UNQUALIFIED.contains(k) => format!("meta {k}"),
         _ => w.join(" "),
@@ -219,8 +237,26 @@ pub(super) fn selector_field(e: &Expr) -> Option<Field> {
 /// the printer does not know it).
 fn expr_types(e: &Expr) -> Vec<Option<DataType>> {
     match e {
-        Expr::Selector(..) => vec![selector_field(e).map(|f| f.datatype())],
-        Expr::Concat(es, _) => es.iter().flat_map(expr_types).collect(),
+        Expr::Selector(ws, _) => {
+            let w: Vec<&str> = ws.iter().map(|w| w.name.as_str()).collect();
+            let special = match w.as_slice() {
+                ["tcp", "option", "mptcp", "subtype"] => Some(DataType::MptcpSubtype),
+                ["ipsec", _, .., "reqid" | "spi"] => Some(DataType::Integer(32)),
+                _ => bits::raw_bits(e)
+                    .filter(|(_, len)| *len <= 128)
+                    .map(|(_, len)| DataType::Integer(len as u8)),
+            };
+            vec![special.or_else(|| selector_field(e).map(|f| f.datatype()))]
+        }
+        // (raw payload in a concatenation keeps its values as written: nft lists them in
+        // hexadecimal, which the component's type cannot say)
+        Expr::Concat(es, _) => es
+            .iter()
+            .flat_map(|e| match bits::raw_bits(e) {
+                Some(_) => vec![None],
+                None => expr_types(e),
+            })
+            .collect(),
         Expr::Binop(_, inner, _, _) => expr_types(inner),
         Expr::Hash { .. } | Expr::Numgen { .. } => vec![Some(DataType::Integer(32))],
         Expr::Map(..) | Expr::Const(_) => vec![None],
@@ -263,6 +299,9 @@ fn expr_typed(e: &Expr, ty: Option<DataType>, src: &Ctx<'_>) -> String {
             // integer nft prints in hexadecimal
             let after_shift = matches!(&**inner, Expr::Binop(BinOp::Shl | BinOp::Shr, ..));
             let r = match (t, v) {
+                (Some(dt), v) if bits::is_bitmask(dt) && bits::flag_bits(dt, v).is_some() => {
+                    bits::union(dt, bits::flag_bits(dt, v).unwrap_or(0), true)
+                }
                 (Some(dt), Val::Word(w, _)) if after_shift => values::parse_scalar(dt, w)
                     .map(|n| format!("0x{n:x}"))
                     .unwrap_or_else(|_| w.clone()),
@@ -330,6 +369,9 @@ fn fmt(src: &Ctx<'_>, dt: DataType, v: u128) -> String {
     if dt == DataType::InetProto && src.opts.numeric_proto {
         return v.to_string();
     }
+    if src.hex.get() && matches!(dt, DataType::Integer(_)) {
+        return format!("0x{v:x}");
+    }
     value::format(dt, v)
 }
 
@@ -337,6 +379,9 @@ fn fmt(src: &Ctx<'_>, dt: DataType, v: u128) -> String {
 fn fmt_range(src: &Ctx<'_>, dt: DataType, lo: u128, hi: u128) -> String {
     if lo != hi && dt == DataType::InetProto && src.opts.numeric_proto {
         return format!("{lo}-{hi}");
+    }
+    if lo != hi && src.hex.get() && matches!(dt, DataType::Integer(_)) {
+        return format!("0x{lo:x}-0x{hi:x}");
     }
     if lo == hi {
         return fmt(src, dt, lo);
@@ -703,10 +748,54 @@ fn log(options: &[(ast::Ident, Option<Val>)], src: &Ctx<'_>) -> String {
 }
 
 fn item(it: &Item, l3: Option<u8>, family: Family, src: &Ctx<'_>) -> String {
-    let opts = &src.opts;
     match it {
         Item::Match { lhs, op, rhs, .. } => {
             let tys = expr_types(lhs);
+            src.hex.set(bits::is_hex(binop_base(lhs)));
+            let s = match_text(lhs, *op, rhs, &tys, l3, family, src);
+            src.hex.set(false);
+            s
+        }
+        Item::Vmap { key: k, map, .. } => {
+            format!(
+                "{} vmap {}",
+                expr_text(k, src),
+                set_ref(&expr_types(k), None, map, src)
+            )
+        }
+        Item::Verdict(v) => verdict(v),
+        _ => statement(it, l3, family, src),
+    }
+}
+
+/// The selector under masks and shifts (`ip frag-off` of `ip frag-off & 0x1fff`).
+fn binop_base(e: &Expr) -> &Expr {
+    match e {
+        Expr::Binop(_, inner, _, _) => binop_base(inner),
+        e => e,
+    }
+}
+
+fn match_text(
+    lhs: &Expr,
+    op: Option<(CmpOp, Span)>,
+    rhs: &Rhs,
+    tys: &[Option<DataType>],
+    l3: Option<u8>,
+    family: Family,
+    src: &Ctx<'_>,
+) -> String {
+    {
+        {
+            let bang = op.is_some_and(|(_, sp)| src.src.text(sp) == "!");
+            if let Some(dt) = tys.first().copied().flatten().filter(|d| bits::is_bitmask(*d)) {
+                if let Some(s) = bits::bitmask_match(dt, lhs, op, rhs, bang, src) {
+                    return s;
+                }
+            }
+            if let Some(s) = bits::raw_sub_byte(lhs, op, rhs) {
+                return s;
+            }
             if let Expr::Selector(ws, _) = lhs {
                 // `ct count [over] N` (the parser gives `>` for over)
                 if ws.len() == 2 && ws[0].name == "ct" && ws[1].name == "count" {
@@ -740,7 +829,6 @@ fn item(it: &Item, l3: Option<u8>, family: Family, src: &Ctx<'_>) -> String {
                 }
             }
             let l = expr_text(lhs, src);
-            let bang = op.is_some_and(|(_, sp)| src.src.text(sp) == "!");
             let o = match op.map(|o| o.0) {
                 Some(CmpOp::Ne) if bang => "! ",
                 None => "",
@@ -753,19 +841,40 @@ fn item(it: &Item, l3: Option<u8>, family: Family, src: &Ctx<'_>) -> String {
                 Some(CmpOp::Ge) => ">= ",
             };
             let r = match rhs {
-                Rhs::Val(v) => key(&tys, v, src),
-                Rhs::Set(s) => set_ref(&tys, None, s, src),
+                Rhs::Val(v) => key(tys, v, src),
+                Rhs::Set(s) => set_ref(tys, None, s, src),
             };
+            let l = inet_ct_address(l, family, l3);
             format!("{l} {o}{r}")
         }
-        Item::Vmap { key: k, map, .. } => {
-            format!(
-                "{} vmap {}",
-                expr_text(k, src),
-                set_ref(&expr_types(k), None, map, src)
-            )
+    }
+}
+
+/// `ct original saddr` after a match that gives the family, in a table of several, as nft
+/// lists it: `ct original ip saddr`.
+fn inet_ct_address(l: String, family: Family, l3: Option<u8>) -> String {
+    if family != Family::Inet {
+        return l;
+    }
+    let w: Vec<&str> = l.split(' ').collect();
+    let fam = match l3 {
+        Some(4) => "ip",
+        Some(6) => "ip6",
+        _ => return l,
+    };
+    match w.as_slice() {
+        ["ct", dir @ ("original" | "reply"), a @ ("saddr" | "daddr")] => {
+            format!("ct {dir} {fam} {a}")
         }
-        Item::Verdict(v) => verdict(v),
+        _ => l,
+    }
+}
+
+/// A statement (anything but a match, a verdict map or a verdict) as nft lists it.
+fn statement(it: &Item, l3: Option<u8>, family: Family, src: &Ctx<'_>) -> String {
+    let opts = &src.opts;
+    match it {
+        Item::Match { .. } | Item::Vmap { .. } | Item::Verdict(_) => item(it, l3, family, src),
         Item::Counter {
             name,
             packets,
@@ -822,11 +931,14 @@ fn item(it: &Item, l3: Option<u8>, family: Family, src: &Ctx<'_>) -> String {
             .unwrap_or_else(|| raw(src, *span)),
         Item::Assign { target, value, .. } => {
             let t = expr_types(target).first().copied().flatten();
-            format!(
+            src.hex.set(bits::is_hex(target));
+            let s = format!(
                 "{} set {}",
                 expr_text(target, src),
                 expr_typed(value, t, src)
-            )
+            );
+            src.hex.set(false);
+            s
         }
         Item::Nat {
             kind,
