@@ -400,6 +400,28 @@ fn operators_bind_as_nft_and_values_widen_into_the_target() {
     assert!(e.is_err());
 }
 
+/// Flags joined by `|` are one value: `== syn | ack` is exact, `{ syn, syn | ack }` holds
+/// two values.
+#[test]
+fn flags_joined_by_a_bar_are_one_value() {
+    let pkt = |flags| build::tcp4(a4("198.18.0.1"), a4("198.19.0.1"), 40000, 80, flags, &[]);
+    let (syn, ack) = (build::tcp_flags::SYN, build::tcp_flags::ACK);
+    for (rule, f, want) in [
+        ("tcp flags & (syn | ack) == syn | ack", syn | ack, true),
+        ("tcp flags & (syn | ack) == syn | ack", syn, false),
+        ("tcp flags == syn | ack", syn | ack, true),
+        ("tcp flags == syn | ack", syn | ack | build::tcp_flags::PSH, false),
+        ("tcp flags { syn, syn | ack }", syn, true),
+        ("tcp flags { syn, syn | ack }", syn | ack, true),
+        ("tcp flags { syn, syn | ack }", ack, false),
+    ] {
+        let mut es = engines(&format!(
+            "table ip f {{ chain fwd {{ type filter hook forward priority 0; policy drop;\n{rule} accept\n }} }}"
+        ));
+        assert_eq!(accepted(&mut es, &pkt(f)), want, "{rule} with flags {f:#x}");
+    }
+}
+
 /// `tcp flags ! fin,rst`: none of the flags set (nft's `!` on flags).
 #[test]
 fn bang_means_none_of_the_flags() {

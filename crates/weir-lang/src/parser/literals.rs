@@ -109,11 +109,23 @@ impl Parser {
     }
 
     pub(super) fn val_range(&mut self, flags: bool) -> PResult<Val> {
-        let a = if flags {
+        let start = self.span();
+        let mut a = if flags {
             self.val_flags()?
         } else {
             self.val_atom()?
         };
+        // flags joined by `|` (`tcp flags == syn | ack`, `{ syn, syn | ack }`)
+        if matches!(self.peek(), Tok::Pipe) && matches!(self.peek_at(1), Tok::Word(_)) {
+            let mut v = match a {
+                Val::List(v, _) => v,
+                x => vec![x],
+            };
+            while self.eat(&Tok::Pipe) {
+                v.push(self.val_atom()?);
+            }
+            a = Val::List(v, start.to(self.prev_span()));
+        }
         if self.is_word("-") {
             self.bump();
             let b = self.val_atom()?;

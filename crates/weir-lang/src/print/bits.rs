@@ -95,6 +95,10 @@ pub(super) fn bitmask_match(
             if !matches!(op, None | Some((CmpOp::Eq | CmpOp::Ne, _))) {
                 return None;
             }
+            // a mask of every bit is no mask (nft lists the value as a number then)
+            if mask == (1u128 << dt.bits()) - 1 {
+                return Some(format!("{sel} {eq_op} 0x{val:x}"));
+            }
             Some(format!(
                 "{sel} & {} {eq_op} {}",
                 union(dt, mask, true),
