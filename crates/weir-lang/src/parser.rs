@@ -64,6 +64,9 @@ const BARE_META: &[&str] = &[
     "iifgroup",
     "oifgroup",
     "cgroup",
+    "time",
+    "day",
+    "hour",
 ];
 
 /// Tunnel headers whose inner packet a selector can read (`vxlan ip saddr`).

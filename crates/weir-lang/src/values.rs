@@ -170,8 +170,34 @@ pub(crate) const DSCP: &[(&str, u8)] = &[
     ("af43", 38),
     ("ef", 46),
     ("va", 44),
+    ("lephb", 1),
     ("le", 1),
 ];
+
+/// ICMP codes by name (nft's `icmp_code` type; it lists them as numbers).
+pub(crate) const ICMP_CODES: &[(&str, u8)] = &[
+    ("net-unreachable", 0),
+    ("host-unreachable", 1),
+    ("prot-unreachable", 2),
+    ("port-unreachable", 3),
+    ("frag-needed", 4),
+    ("net-prohibited", 9),
+    ("host-prohibited", 10),
+    ("admin-prohibited", 13),
+];
+
+/// ICMPv6 codes by name (nft's `icmpv6_code` type).
+pub(crate) const ICMP6_CODES: &[(&str, u8)] = &[
+    ("no-route", 0),
+    ("admin-prohibited", 1),
+    ("addr-unreachable", 3),
+    ("port-unreachable", 4),
+    ("policy-fail", 5),
+    ("reject-route", 6),
+];
+
+/// Routing realms of a stock /etc/iproute2/rt_realms.
+pub(crate) const REALMS: &[(&str, u32)] = &[("cosmos", 0)];
 
 fn lookup<T: Copy>(table: &[(&str, T)], w: &str) -> Option<T> {
     table.iter().find(|(n, _)| *n == w).map(|(_, v)| *v)
@@ -393,6 +419,9 @@ pub fn parse_scalar(dt: DataType, w: &str) -> Result<u128, String> {
             Ok(ifname_value(w))
         }
         DataType::MhType => symbol(dt, MH_TYPES, w),
+        DataType::IcmpCode => symbol(dt, ICMP_CODES, w),
+        DataType::Icmp6Code => symbol(dt, ICMP6_CODES, w),
+        DataType::Realm => symbol(dt, REALMS, w),
     }
 }
 
@@ -652,7 +681,11 @@ pub fn parse_range(dt: DataType, w: &str) -> Result<(u128, u128), String> {
         // value masked by its first n bits, as a range)
         if matches!(
             dt,
-            DataType::Ipv4Addr | DataType::Ipv6Addr | DataType::Mark | DataType::Integer(_)
+            DataType::Ipv4Addr
+                | DataType::Ipv6Addr
+                | DataType::Mark
+                | DataType::Integer(_)
+                | DataType::Dscp
         ) {
             let base = parse_scalar(dt, a)?;
             return prefix_range(dt, base, n);
@@ -788,6 +821,9 @@ pub fn describe(dt: DataType) -> &'static str {
         DataType::DccpType => "DCCP type",
         DataType::IgmpType => "IGMP type",
         DataType::MhType => "Mobility Header type",
+        DataType::IcmpCode => "ICMP code",
+        DataType::Icmp6Code => "ICMPv6 code",
+        DataType::Realm => "routing realm",
         DataType::AddrType => "address type",
         DataType::CtEvent => "ct event",
         DataType::Str16 => "string",

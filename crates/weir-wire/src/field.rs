@@ -70,6 +70,13 @@ pub enum DataType {
     DccpType,
     /// An IGMP type (`membership-query`, ...).
     IgmpType,
+    /// An ICMP code (`prot-unreachable`, `frag-needed`, ... or a number; nft lists numbers).
+    IcmpCode,
+    /// An ICMPv6 code (`policy-fail`, `reject-route`, ... or a number).
+    Icmp6Code,
+    /// A routing realm (`meta rtclassid`, `rt classid`: a name of /etc/iproute2/rt_realms
+    /// or a number).
+    Realm,
     /// A Mobility Header type (`binding-refresh-request`, ...).
     MhType,
     /// A route's address type, RTN_* (`fib daddr type local`).
@@ -117,6 +124,8 @@ impl DataType {
             DataType::Str16 => 128,
             DataType::Ecn => 2,
             DataType::MptcpSubtype => 4,
+            DataType::IcmpCode | DataType::Icmp6Code => 8,
+            DataType::Realm => 32,
         }
     }
 
@@ -168,6 +177,9 @@ impl DataType {
             DataType::Str16 => "string",
             DataType::Ecn => "ecn",
             DataType::MptcpSubtype => "mptcpopt_subtype",
+            DataType::IcmpCode => "icmp_code",
+            DataType::Icmp6Code => "icmpv6_code",
+            DataType::Realm => "realm",
         }
     }
 
@@ -210,6 +222,9 @@ impl DataType {
             "string" => DataType::Str16,
             "ecn" => DataType::Ecn,
             "mptcpopt_subtype" => DataType::MptcpSubtype,
+            "icmp_code" => DataType::IcmpCode,
+            "icmpv6_code" => DataType::Icmp6Code,
+            "realm" => DataType::Realm,
             _ => return None,
         })
     }
@@ -332,11 +347,11 @@ fields! {
     ThDport => "th dport", T::InetService, L::AnyPorts;
     // ICMP
     IcmpType => "icmp type", T::IcmpType, L::Icmp;
-    IcmpCode => "icmp code", T::Integer(8), L::Icmp;
+    IcmpCode => "icmp code", T::IcmpCode, L::Icmp;
     IcmpId => "icmp id", T::Integer(16), L::Icmp;
     IcmpSequence => "icmp sequence", T::Integer(16), L::Icmp;
     Icmp6Type => "icmpv6 type", T::Icmp6Type, L::Icmp6;
-    Icmp6Code => "icmpv6 code", T::Integer(8), L::Icmp6;
+    Icmp6Code => "icmpv6 code", T::Icmp6Code, L::Icmp6;
     Icmp6Id => "icmpv6 id", T::Integer(16), L::Icmp6;
     Icmp6Sequence => "icmpv6 sequence", T::Integer(16), L::Icmp6;
     // connection tracking (from the engine's context)
@@ -374,7 +389,7 @@ fields! {
     MetaCgroup => "meta cgroup", T::Integer(32), L::Meta;
     MetaRandom => "meta random", T::Integer(32), L::Meta;
     MetaNftrace => "meta nftrace", T::Integer(1), L::Meta;
-    MetaRtclassid => "meta rtclassid", T::Integer(32), L::Meta;
+    MetaRtclassid => "meta rtclassid", T::Realm, L::Meta;
     MetaSecmark => "meta secmark", T::Integer(32), L::Meta;
     MetaSdif => "meta sdif", T::IfIndex, L::Meta;
     MetaSdifname => "meta sdifname", T::IfName, L::Meta;
@@ -490,6 +505,9 @@ fields! {
     RtIpsec => "rt ipsec", T::Boolean, L::Meta;
     RtIpNexthop => "rt ip nexthop", T::Ipv4Addr, L::Ip4;
     RtIp6Nexthop => "rt ip6 nexthop", T::Ipv6Addr, L::Ip6;
+    RtClassid => "rt classid", T::Realm, L::Meta;
+    CtOriginalProtocol => "ct original protocol", T::InetProto, L::Meta;
+    CtReplyProtocol => "ct reply protocol", T::InetProto, L::Meta;
     FibOif => "fib oif", T::IfIndex, L::Meta;
     FibOifname => "fib oifname", T::IfName, L::Meta;
     FibType => "fib type", T::AddrType, L::Meta;

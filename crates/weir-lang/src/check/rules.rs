@@ -85,7 +85,23 @@ fn field_allowed(cx: &mut Cx, f: Field, span: Span) -> bool {
 pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
     match e {
         ast::Expr::Selector(words, span) => {
-            let name = target_text(e);
+            let mut name = target_text(e);
+            // `rt nexthop` is the table's family's next hop (or the family a match gave)
+            if name == "rt nexthop" {
+                let l3 = cx.l3_seen.or_else(|| {
+                    match cx.eq_seen.iter().find(|(f, _)| *f == Field::MetaNfproto) {
+                        Some((_, 2)) => Some(Family::Ip),
+                        Some((_, 10)) => Some(Family::Ip6),
+                        _ => None,
+                    }
+                });
+                if cx.family == Family::Inet && l3.is_none() {
+                    err(cx, *span, "rt nexthop in an inet table needs the family: match meta nfproto first, or write rt ip nexthop / rt ip6 nexthop");
+                    return None;
+                }
+                let v6 = cx.family == Family::Ip6 || l3 == Some(Family::Ip6);
+                name = if v6 { "rt ip6 nexthop" } else { "rt ip nexthop" }.to_string();
+            }
             if let Some(k) = special_key(cx, words, *span) {
                 return k;
             }

@@ -853,9 +853,6 @@ fn match_text(
 /// `ct original saddr` after a match that gives the family, in a table of several, as nft
 /// lists it: `ct original ip saddr`.
 fn inet_ct_address(l: String, family: Family, l3: Option<u8>) -> String {
-    if family != Family::Inet {
-        return l;
-    }
     let w: Vec<&str> = l.split(' ').collect();
     let fam = match l3 {
         Some(4) => "ip",
@@ -863,9 +860,11 @@ fn inet_ct_address(l: String, family: Family, l3: Option<u8>) -> String {
         _ => return l,
     };
     match w.as_slice() {
-        ["ct", dir @ ("original" | "reply"), a @ ("saddr" | "daddr")] => {
+        ["ct", dir @ ("original" | "reply"), a @ ("saddr" | "daddr")] if family == Family::Inet => {
             format!("ct {dir} {fam} {a}")
         }
+        // `rt nexthop` lists with its family everywhere
+        ["rt", "nexthop"] => format!("rt {fam} nexthop"),
         _ => l,
     }
 }

@@ -140,6 +140,11 @@ pub fn format(dt: DataType, v: u128) -> String {
         DataType::AddrType => named(values::ADDR_TYPES, v),
         DataType::MhType => named(values::MH_TYPES, v),
         DataType::MptcpSubtype => named(values::MPTCP_SUBTYPES, v),
+        DataType::Realm => values::REALMS
+            .iter()
+            .find(|(_, x)| *x as u128 == v)
+            .map(|(n, _)| format!("\"{n}\""))
+            .unwrap_or_else(|| v.to_string()),
         DataType::Ecn => match v {
             0 => "not-ect".to_string(),
             1 => "ect1".to_string(),
