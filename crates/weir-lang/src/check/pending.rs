@@ -125,7 +125,15 @@ pub(super) fn lower_pending(
             O::Queue => DataType::Integer(16),
             O::Device => DataType::IfName,
             O::Int(n) => DataType::Integer(*n),
-            O::Name => continue,
+            O::Name => {
+                // an object a map picks: the map's key is checked, its names are not yet
+                if let ast::Expr::Map(k, _, _) = e {
+                    if super::rules::lower_key(cx, k).is_none() {
+                        return false;
+                    }
+                }
+                continue;
+            }
             O::Duration => {
                 if let ast::Expr::Const(v) = e {
                     if super::sets::time_val(cx, v).is_none() {

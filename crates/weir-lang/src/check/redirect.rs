@@ -161,16 +161,20 @@ pub(super) fn lower_nat(
             }
         }
     }
-    if matches!(k, NatKind::Snat | NatKind::Dnat) && addr_v.is_none() {
+    // (`dnat to :80`: the address stays, the port changes)
+    if matches!(k, NatKind::Snat | NatKind::Dnat) && addr_v.is_none() && port_v.is_none() && port_range.is_none() {
         err(
             cx,
             span,
             format!(
-                "{} needs an address: {} to ADDRESS[:PORT]",
-                kind.name, kind.name
+                "{} needs an address or a port: {} to ADDRESS[:PORT] or {} to :PORT",
+                kind.name, kind.name, kind.name
             ),
         );
         return None;
+    }
+    if flags.iter().any(|f| f.name == "prefix") {
+        cx.uneval.push("nat prefix (netmap)");
     }
     let mut nat = Nat {
         kind: k,

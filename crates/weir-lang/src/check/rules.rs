@@ -364,6 +364,9 @@ pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
 }
 
 fn named_set(cx: &mut Cx, id: &ast::Ident) -> Option<usize> {
+    if cx.catchall_sets.contains(&id.name) {
+        cx.uneval.push("catch-all element");
+    }
     match cx.set_names.get(&id.name) {
         Some(&i) => Some(i),
         None => {
@@ -459,6 +462,7 @@ fn anon_set(
     for e in elems {
         match lower_elem(cx, &set, e) {
             Some(el) => set.elements.push(el),
+            None if std::mem::take(&mut cx.catchall) => cx.uneval.push("catch-all element"),
             None => ok = false,
         }
     }
@@ -1021,6 +1025,50 @@ fn lower_item(
         } => {
             // ct helper set "NAME": a helper object of the table (evaluated later)
             if let ast::Expr::Selector(ws, _) = target {
+                let obj = match ws.as_slice() {
+                    [c, k] if c.name == "ct" => match k.name.as_str() {
+                        "helper" => Some("ct helper set"),
+                        "timeout" => Some("ct timeout set"),
+                        "expectation" => Some("ct expectation set"),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                if let Some(what) = obj {
+                    // the object a map picks: the map is checked, the names it gives are not
+                    if let ast::Expr::Map(k, m, _) = value {
+                        if lower_key(cx, k).is_none() {
+                            return false;
+                        }
+                        if let ast::SetRef::Named(id) = m {
+                            if named_set(cx, id).is_none() {
+                                return false;
+                            }
+                        }
+                        out.push(Expr::Unevaluated(what));
+                        return true;
+                    }
+                    let name = match value {
+                        ast::Expr::Const(v) => other_text(v),
+                        _ => String::new(),
+                    };
+                    let known = if what == "ct helper set" {
+                        cx.ct_helpers.contains(&name)
+                    } else {
+                        cx.ct_objects.contains(&name)
+                    };
+                    if !known {
+                        let kind = what.trim_end_matches(" set");
+                        err(
+                            cx,
+                            value.span(),
+                            format!("no {kind} '{name}' in this table"),
+                        );
+                        return false;
+                    }
+                    out.push(Expr::Unevaluated(what));
+                    return true;
+                }
                 if ws.len() == 2 && ws[0].name == "ct" && ws[1].name == "helper" {
                     let name = match value {
                         ast::Expr::Const(v) => other_text(v),

@@ -107,7 +107,11 @@ pub(super) fn lower_set(cx: &mut Cx, d: &ast::SetDecl, extra: &[&ast::Elem]) -> 
     let elems: Vec<&ast::Elem> = d.elements.iter().chain(extra.iter().copied()).collect();
     let mut seen = std::collections::HashSet::new();
     for e in elems {
-        if let Some(el) = lower_elem(cx, &set, e) {
+        let el = lower_elem(cx, &set, e);
+        if std::mem::take(&mut cx.catchall) {
+            cx.catchall_sets.insert(set.name.clone());
+        }
+        if let Some(el) = el {
             if !set.interval && el.key.iter().any(|(lo, hi)| lo != hi) {
                 cx.diags.push(
                     Diagnostic::error(
@@ -264,7 +268,14 @@ pub(super) fn key_ranges(cx: &mut Cx, types: &[DataType], v: &Val) -> Option<Vec
 }
 
 pub(super) fn lower_elem(cx: &mut Cx, set: &Set, e: &ast::Elem) -> Option<Element> {
-    let key = key_ranges(cx, &set.key_types, &e.key)?;
+    // `*`: the catch-all element (matches what no other element does); its data is checked,
+    // the caller sees `cx.catchall` and does not take it as an error
+    let star = matches!(&e.key, ast::Val::Word(w, _) if w == "*");
+    let key = if star {
+        Vec::new()
+    } else {
+        key_ranges(cx, &set.key_types, &e.key)?
+    };
     let mut timeout_ms = None;
     for (k, v) in &e.options {
         if k.name == "timeout" {
@@ -332,6 +343,10 @@ pub(super) fn lower_elem(cx: &mut Cx, set: &Set, e: &ast::Elem) -> Option<Elemen
             Some(MapValue::Value(vals))
         }
     };
+    if star {
+        cx.catchall = true;
+        return None;
+    }
     Some(Element {
         key,
         data,

@@ -39,6 +39,11 @@ pub(super) struct Cx<'d> {
     /// The width of the field a `set` statement being lowered writes (0 outside one): a
     /// value computed for it may set bits its operand's own type does not have.
     pub(super) set_target_bits: u32,
+    /// The element just lowered was a catch-all (`*`): it loads, but weir does not evaluate
+    /// it yet, so the rules reading its set are marked.
+    pub(super) catchall: bool,
+    /// Named sets and maps with a catch-all element.
+    pub(super) catchall_sets: std::collections::HashSet<String>,
     /// The family of the rule's transport protocol match so far (`meta l4proto`: Inet,
     /// `ip protocol`: Ip, `ip6 nexthdr`: Ip6); tproxy needs one.
     pub(super) l4_dep: Option<Family>,
@@ -80,6 +85,8 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         uneval: Vec::new(),
         udp_dport_seen: false,
         set_target_bits: 0,
+        catchall: false,
+        catchall_sets: Default::default(),
         l4_dep: None,
         eq_seen: Vec::new(),
         limits: Default::default(),
@@ -141,7 +148,7 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
                     ),
                 }
             }
-            "ct timeout" | "ct expectation" => {
+            "ct timeout" | "ct expectation" | "synproxy" => {
                 cx.ct_objects.insert(o.name.name.clone());
             }
             // `limit NAME { rate [over] N/UNIT [burst N packets|bytes] }`: checked as a

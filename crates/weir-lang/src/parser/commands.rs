@@ -271,7 +271,7 @@ impl Parser {
                     self.flowtable_body(name, start)?,
                 )))
             }
-            "counter" | "quota" | "limit" | "ct" => {
+            "counter" | "quota" | "limit" | "ct" | "synproxy" => {
                 let kw = if kw.name == "ct" {
                     let sub = self.ident("helper, timeout or expectation")?;
                     if !matches!(sub.name.as_str(), "helper" | "timeout" | "expectation") {

@@ -187,6 +187,13 @@ impl Parser {
                 let open = self.bump().span;
                 let addr = self.val_atom()?;
                 let close = self.expect(Tok::RBracket, "']'")?;
+                // `[2001:db8::]/64`: the prefix after the brackets
+                if let (Val::Word(a, _), Tok::Word(p)) = (&addr, self.peek().clone()) {
+                    if p.starts_with('/') {
+                        let end = self.bump().span;
+                        return Ok(Val::Word(format!("{a}{p}"), open.to(end)));
+                    }
+                }
                 let _ = open.to(close);
                 Ok(addr)
             }

@@ -19,6 +19,17 @@ impl Parser {
                 let mut bytes = None;
                 loop {
                     if self.eat_word("name") {
+                        // `counter name tcp dport map { 443 : "c1" }`: the object a map
+                        // picks (checked, not evaluated yet)
+                        if self.peek_word().is_some_and(is_expr_head) {
+                            let e = self.value_expr()?;
+                            return Ok(Item::Pending {
+                                what: "counter name map",
+                                family: None,
+                                operands: vec![(Operand::Name, e)],
+                                span: start.to(self.prev_span()),
+                            });
+                        }
                         name = Some(self.val_atom()?);
                     } else if self.eat_word("packets") {
                         packets = Some(self.val_atom()?);
@@ -189,7 +200,7 @@ impl Parser {
             "snat" | "dnat" | "masquerade" | "redirect" => {
                 let kind = self.ident("")?;
                 let family = if matches!(self.peek_word(), Some("ip" | "ip6"))
-                    && (matches!(self.peek_at(1), Tok::Word(w) if w == "to"))
+                    && (matches!(self.peek_at(1), Tok::Word(w) if w == "to" || w == "prefix"))
                 {
                     Some(self.ident("")?)
                 } else {
@@ -197,11 +208,20 @@ impl Parser {
                 };
                 let mut addr = None;
                 let mut port = None;
+                let mut flags = Vec::new();
+                // `snat ip prefix to ...`: addresses mapped prefix to prefix (netmap)
+                if self.is_word("prefix") {
+                    flags.push(self.ident("")?);
+                }
                 let has_to = self.eat_word("to");
                 if has_to || matches!(kind.name.as_str(), "snat" | "dnat") {
                     if matches!(self.peek(), Tok::Colon) {
                         self.bump();
-                        port = Some(Expr::Const(self.val_range(false)?));
+                        port = Some(if self.peek_word().is_some_and(is_expr_head) {
+                            self.value_expr()?
+                        } else {
+                            Expr::Const(self.val_range(false)?)
+                        });
                     } else if !self.at_rule_end() {
                         let a = self.value_expr()?;
                         addr = Some(a);
@@ -213,7 +233,6 @@ impl Parser {
                         return Err(self.err_expected("an address or :port after 'to'"));
                     }
                 }
-                let mut flags = Vec::new();
                 while matches!(
                     self.peek_word(),
                     Some("random" | "persistent" | "fully-random")

@@ -969,6 +969,9 @@ fn statement(it: &Item, l3: Option<u8>, family: Family, src: &Ctx<'_>) -> String
                 s.push(' ');
                 s.push_str(f);
             }
+            if flags.iter().any(|f| f.name == "prefix") {
+                s.push_str(" prefix");
+            }
             // an address range as nft lists it: a prefix where it is one
             let range = match addr {
                 Some(Expr::Const(v)) => range_of(at, v).filter(|r| r.0 != r.1),
@@ -995,10 +998,14 @@ fn statement(it: &Item, l3: Option<u8>, family: Family, src: &Ctx<'_>) -> String
                 (None, Some(p)) => s.push_str(&format!(" to :{p}")),
                 (None, None) => {}
             }
-            if !flags.is_empty() {
+            if flags.iter().any(|f| f.name != "prefix") {
                 // in the order nft lists them
                 const ORDER: [&str; 3] = ["random", "fully-random", "persistent"];
-                let mut f: Vec<&str> = flags.iter().map(|f| f.name.as_str()).collect();
+                let mut f: Vec<&str> = flags
+                    .iter()
+                    .map(|f| f.name.as_str())
+                    .filter(|f| *f != "prefix")
+                    .collect();
                 f.sort_by_key(|x| ORDER.iter().position(|o| o == x).unwrap_or(ORDER.len()));
                 s.push(' ');
                 s.push_str(&f.join(","));
