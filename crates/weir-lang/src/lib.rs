@@ -12,6 +12,7 @@ pub mod check;
 pub mod diag;
 pub mod iptables;
 pub mod ir;
+pub mod json;
 pub mod lexer;
 pub mod parser;
 pub mod print;
