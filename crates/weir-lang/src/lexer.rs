@@ -309,9 +309,28 @@ fn lex_word(b: &[u8], mut i: usize) -> usize {
                 i = j;
                 continue;
             }
+            // an IPv6 address followed by `:verdict` with no space (`aaaa:::accept`): the
+            // longest run before a ':' that is an address
+            if so_far_ok && !after.is_empty() {
+                let cut = (0..after.len())
+                    .rev()
+                    .filter(|&k| after[k] == b':' && addr_like(&after[..k]))
+                    .find(|&k| is_ipv6(&b[start..i + 1 + k]));
+                if let Some(k) = cut {
+                    return i + 1 + k;
+                }
+            }
+        }
+        // `::dddd:` before a map's data: the address without its last ':'
+        if i >= 2 && b[i - 1] == b':' && b[i - 2] != b':' && is_ipv6(&b[start..i - 1]) {
+            return i - 1;
         }
         return i;
     }
+}
+
+fn is_ipv6(s: &[u8]) -> bool {
+    std::str::from_utf8(s).is_ok_and(|t| t.parse::<std::net::Ipv6Addr>().is_ok())
 }
 
 #[cfg(test)]

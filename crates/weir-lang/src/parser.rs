@@ -32,7 +32,7 @@ const EXPR_HEADS: &[&str] = &[
     "ip", "ip6", "tcp", "udp", "udplite", "sctp", "dccp", "th", "icmp", "icmpv6", "ether", "vlan",
     "meta", "ct", "jhash", "symhash", "numgen", "ah", "esp", "comp", "igmp", "hbh", "rt", "rt0",
     "rt2", "srh", "frag", "dst", "mh", "exthdr", "vxlan", "geneve", "gre", "gretap", "fib",
-    "socket", "osf", "ipsec",
+    "socket", "osf", "ipsec", "tunnel",
 ];
 
 /// Whether `w` starts an expression: a selector's protocol word, a bare metadata key, a

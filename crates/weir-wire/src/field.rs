@@ -508,6 +508,11 @@ fields! {
     RtClassid => "rt classid", T::Realm, L::Meta;
     CtOriginalProtocol => "ct original protocol", T::InetProto, L::Meta;
     CtReplyProtocol => "ct reply protocol", T::InetProto, L::Meta;
+    CtReplyProtoSrc => "ct reply proto-src", T::InetService, L::Meta;
+    CtReplyProtoDst => "ct reply proto-dst", T::InetService, L::Meta;
+    // tunnel metadata a netdev device attached (`tunnel path exists`, `tunnel id 10`)
+    TunnelPath => "tunnel path", T::Boolean, L::Meta;
+    TunnelId => "tunnel id", T::Integer(32), L::Meta;
     FibOif => "fib oif", T::IfIndex, L::Meta;
     FibOifname => "fib oifname", T::IfName, L::Meta;
     FibType => "fib type", T::AddrType, L::Meta;

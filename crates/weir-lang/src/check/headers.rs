@@ -165,6 +165,41 @@ pub(super) fn special_key(cx: &mut Cx, words: &[ast::Ident], span: Span) -> Opti
                 }
             })
         }
+        // raw option bytes: `tcp option @255,8,8`
+        ["tcp", "option", raw, off, len] if raw.starts_with('@') => {
+            cx.uneval.push("tcp option");
+            let kind = values::parse_number(&raw[1..]).filter(|&k| k <= 255);
+            let off = values::parse_number(off);
+            let len = values::parse_number(len).filter(|&l| (1..=128).contains(&l));
+            match (kind, off, len) {
+                (Some(_), Some(_), Some(l)) => {
+                    Some(Some(vec![part(Field::TcpOptionField, Some(l as u8))]))
+                }
+                _ => {
+                    err(
+                        cx,
+                        span,
+                        "expected tcp option @KIND,OFFSET,LENGTH (kind 0-255, length 1-128 bits)",
+                    );
+                    Some(None)
+                }
+            }
+        }
+        // a segment of the IPv6 routing header: `srh sid[1]`
+        ["srh", sid] if sid.starts_with("sid[") => {
+            cx.uneval.push("srh sid");
+            let n = sid
+                .strip_prefix("sid[")
+                .and_then(|r| r.strip_suffix(']'))
+                .and_then(values::parse_number);
+            if n.is_none() {
+                err(cx, span, "expected srh sid[N] with a segment number");
+                return Some(None);
+            }
+            let mut p = KeyPart::field(Field::SrhTag);
+            p.dtype = DataType::Ipv6Addr;
+            Some(Some(vec![p]))
+        }
         ["tcp", "option", opt, rest @ ..] => {
             cx.uneval.push("tcp option");
             let known = TCP_OPTIONS.iter().find(|(n, _, _)| n == opt);

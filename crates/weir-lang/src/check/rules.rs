@@ -474,14 +474,7 @@ fn set_ref(cx: &mut Cx, types: &[DataType], r: &ast::SetRef, span: Span) -> Opti
         ast::SetRef::Named(id) => {
             let i = named_set(cx, id)?;
             let s = &cx.sets[i];
-            if s.is_map {
-                err(
-                    cx,
-                    id.span,
-                    format!("'@{}' is a map: use it with 'map' or 'vmap'", id.name),
-                );
-                return None;
-            }
+            // (a map in a match tests its keys, as nft's lookup does)
             if !s.key_types.is_empty() && !types_compatible(&s.key_types, types) {
                 let have = type_names(&s.key_types);
                 let want = type_names(types);
@@ -591,6 +584,19 @@ fn lower_match(
                 count: n,
                 over: matches!(op, Some((CmpOp::Gt, _))),
             });
+        }
+    }
+    // `fib daddr oif exists`: whether the lookup finds a route (nft's fib check)
+    if let (ast::Expr::Selector(w, sp), ast::Rhs::Val(ast::Val::Word(v, _))) = (lhs, rhs) {
+        if w.first().is_some_and(|h| h.name == "fib")
+            && w.last().is_some_and(|l| l.name == "oif" || l.name == "oifname")
+            && (v == "exists" || v == "missing")
+        {
+            let mut w = w.clone();
+            if let Some(l) = w.last_mut() {
+                l.name = "check".into();
+            }
+            return lower_match(cx, &ast::Expr::Selector(w, *sp), op, rhs, span);
         }
     }
     let mut key = lower_key(cx, lhs)?;

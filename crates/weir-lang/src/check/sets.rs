@@ -172,6 +172,12 @@ pub(super) fn comp_range(cx: &mut Cx, dt: DataType, v: &Val) -> Option<(u128, u1
         Val::Str(s, _) => parse_range(dt, s),
         Val::Range(a, b) => match (scalar(cx, dt, a), scalar(cx, dt, b)) {
             (Some(lo), Some(hi)) if lo <= hi => Ok((lo, hi)),
+            // a time of day across midnight ("21:00"-"02:00"): nft matches outside the
+            // range between them; weir keeps the range and does not evaluate it
+            (Some(lo), Some(hi)) if dt == DataType::Hour => {
+                cx.uneval.push("meta hour across midnight");
+                Ok((hi, lo))
+            }
             (Some(_), Some(_)) => {
                 Err("the range is empty: its start is greater than its end".to_string())
             }

@@ -35,6 +35,24 @@ impl Parser {
                     words.push(self.ident("")?);
                 }
             }
+            // raw TCP option bytes: `tcp option @255,8,8`
+            "tcp" if self.is_word("option") && matches!(self.peek_at(1), Tok::At(_)) => {
+                words.push(self.ident("option")?);
+                if let Expr::Selector(raw, _) = self.raw_option()? {
+                    words.extend(raw);
+                }
+            }
+            // a segment of the routing header: `srh sid[1]`
+            "srh" if self.is_word("sid") && matches!(self.peek_at(1), Tok::LBracket) => {
+                let sid = self.ident("")?;
+                self.bump();
+                let n = self.ident("a segment number")?;
+                let close = self.expect(Tok::RBracket, "']'")?;
+                words.push(Ident {
+                    name: format!("sid[{}]", n.name),
+                    span: sid.span.to(close),
+                });
+            }
             "tcp" if self.is_word("option") => {
                 words.push(self.ident("option")?);
                 words.push(self.ident(
@@ -179,6 +197,25 @@ impl Parser {
         Ok(Expr::Selector(words, start.to(self.prev_span())))
     }
 
+    /// `@KIND,offset,length` after `tcp option`: the option's kind with its `@`, the offset
+    /// and the length in bits.
+    fn raw_option(&mut self) -> PResult<Expr> {
+        let start = self.span();
+        let Tok::At(kind) = self.peek().clone() else {
+            return Err(self.err_expected("@KIND,OFFSET,LENGTH"));
+        };
+        self.bump();
+        let mut words = vec![Ident {
+            name: format!("@{kind}"),
+            span: start,
+        }];
+        for what in ["an offset in bits", "a length in bits"] {
+            self.expect(Tok::Comma, "','")?;
+            words.push(self.ident(what)?);
+        }
+        Ok(Expr::Selector(words, start.to(self.prev_span())))
+    }
+
     /// True at `@ll,` / `@nh,` / `@th,` / `@ih,`.
     pub(super) fn at_raw_payload(&self) -> bool {
         matches!(self.peek(), Tok::At(b) if matches!(b.as_str(), "ll" | "nh" | "th" | "ih"))
@@ -289,7 +326,7 @@ impl Parser {
             Some(w) if is_expr_head(w) => self.expr(),
             _ => {
                 let start = self.span();
-                let mut v = self.val()?;
+                let mut v = self.rhs_val()?; // (a list of flags: ct event set new,destroy)
                 // constant operands are folded, as nft folds them (`meta mark set 0xffffffc8
                 // xor 0x16` is `meta mark set 0xffffffde`); a selector after the operator
                 // takes the left side (`ct mark set 0x1 or ct mark`: the operators are

@@ -198,6 +198,9 @@ fn selector_words(words: &[ast::Ident]) -> String {
     if w.first() == Some(&"fib") && w.len() >= 3 {
         return format!("fib {} {}", w[1..w.len() - 1].join(" . "), w[w.len() - 1]);
     }
+    if w.len() == 5 && w[0] == "tcp" && w[1] == "option" && w[2].starts_with('@') {
+        return format!("tcp option {}", w[2..].join(","));
+    }
     if w.len() >= 3 && w[0] == "tcp" && w[1] == "option" && w[2] == "sack0" {
         let mut v = w.clone();
         v[2] = "sack";
@@ -215,6 +218,8 @@ fn selector_words(words: &[ast::Ident]) -> String {
     }
     match w.as_slice() {
         ["meta", "secpath"] | ["secpath"] => "meta ipsec".to_string(),
+        // the protocol is the same in both directions
+        ["ct", "original" | "reply", "protocol"] => "ct protocol".to_string(),
         ["meta", k] if UNQUALIFIED.contains(k) => k.to_string(),
         [k] if !UNQUALIFIED.contains(k) => format!("meta {k}"),
         _ => w.join(" "),
@@ -844,7 +849,13 @@ fn match_text(
                 Rhs::Val(v) => key(tys, v, src),
                 Rhs::Set(s) => set_ref(tys, None, s, src),
             };
-            let l = inet_ct_address(l, family, l3);
+            let mut l = inet_ct_address(l, family, l3);
+            // `fib daddr oif exists` is nft's fib check
+            if l.starts_with("fib ") && (r == "exists" || r == "missing") {
+                if let Some(head) = l.strip_suffix(" oif").or_else(|| l.strip_suffix(" oifname")) {
+                    l = format!("{head} check");
+                }
+            }
             format!("{l} {o}{r}")
         }
     }
