@@ -109,6 +109,14 @@ pub(super) fn flags_of(o: &Map<String, Value>, k: &str, p: &str) -> R<Vec<String
 
 /// A string as an nft word: bare when the lexer reads it as one word, else quoted.
 pub fn word(s: &str) -> String {
+    // a time of day (`21:00`, `02:02:02`) is a string
+    let clock = s.contains(':')
+        && !s.contains("::")
+        && s.matches(':').count() <= 2
+        && s.chars().all(|c| c.is_ascii_digit() || c == ':');
+    if clock {
+        return quoted(s);
+    }
     // `Linux:3.0` is a string, `fe80::1` and `bcad:dada` are words
     let colon_word = !s.contains(':')
         || s.chars()

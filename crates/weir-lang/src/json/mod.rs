@@ -8,8 +8,10 @@
 mod exprs;
 pub mod input;
 mod objects;
+mod out_expr;
 pub mod output;
 mod stmts;
+mod tables;
 
 pub use input::{to_nft, Error};
 
