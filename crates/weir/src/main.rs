@@ -33,9 +33,11 @@ struct Cli {
 enum Cmd {
     /// Check a ruleset: print a summary and exit 0, or the errors and exit 1.
     Check {
-        /// Ruleset file (nftables syntax, or iptables-save output with --format iptables).
+        /// Ruleset file (nftables syntax, text or JSON, or iptables-save output with --format
+        /// iptables).
         file: PathBuf,
-        /// Print the summary as JSON.
+        /// Print the summary as JSON; with --print, the ruleset in nft's JSON syntax (as `nft -j
+        /// list ruleset` writes it).
         #[arg(long)]
         json: bool,
         /// Print the ruleset as `nft list ruleset` prints it, instead of the summary.
@@ -117,7 +119,7 @@ fn main() -> ExitCode {
             format,
         } => {
             if print {
-                check::print(&file, stateless, &format)
+                check::print(&file, stateless, json, &format)
             } else {
                 check::run(&file, json, &format)
             }

@@ -828,3 +828,82 @@ fn replay_refuses_what_it_does_not_evaluate() {
         "{se}"
     );
 }
+
+/// nft's JSON syntax: a file starting with `{` is read as `nft -j` writes it (`check`, and so
+/// `replay` and `run`), `check --print` lists it as text, `check --print --json` as nft's
+/// JSON, which reads back to the same listing; a wrong value is reported with its JSON path.
+#[test]
+fn check_reads_and_prints_nft_json() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ruleset.json");
+    let out = weir().arg("check").arg(&file).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("rules       3"));
+    let text = weir()
+        .args(["check", "--print"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(text.status.success());
+    let text = String::from_utf8_lossy(&text.stdout).to_string();
+    for want in [
+        "type filter hook input priority filter; policy drop;",
+        "ct state established,related accept",
+        "ip saddr @admins tcp dport { 22, 8000-8080 } counter packets 0 bytes 0 accept comment \"ssh from the admins\"",
+        "iifname \"lo\" accept",
+        "elements = { 10.0.0.0/8, 192.168.1.1 }",
+    ] {
+        assert!(text.contains(want), "{want}\nnot in\n{text}");
+    }
+    let out = weir()
+        .args(["check", "--print", "--json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let v = json(&out);
+    let rules: Vec<&serde_json::Value> = v["nftables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o.get("rule"))
+        .collect();
+    assert_eq!(rules.len(), 3);
+    assert_eq!(rules[0]["expr"][0]["match"]["op"], "in");
+    assert_eq!(rules[1]["comment"], "ssh from the admins");
+    // what --json writes, --format json reads back to the same listing
+    let back = tmp("back.json");
+    std::fs::write(&back, &out.stdout).unwrap();
+    let again = weir()
+        .args(["check", "--print", "--format", "json"])
+        .arg(&back)
+        .output()
+        .unwrap();
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&again.stdout), text);
+    // an error names the JSON path
+    let bad = tmp("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"nftables": [{"table": {"family": "ip", "name": "t"}},
+            {"chain": {"family": "ip", "table": "t", "name": "c"}},
+            {"rule": {"family": "ip", "table": "t", "chain": "c",
+                      "expr": [{"match": {"op": "==", "left": {"frobnicate": 1}, "right": 2}}]}}]}"#,
+    )
+    .unwrap();
+    let out = weir().arg("check").arg(&bad).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "nftables[2].rule.expr[0].match.left.frobnicate: unknown expression 'frobnicate'"
+        ),
+        "{err}"
+    );
+}

@@ -116,10 +116,7 @@ pub(super) fn val(v: &Val) -> Value {
         Val::Str(s, _) => Value::String(s.clone()),
         Val::Range(a, b) => json!({"range": [val(a), val(b)]}),
         Val::Prefix(a, b) => {
-            let len = match val(b) {
-                Value::Number(n) => Value::Number(n),
-                other => other,
-            };
+            let len = val(b);
             json!({"prefix": {"addr": val(a), "len": len}})
         }
         Val::List(vs, _) => {

@@ -4,24 +4,37 @@ use std::path::Path;
 use std::process::ExitCode;
 use weir_engine::{Compiled, Mode};
 
-/// `weir check --print`: the ruleset as `nft list ruleset` prints it (nftables syntax only).
+/// `weir check --print`: the ruleset as `nft list ruleset` prints it, or with `json` as `nft
+/// -j list ruleset` writes it (nftables syntax, text or JSON, only).
 pub fn print(
     file: &Path,
     stateless: bool,
+    json: bool,
     format: &crate::cmd::RulesFormat,
 ) -> anyhow::Result<ExitCode> {
-    if format.format.as_deref().is_some_and(|f| f != "nft") {
+    let fmt = format.format.as_deref().unwrap_or("nft");
+    if fmt != "nft" && fmt != "json" {
         anyhow::bail!(
             "--print reads nftables syntax: convert first (weir import iptables FILE > rules.nft)"
         );
     }
-    match weir_lang::load_file_ast(file) {
+    match crate::cmd::load_ast(file, fmt == "json") {
         Ok((rs, ast, _)) => {
-            let opts = weir_lang::print::Options {
-                stateless,
-                numeric_proto: false,
-            };
-            print!("{}", weir_lang::print::ruleset(&ast, &rs, &opts));
+            if json {
+                // as nft -j: protocols by number, as nft's JSON lists them
+                let opts = weir_lang::print::Options {
+                    stateless,
+                    numeric_proto: true,
+                };
+                let doc = weir_lang::json::output::ruleset(&ast, &rs, &opts);
+                println!("{}", serde_json::to_string_pretty(&doc)?);
+            } else {
+                let opts = weir_lang::print::Options {
+                    stateless,
+                    numeric_proto: false,
+                };
+                print!("{}", weir_lang::print::ruleset(&ast, &rs, &opts));
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err((sources, diags)) => {

@@ -12,9 +12,10 @@ use std::path::PathBuf;
 /// How a ruleset file is written (`--format`), for the commands that load one.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct RulesFormat {
-    /// Format of the ruleset file: nft (default), iptables (iptables-save output) or ip6tables
-    /// (ip6tables-save output), imported as `weir import iptables` does.
-    #[arg(long, value_name = "nft|iptables|ip6tables")]
+    /// Format of the ruleset file: nft (default; a file that starts with `{` is read as nft's
+    /// JSON syntax), json (nft's JSON syntax, `nft -j`), iptables (iptables-save output) or
+    /// ip6tables (ip6tables-save output), imported as `weir import iptables` does.
+    #[arg(long, value_name = "nft|json|iptables|ip6tables")]
     pub format: Option<String>,
     /// With --format iptables: `ipset save` output for the sets of `-m set --match-set`.
     #[arg(long)]
@@ -28,17 +29,20 @@ pub struct RulesFormat {
 /// Load a ruleset in the given format, printing the diagnostics; None when it has errors.
 pub fn load_rules_as(path: &std::path::Path, f: &RulesFormat) -> Option<weir_lang::ir::Ruleset> {
     let v6 = match f.format.as_deref().unwrap_or("nft") {
-        "nft" => {
+        fmt @ ("nft" | "json") => {
             if f.ipsets.is_some() || f.skip_unsupported {
                 eprintln!("weir: --ipsets and --skip-unsupported go with --format iptables");
                 return None;
             }
-            return load_rules(path);
+            return report(
+                path,
+                load_ast(path, fmt == "json").map(|(rs, _, w)| (rs, w)),
+            );
         }
         "iptables" => false,
         "ip6tables" => true,
         other => {
-            eprintln!("weir: unknown format '{other}' (nft, iptables or ip6tables)");
+            eprintln!("weir: unknown format '{other}' (nft, json, iptables or ip6tables)");
             return None;
         }
     };
@@ -68,9 +72,40 @@ pub fn load_rules_as(path: &std::path::Path, f: &RulesFormat) -> Option<weir_lan
     }
 }
 
-/// Load and check a ruleset, printing the diagnostics; None when it has errors.
+/// Parse and check a ruleset file with its syntax tree: nft's JSON syntax when `json` or
+/// when the file's first non-space character is `{`, else nftables text.
+pub fn load_ast(
+    path: &std::path::Path,
+    json: bool,
+) -> Result<
+    (
+        weir_lang::ir::Ruleset,
+        weir_lang::ast::File,
+        Vec<weir_lang::Diagnostic>,
+    ),
+    weir_lang::LoadError,
+> {
+    let is_json =
+        json || std::fs::read_to_string(path).is_ok_and(|t| t.trim_start().starts_with('{'));
+    if is_json {
+        weir_lang::json::load_file_ast(path)
+    } else {
+        weir_lang::load_file_ast(path)
+    }
+}
+
+/// Load and check a ruleset (nftables text, or nft's JSON syntax when the file starts with
+/// `{`), printing the diagnostics; None when it has errors.
 pub fn load_rules(path: &std::path::Path) -> Option<weir_lang::ir::Ruleset> {
-    match weir_lang::load_file(path) {
+    report(path, load_ast(path, false).map(|(rs, _, w)| (rs, w)))
+}
+
+/// A loaded ruleset with its warnings printed, or its errors printed and None.
+fn report(
+    path: &std::path::Path,
+    loaded: Result<(weir_lang::ir::Ruleset, Vec<weir_lang::Diagnostic>), weir_lang::LoadError>,
+) -> Option<weir_lang::ir::Ruleset> {
+    match loaded {
         Ok((rs, warnings)) => {
             if !warnings.is_empty() {
                 eprint!("{}", weir_lang::diag::render_all(&warnings, &rs.sources));
