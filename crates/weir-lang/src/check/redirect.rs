@@ -162,7 +162,11 @@ pub(super) fn lower_nat(
         }
     }
     // (`dnat to :80`: the address stays, the port changes)
-    if matches!(k, NatKind::Snat | NatKind::Dnat) && addr_v.is_none() && port_v.is_none() && port_range.is_none() {
+    if matches!(k, NatKind::Snat | NatKind::Dnat)
+        && addr_v.is_none()
+        && port_v.is_none()
+        && port_range.is_none()
+    {
         err(
             cx,
             span,

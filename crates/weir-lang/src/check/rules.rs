@@ -2,9 +2,11 @@
 //! (quota, limit, ...; NAT and `fwd` are in [`super::redirect`]) and the jump loop and depth
 //! checks.
 
-use super::headers::{special_key, target_text, udp_tunnel_ok, TUNNEL_NAMES};
+use super::headers::{target_text, TUNNEL_NAMES};
+pub(super) use super::keys::lower_key;
+use super::keys::{int_based, numeric_ipv4};
 use super::limits::{lower_limit, lower_quota_words};
-use super::pending::{dependency_clash, lower_pending, reject_clash};
+use super::pending::{lower_pending, reject_clash};
 use super::redirect::{lower_fwd, lower_nat};
 use super::sets::{key_ranges, lower_elem, scalar, time_val};
 use super::tables::{err, other_text, Cx};
@@ -15,7 +17,7 @@ use crate::ir::*;
 use crate::source::Span;
 use crate::values;
 use std::sync::Arc;
-use weir_wire::{DataType, Field, Layer};
+use weir_wire::{DataType, Field};
 
 pub(super) fn lower_verdict(cx: &mut Cx, v: &ast::VerdictAst) -> Option<Verdict> {
     Some(match v {
@@ -55,314 +57,6 @@ pub(super) fn lower_verdict(cx: &mut Cx, v: &ast::VerdictAst) -> Option<Verdict>
     })
 }
 
-fn field_allowed(cx: &mut Cx, f: Field, span: Span) -> bool {
-    // nft reads the other version's ICMP header wherever the protocol number says it is one
-    // (an IPv4 packet carrying protocol 58); weir's packet parser does not
-    match (cx.family, f.layer()) {
-        (Family::Ip, Layer::Icmp6) => cx.uneval.push("icmpv6 in an ip table"),
-        (Family::Ip6, Layer::Icmp) => cx.uneval.push("icmp in an ip6 table"),
-        _ => {}
-    }
-    let bad = match (cx.family, f.layer()) {
-        (Family::Ip, Layer::Ip6) => Some("an ip table sees only IPv4 packets"),
-        (Family::Ip6, Layer::Ip4) => Some("an ip6 table sees only IPv6 packets"),
-        (Family::Arp, l) if l != Layer::Meta && l != Layer::Link => {
-            Some("an arp table sees only ARP packets")
-        }
-        _ => None,
-    };
-    if let Some(why) = bad {
-        err(
-            cx,
-            span,
-            format!("'{}' can never match here: {why}", f.name()),
-        );
-        return false;
-    }
-    true
-}
-
-pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
-    match e {
-        ast::Expr::Selector(words, span) => {
-            let mut name = target_text(e);
-            // `rt nexthop` is the table's family's next hop (or the family a match gave)
-            if name == "rt nexthop" {
-                let l3 = cx.l3_seen.or_else(|| {
-                    match cx.eq_seen.iter().find(|(f, _)| *f == Field::MetaNfproto) {
-                        Some((_, 2)) => Some(Family::Ip),
-                        Some((_, 10)) => Some(Family::Ip6),
-                        _ => None,
-                    }
-                });
-                if cx.family == Family::Inet && l3.is_none() {
-                    err(cx, *span, "rt nexthop in an inet table needs the family: match meta nfproto first, or write rt ip nexthop / rt ip6 nexthop");
-                    return None;
-                }
-                let v6 = cx.family == Family::Ip6 || l3 == Some(Family::Ip6);
-                name = if v6 { "rt ip6 nexthop" } else { "rt ip nexthop" }.to_string();
-            }
-            if let Some(k) = special_key(cx, words, *span) {
-                return k;
-            }
-            let Some(f) = Field::from_name(&name) else {
-                let head = &words[0].name;
-                let prefix = if head == "ct" || head == "meta" || words.len() > 1 {
-                    format!("{head} ")
-                } else {
-                    String::new()
-                };
-                let known: Vec<&str> = Field::ALL
-                    .iter()
-                    .map(|f| f.name())
-                    .filter(|n| !prefix.is_empty() && n.starts_with(&prefix))
-                    .collect();
-                let mut d = Diagnostic::error(*span, format!("unknown selector '{name}'"));
-                if !known.is_empty() {
-                    d = d.note(format!("known: {}", known.join(", ")));
-                }
-                cx.diags.push(d);
-                return None;
-            };
-            if !field_allowed(cx, f, *span) {
-                return None;
-            }
-            if !f.evaluated() {
-                cx.uneval.push(f.name());
-                if let Some(t) = ["vxlan", "geneve"]
-                    .iter()
-                    .find(|t| f.name().starts_with(*t))
-                {
-                    if !udp_tunnel_ok(cx, t, *span) {
-                        return None;
-                    }
-                }
-            }
-            if f == Field::UdpDport {
-                cx.udp_dport_seen = true;
-            }
-            if let Some(why) = dependency_clash(cx, f) {
-                err(
-                    cx,
-                    *span,
-                    format!("'{}' can never match here: {why}", f.name()),
-                );
-                return None;
-            }
-            if matches!(
-                f.layer(),
-                Layer::Transport(_) | Layer::AnyPorts | Layer::Icmp | Layer::Icmp6
-            ) {
-                cx.l4_seen = true;
-            }
-            match f.layer() {
-                Layer::Ip4 | Layer::Icmp => cx.l3_seen = Some(Family::Ip),
-                Layer::Ip6 | Layer::Icmp6 => cx.l3_seen = Some(Family::Ip6),
-                _ => {}
-            }
-            match f {
-                Field::MetaL4proto => cx.l4_dep = cx.l4_dep.or(Some(Family::Inet)),
-                Field::IpProtocol => cx.l4_dep = Some(Family::Ip),
-                Field::Ip6Nexthdr => cx.l4_dep = Some(Family::Ip6),
-                _ => {}
-            }
-            Some(vec![KeyPart::field(f)])
-        }
-        ast::Expr::Concat(parts, _) => {
-            let mut out = Vec::new();
-            for p in parts {
-                out.extend(lower_key(cx, p)?);
-            }
-            Some(out)
-        }
-        ast::Expr::Binop(op, inner, v, span) => {
-            let mut k = lower_key(cx, inner)?;
-            if k.len() != 1 {
-                err(
-                    cx,
-                    *span,
-                    "a bitwise operation applies to a single value, not a concatenation",
-                );
-                return None;
-            }
-            let p = &mut k[0];
-            match op {
-                ast::BinOp::Shl | ast::BinOp::Shr => {
-                    let n = scalar(cx, DataType::Integer(8), v)?;
-                    if n > 127 {
-                        err(cx, *span, "a shift is at most 127 bits");
-                        return None;
-                    }
-                    let n = n as i8;
-                    if p.shift != 0 {
-                        err(cx, *span, "only one shift per value is supported");
-                        return None;
-                    }
-                    p.shift = if *op == ast::BinOp::Shr { n } else { -n };
-                    // (a left shift widens the value, as in the kernel's 32-bit register)
-                    let bits = p.dtype.bits() as i32
-                        + if *op == ast::BinOp::Shr {
-                            -(n as i32)
-                        } else {
-                            n as i32
-                        };
-                    p.dtype = DataType::Integer(bits.clamp(1, 128) as u8);
-                }
-                _ => {
-                    // a constant wider than an integer-based field sets bits of nft's
-                    // 32-bit register: `ct mark set ip dscp | 0xff000000`
-                    let wide = match v {
-                        Val::Word(w, _) if *op != ast::BinOp::And => values::parse_number(w)
-                            .filter(|&n| {
-                                n >> cx.set_target_bits.min(127) == 0
-                                    && p.dtype.bits() < cx.set_target_bits
-                                    && n >> p.dtype.bits() != 0
-                                    && values::parse_scalar(p.dtype, w).is_err()
-                                    && int_based(&p.dtype)
-                            }),
-                        _ => None,
-                    };
-                    if wide.is_some() {
-                        p.dtype = DataType::Integer(32);
-                    }
-                    let mut m = match wide {
-                        Some(n) => n,
-                        None => scalar(cx, p.dtype, v)?,
-                    };
-                    if p.shift != 0 {
-                        // a mask after a shift moves before it where that is exact:
-                        // (x >> n) op m == (x op (m << n)) >> n, and (x << n) op m ==
-                        // (x op (m >> n)) << n when m's low n bits are clear (any m for and)
-                        let n = p.shift.unsigned_abs() as u32;
-                        let moved = if n >= 128 {
-                            None
-                        } else if p.shift > 0 {
-                            let w = p.dtype.bits() + n;
-                            m.checked_shl(n).filter(|&x| w >= 128 || x >> w == 0)
-                        } else {
-                            let low = (1u128 << n) - 1;
-                            (*op == ast::BinOp::And || m & low == 0).then_some(m >> n)
-                        };
-                        match moved {
-                            Some(x) => m = x,
-                            None => {
-                                err(cx, *span, "this mask after a shift cannot be applied before it: write the mask first");
-                                return None;
-                            }
-                        }
-                    }
-                    match op {
-                        ast::BinOp::And => {
-                            p.and &= m;
-                            p.xor &= m;
-                        }
-                        ast::BinOp::Or => {
-                            p.and &= !m;
-                            p.xor = (p.xor & !m) | m;
-                        }
-                        _ => p.xor ^= m,
-                    }
-                }
-            }
-            Some(k)
-        }
-        ast::Expr::Hash {
-            kind,
-            key,
-            modulus,
-            seed,
-            offset,
-            ..
-        } => {
-            let m = scalar(cx, DataType::Integer(32), modulus)? as u32;
-            if m == 0 {
-                err(cx, modulus.span(), "mod must be at least 1");
-                return None;
-            }
-            let off = match offset {
-                Some(o) => scalar(cx, DataType::Integer(32), o)? as u32,
-                None => 0,
-            };
-            let src = if kind.name == "jhash" {
-                let k = lower_key(cx, key.as_ref()?)?;
-                let s = match seed {
-                    Some(s) => scalar(cx, DataType::Integer(32), s)? as u32,
-                    None => 0,
-                };
-                Source::Jhash {
-                    key: k,
-                    modulus: m,
-                    seed: s,
-                    offset: off,
-                }
-            } else {
-                Source::Symhash {
-                    modulus: m,
-                    offset: off,
-                }
-            };
-            Some(vec![KeyPart {
-                src,
-                and: u128::MAX,
-                xor: 0,
-                shift: 0,
-                dtype: DataType::Integer(32),
-            }])
-        }
-        ast::Expr::Numgen {
-            mode,
-            modulus,
-            offset,
-            ..
-        } => {
-            let random = match mode.name.as_str() {
-                "inc" => false,
-                "random" => true,
-                other => {
-                    err(
-                        cx,
-                        mode.span,
-                        format!("numgen mode is inc or random, not '{other}'"),
-                    );
-                    return None;
-                }
-            };
-            let m = scalar(cx, DataType::Integer(32), modulus)? as u32;
-            if m == 0 {
-                err(cx, modulus.span(), "mod must be at least 1");
-                return None;
-            }
-            let off = match offset {
-                Some(o) => scalar(cx, DataType::Integer(32), o)? as u32,
-                None => 0,
-            };
-            Some(vec![KeyPart {
-                src: Source::Numgen {
-                    random,
-                    modulus: m,
-                    offset: off,
-                },
-                and: u128::MAX,
-                xor: 0,
-                shift: 0,
-                dtype: DataType::Integer(32),
-            }])
-        }
-        ast::Expr::Map(_, _, span) => {
-            err(cx, *span, "a map lookup gives a value: use it after 'set' or 'to', or use 'vmap' for verdicts");
-            None
-        }
-        ast::Expr::Const(v) => {
-            err(
-                cx,
-                v.span(),
-                "expected a selector (ip saddr, tcp dport, meta mark, ...), found a value",
-            );
-            None
-        }
-    }
-}
-
 fn named_set(cx: &mut Cx, id: &ast::Ident) -> Option<usize> {
     if cx.catchall_sets.contains(&id.name) {
         cx.uneval.push("catch-all element");
@@ -393,19 +87,6 @@ fn types_compatible(a: &[DataType], b: &[DataType]) -> bool {
                     && x.bits() == y.bits())
                 || (matches!(x, DataType::Integer(_)) && matches!(y, DataType::Integer(_)))
         })
-}
-
-/// Types whose values are plain integers to nft (a DSCP, a port, a protocol, an integer).
-fn int_based(t: &DataType) -> bool {
-    matches!(
-        t,
-        DataType::Integer(_)
-            | DataType::Mark
-            | DataType::Dscp
-            | DataType::InetService
-            | DataType::InetProto
-            | DataType::Ecn
-    )
 }
 
 /// Whether a value of types `from` can be stored in a field of types `to` as nft stores it:
@@ -589,7 +270,8 @@ fn lower_match(
     // `fib daddr oif exists`: whether the lookup finds a route (nft's fib check)
     if let (ast::Expr::Selector(w, sp), ast::Rhs::Val(ast::Val::Word(v, _))) = (lhs, rhs) {
         if w.first().is_some_and(|h| h.name == "fib")
-            && w.last().is_some_and(|l| l.name == "oif" || l.name == "oifname")
+            && w.last()
+                .is_some_and(|l| l.name == "oif" || l.name == "oifname")
             && (v == "exists" || v == "missing")
         {
             let mut w = w.clone();
@@ -621,6 +303,16 @@ fn lower_match(
         ast::Rhs::Val(v) => {
             let single = key.len() == 1;
             let dt = types[0];
+            // a masked IPv4 address compared with a number (`ip saddr & 0xff == 1`: nft
+            // reads numbers as addresses, as inet_aton does)
+            let numeric;
+            let v = match numeric_ipv4(dt, v) {
+                Some(a) if single && !key[0].is_plain() => {
+                    numeric = a;
+                    &numeric
+                }
+                _ => v,
+            };
             // flags: `tcp flags syn,ack` means any of them set; `!=` none of them set;
             // `tcp flags syn / syn,ack` is a masked comparison
             // (`!` makes its one flag a list of one: `tcp flags & (fin | syn) ! syn`; a

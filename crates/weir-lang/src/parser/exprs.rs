@@ -327,10 +327,10 @@ impl Parser {
             _ => {
                 let start = self.span();
                 let mut v = self.rhs_val()?; // (a list of flags: ct event set new,destroy)
-                // constant operands are folded, as nft folds them (`meta mark set 0xffffffc8
-                // xor 0x16` is `meta mark set 0xffffffde`); a selector after the operator
-                // takes the left side (`ct mark set 0x1 or ct mark`: the operators are
-                // commutative)
+                                             // constant operands are folded, as nft folds them (`meta mark set 0xffffffc8
+                                             // xor 0x16` is `meta mark set 0xffffffde`); a selector after the operator
+                                             // takes the left side (`ct mark set 0x1 or ct mark`: the operators are
+                                             // commutative)
                 while let Some(op) = self.binop() {
                     let op_span = self.bump().span;
                     if self.peek_word().is_some_and(is_expr_head) {

@@ -44,7 +44,9 @@ pub(super) fn raw_bits(e: &Expr) -> Option<(u32, u32)> {
 pub(super) fn flag_bits(dt: DataType, v: &Val) -> Option<u128> {
     match v {
         Val::Word(w, _) => values::parse_scalar(dt, w).ok(),
-        Val::List(vs, _) => vs.iter().try_fold(0, |acc, x| Some(acc | flag_bits(dt, x)?)),
+        Val::List(vs, _) => vs
+            .iter()
+            .try_fold(0, |acc, x| Some(acc | flag_bits(dt, x)?)),
         _ => None,
     }
 }

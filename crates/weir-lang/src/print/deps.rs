@@ -116,7 +116,8 @@ pub(super) fn implied(dep: &Item, rest: &[Item], family: Family) -> bool {
     let v6 = matches!(layer, Some(L::Ip6 | L::Icmp6));
     // in an ip or ip6 table every transport header is of that family
     let l4 = matches!(layer, Some(L::Transport(_)));
-    let ct_addr = nwords.first() == Some(&"ct") && nwords.iter().any(|w| matches!(*w, "saddr" | "daddr"));
+    let ct_addr =
+        nwords.first() == Some(&"ct") && nwords.iter().any(|w| matches!(*w, "saddr" | "daddr"));
     match (dep_words.as_slice(), v.as_str()) {
         (["meta", "nfproto"] | ["nfproto"], "ipv4") => v4 || ct_addr,
         (["meta", "nfproto"] | ["nfproto"], "ipv6") => v6 || ct_addr,
@@ -136,7 +137,12 @@ pub(super) fn implied(dep: &Item, rest: &[Item], family: Family) -> bool {
 
 /// The dependency nft writes out before `it` when the rule did not say it (`before` is what
 /// the rule says ahead of `it`).
-pub(super) fn added(it: &Item, before: &[Item], family: Family, numeric: bool) -> Option<&'static str> {
+pub(super) fn added(
+    it: &Item,
+    before: &[Item],
+    family: Family,
+    numeric: bool,
+) -> Option<&'static str> {
     let said = |ws: &[&str]| {
         before
             .iter()
@@ -162,7 +168,9 @@ pub(super) fn added(it: &Item, before: &[Item], family: Family, numeric: bool) -
         // a TCP reset in a table of several families needs TCP said
         Item::Reject {
             with: Some((k, _)), ..
-        } if k.name == "tcp" && matches!(family, Family::Inet | Family::Netdev | Family::Bridge) => {
+        } if k.name == "tcp"
+            && matches!(family, Family::Inet | Family::Netdev | Family::Bridge) =>
+        {
             let tcp = before.iter().any(|b| {
                 item_head(b).is_some_and(|h| {
                     selector_field(h).is_some_and(|f| f.layer() == L::Transport(6))
@@ -170,7 +178,11 @@ pub(super) fn added(it: &Item, before: &[Item], family: Family, numeric: bool) -
                             && matches!(b, Item::Match { rhs: Rhs::Val(Val::Word(v, _)), .. } if v == "tcp" || v == "6"))
                 })
             });
-            (!tcp).then_some(if numeric { "meta l4proto 6" } else { "meta l4proto tcp" })
+            (!tcp).then_some(if numeric {
+                "meta l4proto 6"
+            } else {
+                "meta l4proto tcp"
+            })
         }
         _ => None,
     }

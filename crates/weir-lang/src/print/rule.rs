@@ -4,11 +4,11 @@
 //! left out (`log level warn`).
 
 use super::{bits, deps, quote, value, Options};
-use std::cell::Cell;
 use crate::ast::{self, BinOp, CmpOp, Expr, Item, MapData, Rhs, Val, VerdictAst};
 use crate::ir::Family;
 use crate::source::{SourceMap, Span};
 use crate::values;
+use std::cell::Cell;
 use weir_wire::{DataType, Field};
 
 /// Metadata keys nft prints without `meta` in front.
@@ -209,7 +209,9 @@ fn selector_words(words: &[ast::Ident]) -> String {
     // `spnum 0` is the default nft leaves out; `meta secpath` is nft's older name
     if w.first() == Some(&"ipsec") {
         if let Some(i) = w.iter().position(|x| *x == "spnum") {
-            if w.get(i + 1).is_some_and(|n| values::parse_number(n) == Some(0)) {
+            if w.get(i + 1)
+                .is_some_and(|n| values::parse_number(n) == Some(0))
+            {
                 let mut v = w.clone();
                 v.drain(i..i + 2);
                 return v.join(" ");
@@ -394,8 +396,18 @@ fn fmt_range(src: &Ctx<'_>, dt: DataType, lo: u128, hi: u128) -> String {
     value::range(dt, lo, hi)
 }
 
+/// A constant of type `dt`; a number where an IPv4 address goes is the address it is (nft
+/// lists `ip saddr & 0xff` as `& 0.0.0.255`).
+fn scalar(dt: DataType, w: &str) -> Option<u128> {
+    values::parse_scalar(dt, w).ok().or_else(|| {
+        (dt == DataType::Ipv4Addr)
+            .then(|| values::parse_number(w).filter(|&n| n <= u32::MAX as u128))
+            .flatten()
+    })
+}
+
 fn word(src: &Ctx<'_>, dt: DataType, w: &str) -> Option<String> {
-    if let Ok(v) = values::parse_scalar(dt, w) {
+    if let Some(v) = scalar(dt, w) {
         return Some(fmt(src, dt, v));
     }
     if let Some((base, len)) = w.split_once('/') {
@@ -467,9 +479,17 @@ fn val(ty: Option<DataType>, v: &Val, src: &Ctx<'_>) -> String {
             }
             fmt(src, dt, acc)
         }
+        // an address . port a NAT map gives
         Val::Concat(vs, _) => vs
             .iter()
-            .map(|x| val(ty, x, src))
+            .enumerate()
+            .map(|(i, x)| {
+                let t = match dt {
+                    DataType::Ipv4Addr | DataType::Ipv6Addr if i > 0 => Some(DataType::InetService),
+                    _ => ty,
+                };
+                val(t, x, src)
+            })
             .collect::<Vec<_>>()
             .join(" . "),
         Val::Set(es, _) => elems(&[Some(dt)], None, es, src),
@@ -793,12 +813,20 @@ fn match_text(
     {
         {
             let bang = op.is_some_and(|(_, sp)| src.src.text(sp) == "!");
-            if let Some(dt) = tys.first().copied().flatten().filter(|d| bits::is_bitmask(*d)) {
+            if let Some(dt) = tys
+                .first()
+                .copied()
+                .flatten()
+                .filter(|d| bits::is_bitmask(*d))
+            {
                 if let Some(s) = bits::bitmask_match(dt, lhs, op, rhs, bang, src) {
                     return s;
                 }
             }
             if let Some(s) = bits::raw_sub_byte(lhs, op, rhs) {
+                return s;
+            }
+            if let Some(s) = masked_prefix(lhs, op, rhs, tys) {
                 return s;
             }
             if let Expr::Selector(ws, _) = lhs {
@@ -852,7 +880,10 @@ fn match_text(
             let mut l = inet_ct_address(l, family, l3);
             // `fib daddr oif exists` is nft's fib check
             if l.starts_with("fib ") && (r == "exists" || r == "missing") {
-                if let Some(head) = l.strip_suffix(" oif").or_else(|| l.strip_suffix(" oifname")) {
+                if let Some(head) = l
+                    .strip_suffix(" oif")
+                    .or_else(|| l.strip_suffix(" oifname"))
+                {
                     l = format!("{head} check");
                 }
             }
@@ -937,8 +968,9 @@ fn statement(it: &Item, l3: Option<u8>, family: Family, src: &Ctx<'_>) -> String
             }
             s
         }
-        Item::Reject { with, span } => reject(with.as_ref(), l3, family, src)
-            .unwrap_or_else(|| raw(src, *span)),
+        Item::Reject { with, span } => {
+            reject(with.as_ref(), l3, family, src).unwrap_or_else(|| raw(src, *span))
+        }
         Item::Assign { target, value, .. } => {
             let t = expr_types(target).first().copied().flatten();
             src.hex.set(bits::is_hex(target));
@@ -1109,11 +1141,17 @@ fn statement(it: &Item, l3: Option<u8>, family: Family, src: &Ctx<'_>) -> String
             let mut to = String::new();
             for (o, e) in operands {
                 match o {
-                    ast::Operand::Addr if v6 => {
-                        to.push_str(&format!("[{}]", expr_typed(e, Some(DataType::Ipv6Addr), src)))
+                    ast::Operand::Addr if v6 => to.push_str(&format!(
+                        "[{}]",
+                        expr_typed(e, Some(DataType::Ipv6Addr), src)
+                    )),
+                    ast::Operand::Addr => {
+                        to.push_str(&expr_typed(e, Some(DataType::Ipv4Addr), src))
                     }
-                    ast::Operand::Addr => to.push_str(&expr_typed(e, Some(DataType::Ipv4Addr), src)),
-                    _ => to.push_str(&format!(":{}", expr_typed(e, Some(DataType::InetService), src))),
+                    _ => to.push_str(&format!(
+                        ":{}",
+                        expr_typed(e, Some(DataType::InetService), src)
+                    )),
                 }
             }
             s.push_str(&format!(" to {to}"));
@@ -1177,4 +1215,49 @@ fn reject(
         .map(|(_, n, _)| n.to_string())
         .unwrap_or_else(|| code.to_string());
     Some(format!("reject with {kind} {name}"))
+}
+
+/// An address masked by a prefix's mask and compared with an address of that prefix, as nft
+/// lists it: `ip saddr & 255.255.0.0 == 255.255.0.0` is `ip saddr 255.255.0.0/16`.
+fn masked_prefix(
+    lhs: &Expr,
+    op: Option<(CmpOp, Span)>,
+    rhs: &Rhs,
+    tys: &[Option<DataType>],
+) -> Option<String> {
+    let (Expr::Binop(BinOp::And, inner, Val::Word(m, _), _), Rhs::Val(Val::Word(v, _))) =
+        (lhs, rhs)
+    else {
+        return None;
+    };
+    let dt = tys.first().copied().flatten()?;
+    if !matches!(dt, DataType::Ipv4Addr | DataType::Ipv6Addr) {
+        return None;
+    }
+    let bits = dt.bits();
+    let all = u128::MAX >> (128 - bits);
+    let mask = scalar(dt, m)?;
+    let val = scalar(dt, v)?;
+    let len = mask.count_ones();
+    let prefix_mask = if len == 0 { 0 } else { all & !(all >> len) };
+    if mask != prefix_mask || val & !mask != 0 {
+        return None;
+    }
+    let o = match op.map(|o| o.0) {
+        None | Some(CmpOp::Eq) => "",
+        Some(CmpOp::Ne) => "!= ",
+        _ => return None,
+    };
+    Some(format!(
+        "{} {o}{}/{len}",
+        selector_words_of(inner)?,
+        value::format(dt, val)
+    ))
+}
+
+fn selector_words_of(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Selector(ws, _) => Some(selector_words(ws)),
+        _ => None,
+    }
 }
