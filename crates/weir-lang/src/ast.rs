@@ -103,6 +103,8 @@ pub enum Expr {
     Concat(Vec<Expr>, Span),
     /// `expr & value`, `expr | value`, `expr >> 3`...
     Binop(BinOp, Box<Expr>, Val, Span),
+    /// An operation between two expressions: `ct mark & 0xffff0000 | meta mark & 0xffff`.
+    BinopExpr(BinOp, Box<Expr>, Box<Expr>, Span),
     /// `jhash <expr> mod N [seed S] [offset O]`, `symhash mod N [offset O]`.
     Hash {
         kind: Ident,
@@ -131,6 +133,7 @@ impl Expr {
             Expr::Selector(_, s)
             | Expr::Concat(_, s)
             | Expr::Binop(_, _, _, s)
+            | Expr::BinopExpr(_, _, _, s)
             | Expr::Hash { span: s, .. }
             | Expr::Numgen { span: s, .. }
             | Expr::Map(_, _, s) => *s,

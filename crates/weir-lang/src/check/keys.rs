@@ -138,6 +138,14 @@ pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
             }
             Some(out)
         }
+        // two selectors combined: checked, not evaluated yet (the engine's keys hold one
+        // field with constant masks)
+        ast::Expr::BinopExpr(_, a, b, _) => {
+            let k = lower_key(cx, a)?;
+            lower_key(cx, b)?;
+            cx.uneval.push("an operation between two selectors");
+            Some(k)
+        }
         ast::Expr::Binop(op, inner, v, span) => {
             let mut k = lower_key(cx, inner)?;
             if k.len() != 1 {
@@ -169,7 +177,9 @@ pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
                         } else {
                             n as i32
                         };
-                    p.dtype = DataType::Integer(bits.clamp(1, 128) as u8);
+                    // (within nft's 32-bit register, or the field's own width if wider)
+                    let top = (p.dtype.bits() as i32).max(32);
+                    p.dtype = DataType::Integer(bits.clamp(1, top) as u8);
                 }
                 _ => {
                     // a constant wider than an integer-based field sets bits of nft's

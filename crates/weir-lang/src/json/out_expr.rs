@@ -259,6 +259,7 @@ pub(super) fn expr(e: &Expr) -> Value {
             }
             json!({ k: [left, right] })
         }
+        Expr::BinopExpr(op, l, r, _) => json!({ op_name(*op): [expr(l), expr(r)] }),
         Expr::Hash {
             kind,
             key,

@@ -150,10 +150,30 @@ impl Parser {
     }
 
     pub(super) fn binop_expr(&mut self) -> PResult<Expr> {
+        self.binop_prec(0)
+    }
+
+    /// Operators binding at least as tightly as `min`, left to right; a constant operand
+    /// folds the tighter operators after it, an expression operand (`| meta mark & 0xffff`)
+    /// takes them.
+    fn binop_prec(&mut self, min: u8) -> PResult<Expr> {
         let start = self.span();
         let mut e = self.primary()?;
         while let Some(op) = self.binop() {
+            if precedence(op) < min {
+                break;
+            }
             self.bump();
+            let expr_operand = match self.peek() {
+                Tok::Word(w) => is_expr_head(w),
+                Tok::At(_) => self.at_raw_payload(),
+                _ => false,
+            };
+            if expr_operand {
+                let r = self.binop_prec(precedence(op) + 1)?;
+                e = Expr::BinopExpr(op, Box::new(e), Box::new(r), start.to(self.prev_span()));
+                continue;
+            }
             let v = self.const_operand(op)?;
             e = Expr::Binop(op, Box::new(e), v, start.to(self.prev_span()));
         }
@@ -226,6 +246,13 @@ impl Parser {
         let start = self.span();
         if self.at_raw_payload() {
             return self.raw_payload();
+        }
+        // `(meta mark | 0x10) << 8`
+        if matches!(self.peek(), Tok::LParen) {
+            self.bump();
+            let e = self.binop_prec(0)?;
+            self.expect(Tok::RParen, "')'")?;
+            return Ok(e);
         }
         match self.peek_word() {
             Some("jhash") | Some("symhash") => {
@@ -322,7 +349,11 @@ impl Parser {
     }
 
     pub(super) fn value_expr(&mut self) -> PResult<Expr> {
+        // `(meta mark | 0x10) << 8`: a parenthesized expression
+        let paren_expr = matches!(self.peek(), Tok::LParen)
+            && matches!(self.peek_at(1), Tok::Word(w) if is_expr_head(w));
         match self.peek_word() {
+            _ if paren_expr => self.expr(),
             Some(w) if is_expr_head(w) => self.expr(),
             _ => {
                 let start = self.span();

@@ -264,7 +264,7 @@ fn expr_types(e: &Expr) -> Vec<Option<DataType>> {
                 None => expr_types(e),
             })
             .collect(),
-        Expr::Binop(_, inner, _, _) => expr_types(inner),
+        Expr::Binop(_, inner, _, _) | Expr::BinopExpr(_, inner, _, _) => expr_types(inner),
         Expr::Hash { .. } | Expr::Numgen { .. } => vec![Some(DataType::Integer(32))],
         Expr::Map(..) | Expr::Const(_) => vec![None],
     }
@@ -315,6 +315,9 @@ fn expr_typed(e: &Expr, ty: Option<DataType>, src: &Ctx<'_>) -> String {
                 _ => val(if shift { None } else { t }, v, src),
             };
             format!("{left} {} {r}", binop(*op))
+        }
+        Expr::BinopExpr(op, a, b, _) => {
+            format!("{} {} {}", expr_text(a, src), binop(*op), expr_text(b, src))
         }
         Expr::Hash {
             kind,
