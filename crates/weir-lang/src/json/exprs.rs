@@ -396,14 +396,30 @@ fn binop(k: &str, x: &Value, p: &str) -> R<String> {
         });
         return Ok(format!("{r:#x}"));
     }
-    let mut s = expr(&a[0], &format!("{p}[0]"))?;
+    // an operand that is an operation binding less tightly goes in parentheses (nft's
+    // grammar: shifts, then `&`, `^`, `|`)
+    let prec = |op: &str| match op {
+        "<<" | ">>" => 4,
+        "&" => 3,
+        "^" => 2,
+        _ => 1,
+    };
+    let inner_op = |o: &Value| match o {
+        Value::Object(m) => m
+            .keys()
+            .find(|k| matches!(k.as_str(), "&" | "|" | "^" | "<<" | ">>"))
+            .map(|k| prec(k)),
+        _ => None,
+    };
+    let first = expr(&a[0], &format!("{p}[0]"))?;
+    let mut s = match inner_op(&a[0]) {
+        Some(q) if q < prec(k) => format!("({first})"),
+        _ => first,
+    };
     for (i, o) in a.iter().enumerate().skip(1) {
         let q = format!("{p}[{i}]");
         let t = match o {
-            Value::Object(m)
-                if m.keys()
-                    .any(|k| matches!(k.as_str(), "&" | "|" | "^" | "<<" | ">>")) =>
-            {
+            Value::Object(_) if inner_op(o).is_some_and(|q| q <= prec(k)) => {
                 format!("({})", expr(o, &q)?)
             }
             // masks and bits in hexadecimal, as nft lists them

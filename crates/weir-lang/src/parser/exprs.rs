@@ -167,6 +167,7 @@ impl Parser {
             let expr_operand = match self.peek() {
                 Tok::Word(w) => is_expr_head(w),
                 Tok::At(_) => self.at_raw_payload(),
+                Tok::LParen => matches!(self.peek_at(1), Tok::Word(w) if is_expr_head(w)),
                 _ => false,
             };
             if expr_operand {

@@ -249,6 +249,10 @@ fn expr_types(e: &Expr) -> Vec<Option<DataType>> {
             let special = match w.as_slice() {
                 ["tcp", "option", "mptcp", "subtype"] => Some(DataType::MptcpSubtype),
                 ["ipsec", _, .., "reqid" | "spi"] => Some(DataType::Integer(32)),
+                // a tunnel's inner packet: the inner field's type
+                ["vxlan" | "geneve" | "gre" | "gretap", inner @ ..] if inner.len() >= 2 => {
+                    Field::from_name(&inner.join(" ")).map(|f| f.datatype())
+                }
                 _ => bits::raw_bits(e)
                     .filter(|(_, len)| *len <= 128)
                     .map(|(_, len)| DataType::Integer(len as u8)),
