@@ -112,10 +112,8 @@ pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
                 );
                 return None;
             }
-            if matches!(
-                f.layer(),
-                Layer::Transport(_) | Layer::AnyPorts | Layer::Icmp | Layer::Icmp6
-            ) {
+            // (`th dport` reads ports of any protocol: it does not say which)
+            if matches!(f.layer(), Layer::Transport(_) | Layer::Icmp | Layer::Icmp6) {
                 cx.l4_seen = true;
             }
             match f.layer() {
@@ -123,6 +121,7 @@ pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
                 Layer::Ip6 | Layer::Icmp6 => cx.l3_seen = Some(Family::Ip6),
                 _ => {}
             }
+
             match f {
                 Field::MetaL4proto => cx.l4_dep = cx.l4_dep.or(Some(Family::Inet)),
                 Field::IpProtocol => cx.l4_dep = Some(Family::Ip),
@@ -368,4 +367,22 @@ pub(super) fn int_based(t: &DataType) -> bool {
             | DataType::InetProto
             | DataType::Ecn
     )
+}
+
+/// A `ct original|reply saddr|daddr` without its family in `e` (itself or a component of a
+/// concatenation): nft takes the family from a single value compared with it, and refuses it
+/// in a set, a map key or a concatenation ("specify either ip or ip6").
+pub(super) fn bare_ct_address(e: &ast::Expr) -> Option<Span> {
+    match e {
+        ast::Expr::Selector(ws, sp) => {
+            let w: Vec<&str> = ws.iter().map(|w| w.name.as_str()).collect();
+            matches!(
+                w.as_slice(),
+                ["ct", "original" | "reply", "saddr" | "daddr"] | ["ct", "saddr" | "daddr"]
+            )
+            .then_some(*sp)
+        }
+        ast::Expr::Concat(es, _) => es.iter().find_map(bare_ct_address),
+        _ => None,
+    }
 }

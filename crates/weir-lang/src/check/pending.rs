@@ -21,6 +21,16 @@ pub(super) fn dependency_clash(cx: &Cx, f: Field) -> Option<String> {
         (Some(2), Layer::Ip6) => return Some("the rule matched meta nfproto ipv4".into()),
         _ => {}
     }
+    // a VLAN header after another ether type (nft: conflicting protocols specified)
+    if f.name().starts_with("vlan ") {
+        if let Some(t) = seen(Field::EtherType).filter(|&t| t != 0x8100 && t != 0x88a8) {
+            return Some(format!("the rule matched ether type 0x{t:04x}, not a VLAN tag"));
+        }
+    }
+    // a transport header after a set of protocols (nft: conflicting protocols specified)
+    if cx.proto_set_seen && matches!(f.layer(), Layer::Transport(_)) {
+        return Some("the rule matched a set of transport protocols; match one (or use th)".into());
+    }
     let need = match f {
         Field::IcmpMtu => Some((Field::IcmpType, 3)),
         Field::IcmpGateway => Some((Field::IcmpType, 5)),
@@ -238,7 +248,21 @@ pub(super) fn reject_clash(cx: &Cx, r: &Reject) -> Option<String> {
 /// the transport protocol matched first; in an inet table, an address whose family neither
 /// the statement (`dnat ip to`) nor the rule's address matches (`ip daddr ...`) gives.
 pub(super) fn nat_clash(cx: &Cx, nat: &Nat, family_given: bool) -> Option<String> {
-    if (nat.port.is_some() || nat.port_range.is_some()) && !cx.l4_seen && cx.l4_dep.is_none() {
+    // a map giving address . port sets a port too
+    let map_port = match &nat.addr {
+        Some(ValueExpr::Map { map, .. }) => {
+            let s = match map {
+                SetRef::Named(i) => cx.sets.get(*i),
+                SetRef::Anon(a) => Some(&**a),
+            };
+            s.is_some_and(|s| s.data_types.len() > 1)
+        }
+        _ => false,
+    };
+    if (nat.port.is_some() || nat.port_range.is_some() || map_port)
+        && !cx.l4_seen
+        && cx.l4_dep.is_none()
+    {
         return Some(
             "NAT to a port needs the transport protocol matched first (meta l4proto tcp ...)"
                 .into(),

@@ -4,7 +4,7 @@
 
 use super::headers::{target_text, TUNNEL_NAMES};
 pub(super) use super::keys::lower_key;
-use super::keys::{int_based, numeric_ipv4};
+use super::keys::{bare_ct_address, int_based, numeric_ipv4};
 use super::limits::{lower_limit, lower_quota_words};
 use super::pending::{lower_pending, reject_clash};
 use super::redirect::{lower_fwd, lower_nat};
@@ -145,6 +145,24 @@ fn anon_set(
             Some(el) => set.elements.push(el),
             None if std::mem::take(&mut cx.catchall) => cx.uneval.push("catch-all element"),
             None => ok = false,
+        }
+    }
+    // a map's keys may not overlap: which data would a key in both get? (nft: conflicting
+    // intervals specified; a set's overlapping elements are merged instead)
+    if ok && is_map && types.len() == 1 {
+        let mut spans: Vec<(u128, u128, Span)> = set
+            .elements
+            .iter()
+            .zip(elems.iter().filter(|e| !matches!(&e.key, Val::Word(w, _) if w == "*")))
+            .map(|(el, e)| (el.key[0].0, el.key[0].1, e.span))
+            .collect();
+        spans.sort_by_key(|x| (x.0, x.1));
+        if let Some(w) = spans.windows(2).find(|w| w[1].0 <= w[0].1) {
+            cx.diags.push(
+                Diagnostic::error(w[1].2, "conflicting intervals: this key overlaps another of the map")
+                    .note("a key of a map has one value; split the ranges so they do not overlap"),
+            );
+            return None;
         }
     }
     ok.then(|| Arc::new(set))
@@ -435,6 +453,10 @@ pub(super) fn lower_value(cx: &mut Cx, types: &[DataType], e: &ast::Expr) -> Opt
             Some(ValueExpr::Const(r.into_iter().map(|x| x.0).collect()))
         }
         ast::Expr::Map(k, m, span) => {
+            if let Some(sp) = bare_ct_address(k) {
+                err(cx, sp, "specify either ip or ip6 for the address: ct original ip saddr, ct reply ip6 daddr, ...");
+                return None;
+            }
             let key = lower_key(cx, k)?;
             let map = map_ref(cx, &key, m, false, types, *span)?;
             Some(ValueExpr::Map { key, map })
@@ -514,7 +536,24 @@ fn lower_item(
             Some(Expr::Unevaluated(what))
         }
         ast::Item::Match { lhs, op, rhs, span } => {
+            if matches!(rhs, ast::Rhs::Set(_)) || matches!(lhs, ast::Expr::Concat(..)) {
+                if let Some(sp) = bare_ct_address(lhs) {
+                    err(cx, sp, "specify either ip or ip6 for the address: ct original ip saddr, ct reply ip6 daddr, ...");
+                    return false;
+                }
+            }
             let e = lower_match(cx, lhs, *op, rhs, *span);
+            // a set of several transport protocols
+            if let (ast::Expr::Selector(..), None, ast::Rhs::Set(ast::SetRef::Anon(es, _))) =
+                (lhs, op, rhs)
+            {
+                let t = target_text(lhs);
+                if matches!(t.as_str(), "meta l4proto" | "l4proto" | "ip protocol" | "ip6 nexthdr")
+                    && es.len() > 1
+                {
+                    cx.proto_set_seen = true;
+                }
+            }
             // an equality with one value, that later matches of the rule depend on
             if let (ast::Expr::Selector(..), None, ast::Rhs::Val(Val::Word(w, _))) = (lhs, op, rhs)
             {
@@ -1050,6 +1089,7 @@ pub(super) fn lower_rule(cx: &mut Cx, handle: u64, r: &ast::Rule) -> Option<Rule
     cx.l4_dep = None;
     cx.l4_seen = false;
     cx.l3_seen = None;
+    cx.proto_set_seen = false;
     cx.eq_seen.clear();
     for it in &r.items {
         ok &= lower_item(cx, it, &mut exprs, &mut comment);

@@ -55,6 +55,9 @@ pub(super) struct Cx<'d> {
     pub(super) l4_seen: bool,
     /// The family of the IP addresses the rule has matched so far (`ip saddr`: Ip).
     pub(super) l3_seen: Option<Family>,
+    /// The rule matched its transport protocol against a set of several (`meta l4proto {
+    /// tcp, udp }`): a protocol's own header cannot follow.
+    pub(super) proto_set_seen: bool,
 }
 
 pub(super) fn err(cx: &mut Cx, span: Span, msg: impl Into<String>) {
@@ -92,6 +95,7 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         limits: Default::default(),
         l4_seen: false,
         l3_seen: None,
+        proto_set_seen: false,
     };
     // named objects
     let mut counters = Vec::new();
