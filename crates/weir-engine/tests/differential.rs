@@ -131,6 +131,12 @@ fn rule(chain: usize) -> impl Strategy<Value = String> {
             if parts.iter().any(|p| p.starts_with("ip ")) {
                 parts.retain(|p| p != "meta nfproto ipv6");
             }
+            // nor a TCP or UDP header after a set of protocols ("conflicting protocols
+            // specified: udp vs. tcp")
+            let header = |p: &str| p.contains("tcp ") || p.contains("udp ");
+            if parts.iter().any(|p| header(p)) || header(&v) {
+                parts.retain(|p| p != "meta l4proto { tcp, udp }");
+            }
             if !v.is_empty() {
                 parts.push(v);
             }
