@@ -348,6 +348,8 @@ pub struct ChainDecl {
     pub hook: Option<HookSpec>,
     pub policy: Option<Ident>,
     pub rules: Vec<Rule>,
+    /// `comment "..."`
+    pub comment: Option<String>,
     pub span: Span,
 }
 
@@ -369,6 +371,17 @@ pub struct SetDecl {
     pub size: Option<Val>,
     pub policy: Option<Ident>,
     pub counter: bool,
+    /// `auto-merge`
+    pub auto_merge: bool,
+    /// The statements of each element, in order (`limit rate 1/second counter`, `quota 500
+    /// bytes`, `ct count over 20`; `counter` also sets [`SetDecl::counter`]).
+    pub stmts: Vec<(Ident, Option<Val>)>,
+    /// `: interval T`: the data are ranges.
+    pub data_interval: bool,
+    /// `gc-interval 10s`
+    pub gc_interval: Option<Val>,
+    /// `comment "..."`
+    pub comment: Option<String>,
     pub span: Span,
 }
 
@@ -378,6 +391,8 @@ pub struct FlowtableDecl {
     pub hook: Option<Ident>,
     pub priority: Vec<Val>,
     pub devices: Vec<Val>,
+    /// `counter`
+    pub counter: bool,
     pub span: Span,
 }
 
@@ -396,6 +411,10 @@ pub enum TableItem {
     Set(SetDecl),
     Flowtable(FlowtableDecl),
     Obj(ObjDecl),
+    /// The table's `flags dormant` (its chains do not run).
+    Flags(Vec<Ident>, Span),
+    /// The table's `comment "..."`.
+    Comment(String, Span),
 }
 
 /// Where an `add rule` / `insert rule` goes.
@@ -474,4 +493,20 @@ pub enum Command {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct File {
     pub commands: Vec<Command>,
+}
+
+/// The data type of an object map (`type ipv4_addr : quota`).
+pub fn is_object_type(name: &str) -> bool {
+    matches!(
+        name,
+        "counter"
+            | "quota"
+            | "limit"
+            | "synproxy"
+            | "secmark"
+            | "tunnel"
+            | "ct helper"
+            | "ct timeout"
+            | "ct expectation"
+    )
 }

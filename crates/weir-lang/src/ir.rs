@@ -443,6 +443,9 @@ pub struct Table {
     pub flowtables: Vec<Flowtable>,
     pub counters: Vec<NamedCounter>,
     pub quotas: Vec<(String, Quota)>,
+    /// `flags dormant`: nft keeps the table but does not run its chains. weir does not
+    /// evaluate it yet ([`Ruleset::unevaluated`] lists it).
+    pub dormant: bool,
     pub span: Span,
 }
 
@@ -468,6 +471,14 @@ impl Ruleset {
     pub fn unevaluated(&self) -> Vec<String> {
         let mut v = Vec::new();
         for t in &self.tables {
+            if t.dormant {
+                v.push(format!(
+                    "{}: table flags dormant is not evaluated yet (table {} {})",
+                    self.sources.location(t.span),
+                    t.family.name(),
+                    t.name
+                ));
+            }
             for c in &t.chains {
                 for r in &c.rules {
                     for e in &r.exprs {

@@ -23,6 +23,8 @@ pub(super) struct TableAcc<'a> {
     pub(super) sets: Vec<(&'a ast::SetDecl, Vec<&'a ast::Elem>)>,
     pub(super) flowtables: Vec<&'a ast::FlowtableDecl>,
     pub(super) objs: Vec<&'a ast::ObjDecl>,
+    /// `flags dormant`: the table's chains do not run.
+    pub(super) dormant: bool,
     next_handle: u64,
 }
 
@@ -72,6 +74,7 @@ impl<'a> Accum<'a> {
             sets: Vec::new(),
             flowtables: Vec::new(),
             objs: Vec::new(),
+            dormant: false,
             next_handle: 1,
         });
         self.tables.last_mut().unwrap()
@@ -323,6 +326,19 @@ impl<'a> TableAcc<'a> {
                     ));
                 } else {
                     self.flowtables.push(f);
+                }
+            }
+            ast::TableItem::Comment(..) => {}
+            ast::TableItem::Flags(fl, _) => {
+                for f in fl {
+                    match f.name.as_str() {
+                        "dormant" => self.dormant = true,
+                        "owner" | "persist" => {}
+                        _ => diags.push(Diagnostic::error(
+                            f.span,
+                            format!("unknown table flag '{}' (dormant, owner, persist)", f.name),
+                        )),
+                    }
                 }
             }
             ast::TableItem::Obj(o) => {

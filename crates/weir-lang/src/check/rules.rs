@@ -61,6 +61,9 @@ fn named_set(cx: &mut Cx, id: &ast::Ident) -> Option<usize> {
     if cx.catchall_sets.contains(&id.name) {
         cx.uneval.push("catch-all element");
     }
+    if let Some(&what) = cx.uneval_sets.get(&id.name) {
+        cx.uneval.push(what);
+    }
     match cx.set_names.get(&id.name) {
         Some(&i) => Some(i),
         None => {
@@ -153,14 +156,21 @@ fn anon_set(
         let mut spans: Vec<(u128, u128, Span)> = set
             .elements
             .iter()
-            .zip(elems.iter().filter(|e| !matches!(&e.key, Val::Word(w, _) if w == "*")))
+            .zip(
+                elems
+                    .iter()
+                    .filter(|e| !matches!(&e.key, Val::Word(w, _) if w == "*")),
+            )
             .map(|(el, e)| (el.key[0].0, el.key[0].1, e.span))
             .collect();
         spans.sort_by_key(|x| (x.0, x.1));
         if let Some(w) = spans.windows(2).find(|w| w[1].0 <= w[0].1) {
             cx.diags.push(
-                Diagnostic::error(w[1].2, "conflicting intervals: this key overlaps another of the map")
-                    .note("a key of a map has one value; split the ranges so they do not overlap"),
+                Diagnostic::error(
+                    w[1].2,
+                    "conflicting intervals: this key overlaps another of the map",
+                )
+                .note("a key of a map has one value; split the ranges so they do not overlap"),
             );
             return None;
         }
@@ -548,8 +558,10 @@ fn lower_item(
                 (lhs, op, rhs)
             {
                 let t = target_text(lhs);
-                if matches!(t.as_str(), "meta l4proto" | "l4proto" | "ip protocol" | "ip6 nexthdr")
-                    && es.len() > 1
+                if matches!(
+                    t.as_str(),
+                    "meta l4proto" | "l4proto" | "ip protocol" | "ip6 nexthdr"
+                ) && es.len() > 1
                 {
                     cx.proto_set_seen = true;
                 }

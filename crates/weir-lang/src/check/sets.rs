@@ -37,6 +37,10 @@ pub(super) fn lower_set(cx: &mut Cx, d: &ast::SetDecl, extra: &[&ast::Elem]) -> 
     for t in &d.data_types {
         if t.name == "verdict" {
             verdict_map = true;
+        } else if ast::is_object_type(&t.name) {
+            // an object map: its data are names of objects of that type
+            data_types.push(DataType::IfName);
+            cx.uneval_sets.insert(d.name.name.clone(), "object map");
         } else {
             match DataType::from_nft_name(&t.name) {
                 Some(dt) => data_types.push(dt),
@@ -80,6 +84,18 @@ pub(super) fn lower_set(cx: &mut Cx, d: &ast::SetDecl, extra: &[&ast::Elem]) -> 
                     .note("set flags: interval, timeout, constant, dynamic"),
             ),
         }
+    }
+    let with_stmts = d.stmts.iter().any(|(k, _)| k.name != "counter")
+        || d.elements.iter().any(|e| {
+            e.options
+                .iter()
+                .any(|(k, _)| matches!(k.name.as_str(), "limit" | "quota" | "ct"))
+        });
+    if with_stmts {
+        cx.uneval_sets.insert(
+            d.name.name.clone(),
+            "statements of a set's elements (limit, quota, ct count)",
+        );
     }
     let timeout_ms = d.timeout.as_ref().and_then(|v| time_val(cx, v));
     let _ = has_timeout_flag;

@@ -44,6 +44,9 @@ pub(super) struct Cx<'d> {
     pub(super) catchall: bool,
     /// Named sets and maps with a catch-all element.
     pub(super) catchall_sets: std::collections::HashSet<String>,
+    /// Sets weir loads but does not evaluate (object maps, sets with statements on their
+    /// elements): a rule that reads one is not evaluated either.
+    pub(super) uneval_sets: HashMap<String, &'static str>,
     /// The family of the rule's transport protocol match so far (`meta l4proto`: Inet,
     /// `ip protocol`: Ip, `ip6 nexthdr`: Ip6); tproxy needs one.
     pub(super) l4_dep: Option<Family>,
@@ -90,6 +93,7 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         set_target_bits: 0,
         catchall: false,
         catchall_sets: Default::default(),
+        uneval_sets: Default::default(),
         l4_dep: None,
         eq_seen: Vec::new(),
         limits: Default::default(),
@@ -279,6 +283,7 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         flowtables,
         counters,
         quotas,
+        dormant: t.dormant,
         span: t.span,
     }
 }

@@ -76,6 +76,7 @@ impl Parser {
                                 hook: None,
                                 policy: None,
                                 rules: vec![],
+                                comment: None,
                                 span: start.to(self.prev_span()),
                             }
                         };
@@ -315,12 +316,19 @@ impl Parser {
                     span: start.to(self.prev_span()),
                 })))
             }
-            "flags" | "comment" => {
-                // table flags / comment: accepted and ignored
-                while !self.at_rule_end() {
-                    self.bump();
+            "flags" => {
+                let mut fl = vec![self.ident("a table flag (dormant)")?];
+                while self.eat(&Tok::Comma) {
+                    fl.push(self.ident("a table flag (dormant)")?);
                 }
-                Ok(None)
+                Ok(Some(TableItem::Flags(fl, start.to(self.prev_span()))))
+            }
+            "comment" => {
+                let Tok::Str(c) = self.peek().clone() else {
+                    return Err(self.err_expected("a string after comment"));
+                };
+                self.bump();
+                Ok(Some(TableItem::Comment(c, start.to(self.prev_span()))))
             }
             _ => Err(Diagnostic::error(
                 kw.span,
@@ -336,6 +344,7 @@ impl Parser {
         self.expect(Tok::LBrace, "'{' after the chain name")?;
         let mut hook = None;
         let mut policy = None;
+        let mut comment = None;
         let mut rules = Vec::new();
         loop {
             self.skip_newlines();
@@ -388,7 +397,9 @@ impl Parser {
                     policy = Some(self.ident("accept or drop")?);
                 } else if self.is_word("comment") && matches!(self.peek_at(1), Tok::Str(_)) {
                     self.bump();
-                    self.bump();
+                    if let Tok::Str(c) = self.bump().tok.clone() {
+                        comment = Some(c);
+                    }
                 } else if self.is_word("devices") || self.is_word("device") {
                     self.bump();
                     self.eat(&Tok::Eq);
@@ -414,6 +425,7 @@ impl Parser {
             hook,
             policy,
             rules,
+            comment,
             span: start.to(self.prev_span()),
         })
     }
@@ -432,6 +444,11 @@ impl Parser {
             size: None,
             policy: None,
             counter: false,
+            auto_merge: false,
+            stmts: vec![],
+            data_interval: false,
+            gc_interval: None,
+            comment: None,
             span: start,
         };
         self.expect(Tok::LBrace, "'{' after the set name")?;
@@ -449,14 +466,21 @@ impl Parser {
                 "type" => {
                     d.key_types = self.type_concat()?;
                     if self.eat(&Tok::Colon) {
-                        d.data_types = self.type_concat()?;
+                        d.data_interval = self.eat_word("interval");
+                        d.data_types = match self.object_type()? {
+                            Some(o) => vec![o],
+                            None => self.type_concat()?,
+                        };
                     }
                 }
                 "typeof" => {
                     d.key_typeof = self.typeof_concat()?;
                     if self.eat(&Tok::Colon) {
+                        d.data_interval = self.eat_word("interval");
                         if self.is_word("verdict") {
                             d.data_types = vec![self.ident("verdict")?];
+                        } else if let Some(o) = self.object_type()? {
+                            d.data_types = vec![o];
                         } else {
                             d.data_typeof = self.typeof_concat()?;
                         }
@@ -476,11 +500,23 @@ impl Parser {
                 "timeout" => d.timeout = Some(self.val()?),
                 "size" => d.size = Some(self.val()?),
                 "policy" => d.policy = Some(self.ident("performance or memory")?),
-                "counter" => d.counter = true,
-                "comment" | "gc-interval" => {
-                    self.val()?;
+                "counter" | "limit" | "quota" | "ct" => {
+                    self.pos -= 1;
+                    let st = self.elem_stmt()?;
+                    if st.0.name == "counter" {
+                        d.counter = true;
+                    }
+                    d.stmts.push(st);
                 }
-                "auto-merge" => {}
+                "comment" => {
+                    let Tok::Str(c) = self.peek().clone() else {
+                        return Err(self.err_expected("a string after comment"));
+                    };
+                    self.bump();
+                    d.comment = Some(c);
+                }
+                "gc-interval" => d.gc_interval = Some(self.val()?),
+                "auto-merge" => d.auto_merge = true,
                 _ => {
                     return Err(Diagnostic::error(
                         kw.span,
@@ -492,6 +528,28 @@ impl Parser {
         }
         d.span = start.to(self.prev_span());
         Ok(d)
+    }
+
+    /// The data of an object map (`: counter`, `: quota`, `: ct helper`...), as one name.
+    fn object_type(&mut self) -> PResult<Option<Ident>> {
+        let second = match self.peek_at(1) {
+            Tok::Word(w) => w.clone(),
+            _ => String::new(),
+        };
+        match self.peek_word() {
+            Some("counter" | "quota" | "limit" | "synproxy" | "secmark" | "tunnel") => {
+                Ok(Some(self.ident("an object type")?))
+            }
+            Some("ct") if matches!(second.as_str(), "helper" | "timeout" | "expectation") => {
+                let a = self.ident("ct")?;
+                let b = self.ident("helper, timeout or expectation")?;
+                Ok(Some(Ident {
+                    name: format!("ct {}", b.name),
+                    span: a.span.to(b.span),
+                }))
+            }
+            _ => Ok(None),
+        }
     }
 
     fn type_concat(&mut self) -> PResult<Vec<Ident>> {
@@ -520,6 +578,7 @@ impl Parser {
             hook: None,
             priority: vec![],
             devices: vec![],
+            counter: false,
             span: start,
         };
         self.expect(Tok::LBrace, "'{' after the flowtable name")?;
@@ -551,7 +610,7 @@ impl Parser {
                         ft.devices.push(self.val()?);
                     }
                 }
-                "counter" => {}
+                "counter" => ft.counter = true,
                 "flags" => {
                     self.ident("offload")?;
                 }

@@ -55,15 +55,7 @@ impl Parser {
                     let v = self.val()?;
                     options.push((k, Some(v)));
                 }
-                Some("counter") => {
-                    let k = self.ident("")?;
-                    let mut parts = Vec::new();
-                    while self.is_word("packets") || self.is_word("bytes") {
-                        self.bump();
-                        parts.push(self.val()?);
-                    }
-                    options.push((k, None));
-                }
+                Some("counter" | "limit" | "quota" | "ct") => options.push(self.elem_stmt()?),
                 _ => break,
             }
         }
@@ -81,6 +73,39 @@ impl Parser {
             options,
             span: start.to(self.prev_span()),
         })
+    }
+
+    /// A statement of a set's elements (`counter [packets N bytes M]`, `limit rate 1/second
+    /// burst 5 packets`, `quota 500 bytes [used N bytes]`, `ct count over 20`): its keyword,
+    /// and the words after it as written (None for a counter without values).
+    pub(super) fn elem_stmt(&mut self) -> PResult<(Ident, Option<Val>)> {
+        let k = self.ident("counter, limit, quota or ct count")?;
+        let first = self.pos;
+        let start = self.span();
+        loop {
+            match self.peek() {
+                Tok::Word(w)
+                    if !matches!(
+                        w.as_str(),
+                        "counter" | "limit" | "quota" | "ct" | "timeout" | "expires" | "comment"
+                    ) =>
+                {
+                    self.bump();
+                }
+                _ => break,
+            }
+        }
+        if k.name == "ct"
+            && !matches!(self.toks.get(first).map(|t| &t.tok), Some(Tok::Word(w)) if w == "count")
+        {
+            return Err(Diagnostic::error(
+                k.span,
+                "expected 'ct count' as a set's statement",
+            ));
+        }
+        let text = super::preprocess::tokens_text(&self.toks[first..self.pos]);
+        let v = (!text.is_empty()).then(|| Val::Word(text, start.to(self.prev_span())));
+        Ok((k, v))
     }
 
     /// A value: atoms joined by `.` (concatenation), spaced `-` (range) and `/` (prefix or

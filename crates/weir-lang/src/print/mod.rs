@@ -8,6 +8,7 @@
 //! elements) from the checked [`ir`]. What the printer does not know how to put in canonical
 //! form it prints as written, whitespace normalised.
 
+mod anon;
 mod bits;
 mod deps;
 mod rule;
@@ -98,16 +99,45 @@ struct Decls<'a> {
     rules: HashMap<Span, &'a ast::Rule>,
     sets: HashMap<(String, String), &'a ast::SetDecl>,
     objs: HashMap<String, Vec<&'a ast::ObjDecl>>,
+    chains: HashMap<(String, String), &'a ast::ChainDecl>,
+    flowtables: HashMap<(String, String), &'a ast::FlowtableDecl>,
+    /// Each table's `flags` and `comment`, by family and name.
+    tables: HashMap<(String, String), (Vec<String>, Option<String>)>,
 }
 
 fn decls(file: &ast::File) -> Decls<'_> {
     let mut d = Decls::default();
     for c in &file.commands {
         match c {
-            ast::Command::Table { name, items, .. } => {
+            ast::Command::Table {
+                family,
+                name,
+                items,
+                ..
+            } => {
+                let fam = family.as_ref().map_or("ip", |f| f.name.as_str());
+                let meta = d
+                    .tables
+                    .entry((fam.to_string(), name.name.clone()))
+                    .or_default();
+                for it in items {
+                    match it {
+                        ast::TableItem::Flags(fl, _) => {
+                            for f in fl {
+                                if !meta.0.contains(&f.name) {
+                                    meta.0.push(f.name.clone());
+                                }
+                            }
+                        }
+                        ast::TableItem::Comment(c, _) => meta.1 = Some(c.clone()),
+                        _ => {}
+                    }
+                }
                 for it in items {
                     match it {
                         ast::TableItem::Chain(ch) => {
+                            d.chains
+                                .insert((name.name.clone(), ch.name.name.clone()), ch);
                             for r in &ch.rules {
                                 d.rules.insert(r.span, r);
                             }
@@ -118,11 +148,23 @@ fn decls(file: &ast::File) -> Decls<'_> {
                         ast::TableItem::Obj(o) => {
                             d.objs.entry(name.name.clone()).or_default().push(o)
                         }
-                        ast::TableItem::Flowtable(_) => {}
+                        ast::TableItem::Flowtable(f) => {
+                            d.flowtables
+                                .insert((name.name.clone(), f.name.name.clone()), f);
+                        }
+                        ast::TableItem::Flags(..) | ast::TableItem::Comment(..) => {}
                     }
                 }
             }
-            ast::Command::AddChain { chain, .. } => {
+            ast::Command::AddChain { chain, table, .. } => {
+                if chain.comment.is_some()
+                    || !d
+                        .chains
+                        .contains_key(&(table.name.clone(), chain.name.name.clone()))
+                {
+                    d.chains
+                        .insert((table.name.clone(), chain.name.name.clone()), chain);
+                }
                 for r in &chain.rules {
                     d.rules.insert(r.span, r);
                 }
@@ -156,6 +198,17 @@ fn table(out: &mut String, t: &ir::Table, d: &Decls<'_>, src: &SourceMap, opts: 
         t.family.name(),
         quote(&t.name)
     ));
+    if let Some((flags, comment)) = d.tables.get(&(t.family.name().to_string(), t.name.clone())) {
+        if !flags.is_empty() {
+            out.push_str(&format!("\tflags {}\n", flags.join(",")));
+        }
+        if let Some(c) = comment {
+            out.push_str(&format!("\tcomment \"{c}\"\n"));
+        }
+        if !flags.is_empty() || comment.is_some() {
+            out.push('\n');
+        }
+    }
     let mut blocks: Vec<String> = Vec::new();
     for o in d.objs.get(&t.name).into_iter().flatten() {
         let cx = rule::Ctx {
@@ -186,16 +239,36 @@ fn table(out: &mut String, t: &ir::Table, d: &Decls<'_>, src: &SourceMap, opts: 
     }
     for f in &t.flowtables {
         let devs: Vec<String> = f.devices.iter().map(|x| format!("\"{x}\"")).collect();
-        blocks.push(format!(
-            "\tflowtable {} {{\n\t\thook {} priority {}\n\t\tdevices = {{ {} }}\n\t}}\n",
+        let mut b = format!(
+            "\tflowtable {} {{\n\t\thook {} priority {}\n",
             quote(&f.name),
             f.hook.name(),
             priority(t.family, f.hook, f.priority),
-            devs.join(", ")
-        ));
+        );
+        if !devs.is_empty() {
+            b.push_str(&format!("\t\tdevices = {{ {} }}\n", devs.join(", ")));
+        }
+        if d.flowtables
+            .get(&(t.name.clone(), f.name.clone()))
+            .is_some_and(|x| x.counter)
+        {
+            b.push_str("\t\tcounter\n");
+        }
+        b.push_str("\t}\n");
+        blocks.push(b);
     }
     for c in &t.chains {
+        if anon::is_anonymous(&c.name) {
+            continue;
+        }
         let mut b = format!("\tchain {} {{\n", quote(&c.name));
+        if let Some(cm) = d
+            .chains
+            .get(&(t.name.clone(), c.name.clone()))
+            .and_then(|x| x.comment.as_ref())
+        {
+            b.push_str(&format!("\t\tcomment \"{cm}\"\n"));
+        }
         if let Some(base) = &c.base {
             let ty = match base.ty {
                 ir::ChainType::Filter => "filter",
@@ -223,11 +296,7 @@ fn table(out: &mut String, t: &ir::Table, d: &Decls<'_>, src: &SourceMap, opts: 
                 }
             ));
         }
-        for r in &c.rules {
-            let text = match d.rules.get(&r.span) {
-                Some(a) => rule(a, t.family, src, opts),
-                None => r.text.clone(),
-            };
+        for text in anon::chain_rules(t, c, d, src, opts, 2) {
             b.push_str(&format!("\t\t{text}\n"));
         }
         b.push_str("\t}\n");
@@ -259,15 +328,20 @@ fn set(t: &ir::Table, s: &ir::Set, decl: Option<&&ast::SetDecl>, src: &rule::Ctx
                 .collect();
             let mut line = format!("\t\ttypeof {}", k.join(" . "));
             if s.is_map {
+                if d.data_interval {
+                    line.push_str(" : interval");
+                } else {
+                    line.push_str(" :");
+                }
                 if d.data_typeof.is_empty() {
-                    line.push_str(&format!(" : {}", data_type(s)));
+                    line.push_str(&format!(" {}", data_type(s, decl)));
                 } else {
                     let v: Vec<String> = d
                         .data_typeof
                         .iter()
                         .map(|e| rule::expr_text(e, src))
                         .collect();
-                    line.push_str(&format!(" : {}", v.join(" . ")));
+                    line.push_str(&format!(" {}", v.join(" . ")));
                 }
             }
             b.push_str(&line);
@@ -276,14 +350,33 @@ fn set(t: &ir::Table, s: &ir::Set, decl: Option<&&ast::SetDecl>, src: &rule::Ctx
         None => {
             let mut line = format!("\t\ttype {}", ty(&s.key_types));
             if s.is_map {
-                line.push_str(&format!(" : {}", data_type(s)));
+                let iv = if decl.is_some_and(|d| d.data_interval) {
+                    "interval "
+                } else {
+                    ""
+                };
+                line.push_str(&format!(" : {iv}{}", data_type(s, decl)));
             }
             b.push_str(&line);
             b.push('\n');
         }
     }
+    let declared = decl.map(|d| d.elements.as_slice()).unwrap_or_default();
+    let catchall = |e: &ast::Elem| matches!(&e.key, ast::Val::Word(w, _) if w == "*");
+    let as_declared = !declared.is_empty()
+        && declared.iter().filter(|e| !catchall(e)).count() == s.elements.len();
     if let Some(n) = s.size {
-        b.push_str(&format!("\t\tsize {n}\n"));
+        // nft gives the number of elements the kernel holds
+        let count = if as_declared {
+            declared.len()
+        } else {
+            s.elements.len()
+        };
+        if count > 0 {
+            b.push_str(&format!("\t\tsize {n}\t# count {count}\n"));
+        } else {
+            b.push_str(&format!("\t\tsize {n}\n"));
+        }
     }
     if let Some(p) = decl.and_then(|d| d.policy.as_ref()) {
         b.push_str(&format!("\t\tpolicy {}\n", p.name));
@@ -298,7 +391,12 @@ fn set(t: &ir::Table, s: &ir::Set, decl: Option<&&ast::SetDecl>, src: &rule::Ctx
     if s.dynamic {
         flags.push("dynamic");
     }
-    if s.timeout_ms.is_some() || decl.is_some_and(|d| d.flags.iter().any(|f| f.name == "timeout")) {
+    // nft lists the timeout flag when it was given (a set's timeout alone does not list it)
+    let timeout_flag = match decl {
+        Some(d) => d.flags.iter().any(|f| f.name == "timeout"),
+        None => s.timeout_ms.is_some(),
+    };
+    if timeout_flag {
         flags.push("timeout");
     }
     if !flags.is_empty() {
@@ -307,11 +405,31 @@ fn set(t: &ir::Table, s: &ir::Set, decl: Option<&&ast::SetDecl>, src: &rule::Ctx
     if let Some(ms) = s.timeout_ms {
         b.push_str(&format!("\t\ttimeout {}\n", value::duration(ms as u128)));
     }
-    if decl.is_some_and(|d| d.counter) {
-        b.push_str("\t\tcounter\n");
+    if let Some(g) = decl.and_then(|d| d.gc_interval.as_ref()) {
+        b.push_str(&format!("\t\tgc-interval {}\n", rule::val_text(g, src)));
     }
-    let declared = decl.map(|d| d.elements.as_slice()).unwrap_or_default();
-    if !declared.is_empty() && declared.len() == s.elements.len() {
+    match decl {
+        Some(d) if !d.stmts.is_empty() => {
+            let st: Vec<String> = d
+                .stmts
+                .iter()
+                .map(|(k, v)| match v {
+                    Some(v) => format!("{} {}", k.name, rule::val_text(v, src)),
+                    None => k.name.clone(),
+                })
+                .collect();
+            b.push_str(&format!("\t\t{}\n", st.join(" ")));
+        }
+        Some(d) if d.counter => b.push_str("\t\tcounter\n"),
+        _ => {}
+    }
+    if decl.is_some_and(|d| d.auto_merge) {
+        b.push_str("\t\tauto-merge\n");
+    }
+    if let Some(c) = decl.and_then(|d| d.comment.as_ref()) {
+        b.push_str(&format!("\t\tcomment \"{c}\"\n"));
+    }
+    if as_declared {
         // as declared: their order, counters and comments
         let tys: Vec<_> = s.key_types.iter().copied().map(Some).collect();
         let data = s
@@ -331,7 +449,14 @@ fn set(t: &ir::Table, s: &ir::Set, decl: Option<&&ast::SetDecl>, src: &rule::Ctx
     b
 }
 
-fn data_type(s: &ir::Set) -> String {
+fn data_type(s: &ir::Set, decl: Option<&&ast::SetDecl>) -> String {
+    // an object map: `counter`, `quota`, `ct helper`...
+    if let Some(o) = decl
+        .and_then(|d| d.data_types.first())
+        .filter(|o| ast::is_object_type(&o.name))
+    {
+        return o.name.clone();
+    }
     if s.verdict_map {
         "verdict".to_string()
     } else {

@@ -506,6 +506,7 @@ fn val(ty: Option<DataType>, v: &Val, src: &Ctx<'_>) -> String {
 /// A key of possibly several components, each typed.
 fn key(tys: &[Option<DataType>], v: &Val, src: &Ctx<'_>) -> String {
     match v {
+        Val::Word(w, _) if w == "*" => "*".to_string(),
         Val::Concat(vs, _) if tys.len() > 1 => vs
             .iter()
             .enumerate()
@@ -564,8 +565,15 @@ fn elem_list(
             for (k, v) in &e.options {
                 s.push(' ');
                 s.push_str(&k.name);
-                if k.name == "counter" && !src.opts.stateless {
-                    s.push_str(" packets 0 bytes 0");
+                if k.name == "counter" {
+                    // its values as written (nft lists them), else zero
+                    if !src.opts.stateless {
+                        match v {
+                            Some(v) => s.push_str(&format!(" {}", val_text(v, src))),
+                            None => s.push_str(" packets 0 bytes 0"),
+                        }
+                    }
+                    continue;
                 }
                 if let Some(v) = v {
                     s.push(' ');
@@ -1099,7 +1107,11 @@ fn statement(it: &Item, l3: Option<u8>, family: Family, src: &Ctx<'_>) -> String
             }
             for st in stmts {
                 s.push(' ');
-                s.push_str(&item(st, l3, family, src));
+                match st {
+                    // nft lists a set statement's counter without values
+                    Item::Counter { name: None, .. } => s.push_str("counter"),
+                    _ => s.push_str(&item(st, l3, family, src)),
+                }
             }
             if let Some(v) = value {
                 s.push_str(&format!(" : {}", expr_text(v, src)));
