@@ -402,6 +402,8 @@ pub struct ObjDecl {
     pub kind: Ident,
     pub name: Ident,
     pub body: Vec<Val>,
+    /// `comment "..."`
+    pub comment: Option<String>,
     pub span: Span,
 }
 

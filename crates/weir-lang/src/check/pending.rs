@@ -24,7 +24,9 @@ pub(super) fn dependency_clash(cx: &Cx, f: Field) -> Option<String> {
     // a VLAN header after another ether type (nft: conflicting protocols specified)
     if f.name().starts_with("vlan ") {
         if let Some(t) = seen(Field::EtherType).filter(|&t| t != 0x8100 && t != 0x88a8) {
-            return Some(format!("the rule matched ether type 0x{t:04x}, not a VLAN tag"));
+            return Some(format!(
+                "the rule matched ether type 0x{t:04x}, not a VLAN tag"
+            ));
         }
     }
     // a transport header after a set of protocols (nft: conflicting protocols specified)

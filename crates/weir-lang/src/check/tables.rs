@@ -156,6 +156,8 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
                     ),
                 }
             }
+            // loaded and listed; rules that name them are checked as they are written
+            "secmark" | "tunnel" => {}
             "ct timeout" | "ct expectation" | "synproxy" => {
                 cx.ct_objects.insert(o.name.name.clone());
             }

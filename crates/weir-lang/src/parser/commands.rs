@@ -272,7 +272,7 @@ impl Parser {
                     self.flowtable_body(name, start)?,
                 )))
             }
-            "counter" | "quota" | "limit" | "ct" | "synproxy" => {
+            "counter" | "quota" | "limit" | "ct" | "synproxy" | "secmark" | "tunnel" => {
                 let kw = if kw.name == "ct" {
                     let sub = self.ident("helper, timeout or expectation")?;
                     if !matches!(sub.name.as_str(), "helper" | "timeout" | "expectation") {
@@ -293,6 +293,7 @@ impl Parser {
                 };
                 let name = self.ident("a name")?;
                 let mut body = Vec::new();
+                let mut comment = None;
                 if matches!(self.peek(), Tok::LBrace) {
                     self.bump();
                     loop {
@@ -305,6 +306,36 @@ impl Parser {
                             Tok::Newline | Tok::Semi | Tok::Eq => {
                                 self.bump();
                             }
+                            Tok::Word(w)
+                                if w == "comment" && matches!(self.peek_at(1), Tok::Str(_)) =>
+                            {
+                                self.bump();
+                                if let Tok::Str(c) = self.bump().tok {
+                                    comment = Some(c);
+                                }
+                            }
+                            // a tunnel's options block (`geneve { class 0x1 ... }`), as written
+                            Tok::LBrace if kw.name == "tunnel" => {
+                                let first = self.pos;
+                                let start = self.span();
+                                let mut depth = 0;
+                                loop {
+                                    match self.bump().tok {
+                                        Tok::LBrace => depth += 1,
+                                        Tok::RBrace => {
+                                            depth -= 1;
+                                            if depth == 0 {
+                                                break;
+                                            }
+                                        }
+                                        Tok::Eof => return Err(self.err_expected("'}'")),
+                                        _ => {}
+                                    }
+                                }
+                                let text =
+                                    super::preprocess::tokens_text(&self.toks[first..self.pos]);
+                                body.push(Val::Word(text, start.to(self.prev_span())));
+                            }
                             _ => body.push(self.val()?),
                         }
                     }
@@ -313,6 +344,7 @@ impl Parser {
                     kind: kw,
                     name,
                     body,
+                    comment,
                     span: start.to(self.prev_span()),
                 })))
             }

@@ -216,8 +216,18 @@ fn table(out: &mut String, t: &ir::Table, d: &Decls<'_>, src: &SourceMap, opts: 
             opts: *opts,
             hex: std::cell::Cell::new(false),
         };
-        let body: Vec<String> = o.body.iter().map(|v| rule::val_text(v, &cx)).collect();
+        let mut body: Vec<String> = Vec::new();
+        for v in &o.body {
+            // `policy = { established : 2m, ... }` (the parser drops the '=')
+            if matches!(v, ast::Val::Set(..)) && body.last().is_some_and(|w| w == "policy") {
+                body.push("=".to_string());
+            }
+            body.push(rule::val_text(v, &cx));
+        }
         let mut b = format!("\t{} {} {{\n", o.kind.name, quote(&o.name.name));
+        if let Some(c) = &o.comment {
+            b.push_str(&format!("\t\tcomment \"{c}\"\n"));
+        }
         if !body.is_empty() {
             b.push_str(&format!("\t\t{}\n", body.join(" ")));
         }
@@ -430,8 +440,22 @@ fn set(t: &ir::Table, s: &ir::Set, decl: Option<&&ast::SetDecl>, src: &rule::Ctx
         b.push_str(&format!("\t\tcomment \"{c}\"\n"));
     }
     if as_declared {
-        // as declared: their order, counters and comments
-        let tys: Vec<_> = s.key_types.iter().copied().map(Some).collect();
+        // as declared: their order, counters and comments; raw payload (`typeof @ih,32,32`)
+        // as written (nft lists it in hexadecimal)
+        let raw: Vec<bool> = match decl {
+            Some(d) if d.key_typeof.len() == s.key_types.len() => d
+                .key_typeof
+                .iter()
+                .map(|e| matches!(e, ast::Expr::Selector(w, _) if w.first().is_some_and(|i| i.name.starts_with('@'))))
+                .collect(),
+            _ => vec![false; s.key_types.len()],
+        };
+        let tys: Vec<_> = s
+            .key_types
+            .iter()
+            .zip(&raw)
+            .map(|(&t, &r)| (!r).then_some(t))
+            .collect();
         let data = s
             .data_types
             .first()

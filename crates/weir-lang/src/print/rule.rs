@@ -585,13 +585,29 @@ fn elem_list(
             }
             match &e.data {
                 Some(MapData::Verdict(v)) => s.push_str(&format!(" : {}", verdict(v))),
-                Some(MapData::Value(v)) => s.push_str(&format!(" : {}", val(data, v, src))),
+                Some(MapData::Value(v)) => s.push_str(&format!(" : {}", data_val(data, v, src))),
                 None => {}
             }
             s
         })
         .collect();
     format!("{{ {} }}", items.join(", "))
+}
+
+/// A map's data: a host prefix (`1.1.2.69/32`, an interval of data of one address) as nft
+/// lists it, not as the address.
+fn data_val(data: Option<DataType>, v: &Val, src: &Ctx<'_>) -> String {
+    if let (Some(dt @ (DataType::Ipv4Addr | DataType::Ipv6Addr)), Val::Word(w, _)) = (data, v) {
+        if let Some((a, n)) = w.split_once('/') {
+            if n.parse::<u32>().ok() == Some(dt.bits()) {
+                return format!(
+                    "{}/{n}",
+                    val(data, &Val::Word(a.to_string(), v.span()), src)
+                );
+            }
+        }
+    }
+    val(data, v, src)
 }
 
 /// A value as the range of numbers it stands for.
@@ -891,6 +907,12 @@ fn match_text(
             let r = match rhs {
                 Rhs::Val(v) => key(tys, v, src),
                 Rhs::Set(s) => set_ref(tys, None, s, src),
+            };
+            // flags that must all be clear: nft lists `ct state != established | related`
+            let r = if o == "!= " && matches!(rhs, Rhs::Val(Val::List(..))) && !r.contains(' ') {
+                r.replace(',', " | ")
+            } else {
+                r
             };
             let mut l = inet_ct_address(l, family, l3);
             // `fib daddr oif exists` is nft's fib check

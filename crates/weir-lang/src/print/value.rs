@@ -197,6 +197,10 @@ pub fn range(dt: DataType, lo: u128, hi: u128) -> String {
             return format!("{}/0", format(dt, lo));
         }
     }
+    if dt == DataType::InetProto {
+        // nft lists a range of protocols by number (`50-60`)
+        return format!("{lo}-{hi}");
+    }
     if dt == DataType::Time {
         // a range of durations in seconds: `60s-3600s`
         return format!("{}s-{}s", lo / 1000, hi / 1000);
