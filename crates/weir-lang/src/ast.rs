@@ -497,7 +497,8 @@ pub struct File {
     pub commands: Vec<Command>,
 }
 
-/// The data type of an object map (`type ipv4_addr : quota`).
+/// The data type of an object map (`type ipv4_addr : quota`), or of a map of queue numbers
+/// (`: queue`).
 pub fn is_object_type(name: &str) -> bool {
     matches!(
         name,
@@ -510,5 +511,6 @@ pub fn is_object_type(name: &str) -> bool {
             | "ct helper"
             | "ct timeout"
             | "ct expectation"
+            | "queue"
     )
 }

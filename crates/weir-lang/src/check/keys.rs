@@ -133,6 +133,10 @@ pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
         ast::Expr::Concat(parts, _) => {
             let mut out = Vec::new();
             for p in parts {
+                if let ast::Expr::Const(v) = p {
+                    out.push(const_part(cx, v, out.len())?);
+                    continue;
+                }
                 out.extend(lower_key(cx, p)?);
             }
             Some(out)
@@ -332,6 +336,9 @@ pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
             err(cx, *span, "a map lookup gives a value: use it after 'set' or 'to', or use 'vmap' for verdicts");
             None
         }
+        ast::Expr::Const(v) if cx.key_hint.as_ref().is_some_and(|h| h.len() == 1) => {
+            Some(vec![const_part(cx, v, 0)?])
+        }
         ast::Expr::Const(v) => {
             err(
                 cx,
@@ -341,6 +348,24 @@ pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
             None
         }
     }
+}
+
+/// A constant as component `i` of a key (`ip saddr . 22 @s`, `add @m { 10.2.3.4 : 1 }`):
+/// typed by the named set it meets, not evaluated yet (the engine's keys read the packet).
+fn const_part(cx: &mut Cx, v: &Val, i: usize) -> Option<KeyPart> {
+    let Some(dt) = cx.key_hint.as_ref().and_then(|h| h.get(i).copied()) else {
+        err(
+            cx,
+            v.span(),
+            "a constant in a key is supported with a named set only (ip saddr . 22 @s)",
+        );
+        return None;
+    };
+    super::sets::key_ranges(cx, &[dt], v)?;
+    cx.uneval.push("a constant in a key");
+    let mut k = KeyPart::field(Field::MetaNfproto);
+    k.dtype = dt;
+    Some(k)
 }
 
 /// A number where an IPv4 address goes, as the address it is (`0xff` is `0.0.0.255`).

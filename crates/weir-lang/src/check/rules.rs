@@ -57,6 +57,13 @@ pub(super) fn lower_verdict(cx: &mut Cx, v: &ast::VerdictAst) -> Option<Verdict>
     })
 }
 
+/// The key types of a named set, if there is one by that name.
+fn named_types(cx: &Cx, id: &ast::Ident) -> Option<Vec<weir_wire::DataType>> {
+    cx.set_names
+        .get(&id.name)
+        .map(|&i| cx.sets[i].key_types.clone())
+}
+
 fn named_set(cx: &mut Cx, id: &ast::Ident) -> Option<usize> {
     if cx.catchall_sets.contains(&id.name) {
         cx.uneval.push("catch-all element");
@@ -309,7 +316,13 @@ fn lower_match(
             return lower_match(cx, &ast::Expr::Selector(w, *sp), op, rhs, span);
         }
     }
-    let mut key = lower_key(cx, lhs)?;
+    cx.key_hint = match rhs {
+        ast::Rhs::Set(ast::SetRef::Named(id)) => named_types(cx, id),
+        _ => None,
+    };
+    let key = lower_key(cx, lhs);
+    cx.key_hint = None;
+    let mut key = key?;
     let types = key_types(&key);
     let (cmp, op_span) = match op {
         Some((o, s)) => (Some(o), s),
@@ -578,7 +591,13 @@ fn lower_item(
             e
         }
         ast::Item::Vmap { key, map, span } => {
-            let Some(k) = lower_key(cx, key) else {
+            cx.key_hint = match map {
+                ast::SetRef::Named(id) => named_types(cx, id),
+                _ => None,
+            };
+            let k = lower_key(cx, key);
+            cx.key_hint = None;
+            let Some(k) = k else {
                 return false;
             };
             map_ref(cx, &k, map, true, &[], *span).map(|m| {
@@ -979,7 +998,10 @@ fn lower_item(
             let Some(si) = named_set(cx, set) else {
                 return false;
             };
-            let Some(k) = lower_key(cx, key) else {
+            cx.key_hint = Some(cx.sets[si].key_types.clone());
+            let k = lower_key(cx, key);
+            cx.key_hint = None;
+            let Some(k) = k else {
                 return false;
             };
             let st = &cx.sets[si];

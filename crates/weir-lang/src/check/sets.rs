@@ -37,6 +37,10 @@ pub(super) fn lower_set(cx: &mut Cx, d: &ast::SetDecl, extra: &[&ast::Elem]) -> 
     for t in &d.data_types {
         if t.name == "verdict" {
             verdict_map = true;
+        } else if t.name == "queue" {
+            // queue numbers, for `queue to KEY map @m`
+            data_types.push(DataType::Integer(16));
+            cx.uneval_sets.insert(d.name.name.clone(), "queue map");
         } else if ast::is_object_type(&t.name) {
             // an object map: its data are names of objects of that type
             data_types.push(DataType::IfName);

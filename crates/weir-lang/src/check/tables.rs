@@ -47,6 +47,9 @@ pub(super) struct Cx<'d> {
     /// Sets weir loads but does not evaluate (object maps, sets with statements on their
     /// elements): a rule that reads one is not evaluated either.
     pub(super) uneval_sets: HashMap<String, &'static str>,
+    /// The key types of the named set a key is looked up in or added to: the types of the
+    /// constants in its concatenation (`ip saddr . 22`).
+    pub(super) key_hint: Option<Vec<weir_wire::DataType>>,
     /// The family of the rule's transport protocol match so far (`meta l4proto`: Inet,
     /// `ip protocol`: Ip, `ip6 nexthdr`: Ip6); tproxy needs one.
     pub(super) l4_dep: Option<Family>,
@@ -94,6 +97,7 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         catchall: false,
         catchall_sets: Default::default(),
         uneval_sets: Default::default(),
+        key_hint: None,
         l4_dep: None,
         eq_seen: Vec::new(),
         limits: Default::default(),

@@ -532,7 +532,7 @@ impl Parser {
                 "timeout" => d.timeout = Some(self.val()?),
                 "size" => d.size = Some(self.val()?),
                 "policy" => d.policy = Some(self.ident("performance or memory")?),
-                "counter" | "limit" | "quota" | "ct" => {
+                "counter" | "limit" | "quota" | "ct" | "last" => {
                     self.pos -= 1;
                     let st = self.elem_stmt()?;
                     if st.0.name == "counter" {
@@ -569,7 +569,7 @@ impl Parser {
             _ => String::new(),
         };
         match self.peek_word() {
-            Some("counter" | "quota" | "limit" | "synproxy" | "secmark" | "tunnel") => {
+            Some("counter" | "quota" | "limit" | "synproxy" | "secmark" | "tunnel" | "queue") => {
                 Ok(Some(self.ident("an object type")?))
             }
             Some("ct") if matches!(second.as_str(), "helper" | "timeout" | "expectation") => {

@@ -134,6 +134,16 @@ impl Parser {
         let mut parts = vec![self.binop_expr()?];
         while self.is_word(".") {
             self.bump();
+            // a constant component (`ip saddr . 22`, `ip saddr . "lo"`)
+            let constant = match self.peek() {
+                Tok::Word(w) => !is_expr_head(w),
+                Tok::Str(_) => true,
+                _ => false,
+            };
+            if constant {
+                parts.push(Expr::Const(self.val_atom()?));
+                continue;
+            }
             parts.push(self.binop_expr()?);
         }
         let e = if parts.len() == 1 {

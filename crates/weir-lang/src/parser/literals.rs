@@ -55,7 +55,9 @@ impl Parser {
                     let v = self.val()?;
                     options.push((k, Some(v)));
                 }
-                Some("counter" | "limit" | "quota" | "ct") => options.push(self.elem_stmt()?),
+                Some("counter" | "limit" | "quota" | "ct" | "last") => {
+                    options.push(self.elem_stmt()?)
+                }
                 _ => break,
             }
         }
@@ -87,7 +89,14 @@ impl Parser {
                 Tok::Word(w)
                     if !matches!(
                         w.as_str(),
-                        "counter" | "limit" | "quota" | "ct" | "timeout" | "expires" | "comment"
+                        "counter"
+                            | "limit"
+                            | "quota"
+                            | "ct"
+                            | "last"
+                            | "timeout"
+                            | "expires"
+                            | "comment"
                     ) =>
                 {
                     self.bump();

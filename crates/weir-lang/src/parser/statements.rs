@@ -315,7 +315,12 @@ impl Parser {
                     _ => return Err(self.err_expected("a set: '@name'")),
                 };
                 self.expect(Tok::LBrace, "'{'")?;
-                let key = self.expr()?;
+                // a constant key (`add @m { 10.2.3.4 : 0x2 }`) or a selector
+                let key = match self.peek() {
+                    Tok::Word(w) if !super::is_expr_head(w) => Expr::Const(self.val()?),
+                    Tok::Str(_) => Expr::Const(self.val()?),
+                    _ => self.expr()?,
+                };
                 let mut timeout = None;
                 let mut stmts = Vec::new();
                 loop {

@@ -105,6 +105,15 @@ struct Decls<'a> {
     tables: HashMap<(String, String), (Vec<String>, Option<String>)>,
 }
 
+/// A table's key in [`Decls`]: its family and name (`inet t`).
+fn tkey(family: &Option<ast::Ident>, table: &ast::Ident) -> String {
+    format!(
+        "{} {}",
+        family.as_ref().map_or("ip", |f| f.name.as_str()),
+        table.name
+    )
+}
+
 fn decls(file: &ast::File) -> Decls<'_> {
     let mut d = Decls::default();
     for c in &file.commands {
@@ -116,6 +125,7 @@ fn decls(file: &ast::File) -> Decls<'_> {
                 ..
             } => {
                 let fam = family.as_ref().map_or("ip", |f| f.name.as_str());
+                let tk = format!("{fam} {}", name.name);
                 let meta = d
                     .tables
                     .entry((fam.to_string(), name.name.clone()))
@@ -136,34 +146,34 @@ fn decls(file: &ast::File) -> Decls<'_> {
                 for it in items {
                     match it {
                         ast::TableItem::Chain(ch) => {
-                            d.chains
-                                .insert((name.name.clone(), ch.name.name.clone()), ch);
+                            d.chains.insert((tk.clone(), ch.name.name.clone()), ch);
                             for r in &ch.rules {
                                 d.rules.insert(r.span, r);
                             }
                         }
                         ast::TableItem::Set(s) => {
-                            d.sets.insert((name.name.clone(), s.name.name.clone()), s);
+                            d.sets.insert((tk.clone(), s.name.name.clone()), s);
                         }
-                        ast::TableItem::Obj(o) => {
-                            d.objs.entry(name.name.clone()).or_default().push(o)
-                        }
+                        ast::TableItem::Obj(o) => d.objs.entry(tk.clone()).or_default().push(o),
                         ast::TableItem::Flowtable(f) => {
-                            d.flowtables
-                                .insert((name.name.clone(), f.name.name.clone()), f);
+                            d.flowtables.insert((tk.clone(), f.name.name.clone()), f);
                         }
                         ast::TableItem::Flags(..) | ast::TableItem::Comment(..) => {}
                     }
                 }
             }
-            ast::Command::AddChain { chain, table, .. } => {
+            ast::Command::AddChain {
+                chain,
+                table,
+                family,
+            } => {
                 if chain.comment.is_some()
                     || !d
                         .chains
-                        .contains_key(&(table.name.clone(), chain.name.name.clone()))
+                        .contains_key(&(tkey(family, table), chain.name.name.clone()))
                 {
                     d.chains
-                        .insert((table.name.clone(), chain.name.name.clone()), chain);
+                        .insert((tkey(family, table), chain.name.name.clone()), chain);
                 }
                 for r in &chain.rules {
                     d.rules.insert(r.span, r);
@@ -172,9 +182,9 @@ fn decls(file: &ast::File) -> Decls<'_> {
             ast::Command::AddRule { rule, .. } => {
                 d.rules.insert(rule.span, rule);
             }
-            ast::Command::AddSet { table, set, .. } => {
+            ast::Command::AddSet { table, set, family } => {
                 d.sets
-                    .insert((table.name.clone(), set.name.name.clone()), set);
+                    .insert((tkey(family, table), set.name.name.clone()), set);
             }
             _ => {}
         }
@@ -210,7 +220,8 @@ fn table(out: &mut String, t: &ir::Table, d: &Decls<'_>, src: &SourceMap, opts: 
         }
     }
     let mut blocks: Vec<String> = Vec::new();
-    for o in d.objs.get(&t.name).into_iter().flatten() {
+    let tk = format!("{} {}", t.family.name(), t.name);
+    for o in d.objs.get(&tk).into_iter().flatten() {
         let cx = rule::Ctx {
             src,
             opts: *opts,
@@ -240,12 +251,7 @@ fn table(out: &mut String, t: &ir::Table, d: &Decls<'_>, src: &SourceMap, opts: 
             opts: *opts,
             hex: std::cell::Cell::new(false),
         };
-        blocks.push(set(
-            t,
-            s,
-            d.sets.get(&(t.name.clone(), s.name.clone())),
-            &cx,
-        ));
+        blocks.push(set(t, s, d.sets.get(&(tk.clone(), s.name.clone())), &cx));
     }
     for f in &t.flowtables {
         let devs: Vec<String> = f.devices.iter().map(|x| format!("\"{x}\"")).collect();
@@ -259,7 +265,7 @@ fn table(out: &mut String, t: &ir::Table, d: &Decls<'_>, src: &SourceMap, opts: 
             b.push_str(&format!("\t\tdevices = {{ {} }}\n", devs.join(", ")));
         }
         if d.flowtables
-            .get(&(t.name.clone(), f.name.clone()))
+            .get(&(tk.clone(), f.name.clone()))
             .is_some_and(|x| x.counter)
         {
             b.push_str("\t\tcounter\n");
@@ -274,7 +280,7 @@ fn table(out: &mut String, t: &ir::Table, d: &Decls<'_>, src: &SourceMap, opts: 
         let mut b = format!("\tchain {} {{\n", quote(&c.name));
         if let Some(cm) = d
             .chains
-            .get(&(t.name.clone(), c.name.clone()))
+            .get(&(tk.clone(), c.name.clone()))
             .and_then(|x| x.comment.as_ref())
         {
             b.push_str(&format!("\t\tcomment \"{cm}\"\n"));
@@ -412,12 +418,6 @@ fn set(t: &ir::Table, s: &ir::Set, decl: Option<&&ast::SetDecl>, src: &rule::Ctx
     if !flags.is_empty() {
         b.push_str(&format!("\t\tflags {}\n", flags.join(",")));
     }
-    if let Some(ms) = s.timeout_ms {
-        b.push_str(&format!("\t\ttimeout {}\n", value::duration(ms as u128)));
-    }
-    if let Some(g) = decl.and_then(|d| d.gc_interval.as_ref()) {
-        b.push_str(&format!("\t\tgc-interval {}\n", rule::val_text(g, src)));
-    }
     match decl {
         Some(d) if !d.stmts.is_empty() => {
             let st: Vec<String> = d
@@ -432,6 +432,12 @@ fn set(t: &ir::Table, s: &ir::Set, decl: Option<&&ast::SetDecl>, src: &rule::Ctx
         }
         Some(d) if d.counter => b.push_str("\t\tcounter\n"),
         _ => {}
+    }
+    if let Some(ms) = s.timeout_ms {
+        b.push_str(&format!("\t\ttimeout {}\n", value::duration(ms as u128)));
+    }
+    if let Some(g) = decl.and_then(|d| d.gc_interval.as_ref()) {
+        b.push_str(&format!("\t\tgc-interval {}\n", rule::val_text(g, src)));
     }
     if decl.is_some_and(|d| d.auto_merge) {
         b.push_str("\t\tauto-merge\n");
