@@ -162,8 +162,14 @@ sed "s/^mode = .*/&\nio = \"$IO\"\nworkers = $WORKERS/" "$DIR/weir.toml" > "$DIR
 ip -n $C neigh flush all; ip -n $S neigh flush all; ip -n $R neigh flush all
 ip netns exec $R "$WEIR" run --config "$DIR/weir-$RUN.toml" >"$DIR/weir.log" 2>&1 &
 WPID=$!
-for i in $(seq 100); do grep -q ready "$DIR/weir.log" 2>/dev/null && break; sleep 0.1; done
-grep -q ready "$DIR/weir.log" || fail "weir did not start"
+# (up to 60 s: the other labs of the test run may load the machine; a weir that exits ends
+# the wait)
+for i in $(seq 600); do
+  grep -q ready "$DIR/weir.log" 2>/dev/null && break
+  kill -0 $WPID 2>/dev/null || break
+  sleep 0.1
+done
+grep -q ready "$DIR/weir.log" || fail "weir did not start: $(cat "$DIR/weir.log")"
 ctl() { "$WEIR" ctl --socket "$DIR/weir.sock" "$@"; }
 
 ip netns exec $C ping -c 2 -i 0.2 -W 2 198.18.51.2 >/dev/null || fail "forwarding through weir"

@@ -59,8 +59,11 @@ ctl() { "$WEIR" ctl --socket "$DIR/weir.sock" "$@"; }
 # weir in the router's namespace, until it says ready (iptables may wait for the xtables lock
 # of other labs on the machine; the queue of a killed weir may take a moment to be free)
 start() {
+  # (every try's log is kept: a try that removes a killed weir's table can still find the
+  # queue busy, and the next try has nothing left to remove)
+  : >"$DIR/weir.log"
   for try in $(seq 20); do
-    ip netns exec $R "$WEIR" run --config "$DIR/weir.toml" >"$DIR/weir.log" 2>&1 &
+    ip netns exec $R "$WEIR" run --config "$DIR/weir.toml" >>"$DIR/weir.log" 2>&1 &
     WPID=$!
     for i in $(seq 600); do
       grep -q ready "$DIR/weir.log" 2>/dev/null && return 0
