@@ -352,28 +352,15 @@ fn workers_share_limits_and_quotas() {
 /// them.
 #[test]
 fn values_shift_then_mask_and_widen_into_marks() {
-    let mut f = tcp("198.18.0.1", "198.19.0.1", 0x1234);
-    f[15] = 5 << 2; // DSCP 5
-    for (stmt, want) in [
+    marks_of_dscp_5(&[
         ("meta mark set ip dscp", 5),
         ("meta mark set ip dscp << 2 | 0x40", (5 << 2) | 0x40),
         ("meta mark set tcp dport >> 8 & 0xf", 0x2),
         ("ct mark set ip dscp << 2 | 0x10", 0),
-    ] {
-        let mut es = engines(&format!(
-            "table ip f {{ chain fwd {{ type filter hook forward priority 0; {stmt} }} }}"
-        ));
-        let (_, mark) = decide(&mut es, &f);
-        assert_eq!(mark, want, "{stmt}");
-    }
+    ]);
     // a value that cannot move before the shift loads (nft computes it) and is listed as
     // not evaluated: the engine's keys apply masks before the shift
-    let (rs, _) = weir_lang::load_str(
-        "t.nft",
-        "table ip f { chain c { meta mark set ip dscp << 2 | 0x3 } }",
-    )
-    .expect("loads");
-    assert_eq!(rs.unevaluated().len(), 1);
+    assert_eq!(unevaluated("meta mark set ip dscp << 2 | 0x3"), 1);
     // an and mask after a right shift moves before it exactly, and is evaluated
     assert!(weir_lang::load_str(
         "t.nft",
@@ -382,32 +369,43 @@ fn values_shift_then_mask_and_widen_into_marks() {
     .is_ok());
 }
 
+/// The mark each statement (in a forward chain) leaves on a TCP packet of DSCP 5, against
+/// what it should be.
+fn marks_of_dscp_5(cases: &[(&str, u32)]) {
+    let mut f = tcp("198.18.0.1", "198.19.0.1", 0x1234);
+    f[15] = 5 << 2; // DSCP 5
+    for (stmt, want) in cases {
+        let mut es = engines(&format!(
+            "table ip f {{ chain fwd {{ type filter hook forward priority 0; {stmt} }} }}"
+        ));
+        let (_, mark) = decide(&mut es, &f);
+        assert_eq!(mark, *want, "{stmt}");
+    }
+}
+
+/// How many constructs of a chain with this one rule load as not evaluated.
+fn unevaluated(rule: &str) -> usize {
+    let (rs, _) = weir_lang::load_str("t.nft", &format!("table ip f {{ chain c {{ {rule} }} }}"))
+        .expect("loads");
+    rs.unevaluated().len()
+}
+
 /// Operators bind as in nft's grammar (shifts before `&`, `&` before `^` and `|`), and a
 /// constant wider than its operand's type sets bits of the wider field it is stored in.
 #[test]
 fn operators_bind_as_nft_and_values_widen_into_the_target() {
-    let mut f = tcp("198.18.0.1", "198.19.0.1", 0x1234);
-    f[15] = 5 << 2; // DSCP 5
-    for (stmt, want) in [
+    marks_of_dscp_5(&[
         ("meta mark set ip dscp & 0x0f << 1", 5 & 0x1e),
         ("meta mark set ip dscp | 1 << 20", 5 | 0x10_0000),
         ("meta mark set ip dscp | 0xff000000", 0xff00_0005),
         ("meta mark set ip dscp ^ 0x3 & 0x1", 5 ^ 1),
         ("meta mark set (meta mark | 0x10) << 8", 0x1000),
-    ] {
-        let mut es = engines(&format!(
-            "table ip f {{ chain fwd {{ type filter hook forward priority 0; {stmt} }} }}"
-        ));
-        let (_, mark) = decide(&mut es, &f);
-        assert_eq!(mark, want, "{stmt}");
-    }
+    ]);
     // two selectors combined load, listed as not evaluated (the engine does not run them)
-    let (rs, _) = weir_lang::load_str(
-        "t.nft",
-        "table ip f { chain c { meta mark set ct mark & 0xffff0000 | meta mark & 0xffff } }",
-    )
-    .expect("loads");
-    assert_eq!(rs.unevaluated().len(), 1);
+    assert_eq!(
+        unevaluated("meta mark set ct mark & 0xffff0000 | meta mark & 0xffff"),
+        1
+    );
     // a field written with its own value cannot take bits it does not have (nft refuses it)
     let e = weir_lang::load_str(
         "t.nft",
