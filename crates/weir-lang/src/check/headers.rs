@@ -165,6 +165,12 @@ pub(super) fn special_key(cx: &mut Cx, words: &[ast::Ident], span: Span) -> Opti
                 }
             })
         }
+        // the VLAN priority (3 bits of the tag), not a field of weir's yet: typed as 3 bits of
+        // the tag and not evaluated
+        ["vlan", "pcp"] => {
+            cx.uneval.push("vlan pcp");
+            Some(Some(vec![part(Field::VlanId, Some(3))]))
+        }
         // raw option bytes: `tcp option @255,8,8`
         ["tcp", "option", raw, off, len] if raw.starts_with('@') => {
             cx.uneval.push("tcp option");

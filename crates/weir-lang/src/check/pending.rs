@@ -84,7 +84,10 @@ pub(super) fn lower_pending(
     if what == "tproxy" {
         // nft: tproxy needs the transport protocol matched first, in the family it sends to
         let clash = match (cx.l4_dep, fam) {
-            (None, _) => Some("match the transport protocol first (meta l4proto tcp tproxy ...)"),
+            // a transport header's field (`tcp dport 80`) matches its protocol too
+            (None, _) if !cx.l4_seen => {
+                Some("match the transport protocol first (meta l4proto tcp tproxy ...)")
+            }
             (Some(Family::Ip), Some("ip6")) | (Some(Family::Ip6), Some("ip")) => {
                 Some("the protocol match and tproxy name different families")
             }

@@ -20,11 +20,14 @@ pub(super) fn lower_set(cx: &mut Cx, d: &ast::SetDecl, extra: &[&ast::Elem]) -> 
             ),
         }
     }
+    // (a typeof key names what rules read: a tunnel's inner field needs no UDP port here)
+    let udp_seen = std::mem::replace(&mut cx.udp_dport_seen, true);
     for e in &d.key_typeof {
         if let Some(k) = lower_key(cx, e) {
             key_types.extend(k.iter().map(|p| p.dtype));
         }
     }
+    cx.udp_dport_seen = udp_seen;
     if key_types.is_empty() && d.key_types.is_empty() && d.key_typeof.is_empty() {
         err(
             cx,
@@ -344,6 +347,13 @@ pub(super) fn lower_elem(cx: &mut Cx, set: &Set, e: &ast::Elem) -> Option<Elemen
                 return None;
             }
             Some(MapValue::Verdict(lower_verdict(cx, v)?))
+        }
+        // an object map's data: a name (of any length; nft's are up to 255 bytes), kept by
+        // the syntax tree and not evaluated
+        (Some(ast::MapData::Value(ast::Val::Str(..) | ast::Val::Word(..))), true)
+            if cx.uneval_sets.get(&set.name) == Some(&"object map") =>
+        {
+            Some(MapValue::Value(vec![0]))
         }
         (Some(ast::MapData::Value(v)), true) => {
             if set.verdict_map {

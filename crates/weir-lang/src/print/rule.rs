@@ -562,6 +562,10 @@ fn elem_list(
         .iter()
         .map(|e| {
             let mut s = key(tys, &e.key, src);
+            if matches!(e.key, Val::List(..)) {
+                // flags together in one element: nft lists `fin | ack`
+                s = s.replace(',', " | ");
+            }
             for (k, v) in &e.options {
                 s.push(' ');
                 s.push_str(&k.name);
