@@ -165,6 +165,41 @@ pub(super) fn special_key(cx: &mut Cx, words: &[ast::Ident], span: Span) -> Opti
                 }
             })
         }
+        // a bridge port's VLAN metadata (`meta ibrpvid`, `meta ibrvproto`): typed, not
+        // evaluated (weir has no bridge ports)
+        ["meta", k @ ("ibrpvid" | "ibrvproto")] => {
+            cx.uneval.push("bridge metadata");
+            let mut p = part(Field::MetaBroute, Some(16));
+            if *k == "ibrvproto" {
+                p.dtype = DataType::EtherType;
+            }
+            Some(Some(vec![p]))
+        }
+        // an IPv4 option's field (`ip option ra value`): typed, not evaluated (weir does not
+        // parse IP options)
+        ["ip", "option", opt, rest @ ..] => {
+            if !matches!(*opt, "lsrr" | "rr" | "ssrr" | "ra") {
+                err(
+                    cx,
+                    words[2].span,
+                    format!("unknown IP option '{opt}' (lsrr, rr, ssrr, ra)"),
+                );
+                return Some(None);
+            }
+            let bits = match rest {
+                [] => Some(1),
+                ["type" | "length" | "ptr"] => Some(8),
+                ["value"] if *opt == "ra" => Some(16),
+                ["addr"] if *opt != "ra" => Some(32),
+                _ => None,
+            };
+            let Some(b) = bits else {
+                err(cx, span, format!("the IP option {opt} has no such field"));
+                return Some(None);
+            };
+            cx.uneval.push("ip option");
+            Some(Some(vec![part(Field::TcpOptionField, Some(b))]))
+        }
         // the VLAN priority (3 bits of the tag), not a field of weir's yet: typed as 3 bits of
         // the tag and not evaluated
         ["vlan", "pcp"] => {

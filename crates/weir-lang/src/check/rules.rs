@@ -238,7 +238,16 @@ fn map_ref(
                 );
                 return None;
             }
-            if !types_compatible(&s.key_types, &types) {
+            // a shifted value keeps the type and width of what was shifted to nft
+            // (`meta mark >> 8 & 0xf vmap @m` with m keyed by mark)
+            let shifted = matches!((key.as_slice(), s.key_types.as_slice()),
+                ([p], [t @ (DataType::Mark | DataType::Integer(_))])
+                    if p.shift != 0 && matches!(p.dtype, DataType::Integer(_)) && p.dtype.bits() <= t.bits());
+            if shifted && !types_compatible(&s.key_types, &types) {
+                // (the engine's lookup is keyed by the set's own type: not evaluated yet)
+                cx.uneval
+                    .push("a shifted value looked up in a map of a wider type");
+            } else if !types_compatible(&s.key_types, &types) {
                 err(
                     cx,
                     span,

@@ -53,6 +53,17 @@ impl Parser {
                     span: sid.span.to(close),
                 });
             }
+            // `ip option ra value`: an IPv4 option's field
+            "ip" if self.is_word("option") => {
+                words.push(self.ident("option")?);
+                words.push(self.ident("an IP option (lsrr, rr, ssrr, ra)")?);
+                if matches!(
+                    self.peek_word(),
+                    Some("type" | "length" | "value" | "ptr" | "addr")
+                ) {
+                    words.push(self.ident("")?);
+                }
+            }
             "tcp" if self.is_word("option") => {
                 words.push(self.ident("option")?);
                 words.push(self.ident(
