@@ -800,6 +800,35 @@ fn lower_item(
             value,
             span,
         } => {
+            // secmark: `meta secmark set "OBJECT"` names a secmark object of the table;
+            // `ct secmark set meta secmark` and back copy the label. Not evaluated yet.
+            fn words(e: &ast::Expr) -> Vec<&str> {
+                match e {
+                    ast::Expr::Selector(ws, _) => ws.iter().map(|w| w.name.as_str()).collect(),
+                    _ => Vec::new(),
+                }
+            }
+            match (words(target).as_slice(), words(value).as_slice()) {
+                (["ct", "secmark"], ["meta", "secmark"])
+                | (["meta", "secmark"], ["ct", "secmark"]) => {
+                    out.push(Expr::Unevaluated("ct secmark"));
+                    return true;
+                }
+                (["meta", "secmark"], []) => {
+                    if let ast::Expr::Const(v @ (Val::Str(..) | Val::Word(..))) = value {
+                        let name = other_text(v);
+                        if values::parse_number(&name).is_none() {
+                            if !cx.secmarks.contains(&name) {
+                                err(cx, v.span(), format!("no secmark '{name}' in this table"));
+                                return false;
+                            }
+                            out.push(Expr::Unevaluated("meta secmark set"));
+                            return true;
+                        }
+                    }
+                }
+                _ => {}
+            }
             // ct helper set "NAME": a helper object of the table (evaluated later)
             if let ast::Expr::Selector(ws, _) = target {
                 let obj = match ws.as_slice() {

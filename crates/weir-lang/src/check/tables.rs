@@ -50,6 +50,8 @@ pub(super) struct Cx<'d> {
     /// The key types of the named set a key is looked up in or added to: the types of the
     /// constants in its concatenation (`ip saddr . 22`).
     pub(super) key_hint: Option<Vec<weir_wire::DataType>>,
+    /// The table's secmark objects, by name.
+    pub(super) secmarks: std::collections::HashSet<String>,
     /// The family of the rule's transport protocol match so far (`meta l4proto`: Inet,
     /// `ip protocol`: Ip, `ip6 nexthdr`: Ip6); tproxy needs one.
     pub(super) l4_dep: Option<Family>,
@@ -98,6 +100,7 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         catchall_sets: Default::default(),
         uneval_sets: Default::default(),
         key_hint: None,
+        secmarks: Default::default(),
         l4_dep: None,
         eq_seen: Vec::new(),
         limits: Default::default(),
@@ -161,7 +164,10 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
                 }
             }
             // loaded and listed; rules that name them are checked as they are written
-            "secmark" | "tunnel" => {}
+            "secmark" => {
+                cx.secmarks.insert(o.name.name.clone());
+            }
+            "tunnel" => {}
             "ct timeout" | "ct expectation" | "synproxy" => {
                 cx.ct_objects.insert(o.name.name.clone());
             }

@@ -77,6 +77,18 @@ impl Parser {
         if STMT_HEADS.contains(&w.as_str()) {
             return self.statement(&w, start);
         }
+        // `tunnel name NAME` / `tunnel name KEY map { ... }`: a tunnel object
+        if w == "tunnel" && matches!(self.peek_at(1), Tok::Word(x) if x == "name") {
+            self.bump();
+            self.bump();
+            let e = self.value_expr()?;
+            return Ok(Item::Pending {
+                what: "tunnel name",
+                family: None,
+                operands: vec![(Operand::Name, e)],
+                span: start.to(self.prev_span()),
+            });
+        }
         if !is_expr_head(&w) && w != "@" {
             return Err(Diagnostic::error(
                 start,
