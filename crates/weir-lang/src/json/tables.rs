@@ -26,7 +26,23 @@ pub(super) fn document(rs: &ir::Ruleset, file: &ast::File, opts: &Options) -> Ve
             continue;
         };
         let fam = t.family.name();
-        out.push(json!({"table": {"family": fam, "name": t.name, "handle": next()}}));
+        let mut tm = Map::new();
+        tm.insert("family".into(), json!(fam));
+        tm.insert("name".into(), json!(t.name));
+        tm.insert("handle".into(), json!(next()));
+        for it in items {
+            match it {
+                ast::TableItem::Flags(fl, _) => {
+                    let fl: Vec<&str> = fl.iter().map(|f| f.name.as_str()).collect();
+                    tm.insert("flags".into(), json!(fl));
+                }
+                ast::TableItem::Comment(c, _) => {
+                    tm.insert("comment".into(), json!(c));
+                }
+                _ => {}
+            }
+        }
+        out.push(json!({ "table": tm }));
         for it in items {
             if let ast::TableItem::Obj(o) = it {
                 let (k, body) = object(o);
@@ -63,6 +79,12 @@ pub(super) fn document(rs: &ir::Ruleset, file: &ast::File, opts: &Options) -> Ve
                 }
                 if let Some(n) = irs.and_then(|x| x.size) {
                     m.insert("size".into(), json!(n));
+                }
+                if let Some(c) = &s.comment {
+                    m.insert("comment".into(), json!(c));
+                }
+                if s.auto_merge {
+                    m.insert("auto-merge".into(), json!(true));
                 }
                 if !s.elements.is_empty() {
                     m.insert(
@@ -116,8 +138,12 @@ pub(super) fn document(rs: &ir::Ruleset, file: &ast::File, opts: &Options) -> Ve
                 };
                 m.insert("policy".into(), json!(pol));
             }
+            let decl = decls.iter().find(|d| d.name.name == ch.name);
+            if let Some(c) = decl.and_then(|d| d.comment.as_ref()) {
+                m.insert("comment".into(), json!(c));
+            }
             out.push(json!({ "chain": m }));
-            let Some(decl) = decls.iter().find(|d| d.name.name == ch.name) else {
+            let Some(decl) = decl else {
                 continue;
             };
             for r in &decl.rules {

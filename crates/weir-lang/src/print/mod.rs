@@ -544,6 +544,32 @@ mod tests {
         assert!(once.contains("type filter hook input priority filter; policy drop;"));
     }
 
+    /// What nft's listings hold beyond rules: a table's flags and comments, anonymous
+    /// chains inline, catch-all elements, object maps; a dormant table is listed as not
+    /// evaluated.
+    #[test]
+    fn listing_keeps_declarations() {
+        let text = "table inet t {\n flags dormant\n comment \"c0\"\n quota q { over 10 bytes }\n map m { type ipv4_addr : quota; elements = { 1.1.1.1 : \"q\" } }\n set s { type ipv4_addr; size 8; flags interval; auto-merge; comment \"c1\"; elements = { 1.1.1.1, * } }\n chain c {\n  comment \"c2\"\n  type filter hook input priority 0; policy accept;\n  tcp dport 22 jump { counter accept }\n  quota name ip saddr map @m\n }\n}\n";
+        let (rs, file, _) = crate::load_str_ast("t.nft", text).expect("loads");
+        let out = ruleset(&file, &rs, &Options::default());
+        for want in [
+            "\tflags dormant\n\tcomment \"c0\"\n",
+            "type ipv4_addr : quota",
+            "size 8\t# count 2",
+            "auto-merge\n\t\tcomment \"c1\"",
+            "elements = { 1.1.1.1, * }",
+            "chain c {\n\t\tcomment \"c2\"\n",
+            "tcp dport 22 jump {\n\t\t\tcounter packets 0 bytes 0 accept\n\t\t}",
+        ] {
+            assert!(out.contains(want), "{want:?}\nnot in\n{out}");
+        }
+        assert!(!out.contains("__chain"), "{out}");
+        let u = rs.unevaluated();
+        assert!(u.iter().any(|l| l.contains("table flags dormant")), "{u:?}");
+        assert!(u.iter().any(|l| l.contains("quota name")), "{u:?}");
+        assert!(rs.refuse_unevaluated().is_err());
+    }
+
     #[test]
     fn rules_print_in_nft_canonical_form() {
         let text = "table inet t {\n set s { type ipv4_addr; flags interval; elements = { 10.0.0.0/8, 192.168.1.1 } }\n chain c {\n  type filter hook forward priority 10; policy accept;\n  meta nfproto ipv4 ip saddr 10.1.2.3 mark 0x2a counter packets 3 bytes 4 accept\n  ct state new,established, related ct mark xor 0x3 != 0x1 drop\n  tcp dport {telnet, http} limit rate 400/minute log level warn prefix x\n  meta length { 33-55, 56-88, 100-120 } ct expiration 1m-1h ct status ! dnat\n  iif \"lo\" ip protocol 6 meta l4proto 58 ip saddr @s\n }\n}\n";
