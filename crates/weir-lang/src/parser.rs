@@ -42,7 +42,7 @@ fn is_expr_head(w: &str) -> bool {
 }
 
 /// Metadata keys nft reads without `meta` in front (`iifname`, `skuid`, ...).
-const BARE_META: &[&str] = &[
+pub(crate) const BARE_META: &[&str] = &[
     "iifname",
     "oifname",
     "iif",
@@ -70,7 +70,7 @@ const BARE_META: &[&str] = &[
 ];
 
 /// Tunnel headers whose inner packet a selector can read (`vxlan ip saddr`).
-const TUNNELS: &[&str] = &["vxlan", "geneve", "gre", "gretap"];
+pub(crate) const TUNNELS: &[&str] = &["vxlan", "geneve", "gre", "gretap"];
 
 /// The fields of an SCTP chunk (`sctp chunk data tsn`).
 const SCTP_CHUNK_FIELDS: &[&str] = &[

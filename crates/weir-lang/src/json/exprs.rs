@@ -288,6 +288,11 @@ fn object_expr(k: &str, x: &Value, p: &str) -> R<String> {
                 None => Ok(format!("osf {key}")),
             }
         }
+        // tunnel metadata a device attached: `{"tunnel": {"key": "path"}}`
+        "tunnel" => {
+            let o = obj(x, p)?;
+            Ok(format!("tunnel {}", str_of(o, "key", p)?))
+        }
         "socket" => {
             let o = obj(x, p)?;
             let key = str_of(o, "key", p)?;

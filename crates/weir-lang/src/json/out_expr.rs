@@ -2,55 +2,13 @@
 //! canonical text, so constants are already typed as nft lists them) as nft's JSON.
 
 use crate::ast::{BinOp, Elem, Expr, MapData, SetRef, Val, VerdictAst};
+use crate::parser::{BARE_META, TUNNELS};
 use serde_json::{json, Map, Value};
 
 /// Header names whose fields are IPv6 extension headers (`hbh nexthdr`).
 const EXTHDRS: &[&str] = &["hbh", "rt0", "rt2", "srh", "frag", "dst", "mh"];
 /// Fields of the IPv6 routing header (`rt type`), not of the routing expression.
 const RT_HDR_FIELDS: &[&str] = &["nexthdr", "hdrlength", "type", "seg-left"];
-/// Metadata keys written without `meta`.
-const BARE_META: &[&str] = &[
-    "iifname",
-    "oifname",
-    "iif",
-    "oif",
-    "mark",
-    "l4proto",
-    "nfproto",
-    "pkttype",
-    "priority",
-    "length",
-    "protocol",
-    "iiftype",
-    "oiftype",
-    "skuid",
-    "skgid",
-    "nftrace",
-    "rtclassid",
-    "cpu",
-    "iifgroup",
-    "oifgroup",
-    "cgroup",
-    "random",
-    "secpath",
-    "ibrname",
-    "obrname",
-    "ibriport",
-    "obriport",
-    "ibrpvid",
-    "ibrvproto",
-    "sdif",
-    "sdifname",
-    "iifkind",
-    "oifkind",
-    "time",
-    "day",
-    "hour",
-    "secmark",
-    "ipsec",
-    "broute",
-];
-const TUNNELS: &[&str] = &["vxlan", "geneve", "gre", "gretap"];
 
 /// An integer written in decimal or hexadecimal.
 pub(super) fn int(w: &str) -> Option<u64> {

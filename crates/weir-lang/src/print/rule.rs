@@ -1203,6 +1203,37 @@ fn statement(it: &Item, l3: Option<u8>, family: Family, src: &Ctx<'_>) -> String
             s
         }
         Item::Pending {
+            what: "dup",
+            operands,
+            ..
+        } => {
+            // `dup to ADDR device DEV` / `dup to DEV`, constants typed (map keys too)
+            let mut s = "dup to".to_string();
+            for (o, e) in operands {
+                // (`dup to 192.168.2.1`: an address alone, in an ip or ip6 table)
+                let addr_alone =
+                    matches!(e, Expr::Const(Val::Word(w, _)) if w.contains(['.', ':']));
+                let t = match o {
+                    ast::Operand::Addr | ast::Operand::Device
+                        if addr_alone || *o == ast::Operand::Addr =>
+                    {
+                        if l3 == Some(6) {
+                            DataType::Ipv6Addr
+                        } else {
+                            DataType::Ipv4Addr
+                        }
+                    }
+                    _ => DataType::IfName,
+                };
+                if *o == ast::Operand::Device && operands.len() > 1 {
+                    s.push_str(" device");
+                }
+                s.push(' ');
+                s.push_str(&expr_typed(e, Some(t), src));
+            }
+            s
+        }
+        Item::Pending {
             what: "reset tcp option",
             operands,
             span,
