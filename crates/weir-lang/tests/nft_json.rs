@@ -17,11 +17,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// (a): JSON rules that load and print as their text form, at least.
-const IN_FLOOR: usize = 4_187;
+const IN_FLOOR: usize = 4_189;
 /// (b): rules whose JSON out is nft's, at least.
 const OUT_FLOOR: usize = 4_166;
 /// (c): rules whose JSON out reads back to the same text, at least.
-const ROUND_FLOOR: usize = 4_180;
+const ROUND_FLOOR: usize = 4_182;
 
 mod common;
 use common::*;

@@ -226,6 +226,7 @@ fn table(out: &mut String, t: &ir::Table, d: &Decls<'_>, src: &SourceMap, opts: 
             src,
             opts: *opts,
             hex: std::cell::Cell::new(false),
+            hex_parts: Default::default(),
         };
         let mut body: Vec<String> = Vec::new();
         for v in &o.body {
@@ -250,6 +251,7 @@ fn table(out: &mut String, t: &ir::Table, d: &Decls<'_>, src: &SourceMap, opts: 
             src,
             opts: *opts,
             hex: std::cell::Cell::new(false),
+            hex_parts: Default::default(),
         };
         blocks.push(set(t, s, d.sets.get(&(tk.clone(), s.name.clone())), &cx));
     }

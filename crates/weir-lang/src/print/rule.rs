@@ -22,6 +22,9 @@ pub(super) struct Ctx<'a> {
     /// Integers of the selector being printed are in hexadecimal (`ip frag-off 0xde`, raw
     /// payload), as nft's header templates say for these fields.
     pub hex: Cell<bool>,
+    /// The components of the concatenation being printed that are raw payload, which nft
+    /// lists in hexadecimal (`ip saddr . @ih,32,32 { 1.1.1.1 . 0x14 }`).
+    pub hex_parts: std::cell::RefCell<Vec<bool>>,
 }
 
 /// The source text of a span, whitespace collapsed.
@@ -39,6 +42,7 @@ pub fn rule(r: &ast::Rule, family: Family, sources: &SourceMap, opts: &Options) 
         src: sources,
         opts: *opts,
         hex: Cell::new(false),
+        hex_parts: Default::default(),
     };
     let src = &cx;
     let mut parts = Vec::new();
@@ -510,7 +514,13 @@ fn key(tys: &[Option<DataType>], v: &Val, src: &Ctx<'_>) -> String {
         Val::Concat(vs, _) if tys.len() > 1 => vs
             .iter()
             .enumerate()
-            .map(|(i, x)| val(tys.get(i).copied().flatten(), x, src))
+            .map(|(i, x)| {
+                let hex = src.hex_parts.borrow().get(i).copied().unwrap_or(false);
+                let was = src.hex.replace(src.hex.get() || hex);
+                let s = val(tys.get(i).copied().flatten(), x, src);
+                src.hex.set(was);
+                s
+            })
             .collect::<Vec<_>>()
             .join(" . "),
         _ => val(tys.first().copied().flatten(), v, src),
@@ -810,18 +820,22 @@ fn log(options: &[(ast::Ident, Option<Val>)], src: &Ctx<'_>) -> String {
 fn item(it: &Item, l3: Option<u8>, family: Family, src: &Ctx<'_>) -> String {
     match it {
         Item::Match { lhs, op, rhs, .. } => {
-            let tys = expr_types(lhs);
+            let tys = raw_parts_hex(lhs, src);
             src.hex.set(bits::is_hex(binop_base(lhs)));
             let s = match_text(lhs, *op, rhs, &tys, l3, family, src);
             src.hex.set(false);
+            src.hex_parts.borrow_mut().clear();
             s
         }
         Item::Vmap { key: k, map, .. } => {
-            format!(
+            let tys = raw_parts_hex(k, src);
+            let s = format!(
                 "{} vmap {}",
                 expr_text(k, src),
-                set_ref(&expr_types(k), None, map, src)
-            )
+                set_ref(&tys, None, map, src)
+            );
+            src.hex_parts.borrow_mut().clear();
+            s
         }
         Item::Verdict(v) => verdict(v),
         _ => statement(it, l3, family, src),
@@ -1336,4 +1350,29 @@ fn selector_words_of(e: &Expr) -> Option<String> {
         Expr::Selector(ws, _) => Some(selector_words(ws)),
         _ => None,
     }
+}
+
+/// The component types of a key, raw payload in a concatenation typed as an integer of its
+/// width and marked to print in hexadecimal (`src.hex_parts`).
+fn raw_parts_hex(e: &Expr, src: &Ctx<'_>) -> Vec<Option<DataType>> {
+    let Expr::Concat(es, _) = e else {
+        return expr_types(e);
+    };
+    let mut tys = Vec::new();
+    let mut hex = Vec::new();
+    for c in es {
+        match bits::raw_bits(c).filter(|(_, len)| *len <= 128) {
+            Some((_, len)) => {
+                tys.push(Some(DataType::Integer(len as u8)));
+                hex.push(true);
+            }
+            None => {
+                let t = expr_types(c);
+                hex.extend(t.iter().map(|_| false));
+                tys.extend(t);
+            }
+        }
+    }
+    *src.hex_parts.borrow_mut() = hex;
+    tys
 }
