@@ -22,6 +22,26 @@ const PRINTED_FLOOR: usize = 4_183;
 mod common;
 use common::*;
 
+/// Against an exceptions file of tests/ (`NAME  reason` lines, `#` comments): the places
+/// that differ and are not listed, and those listed that no longer differ.
+fn unlisted_and_stale(
+    file: &str,
+    differ_at: &std::collections::BTreeSet<String>,
+) -> (Vec<String>, Vec<String>) {
+    let listed: std::collections::BTreeSet<String> = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join(file),
+    )
+    .unwrap_or_default()
+    .lines()
+    .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+    .collect();
+    (
+        differ_at.difference(&listed).cloned().collect(),
+        listed.difference(differ_at).cloned().collect(),
+    )
+}
+
 /// The rule of a case's first chain, as `weir check --print` prints it (stateless).
 fn printed_rule(rs: &weir_lang::ir::Ruleset, file: &weir_lang::ast::File) -> String {
     use weir_lang::ast::{Command, TableItem};
@@ -162,16 +182,7 @@ fn nftables_rule_tests() {
         println!("  {d}");
     }
     // every rule printed differently is listed with its reason, and only those
-    let listed: std::collections::BTreeSet<String> = std::fs::read_to_string(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/nft_print_exceptions.txt"),
-    )
-    .unwrap_or_default()
-    .lines()
-    .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-    .filter_map(|l| l.split_whitespace().next().map(str::to_string))
-    .collect();
-    let unlisted: Vec<&String> = differ_at.difference(&listed).collect();
-    let stale: Vec<&String> = listed.difference(&differ_at).collect();
+    let (unlisted, stale) = unlisted_and_stale("nft_print_exceptions.txt", &differ_at);
     println!(
         "printed differently: {} rules, each listed with its reason in tests/nft_print_exceptions.txt",
         differ_at.len()
@@ -394,16 +405,7 @@ fn nft_list_ruleset_dumps() {
         println!("  {:4}  {r}  ({})", fs.len(), fs[0]);
     }
     // every dump weir does not load or print back is listed with its reason, and only those
-    let listed: std::collections::BTreeSet<String> = std::fs::read_to_string(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/nft_dump_exceptions.txt"),
-    )
-    .unwrap_or_default()
-    .lines()
-    .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-    .filter_map(|l| l.split_whitespace().next().map(str::to_string))
-    .collect();
-    let unlisted: Vec<&String> = differ_at.difference(&listed).collect();
-    let stale: Vec<&String> = listed.difference(&differ_at).collect();
+    let (unlisted, stale) = unlisted_and_stale("nft_dump_exceptions.txt", &differ_at);
     println!(
         "not loaded or printed differently: {} dumps, each listed with its reason in tests/nft_dump_exceptions.txt",
         differ_at.len()
