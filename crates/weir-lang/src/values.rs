@@ -832,6 +832,37 @@ pub fn describe(dt: DataType) -> &'static str {
     }
 }
 
+/// The ICMP types of `reject with icmp|icmpv6|icmpx NAME`: kind, name, code.
+pub const REJECT_CODES: &[(&str, &str, u8)] = &[
+    ("icmp", "net-unreachable", 0),
+    ("icmp", "host-unreachable", 1),
+    ("icmp", "prot-unreachable", 2),
+    ("icmp", "port-unreachable", 3),
+    ("icmp", "net-prohibited", 9),
+    ("icmp", "host-prohibited", 10),
+    ("icmp", "admin-prohibited", 13),
+    ("icmpv6", "no-route", 0),
+    ("icmpv6", "admin-prohibited", 1),
+    ("icmpv6", "addr-unreachable", 3),
+    ("icmpv6", "port-unreachable", 4),
+    ("icmpv6", "policy-fail", 5),
+    ("icmpv6", "reject-route", 6),
+    ("icmpx", "no-route", 0),
+    ("icmpx", "port-unreachable", 1),
+    ("icmpx", "host-unreachable", 2),
+    ("icmpx", "admin-prohibited", 3),
+];
+
+/// The code of `reject with KIND NAME` (a name of [`REJECT_CODES`] or a number 0-255).
+pub fn reject_code(kind: &str, name: &str) -> Option<u8> {
+    REJECT_CODES
+        .iter()
+        .find(|(k, n, _)| *k == kind && *n == name)
+        .map(|x| x.2)
+        .or_else(|| parse_number(name).and_then(|x| u8::try_from(x).ok()))
+}
+
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -886,34 +917,4 @@ mod tests {
         let (lo, hi) = parse_range(DataType::IfName, "eth*").unwrap();
         assert!(lo < hi);
     }
-}
-
-/// The ICMP types of `reject with icmp|icmpv6|icmpx NAME`: kind, name, code.
-pub const REJECT_CODES: &[(&str, &str, u8)] = &[
-    ("icmp", "net-unreachable", 0),
-    ("icmp", "host-unreachable", 1),
-    ("icmp", "prot-unreachable", 2),
-    ("icmp", "port-unreachable", 3),
-    ("icmp", "net-prohibited", 9),
-    ("icmp", "host-prohibited", 10),
-    ("icmp", "admin-prohibited", 13),
-    ("icmpv6", "no-route", 0),
-    ("icmpv6", "admin-prohibited", 1),
-    ("icmpv6", "addr-unreachable", 3),
-    ("icmpv6", "port-unreachable", 4),
-    ("icmpv6", "policy-fail", 5),
-    ("icmpv6", "reject-route", 6),
-    ("icmpx", "no-route", 0),
-    ("icmpx", "port-unreachable", 1),
-    ("icmpx", "host-unreachable", 2),
-    ("icmpx", "admin-prohibited", 3),
-];
-
-/// The code of `reject with KIND NAME` (a name of [`REJECT_CODES`] or a number 0-255).
-pub fn reject_code(kind: &str, name: &str) -> Option<u8> {
-    REJECT_CODES
-        .iter()
-        .find(|(k, n, _)| *k == kind && *n == name)
-        .map(|x| x.2)
-        .or_else(|| parse_number(name).and_then(|x| u8::try_from(x).ok()))
 }

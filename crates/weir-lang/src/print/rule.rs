@@ -151,10 +151,7 @@ fn raw_transport(it: &Item, protos: &[String]) -> Option<String> {
         return None;
     };
     let base = match protos {
-        [p] => match l4_name(p) {
-            Some(n) => n,
-            None => return None,
-        },
+        [p] => l4_name(p)?,
         ps if ps.iter().all(|p| l4_name(p).is_some()) => "th",
         _ => return None,
     };
