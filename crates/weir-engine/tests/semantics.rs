@@ -424,7 +424,11 @@ fn flags_joined_by_a_bar_are_one_value() {
         ("tcp flags & (syn | ack) == syn | ack", syn | ack, true),
         ("tcp flags & (syn | ack) == syn | ack", syn, false),
         ("tcp flags == syn | ack", syn | ack, true),
-        ("tcp flags == syn | ack", syn | ack | build::tcp_flags::PSH, false),
+        (
+            "tcp flags == syn | ack",
+            syn | ack | build::tcp_flags::PSH,
+            false,
+        ),
         ("tcp flags { syn, syn | ack }", syn, true),
         ("tcp flags { syn, syn | ack }", syn | ack, true),
         ("tcp flags { syn, syn | ack }", ack, false),

@@ -862,7 +862,6 @@ pub fn reject_code(kind: &str, name: &str) -> Option<u8> {
         .or_else(|| parse_number(name).and_then(|x| u8::try_from(x).ok()))
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

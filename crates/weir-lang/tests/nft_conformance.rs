@@ -29,7 +29,9 @@ fn unlisted_and_stale(
     differ_at: &std::collections::BTreeSet<String>,
 ) -> (Vec<String>, Vec<String>) {
     let listed: std::collections::BTreeSet<String> = std::fs::read_to_string(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join(file),
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests")
+            .join(file),
     )
     .unwrap_or_default()
     .lines()
