@@ -36,10 +36,15 @@ pub fn load_str(name: &str, text: &str) -> Result<(ir::Ruleset, Vec<Diagnostic>)
 }
 
 /// As [`load_file`], with the syntax tree the ruleset was checked from (what
-/// [`print::ruleset`] prints the rules from).
+/// [`print::ruleset`] prints the rules from). A file whose first character is `{` is nft's
+/// JSON syntax ([`json::load_file_ast`]), so every loader (`weir check`, `replay`, `run` and
+/// its reloads) reads both.
 pub fn load_file_ast(
     path: &std::path::Path,
 ) -> Result<(ir::Ruleset, ast::File, Vec<Diagnostic>), LoadError> {
+    if std::fs::read_to_string(path).is_ok_and(|t| json::looks_like_json(&t)) {
+        return json::load_file_ast(path);
+    }
     let mut sources = SourceMap::new();
     let (file, mut diags) = parser::parse_file(&mut sources, path);
     finish(sources, file, &mut diags)

@@ -132,19 +132,10 @@ fn nft_json_rule_tests() {
         );
         return;
     };
-    let mut files: Vec<PathBuf> = Vec::new();
-    for sub in ["any", "ip", "ip6", "inet", "netdev"] {
-        let Ok(rd) = std::fs::read_dir(py.join(sub)) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.extension().is_some_and(|x| x == "t") && p.with_extension("t.json").is_file() {
-                files.push(p);
-            }
-        }
-    }
-    files.sort();
+    let files: Vec<PathBuf> = t_files(&py)
+        .into_iter()
+        .filter(|p| p.with_extension("t.json").is_file())
+        .collect();
     let show = std::env::var("WEIR_JSON_SHOW").unwrap_or_default();
     let (mut total, mut text_loads) = (0, 0);
     let (mut in_ok, mut out_ok, mut round_ok) = (0, 0, 0);
@@ -262,4 +253,25 @@ fn nft_json_rule_tests() {
         round_ok >= ROUND_FLOOR,
         "(c) {round_ok} below the floor of {ROUND_FLOOR}"
     );
+}
+
+/// `weir_lang::load_file` (what `weir run` and its reloads call) reads a JSON file as
+/// `weir check` does, not only the CLI's own loader.
+#[test]
+fn load_file_reads_json() {
+    let json = r#"{"nftables": [
+        {"table": {"family": "inet", "name": "t"}},
+        {"chain": {"family": "inet", "table": "t", "name": "c", "type": "filter",
+                   "hook": "input", "prio": 0, "policy": "accept"}},
+        {"rule": {"family": "inet", "table": "t", "chain": "c",
+                  "expr": [{"match": {"op": "==", "left": {"payload": {"protocol": "tcp",
+                  "field": "dport"}}, "right": 22}}, {"accept": null}]}}
+    ]}"#;
+    let path = std::env::temp_dir().join(format!("weir-json-{}.json", std::process::id()));
+    std::fs::write(&path, json).unwrap();
+    let loaded = weir_lang::load_file(&path);
+    let _ = std::fs::remove_file(&path);
+    let (rs, _) =
+        loaded.unwrap_or_else(|(sm, d)| panic!("{}", weir_lang::diag::render_all(&d, &sm)));
+    assert_eq!(rs.summary().rules, 1);
 }

@@ -85,9 +85,8 @@ pub fn load_ast(
     ),
     weir_lang::LoadError,
 > {
-    let is_json =
-        json || std::fs::read_to_string(path).is_ok_and(|t| t.trim_start().starts_with('{'));
-    if is_json {
+    // (weir_lang::load_file_ast reads a file that starts with `{` as JSON by itself)
+    if json {
         weir_lang::json::load_file_ast(path)
     } else {
         weir_lang::load_file_ast(path)
