@@ -832,6 +832,15 @@ pub fn describe(dt: DataType) -> &'static str {
     }
 }
 
+/// A number where an IPv4 address goes, as the address's value: nft reads `0xff` as 0.0.0.255
+/// (inet_aton does). Only where an address is masked or compared with a masked one.
+pub fn ipv4_from_number(w: &str) -> Option<u128> {
+    if w.parse::<Ipv4Addr>().is_ok() {
+        return None;
+    }
+    parse_number(w).filter(|&n| n <= u32::MAX as u128)
+}
+
 /// The ICMP types of `reject with icmp|icmpv6|icmpx NAME`: kind, name, code.
 pub const REJECT_CODES: &[(&str, &str, u8)] = &[
     ("icmp", "net-unreachable", 0),

@@ -86,19 +86,7 @@ fn nftables_rule_tests() {
         );
         return;
     };
-    let mut files: Vec<PathBuf> = Vec::new();
-    for sub in ["any", "ip", "ip6", "inet", "netdev"] {
-        let Ok(rd) = std::fs::read_dir(py.join(sub)) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.extension().is_some_and(|x| x == "t") {
-                files.push(p);
-            }
-        }
-    }
-    files.sort();
+    let files = t_files(&py);
     let (mut ok_total, mut ok_loaded, mut fail_total, mut fail_refused) = (0, 0, 0, 0);
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     let mut accepted_bad: Vec<String> = Vec::new();

@@ -258,15 +258,7 @@ pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
             offset,
             ..
         } => {
-            let m = scalar(cx, DataType::Integer(32), modulus)? as u32;
-            if m == 0 {
-                err(cx, modulus.span(), "mod must be at least 1");
-                return None;
-            }
-            let off = match offset {
-                Some(o) => scalar(cx, DataType::Integer(32), o)? as u32,
-                None => 0,
-            };
+            let (m, off) = modulus_offset(cx, modulus, offset.as_ref())?;
             let src = if kind.name == "jhash" {
                 let k = lower_key(cx, key.as_ref()?)?;
                 let s = match seed {
@@ -311,15 +303,7 @@ pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
                     return None;
                 }
             };
-            let m = scalar(cx, DataType::Integer(32), modulus)? as u32;
-            if m == 0 {
-                err(cx, modulus.span(), "mod must be at least 1");
-                return None;
-            }
-            let off = match offset {
-                Some(o) => scalar(cx, DataType::Integer(32), o)? as u32,
-                None => 0,
-            };
+            let (m, off) = modulus_offset(cx, modulus, offset.as_ref())?;
             Some(vec![KeyPart {
                 src: Source::Numgen {
                     random,
@@ -371,10 +355,10 @@ fn const_part(cx: &mut Cx, v: &Val, i: usize) -> Option<KeyPart> {
 /// A number where an IPv4 address goes, as the address it is (`0xff` is `0.0.0.255`).
 pub(super) fn numeric_ipv4(dt: DataType, v: &Val) -> Option<Val> {
     let Val::Word(w, s) = v else { return None };
-    if dt != DataType::Ipv4Addr || w.parse::<std::net::Ipv4Addr>().is_ok() {
+    if dt != DataType::Ipv4Addr {
         return None;
     }
-    let n = values::parse_number(w).filter(|&n| n <= u32::MAX as u128)?;
+    let n = values::ipv4_from_number(w)?;
     Some(Val::Word(
         std::net::Ipv4Addr::from(n as u32).to_string(),
         *s,
@@ -410,4 +394,18 @@ pub(super) fn bare_ct_address(e: &ast::Expr) -> Option<Span> {
         ast::Expr::Concat(es, _) => es.iter().find_map(bare_ct_address),
         _ => None,
     }
+}
+
+/// The `mod N [offset O]` of a hash or a number generator (N at least 1).
+fn modulus_offset(cx: &mut Cx, modulus: &Val, offset: Option<&Val>) -> Option<(u32, u32)> {
+    let m = scalar(cx, DataType::Integer(32), modulus)? as u32;
+    if m == 0 {
+        err(cx, modulus.span(), "mod must be at least 1");
+        return None;
+    }
+    let off = match offset {
+        Some(o) => scalar(cx, DataType::Integer(32), o)? as u32,
+        None => 0,
+    };
+    Some((m, off))
 }

@@ -409,7 +409,7 @@ fn fmt_range(src: &Ctx<'_>, dt: DataType, lo: u128, hi: u128) -> String {
 fn scalar(dt: DataType, w: &str) -> Option<u128> {
     values::parse_scalar(dt, w).ok().or_else(|| {
         (dt == DataType::Ipv4Addr)
-            .then(|| values::parse_number(w).filter(|&n| n <= u32::MAX as u128))
+            .then(|| values::ipv4_from_number(w))
             .flatten()
     })
 }

@@ -253,3 +253,21 @@ pub fn normalise(s: &str) -> String {
     }
     out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
+
+/// The `.t` files of the families weir covers (and `any`), sorted.
+pub fn t_files(py: &std::path::Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = Vec::new();
+    for sub in ["any", "ip", "ip6", "inet", "netdev"] {
+        let Ok(rd) = std::fs::read_dir(py.join(sub)) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.extension().is_some_and(|x| x == "t") {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    files
+}
