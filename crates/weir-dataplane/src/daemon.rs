@@ -508,6 +508,11 @@ fn inline_workers(
                 arp,
                 router,
                 fwd: Vec::new(),
+                rx_csum: cfg
+                    .interface
+                    .iter()
+                    .map(|i| crate::workers::links::rx_checksums(&i.name))
+                    .collect(),
                 ports_names: cfg.interface_names(),
                 mtu_read: now_ns(),
                 held: Held::default(),

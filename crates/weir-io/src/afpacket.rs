@@ -81,9 +81,12 @@ pub struct RingConfig {
     /// Ask the kernel for a virtio-net header in front of every frame (`PACKET_VNET_HDR`):
     /// what it knows of the frame's checksum (`NEEDS_CSUM` with `csum_start` /
     /// `csum_offset`, `DATA_VALID`) and segmentation (`gso_type`, `gso_size`), read with
-    /// [`Port::rx_offload`]. The frame bytes still start at the Ethernet header. The socket
-    /// then also expects a header in front of every frame it sends: [`Port::send_batch`]
-    /// adds an empty one, [`Port::send_offload`] takes one per frame. A frame of a GSO type
+    /// [`Port::rx_offload`]. The frame bytes still start at the Ethernet header. A socket with
+    /// the header also expects one in front of every frame it sends, which costs the kernel
+    /// a parse per frame (7-10% of the CPU per forwarded frame, measured with `weir
+    /// bench lab`), so such a port sends on a second socket of its interface that has none
+    /// (and receives nothing): frames go out as they are ([`Port::has_vnet_hdr`] is false;
+    /// [`Port::open_tx_vnet`] gives a port that sends with headers). A frame of a GSO type
     /// the header cannot express (UDP tunnels, GRE, ...) is dropped by the kernel
     /// (`virtio_net_hdr_from_skb` fails) and counted in [`Port::ring_drops`]. Default off.
     pub vnet_hdr: bool,
@@ -567,6 +570,9 @@ pub struct Port {
     out_n: usize,
     /// The socket has `PACKET_VNET_HDR` on: every frame sent carries a virtio-net header.
     vnet_tx: bool,
+    /// A ring with the virtio-net header sends on this second socket, which has none (see
+    /// [`RingConfig::vnet_hdr`]).
+    tx: Option<OwnedFd>,
     /// The errno of the last frame the kernel refused on send (0: none yet).
     last_send_errno: i32,
     pub stats: Stats,
@@ -698,12 +704,10 @@ const RET_K: u16 = 0x06;
 impl Port {
     /// Set the mark (`SO_MARK`) of what this socket sends.
     pub fn set_mark(&self, mark: u32) -> io::Result<()> {
-        if set_int(
-            self.fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_MARK,
-            mark as i32,
-        ) {
+        if self
+            .sockets()
+            .all(|fd| set_int(fd, libc::SOL_SOCKET, libc::SO_MARK, mark as i32))
+        {
             Ok(())
         } else {
             Err(os_err(&format!("{}: SO_MARK", self.name)))
@@ -808,6 +812,7 @@ impl Port {
             out: Vec::new(),
             out_n: 0,
             vnet_tx: false,
+            tx: None,
             last_send_errno: 0,
             stats: Stats::default(),
         };
@@ -872,6 +877,7 @@ impl Port {
             out: Vec::new(),
             out_n: 0,
             vnet_tx: false,
+            tx: None,
             last_send_errno: 0,
             stats: Stats::default(),
         })
@@ -894,6 +900,7 @@ impl Port {
             out: Vec::new(),
             out_n: 0,
             vnet_tx: false,
+            tx: None,
             last_send_errno: 0,
             stats: Stats::default(),
         })
@@ -936,6 +943,7 @@ impl Port {
             out: Vec::new(),
             out_n: 0,
             vnet_tx: false,
+            tx: None,
             last_send_errno: 0,
             stats: Stats::default(),
         })
@@ -943,6 +951,16 @@ impl Port {
 
     pub fn fd(&self) -> i32 {
         self.fd.as_raw_fd()
+    }
+
+    /// The port's sockets: the one it reads, and the one it sends on when that is another.
+    fn sockets(&self) -> impl Iterator<Item = i32> + '_ {
+        std::iter::once(self.fd.as_raw_fd()).chain(self.tx.as_ref().map(|t| t.as_raw_fd()))
+    }
+
+    /// The socket frames are sent on.
+    fn send_fd(&self) -> i32 {
+        self.tx.as_ref().unwrap_or(&self.fd).as_raw_fd()
     }
 
     /// Join a fanout group of this interface's sockets, steered by the classic BPF program
@@ -1039,7 +1057,11 @@ impl Port {
         p.bufs = Vec::new();
         p.got = Vec::new();
         p.ring = Some(RxRing::new(p.fd.as_raw_fd(), name, &cfg)?);
-        p.vnet_tx = cfg.vnet_hdr;
+        if cfg.vnet_hdr {
+            // protocol 0: nothing is delivered to it
+            let (tx, _, _) = bound_socket(name, 0)?;
+            p.tx = Some(tx);
+        }
         Ok(p)
     }
 
@@ -1082,12 +1104,10 @@ impl Port {
     /// software segmentation, so [`Port::send_offload`] with such headers must not be used
     /// on it.
     pub fn bypass_qdisc(&self, on: bool) -> io::Result<()> {
-        if set_int(
-            self.fd.as_raw_fd(),
-            libc::SOL_PACKET,
-            libc::PACKET_QDISC_BYPASS,
-            on as i32,
-        ) {
+        if self
+            .sockets()
+            .all(|fd| set_int(fd, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, on as i32))
+        {
             Ok(())
         } else {
             Err(os_err(&format!("{}: PACKET_QDISC_BYPASS", self.name)))
@@ -1290,7 +1310,7 @@ impl Port {
             // needed.
             let sent = unsafe {
                 libc::sendmmsg(
-                    self.fd.as_raw_fd(),
+                    self.send_fd(),
                     msgs[done..].as_mut_ptr(),
                     (msgs.len() - done) as u32,
                     0,

@@ -117,6 +117,19 @@ struct Bound {
     ingress: Vec<Vec<HookEntry>>,
     egress: Vec<Vec<HookEntry>>,
     flowtables: Vec<FtDevices>,
+    /// What every frame's path reads of its arrival and output ports, one small record per
+    /// port (one load instead of four, on the flowtable's fast path).
+    hot: Vec<Hot>,
+}
+
+/// A port as the first and last steps of a frame's path see it.
+#[derive(Clone, Copy, Default)]
+struct Hot {
+    mac: Option<Mac>,
+    /// It has netdev ingress / egress chains.
+    ingress: bool,
+    egress: bool,
+    flowtables: FtDevices,
 }
 
 impl Router {
@@ -235,6 +248,9 @@ impl Router {
     /// A port's MAC (known once its link is open).
     pub fn set_mac(&mut self, port: usize, mac: Mac) {
         self.ports[port].mac = Some(mac);
+        if let Some(h) = self.bound.hot.get_mut(port) {
+            h.mac = Some(mac);
+        }
     }
 
     /// A port's MTU changed.
@@ -334,7 +350,17 @@ impl Router {
                 .map(|n| sf.device_chains(Hook::Egress, n))
                 .collect(),
             flowtables: names.map(|n| sf.flowtable_devices(n)).collect(),
+            hot: Vec::new(),
         };
+        let b = &self.bound;
+        self.bound.hot = (0..self.ports.len())
+            .map(|i| Hot {
+                mac: self.ports[i].mac,
+                ingress: !b.ingress[i].is_empty(),
+                egress: !b.egress[i].is_empty(),
+                flowtables: b.flowtables[i],
+            })
+            .collect();
     }
 
     /// The metadata of a packet at a hook: its input and output ports (None: no device

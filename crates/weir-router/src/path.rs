@@ -61,7 +61,7 @@ fn ttl_at(l3: usize, f: Family) -> usize {
 
 /// Decrement the TTL (hop limit) of an IP header at `l3`, updating the IPv4 header checksum
 /// as Linux does (`ip_decrease_ttl`).
-#[inline]
+#[inline(always)]
 pub(crate) fn dec_ttl(frame: &mut [u8], l3: usize, f: Family) {
     frame[ttl_at(l3, f)] -= 1;
     if !f.is_v6() {
@@ -100,13 +100,14 @@ impl Router {
         // whether the frame is the router's is decided as it arrives, as Linux's
         // eth_type_trans sets its pkt_type before the ingress hook (an `ether daddr set` there
         // does not change it)
-        let mine = match (eth, self.ports[in_port].mac) {
+        let hot = self.bound.hot[in_port];
+        let mine = match (eth, hot.mac) {
             (true, Some(mac)) => Mac::dst_of(frame) == Some(mac),
             _ => true,
         };
         // 1. the arrival device's netdev ingress chains, before anything else
         let mut mark = 0u32;
-        if !self.bound.ingress[in_port].is_empty() {
+        if hot.ingress {
             match self.ingress(sf, in_port, frame, &mut pm, now) {
                 Ok(m) => mark = m,
                 Err(fate) => return fate,
@@ -140,7 +141,7 @@ impl Router {
         // 3. the flowtable fast path: an offloaded connection arriving where its direction
         // arrives (the fast path takes only TTLs above 1 and IPv4 headers without options; a
         // packet too large for some port takes the slow path, which checks the MTU)
-        let devs = self.bound.flowtables[in_port];
+        let devs = hot.flowtables;
         if devs.0 != 0 && self.fast_path && (pm.l3_len as usize) <= self.min_mtu {
             let adjs = &self.adjs;
             let here = |i: u16| adjs.get(i).is_some_and(|a| a.in_port == in_port);
@@ -326,16 +327,19 @@ impl Router {
         fragment: bool,
         now: u64,
     ) -> Fate {
+        let hot = self.bound.hot[adj.port];
         if pm.link == LinkType::Ethernet {
             if adj.slot != crate::adj::KEEP_MAC {
                 frame[..6].copy_from_slice(&self.neigh.mac_at(adj.slot).0);
             }
-            if let Some(m) = self.ports[adj.port].mac {
+            if let Some(m) = hot.mac {
                 frame[6..12].copy_from_slice(&m.0);
             }
         }
-        if let Some(f) = self.egress(sf, adj.port, frame, pm, mark, now) {
-            return f;
+        if hot.egress {
+            if let Some(f) = self.egress_chains(sf, adj.port, frame, pm, mark, now) {
+                return f;
+            }
         }
         if fragment {
             Fate::Fragments {

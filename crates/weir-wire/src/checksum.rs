@@ -32,12 +32,19 @@ pub fn sum(data: &[u8]) -> u64 {
     acc
 }
 
-/// Fold a partial sum to 16 bits with end-around carry (not complemented).
-pub fn fold(mut acc: u64) -> u16 {
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc as u16
+/// Fold a partial sum to 16 bits with end-around carry (not complemented): 0 only for 0.
+///
+/// Four fixed steps, no loop: a loop's trip count depends on the data, so its exit branch
+/// mispredicts on every other packet (the flowtable's fast path, which asks whether each
+/// frame's checksum is partial, forwarded 5% more packets per second without it: `weir
+/// bench pipeline`). Each step keeps the value modulo 0xffff (2^16 and 2^32 are 1 there):
+/// under 2^33, then 2^18, then 65,539, then at most 0xffff.
+#[inline]
+pub fn fold(acc: u64) -> u16 {
+    let a = (acc & 0xffff_ffff) + (acc >> 32);
+    let a = (a & 0xffff) + (a >> 16);
+    let a = (a & 0xffff) + (a >> 16);
+    ((a & 0xffff) + (a >> 16)) as u16
 }
 
 /// The checksum to store over `data` (whose checksum field is zero). Verifying: the checksum of
@@ -175,6 +182,43 @@ mod tests {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         *seed >> 33
+    }
+
+    /// The branchless fold against the plain loop (fold until 16 bits), at the edges of each
+    /// step and on random sums of every size.
+    #[test]
+    fn fold_matches_the_loop() {
+        fn looped(mut a: u64) -> u16 {
+            while a > 0xffff {
+                a = (a & 0xffff) + (a >> 16);
+            }
+            a as u16
+        }
+        let mut edges = vec![0, 1, u64::MAX, u64::MAX - 1];
+        for b in [16u32, 17, 18, 32, 33, 48, 63] {
+            let p = 1u64 << b;
+            edges.extend([p - 2, p - 1, p, p + 1]);
+        }
+        edges.extend([
+            0xffff,
+            0x1fffe,
+            0xffff_ffff,
+            0x1_fffe_fffe,
+            0xffff_0000_ffff,
+        ]);
+        let mut s = 11u64;
+        for _ in 0..100_000 {
+            let bits = lcg(&mut s) % 65;
+            let x = (lcg(&mut s) << 33) ^ lcg(&mut s) ^ (lcg(&mut s) << 62);
+            edges.push(if bits == 64 {
+                x
+            } else {
+                x & ((1u64 << bits) - 1)
+            });
+        }
+        for a in edges {
+            assert_eq!(fold(a), looped(a), "{a:#x}");
+        }
     }
 
     #[test]

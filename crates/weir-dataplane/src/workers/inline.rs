@@ -23,6 +23,9 @@ pub struct Inline {
     /// The frames of the batch being handled that leave: (frame index, output port, length).
     pub fwd: Vec<(usize, usize, usize)>,
     pub ports_names: Vec<String>,
+    /// Per port, what a frame's checksum is when its I/O does not say
+    /// ([`super::links::rx_checksums`]).
+    pub rx_csum: Vec<RxCsum>,
     /// When the sockets were last polled (ns).
     pub polled: u64,
     /// The poll set (ports, then side sockets), built on the first batch.
@@ -318,7 +321,10 @@ impl Inline {
                     f,
                     pm,
                     pi,
-                    Rx::default(),
+                    Rx {
+                        hash: 0,
+                        csum: il.rx_csum[pi],
+                    },
                     now,
                 );
                 let f: &[u8] = f;
@@ -409,7 +415,7 @@ impl Inline {
                     } else if is_packet {
                         RxCsum::Complete
                     } else {
-                        RxCsum::Unknown
+                        il.rx_csum[pi]
                     };
                     decide(
                         &mut w.sf,
@@ -460,7 +466,10 @@ impl Inline {
                     &mut f,
                     pm,
                     pi,
-                    Rx::default(),
+                    Rx {
+                        hash: 0,
+                        csum: il.rx_csum[pi],
+                    },
                     now,
                 );
                 let f: &[u8] = &f;

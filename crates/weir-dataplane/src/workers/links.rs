@@ -19,6 +19,22 @@ pub fn open_ring(name: &str) -> std::io::Result<weir_io::afpacket::Port> {
     )
 }
 
+/// What the checksums of frames read on interface `name` are when the I/O does not say
+/// (AF_XDP; AF_PACKET's ring says, per frame): whole on a NIC, whose frames come from the
+/// wire (a partial checksum is what a sender on this host leaves to offload, and it
+/// never leaves a device unfinished), so the router does not look; possibly partial
+/// elsewhere: veth and other virtual links to this host's own senders, and the
+/// paravirtual NICs through which a hypervisor hands its guests frames of co-located
+/// guests with the checksum still to finish (virtio-net, Xen, Hyper-V, VMware).
+pub fn rx_checksums(name: &str) -> weir_router::RxCsum {
+    const PARAVIRTUAL: [&str; 5] = ["virtio_net", "vif", "xen-netfront", "hv_netvsc", "vmxnet3"];
+    let driver = std::fs::read_link(format!("/sys/class/net/{name}/device/driver"));
+    match driver.ok().as_ref().and_then(|d| d.file_name()) {
+        Some(d) if !PARAVIRTUAL.iter().any(|p| d == *p) => weir_router::RxCsum::Complete,
+        _ => weir_router::RxCsum::Unknown,
+    }
+}
+
 /// The receive queues of an interface (1 when sysfs does not say).
 pub fn rx_queues(name: &str) -> usize {
     std::fs::read_dir(format!("/sys/class/net/{name}/queues"))
@@ -260,6 +276,36 @@ pub fn forward_frame(ports: &mut [Link], from: usize, i: usize, to: usize, len: 
             let (a, b) = ports.split_at_mut(from);
             let f = b[0].frame(i);
             a[to].push(&f[..cut(f)]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_router::RxCsum;
+
+    /// Only a NIC's frames are taken as whole: the loopback, a name that is no interface,
+    /// every virtual link of this machine (no device in sysfs: veth, bridges...) and every
+    /// virtio-net NIC are asked per frame.
+    #[test]
+    fn rx_checksums_trust_only_nics() {
+        assert_eq!(rx_checksums("lo"), RxCsum::Unknown);
+        assert_eq!(rx_checksums("weirnosuchif0"), RxCsum::Unknown);
+        for e in std::fs::read_dir("/sys/class/net")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let driver = std::fs::read_link(e.path().join("device/driver")).ok();
+            let virtio = driver
+                .as_ref()
+                .and_then(|d| d.file_name())
+                .is_some_and(|d| d == "virtio_net");
+            if driver.is_none() || virtio {
+                assert_eq!(rx_checksums(&name), RxCsum::Unknown, "{name}");
+            }
         }
     }
 }

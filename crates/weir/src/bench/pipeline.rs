@@ -4,7 +4,8 @@
 //! `weir run`'s inline router (its `route_frame`, FIB, neighbours and adjacencies) forwards
 //! `--flows` concurrent connections from 198.18.0.0/16 clients to servers that `--rules`
 //! forward rules accept (the matching rule is anywhere in the chain). Its FIB holds
-//! `--routes` prefixes. Measured side by side in one run:
+//! `--routes` prefixes. The frames come from a NIC (`--link virtual`: from a veth, each
+//! asked whether its checksum was left to offload). Measured side by side in one run:
 //!
 //! - new connections per second (first packets: conntrack, chains, FIB, confirm);
 //! - established packets through the full path (prerouting with conntrack, the FIB and
@@ -22,9 +23,20 @@ use weir_conntrack::Config as CtConfig;
 use weir_engine::stateful::{PacketCt, Stateful};
 use weir_engine::{Compiled, Engine, Meta, Mode};
 use weir_lang::ir::Hook;
-use weir_router::{Fate, Port, PortAddr, Route, Router, Routes, Rx};
+use weir_router::{Fate, Port, PortAddr, Route, Router, Routes, Rx, RxCsum};
 use weir_wire::build::Builder;
 use weir_wire::{Addr, LinkType, Mac, PacketMeta};
+
+/// Where the frames are read, as far as their checksums go (`weir_router::RxCsum`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Link {
+    /// A NIC: frames from the wire, whose checksums are whole; `weir run` does not look
+    /// (`weir_dataplane::workers::links::rx_checksums`).
+    Nic,
+    /// A veth or a paravirtual NIC over AF_XDP: each TCP / UDP frame is asked whether its
+    /// checksum is partial (its sender on this host left it to offload).
+    Virtual,
+}
 
 /// The reverse path filter of the clients' port (`weir_router::RpFilter`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -59,6 +71,9 @@ pub struct PipelineArgs {
     /// packet the route cache does not know.
     #[arg(long, value_enum, default_value = "off")]
     rp_filter: RpFilter,
+    /// The link the frames are read from.
+    #[arg(long, value_enum, default_value = "nic")]
+    link: Link,
     /// Seconds of established traffic per path.
     #[arg(long, default_value_t = 1.0)]
     seconds: f64,
@@ -149,6 +164,8 @@ fn flow(i: usize, rules: usize) -> (u32, u32, u16) {
 /// frame is in the cache, as after DDIO; only the connection table is cold).
 struct Frames {
     rules: usize,
+    /// What the receive path knows of the frames' checksums.
+    csum: RxCsum,
     reply: bool,
     buf: [u8; FRAME],
 }
@@ -156,7 +173,7 @@ struct Frames {
 const FRAME: usize = 64;
 
 impl Frames {
-    fn new(_n: usize, rules: usize, reply: bool) -> Frames {
+    fn new(_n: usize, rules: usize, reply: bool, link: Link) -> Frames {
         let mut buf = [0u8; FRAME];
         let f = Builder::new().macs([2, 0, 0, 0, 0, 9], MACS[0].0).udp(
             Ipv4Addr::new(198, 18, 0, 1),
@@ -166,7 +183,16 @@ impl Frames {
             &[0; 22],
         );
         buf.copy_from_slice(&f[..FRAME]);
-        Frames { rules, reply, buf }
+        let csum = match link {
+            Link::Nic => RxCsum::Complete,
+            Link::Virtual => RxCsum::Unknown,
+        };
+        Frames {
+            rules,
+            csum,
+            reply,
+            buf,
+        }
     }
     /// Write flow `i`'s datagram (UDP checksum 0, IPv4 header checksum computed).
     fn get(&mut self, i: usize) -> &mut [u8] {
@@ -202,9 +228,9 @@ enum Path {
 /// One packet through the router (`weir run`'s inline path: the flowtable, or routing, the
 /// hooks and the neighbour); whether it leaves by `wan0`.
 #[inline]
-fn forward(sf: &mut Stateful, net: &mut Router, frame: &mut [u8], now: u64) -> bool {
+fn forward(sf: &mut Stateful, net: &mut Router, frame: &mut [u8], csum: RxCsum, now: u64) -> bool {
     let pm = PacketMeta::parse(frame, LinkType::Ethernet);
-    forward_parsed(sf, net, frame, pm, 0, now)
+    forward_parsed(sf, net, frame, pm, 0, csum, now)
 }
 
 /// [`forward`] for a frame already parsed (as the receive loop does for its batch), with its
@@ -216,20 +242,11 @@ fn forward_parsed(
     frame: &mut [u8],
     pm: PacketMeta,
     hash: u64,
+    csum: RxCsum,
     now: u64,
 ) -> bool {
     matches!(
-        net.route_frame(
-            sf,
-            frame,
-            pm,
-            0,
-            Rx {
-                hash,
-                ..Rx::default()
-            },
-            now
-        ),
+        net.route_frame(sf, frame, pm, 0, Rx { hash, csum }, now),
         Fate::Out { port: 1, .. }
     )
 }
@@ -312,7 +329,15 @@ fn measure(
         sf.prefetch_entry(hs[(k + 2 * DIST) % L]);
         sf.prefetch_rest(hs[(k + DIST) % L]);
         let cur = k % L;
-        if !forward_parsed(sf, net, &mut ring[cur], pms[cur], hs[cur], 2_000_000_000) {
+        if !forward_parsed(
+            sf,
+            net,
+            &mut ring[cur],
+            pms[cur],
+            hs[cur],
+            fr.csum,
+            2_000_000_000,
+        ) {
             dropped += 1;
         }
         n += 1;
@@ -359,7 +384,8 @@ fn new_connections(
     let t0 = Instant::now();
     let mut refused = 0usize;
     for i in 0..flows {
-        if !forward(sf, net, fr.get(i), 1_000_000_000) {
+        let csum = fr.csum;
+        if !forward(sf, net, fr.get(i), csum, 1_000_000_000) {
             refused += 1;
         }
     }
@@ -406,7 +432,7 @@ pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
     // memory at a time, as a router has.
     if want(Path::Full) || want(Path::RouteCache) {
         let mut sf = build(a.rules, false, a.flows)?;
-        let mut fr = Frames::new(a.flows, a.rules, false);
+        let mut fr = Frames::new(a.flows, a.rules, false, a.link);
         // (the route of each connection is cached from its first packet; the full path
         // ignores it)
         new_conn_per_s = new_connections(&mut sf, &mut net, &mut fr, a.flows)?;
@@ -438,14 +464,14 @@ pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
     }
     if want(Path::Flowtable) {
         let mut sf = build(a.rules, true, a.flows)?;
-        let mut fr = Frames::new(a.flows, a.rules, false);
+        let mut fr = Frames::new(a.flows, a.rules, false, a.link);
         let ncs = new_connections(&mut sf, &mut net, &mut fr, a.flows)?;
         if new_conn_per_s == 0.0 {
             new_conn_per_s = ncs;
             bpe = (sf.ct().bytes_per_entry(), sf.ct().bytes_per_entry_v6());
         }
         // the answers make the connections established: `flow add` offloads them
-        let mut rep = Frames::new(a.flows, a.rules, true);
+        let mut rep = Frames::new(a.flows, a.rules, true, a.link);
         for i in 0..a.flows {
             let f = rep.get(i);
             let mut pm = PacketMeta::parse(f, LinkType::Ethernet);
@@ -493,6 +519,7 @@ pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
             json!({
                 "flows": a.flows, "rules": a.rules, "routes": a.routes,
                 "rp_filter": format!("{:?}", a.rp_filter).to_lowercase(),
+                "link": format!("{:?}", a.link).to_lowercase(),
                 "full_mpps": full, "route_cache_mpps": rc, "flowtable_mpps": ft,
                 "new_conn_per_s": new_conn_per_s, "bytes_per_entry": bpe.0,
                 "bytes_per_entry_v6": bpe.1,
@@ -502,8 +529,8 @@ pub fn pipeline(a: PipelineArgs) -> anyhow::Result<ExitCode> {
         );
     } else {
         println!(
-            "weir bench pipeline: {} flows, {} forward rules, {} routes, rp_filter {:?} on lan0; one core, 64-byte UDP/IPv4 frames",
-            a.flows, a.rules, a.routes, a.rp_filter
+            "weir bench pipeline: {} flows, {} forward rules, {} routes, rp_filter {:?} on lan0 ({:?}); one core, 64-byte UDP/IPv4 frames",
+            a.flows, a.rules, a.routes, a.rp_filter, a.link
         );
         println!(
             "  new connections     {:>7.2} M/s  ({:.0} ns each)",
