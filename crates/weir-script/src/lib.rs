@@ -17,3 +17,4 @@ pub mod desync;
 pub mod l7;
 pub mod lua;
 pub mod payload;
+pub mod profile;
