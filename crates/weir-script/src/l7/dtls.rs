@@ -12,7 +12,10 @@ const RECORD: usize = 13;
 pub fn is_dtls(p: &[u8]) -> bool {
     p.len() > RECORD
         && (0x14..=0x17).contains(&p[0])
-        && matches!((p[1], p[2]), (0xfe, 0xff) | (0xfe, 0xfd) | (0xfe, 0xfc) | (0x01, 0x00))
+        && matches!(
+            (p[1], p[2]),
+            (0xfe, 0xff) | (0xfe, 0xfd) | (0xfe, 0xfc) | (0x01, 0x00)
+        )
         && be16(p, 11).is_some_and(|l| l + RECORD <= p.len())
 }
 

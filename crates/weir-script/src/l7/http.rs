@@ -89,7 +89,8 @@ pub fn host_span(p: &[u8]) -> Option<(usize, usize)> {
 pub fn detect(p: &[u8]) -> Option<Detection> {
     if is_request(p) {
         let span = host_span(p);
-        let host = span.map(|(s, e)| String::from_utf8_lossy(&p[s..e].to_ascii_lowercase()).into_owned());
+        let host =
+            span.map(|(s, e)| String::from_utf8_lossy(&p[s..e].to_ascii_lowercase()).into_owned());
         return Some(Detection {
             ptype: PayloadType::HttpReq,
             host,

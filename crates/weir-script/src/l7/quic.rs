@@ -112,7 +112,9 @@ fn long_header(p: &[u8]) -> Option<LongHeader<'_>> {
     }
     at += 1 + scid_len;
     let (token_len, n) = varint(p, at)?;
-    at = at.checked_add(n)?.checked_add(usize::try_from(token_len).ok()?)?;
+    at = at
+        .checked_add(n)?
+        .checked_add(usize::try_from(token_len).ok()?)?;
     let (length, n) = varint(p, at)?;
     at += n;
     let length = usize::try_from(length).ok()?;
