@@ -642,3 +642,32 @@ fn quic_reasm_limit_refuses() {
     );
     assert_eq!(r.host(), Some("example.com"));
 }
+
+#[test]
+fn mtproto_initial() {
+    use aes::cipher::generic_array::GenericArray;
+    use aes::cipher::{BlockEncrypt, KeyInit};
+    // an obfuscated initial packet: random key and IV; bytes 56..60 encrypt to 0xefefefef
+    let mut p: Vec<u8> = (0..64u32).map(|i| (i * 97 + 13) as u8).collect();
+    p[0] = 0x77;
+    let ctr = u128::from_be_bytes(p[40..56].try_into().unwrap()).wrapping_add(3);
+    let mut block = GenericArray::from(ctr.to_be_bytes());
+    aes::Aes256::new(GenericArray::from_slice(&p[8..40])).encrypt_block(&mut block);
+    for i in 0..4 {
+        p[56 + i] = block[8 + i] ^ 0xef;
+    }
+    assert_eq!(detect(L4::Tcp, &p).ptype, MtprotoInitial);
+    assert_eq!(detect(L4::Udp, &p).ptype, Unknown);
+    p[57] ^= 1;
+    assert_eq!(detect(L4::Tcp, &p).ptype, Unknown);
+    assert_eq!(detect(L4::Tcp, &p[..63]).ptype, Unknown);
+}
+
+#[test]
+fn quic_kyber_parts_alone_hosts() {
+    let got: Vec<Option<String>> = REASM_ONLY
+        .iter()
+        .map(|n| detect(L4::Udp, &load(n)).host)
+        .collect();
+    assert_eq!(got, vec![None, None, None, None]);
+}
