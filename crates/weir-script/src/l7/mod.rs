@@ -8,6 +8,10 @@
 //! BitTorrent, MTProto; for UDP QUIC Initial, Discord IP discovery, STUN, DNS query and
 //! response, DHT, DTLS hellos, uTP BitTorrent, WireGuard.
 //!
+//! A QUIC Initial is recognised by its header, as nfqws2 does; its host is filled only when
+//! it decrypts and its CRYPTO data from offset 0 reaches the SNI (a ClientHello spread over
+//! several datagrams gives no host here: [`quic::QuicReasm`]).
+//!
 //! What spans several packets is reassembled by the caller with [`reasm::Reasm`] (a TLS
 //! ClientHello over TCP segments; [`Detection::incomplete`] says one is needed) or
 //! [`quic::QuicReasm`] (a ClientHello whose CRYPTO frames are spread over several QUIC

@@ -463,3 +463,47 @@ impl QuicReasm {
         self.crypto.data.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn rfc_initial_keys() {
+        let dcid = hex("8394c8f03e515708");
+        // RFC 9001 appendix A.1
+        let (key, iv, hp) = client_keys(1, &dcid).unwrap();
+        assert_eq!(key.to_vec(), hex("1f369613dd76d5467730efcbe3b1a22d"));
+        assert_eq!(iv.to_vec(), hex("fa044b2f42a3fd3b46fb255c"));
+        assert_eq!(hp.to_vec(), hex("9f50449e04a0e810283a1e9933adedd2"));
+        // RFC 9369 appendix A.1
+        let (key, iv, hp) = client_keys(0x6b33_43cf, &dcid).unwrap();
+        assert_eq!(key.to_vec(), hex("8b1a0bc121284290a29e0971b5cd045d"));
+        assert_eq!(iv.to_vec(), hex("91f73e2351d8fa91660e909f"));
+        assert_eq!(hp.to_vec(), hex("45b95e15235d6f45a6b19cbcb0294ba9"));
+        // draft-29 has its own salt, gQUIC none
+        assert_eq!(draft_version(0xff00_001d), 29);
+        assert!(client_keys(0xff00_001d, &dcid).unwrap().0 != client_keys(1, &dcid).unwrap().0);
+        assert!(client_keys(0x5130_3530, &dcid).is_none());
+    }
+
+    #[test]
+    fn varints() {
+        assert_eq!(varint(&hex("25"), 0), Some((37, 1)));
+        assert_eq!(varint(&hex("7bbd"), 0), Some((15293, 2)));
+        assert_eq!(varint(&hex("9d7f3e7d"), 0), Some((494878333, 4)));
+        assert_eq!(
+            varint(&hex("c2197c5eff14e88c"), 0),
+            Some((151288809941952652, 8))
+        );
+        assert_eq!(varint(&hex("c2197c"), 0), None);
+        assert_eq!(varint(&[], 0), None);
+    }
+}
