@@ -36,7 +36,11 @@ fn fake_ttl_and_badsum_before_original() {
             assert_eq!(s.ip_id, IP_ID + 1);
         }
         // without badsum: valid
-        let out = run(&action("fake", &[("blob", "0x0102030405")]), &pkt, markers(&h));
+        let out = run(
+            &action("fake", &[("blob", "0x0102030405")]),
+            &pkt,
+            markers(&h),
+        );
         let s = read(&out.send[0]);
         assert!(s.l4_ok);
         assert_eq!(s.payload, [1, 2, 3, 4, 5]);
@@ -54,7 +58,11 @@ fn fake_repeats_and_missing_blob() {
     );
     assert_eq!(out.send.len(), 3);
     assert_eq!(out.send[0], out.send[2]);
-    let out = run(&action("fake", &[("blob", "nosuch")]), &pkt4(&h), markers(&h));
+    let out = run(
+        &action("fake", &[("blob", "nosuch")]),
+        &pkt4(&h),
+        markers(&h),
+    );
     assert_eq!((out.verdict, out.send.len()), (Verdict::Pass, 0));
 }
 
@@ -62,7 +70,11 @@ fn fake_repeats_and_missing_blob() {
 fn fake_big_blob_cut_by_mss() {
     let h = b"GET / HTTP/1.1\r\n\r\n";
     let big = format!("0x{}", "ab".repeat(3000));
-    let out = run(&action("fake", &[("blob", &big)]), &pkt4(h), Default::default());
+    let out = run(
+        &action("fake", &[("blob", &big)]),
+        &pkt4(h),
+        Default::default(),
+    );
     let s: Vec<Sent> = out.send.iter().map(|p| read(p)).collect();
     // 1220 - 12 bytes of TCP options
     assert_eq!(
@@ -118,7 +130,10 @@ fn md5_dropped_when_no_room() {
         &h,
     );
     let out = run(
-        &action("fake", &[("blob", "0x00"), ("tcp_md5", ""), ("tcp_ts", "5")]),
+        &action(
+            "fake",
+            &[("blob", "0x00"), ("tcp_md5", ""), ("tcp_ts", "5")],
+        ),
         &pkt,
         markers(&h),
     );
@@ -132,7 +147,10 @@ fn md5_dropped_when_no_room() {
 fn autottl() {
     let h = hello();
     let pkt = pkt4(&h);
-    let act = action("fake", &[("blob", "0x00"), ("ip_autottl", "-2,3-20"), ("ip_ttl", "9")]);
+    let act = action(
+        "fake",
+        &[("blob", "0x00"), ("ip_autottl", "-2,3-20"), ("ip_ttl", "9")],
+    );
     let input = |t| Input {
         packet: &pkt,
         ptype: PayloadType::TlsClientHello,
@@ -149,7 +167,10 @@ fn autottl() {
 #[test]
 fn ip6_extension_headers() {
     let h = hello();
-    let act = action("fake", &[("blob", "0x00"), ("ip6_hopbyhop", ""), ("ip6_destopt", "")]);
+    let act = action(
+        "fake",
+        &[("blob", "0x00"), ("ip6_hopbyhop", ""), ("ip6_destopt", "")],
+    );
     let out = run(&act, &pkt6(&h), markers(&h));
     let p = &out.send[0];
     assert_eq!(p[6], 0); // hop-by-hop first
@@ -202,16 +223,31 @@ fn parse_errors_name_the_argument() {
         ActionError::UnknownFunction("multisplat".into())
     );
     let e = err("multisplit", &[("pos", "1,midsdl")]);
-    assert!(matches!(&e, ActionError::BadArg { arg, .. } if arg == "pos"), "{e}");
+    assert!(
+        matches!(&e, ActionError::BadArg { arg, .. } if arg == "pos"),
+        "{e}"
+    );
     assert!(e.to_string().contains("midsdl"));
     let e = err("fake", &[("blob", "0x00"), ("ip_ttl", "300")]);
-    assert!(matches!(&e, ActionError::BadArg { arg, .. } if arg == "ip_ttl"), "{e}");
+    assert!(
+        matches!(&e, ActionError::BadArg { arg, .. } if arg == "ip_ttl"),
+        "{e}"
+    );
     let e = err("fake", &[("blob", "0x00"), ("repeats", "x")]);
-    assert!(matches!(&e, ActionError::BadArg { arg, .. } if arg == "repeats"), "{e}");
+    assert!(
+        matches!(&e, ActionError::BadArg { arg, .. } if arg == "repeats"),
+        "{e}"
+    );
     let e = err("fake", &[("blob", "0x00"), ("ip_autottl", "2-3")]);
-    assert!(matches!(&e, ActionError::BadArg { arg, .. } if arg == "ip_autottl"), "{e}");
+    assert!(
+        matches!(&e, ActionError::BadArg { arg, .. } if arg == "ip_autottl"),
+        "{e}"
+    );
     let e = err("fake", &[("blob", "0xabc")]);
-    assert!(matches!(&e, ActionError::BadArg { arg, .. } if arg == "blob"), "{e}");
+    assert!(
+        matches!(&e, ActionError::BadArg { arg, .. } if arg == "blob"),
+        "{e}"
+    );
     assert!(matches!(err("fake", &[]), ActionError::MissingArg { .. }));
     let e = err("multisplit", &[("poss", "1")]);
     assert_eq!(

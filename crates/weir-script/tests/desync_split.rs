@@ -57,7 +57,11 @@ fn multisplit_positions_sorted_deduplicated_out_of_range_dropped() {
 fn multisplit_seqovl() {
     for (pkt, h) in both() {
         let m = markers(&h);
-        let out = run(&action("multisplit", &[("pos", "1,midsld"), ("seqovl", "5")]), &pkt, m);
+        let out = run(
+            &action("multisplit", &[("pos", "1,midsld"), ("seqovl", "5")]),
+            &pkt,
+            m,
+        );
         assert_eq!(out.verdict, Verdict::Drop);
         let s: Vec<Sent> = out.send.iter().map(|p| read(p)).collect();
         assert_eq!(s[0].seq, SEQ.wrapping_sub(5));
@@ -135,17 +139,33 @@ fn fakedsplit_order() {
         let m = markers(&h);
         let p = m.host.unwrap().0 + 2;
         let out = run(
-            &action("fakedsplit", &[("pos", "midsld"), ("ip_ttl", "3"), ("ip6_ttl", "3")]),
+            &action(
+                "fakedsplit",
+                &[("pos", "midsld"), ("ip_ttl", "3"), ("ip6_ttl", "3")],
+            ),
             &pkt,
             m,
         );
         assert_eq!(out.verdict, Verdict::Drop);
-        let order = [(true, 0), (false, 0), (true, 0), (true, p), (false, p), (true, p)];
+        let order = [
+            (true, 0),
+            (false, 0),
+            (true, 0),
+            (true, p),
+            (false, p),
+            (true, p),
+        ];
         check_faked(&out.send, &h, p, &order);
         let out = run(
             &action(
                 "fakedsplit",
-                &[("pos", "midsld"), ("ip_ttl", "3"), ("ip6_ttl", "3"), ("nofake1", ""), ("nofake4", "")],
+                &[
+                    ("pos", "midsld"),
+                    ("ip_ttl", "3"),
+                    ("ip6_ttl", "3"),
+                    ("nofake1", ""),
+                    ("nofake4", ""),
+                ],
             ),
             &pkt,
             m,
@@ -160,12 +180,22 @@ fn fakeddisorder_order() {
         let m = markers(&h);
         let p = m.host.unwrap().0 + 2;
         let out = run(
-            &action("fakeddisorder", &[("pos", "midsld"), ("ip_ttl", "3"), ("ip6_ttl", "3")]),
+            &action(
+                "fakeddisorder",
+                &[("pos", "midsld"), ("ip_ttl", "3"), ("ip6_ttl", "3")],
+            ),
             &pkt,
             m,
         );
         assert_eq!(out.verdict, Verdict::Drop);
-        let order = [(true, p), (false, p), (true, p), (true, 0), (false, 0), (true, 0)];
+        let order = [
+            (true, p),
+            (false, p),
+            (true, p),
+            (true, 0),
+            (false, 0),
+            (true, 0),
+        ];
         check_faked(&out.send, &h, p, &order);
     }
 }
@@ -178,7 +208,12 @@ fn hostfakesplit_order() {
         let out = run(
             &action(
                 "hostfakesplit",
-                &[("ip_ttl", "3"), ("ip6_ttl", "3"), ("host", "example.com"), ("nodrop", "")],
+                &[
+                    ("ip_ttl", "3"),
+                    ("ip6_ttl", "3"),
+                    ("host", "example.com"),
+                    ("nodrop", ""),
+                ],
             ),
             &pkt,
             m,

@@ -93,9 +93,7 @@ impl<'a> Args<'a> {
     pub fn blob(&mut self, k: &str) -> Result<Option<BlobRef>, ActionError> {
         match self.get(k) {
             None => Ok(None),
-            Some(v) => BlobRef::parse(v)
-                .map(Some)
-                .map_err(|e| self.bad(k, v, &e)),
+            Some(v) => BlobRef::parse(v).map(Some).map_err(|e| self.bad(k, v, &e)),
         }
     }
 

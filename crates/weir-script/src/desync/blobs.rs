@@ -21,7 +21,7 @@ pub enum BlobRef {
 /// Parse hex digits (no prefix), an even number of them.
 pub fn parse_hex(s: &str) -> Option<Vec<u8>> {
     let b = s.as_bytes();
-    if b.len() % 2 != 0 {
+    if !b.len().is_multiple_of(2) {
         return None;
     }
     let nib = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
@@ -219,10 +219,7 @@ mod tests {
         let b = Blobs::new();
         let tls = b.get("fake_default_tls").unwrap();
         assert_eq!(tls.len(), 517);
-        assert_eq!(
-            u16::from_be_bytes([tls[3], tls[4]]) as usize + 5,
-            tls.len()
-        );
+        assert_eq!(u16::from_be_bytes([tls[3], tls[4]]) as usize + 5, tls.len());
         assert_eq!(b.get("fake_default_quic").unwrap().len(), 620);
     }
 }

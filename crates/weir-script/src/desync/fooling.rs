@@ -167,8 +167,9 @@ impl Fooling {
             ("tcp_flags_unset", &mut f.tcp_flags_unset),
         ] {
             if let Some(v) = a.get(k) {
-                *slot = parse_flags(v)
-                    .ok_or_else(|| a.bad(k, v, "expected a list of FIN,SYN,RST,PUSH,ACK,URG,ECE,CWR"))?;
+                *slot = parse_flags(v).ok_or_else(|| {
+                    a.bad(k, v, "expected a list of FIN,SYN,RST,PUSH,ACK,URG,ECE,CWR")
+                })?;
             }
         }
         f.tcp_ts_up = a.flag("tcp_ts_up");
@@ -183,9 +184,7 @@ impl Fooling {
         } else {
             (self.ip_ttl, self.ip_autottl)
         };
-        auto.zip(incoming)
-            .and_then(|(a, t)| a.eval(t))
-            .or(fixed)
+        auto.zip(incoming).and_then(|(a, t)| a.eval(t)).or(fixed)
     }
 
     /// Apply everything to `s` (as nfqws2's `apply_fooling`, in its order).

@@ -122,7 +122,10 @@ pub fn sld(host: &[u8]) -> Option<(usize, usize)> {
     if p2 == 0 {
         return None;
     }
-    let p1 = host[..p2].iter().rposition(|&c| c == b'.').map_or(0, |i| i + 1);
+    let p1 = host[..p2]
+        .iter()
+        .rposition(|&c| c == b'.')
+        .map_or(0, |i| i + 1);
     Some((p1, p2 - p1))
 }
 

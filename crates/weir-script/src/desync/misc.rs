@@ -58,7 +58,9 @@ pub(crate) fn udplen(
         let p = pat.and_then(|p| c.blob(p)).unwrap_or_else(|| vec![0]);
         s.payload.extend(pattern(&p, pat_off, inc as usize));
     } else {
-        let keep = len.checked_sub(inc.unsigned_abs() as usize).filter(|&k| k >= 1)?;
+        let keep = len
+            .checked_sub(inc.unsigned_abs() as usize)
+            .filter(|&k| k >= 1)?;
         s.payload.truncate(keep);
     }
     c.modified = Some(s.build()?);

@@ -98,9 +98,18 @@ impl Output {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ActionError {
     UnknownFunction(String),
-    Unsupported { func: String, reason: String },
-    UnknownArg { func: String, arg: String },
-    MissingArg { func: String, arg: String },
+    Unsupported {
+        func: String,
+        reason: String,
+    },
+    UnknownArg {
+        func: String,
+        arg: String,
+    },
+    MissingArg {
+        func: String,
+        arg: String,
+    },
     BadArg {
         func: String,
         arg: String,
@@ -226,12 +235,12 @@ pub struct Action {
 }
 
 fn split_args(a: &mut Args, name: &str, marker_seqovl: bool) -> Result<SplitArgs, ActionError> {
-    let pos = a
-        .markers("pos")?
-        .unwrap_or_else(|| vec![Marker::parse("2").unwrap_or(Marker {
+    let pos = a.markers("pos")?.unwrap_or_else(|| {
+        vec![Marker::parse("2").unwrap_or(Marker {
             base: markers::Base::Abs,
             offset: 2,
-        })]);
+        })]
+    });
     if matches!(name, "fakedsplit" | "fakeddisorder") && pos.len() != 1 {
         return Err(a.bad("pos", "", "expects a single marker"));
     }

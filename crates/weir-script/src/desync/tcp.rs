@@ -304,7 +304,7 @@ pub(crate) fn ip_fragment(
     next: Option<u8>,
     id: u32,
 ) -> Option<(Vec<u8>, Vec<u8>)> {
-    if pos == 0 || pos % 8 != 0 {
+    if pos == 0 || !pos.is_multiple_of(8) {
         return None;
     }
     if !v6 {
@@ -350,10 +350,7 @@ pub(crate) fn ip_fragment(
         .map_or(0, |(i, _)| i + 1);
     let (ins, nh_pos) = match chain.get(idx) {
         Some(&(_, off, nhp)) => (off, nhp),
-        None => (
-            l4off,
-            chain.last().map_or(6, |&(_, off, _)| off),
-        ),
+        None => (l4off, chain.last().map_or(6, |&(_, off, _)| off)),
     };
     let frag_part = pkt.get(ins..)?;
     if pos >= frag_part.len() || ins + 8 + pos > 0xffff + 40 {

@@ -115,7 +115,11 @@ pub fn read(p: &[u8]) -> Sent {
         ack: u32::from_be_bytes(p[l4 + 8..l4 + 12].try_into().unwrap()),
         flags: p[l4 + 13],
         ttl: if v6 { p[7] } else { p[8] },
-        ip_id: if v6 { 0 } else { u16::from_be_bytes([p[4], p[5]]) },
+        ip_id: if v6 {
+            0
+        } else {
+            u16::from_be_bytes([p[4], p[5]])
+        },
         payload: p[po..po + pl].to_vec(),
         l4_ok: m.transport_checksum_ok(p),
         tcp_options: p[l4 + 20..po].to_vec(),
