@@ -252,7 +252,6 @@ fn index(i: i64, len: usize) -> Option<usize> {
 
 impl UserData for Pkt {
     fn add_fields<F: UserDataFields<Self>>(f: &mut F) {
-        f.add_meta_field("__metatable", false);
         f.add_field_method_get("len", |_, p| Ok(p.view.packet.len()));
         f.add_field_method_get("outgoing", |_, p| Ok(p.view.outgoing));
         f.add_field_method_get("ptype", |_, p| {
