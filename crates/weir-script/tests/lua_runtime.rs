@@ -3,9 +3,7 @@
 
 use std::net::Ipv4Addr;
 
-use weir_script::lua::{
-    CallError, Counters, FlowId, LuaConfig, PacketView, Runtime, Verdict,
-};
+use weir_script::lua::{CallError, Counters, FlowId, LuaConfig, PacketView, Runtime, Verdict};
 use weir_script::payload::{PayloadType, Protocol};
 use weir_wire::build::{tcp_flags, Builder, Tcp};
 
@@ -53,13 +51,18 @@ fn runtime(code: &str) -> Runtime {
 fn syntax_error_gives_chunk_and_line() {
     let mut rt = Runtime::new(&LuaConfig::default()).unwrap();
     let e = rt
-        .load("broken.lua", "function f(pkt)\n  return 1\nend\nlocal x = = 2\n")
+        .load(
+            "broken.lua",
+            "function f(pkt)\n  return 1\nend\nlocal x = = 2\n",
+        )
         .unwrap_err();
     assert_eq!(e.chunk, "broken.lua");
     assert_eq!(e.line, Some(4));
     assert!(e.message.contains("unexpected symbol"), "{}", e.message);
     // A runtime error in the top level has its line too.
-    let e = rt.load("top.lua", "local a = 1\n\nerror('boom')\n").unwrap_err();
+    let e = rt
+        .load("top.lua", "local a = 1\n\nerror('boom')\n")
+        .unwrap_err();
     assert_eq!(e.line, Some(3));
     assert!(e.message.contains("boom"), "{}", e.message);
 }
@@ -108,13 +111,17 @@ fn fields_read_exactly() {
     want.extend_from_slice(&[10, 0, 0, 1]);
     want.extend_from_slice(b"|40|false|nil");
     assert_eq!(r.send.len(), 1);
-    assert_eq!(String::from_utf8_lossy(&r.send[0]), String::from_utf8_lossy(&want));
+    assert_eq!(
+        String::from_utf8_lossy(&r.send[0]),
+        String::from_utf8_lossy(&want)
+    );
     assert_eq!(r.send[0], want);
 
     // A UDP packet: no TCP fields; unknown l7 and host are nil.
     let mut u = PacketView::new(Builder::raw().udp(SRC, DST, 5353, 53, b"q"), false);
     let r = rt.call(f, &mut u, FlowId(2), &[]);
-    let want = "29|false|unknown|nil|nil|17|5353|53|64|nil|nil|nil|q|0|0|0|0|0|0|0|0|69|17|nil|nil|";
+    let want =
+        "29|false|unknown|nil|nil|17|5353|53|64|nil|nil|nil|q|0|0|0|0|0|0|0|0|69|17|nil|nil|";
     assert_eq!(&r.send[0][..want.len()], want.as_bytes());
 }
 
@@ -153,7 +160,9 @@ fn verdicts_from_return_values() {
     assert_eq!(r.verdict, Verdict::Pass);
     assert_eq!(
         r.error,
-        Some(CallError::BadReturn("returned \"maybe\", not a verdict".into()))
+        Some(CallError::BadReturn(
+            "returned \"maybe\", not a verdict".into()
+        ))
     );
     assert_eq!(rt.stats().last().unwrap().1.errors, 1);
 }
@@ -218,7 +227,10 @@ fn send_and_cutoff() {
     let r = rt.call(f, &mut v, FlowId(1), &[]);
     assert_eq!(r.verdict, Verdict::Pass);
     assert!(r.cutoff);
-    assert_eq!(r.send, vec![vec![1, 2, 3], tcp_packet(b"abc")[..20].to_vec()]);
+    assert_eq!(
+        r.send,
+        vec![vec![1, 2, 3], tcp_packet(b"abc")[..20].to_vec()]
+    );
     // Nothing carries over to the next call.
     let g = rt.function("g").unwrap();
     let r = rt.call(g, &mut v, FlowId(1), &[]);
@@ -232,13 +244,19 @@ fn send_and_cutoff() {
     .unwrap();
     let m = rt.function("many").unwrap();
     let r = rt.call(m, &mut v, FlowId(1), &[]);
-    assert!(matches!(r.error, Some(CallError::Script(_))), "{:?}", r.error);
+    assert!(
+        matches!(r.error, Some(CallError::Script(_))),
+        "{:?}",
+        r.error
+    );
     assert!(r.send.is_empty());
 }
 
 #[test]
 fn args_reach_the_function() {
-    let mut rt = runtime("function f(pkt, args) if args.pos == '2' and args.x == nil then return 'drop' end end");
+    let mut rt = runtime(
+        "function f(pkt, args) if args.pos == '2' and args.x == nil then return 'drop' end end",
+    );
     let f = rt.function("f").unwrap();
     let args = vec![("pos".to_string(), "2".to_string())];
     for _ in 0..2 {
@@ -314,9 +332,15 @@ fn max_flows_evicts_least_recently_used() {
         ..LuaConfig::default()
     })
     .unwrap();
-    rt.load("t.lua", "function f(pkt) if pkt.state == nil then return 'drop' end end")
-        .unwrap();
+    rt.load(
+        "t.lua",
+        "function f(pkt) if pkt.state == nil then return 'drop' end end",
+    )
+    .unwrap();
     let f = rt.function("f").unwrap();
-    assert_eq!(rt.call(f, &mut view(b"a"), FlowId(1), &[]).verdict, Verdict::Drop);
+    assert_eq!(
+        rt.call(f, &mut view(b"a"), FlowId(1), &[]).verdict,
+        Verdict::Drop
+    );
     assert_eq!(rt.flow_stats().refused, 1);
 }
