@@ -351,6 +351,19 @@ fn io_open_only_reads_under_dir() {
     assert_eq!(parts[9], "true");
     assert_eq!(parts[10], "false");
     assert_eq!(parts.len(), 11);
+    // At most 8 files a call (paths that resolve under the directory; dofile and loadfile
+    // count too): the 9th and 10th are refused.
+    rt.load(
+        "t3.lua",
+        "function opens(pkt) local t = {} for i = 1, 10 do t[i] = try('data.txt') end pkt:send(table.concat(t, '|')) end",
+    )
+    .unwrap();
+    let o = rt.function("opens").unwrap();
+    let r = rt.call(o, &mut pkt(), FlowId(1), &[]);
+    let got = String::from_utf8(r.send[0].clone()).unwrap();
+    let want = ["read: inside\n"; 8].join("|")
+        + "|refused: data.txt: at most 8 files per call|refused: data.txt: at most 8 files per call";
+    assert_eq!(got, want);
     assert_eq!(
         std::fs::read_to_string(dir.join("data.txt")).unwrap(),
         "inside\n"

@@ -36,7 +36,7 @@ pub use flow::FlowId;
 pub use packet::{Counters, PacketView, MAX_PACKET, MAX_SEND};
 pub use stats::{FlowStats, FnStats};
 
-use packet::Pkt;
+use packet::{Pkt, Shared};
 use sandbox::Budget;
 
 /// Argument sets whose tables are kept for reuse.
@@ -174,6 +174,7 @@ pub struct Runtime {
     lua: Lua,
     budget: Rc<Budget>,
     pkt: AnyUserData,
+    st: Shared,
     fns: std::cell::RefCell<Vec<Entry>>,
     args: HashMap<Vec<(String, String)>, Table>,
 }
@@ -231,12 +232,14 @@ impl Runtime {
     pub fn new(cfg: &LuaConfig) -> Result<Runtime, LuaError> {
         let budget = Rc::new(Budget::new(cfg.instruction_budget));
         let lua = sandbox::build(cfg, &budget)?;
-        let pkt = lua.create_userdata(Pkt::new(&lua, cfg.max_flows)?)?;
+        let (pkt, st) = Pkt::new(&lua, cfg.max_flows)?;
+        let pkt = lua.create_userdata(pkt)?;
         lua.set_memory_limit(cfg.memory_limit)?;
         Ok(Runtime {
             lua,
             budget,
             pkt,
+            st,
             fns: Default::default(),
             args: HashMap::new(),
         })
@@ -322,14 +325,14 @@ impl Runtime {
         let was_modified = pkt.modified;
         let args = self.args_value(args);
         {
-            let mut p = self.pkt.borrow_mut::<Pkt>().expect("pkt userdata");
+            let mut p = self.st.borrow_mut();
             std::mem::swap(&mut p.view, pkt);
             p.flow = flow;
         }
         let fns = self.fns.get_mut();
         let entry = &mut fns[f.0 as usize];
         let r = args.and_then(|a| entry.f.call::<Value>((&self.pkt, a)));
-        let mut p = self.pkt.borrow_mut::<Pkt>().expect("pkt userdata");
+        let mut p = self.st.borrow_mut();
         std::mem::swap(&mut p.view, pkt);
         let backup = p.backup.take();
         let send = std::mem::take(&mut p.send);
@@ -387,9 +390,7 @@ impl Runtime {
 
     /// The flow ended: its state table goes.
     pub fn forget(&mut self, flow: FlowId) {
-        if let Ok(mut p) = self.pkt.borrow_mut::<Pkt>() {
-            p.flows.remove(flow);
-        }
+        self.st.borrow_mut().flows.remove(flow);
     }
 
     /// Each function's counters, in the order they were looked up.
@@ -403,10 +404,7 @@ impl Runtime {
 
     /// The per-flow state tables' counters.
     pub fn flow_stats(&self) -> FlowStats {
-        self.pkt
-            .borrow::<Pkt>()
-            .map(|p| p.flows.stats())
-            .unwrap_or_default()
+        self.st.borrow().flows.stats()
     }
 
     /// Bytes the Lua state uses now.

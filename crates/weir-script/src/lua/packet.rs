@@ -15,7 +15,10 @@
 //! and the IPv4 header and TCP / UDP checksums), `send(s)` (queue a packet to send),
 //! `cutoff()`, `drop()`.
 
-use mlua::{Lua, String as LuaString, UserData, UserDataFields, UserDataMethods, Value};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use mlua::{Function, Lua, MetaMethod, String as LuaString, UserData, UserDataMethods, Value};
 use weir_wire::checksum::{checksum, checksum_with, pseudo_v4, pseudo_v6, udp_final};
 
 use super::flow::{FlowId, FlowTable};
@@ -178,9 +181,10 @@ pub(crate) fn fix_lengths_and_checksums(p: &mut [u8], l4proto: u8, l4: usize) {
     p[csum_at..csum_at + 2].copy_from_slice(&c.to_be_bytes());
 }
 
-/// The `pkt` userdata: the packet of the call under way (swapped in and out by the
-/// runtime, never copied), what the script asked for, and the per-flow state tables.
-pub(crate) struct Pkt {
+/// What the `pkt` userdata reads and writes: the packet of the call under way (swapped in
+/// and out by the runtime, never copied), what the script asked for, and the per-flow
+/// state tables. Shared by the userdata, its methods and the runtime.
+pub(crate) struct PktState {
     pub(crate) view: PacketView,
     /// The packet as it was before the script's first change (to restore on failure).
     pub(crate) backup: Option<Vec<u8>>,
@@ -189,35 +193,22 @@ pub(crate) struct Pkt {
     pub(crate) drop: bool,
     pub(crate) flow: FlowId,
     pub(crate) flows: FlowTable,
-    /// Interned names: payload types in `PayloadType::ALL` order, protocols in
-    /// `Protocol::ALL` order.
+    /// Interned names, indexed by the enums' discriminants (their `ALL` order).
     ptype_names: Vec<LuaString>,
     proto_names: Vec<LuaString>,
 }
 
-impl Pkt {
-    pub(crate) fn new(lua: &Lua, max_flows: usize) -> mlua::Result<Pkt> {
-        let ptype_names = PayloadType::ALL
-            .iter()
-            .map(|t| lua.create_string(t.name()))
-            .collect::<mlua::Result<_>>()?;
-        let proto_names = Protocol::ALL
-            .iter()
-            .map(|p| lua.create_string(p.name()))
-            .collect::<mlua::Result<_>>()?;
-        Ok(Pkt {
-            view: PacketView::default(),
-            backup: None,
-            send: Vec::new(),
-            cutoff: false,
-            drop: false,
-            flow: FlowId(0),
-            flows: FlowTable::new(max_flows),
-            ptype_names,
-            proto_names,
-        })
-    }
+pub(crate) type Shared = Rc<RefCell<PktState>>;
 
+/// The `pkt` userdata: one `__index` in Rust that matches the key and reads only that; the
+/// methods are functions made once.
+pub(crate) struct Pkt {
+    st: Shared,
+    /// byte, bytes, set_byte, set_payload, send, cutoff, drop.
+    methods: [Function; 7],
+}
+
+impl PktState {
     fn l4_be(&self, at: usize, n: usize) -> Option<u64> {
         let off = self.view.l4_offset.checked_add(at)?;
         let b = self.view.packet.get(off..off + n)?;
@@ -250,119 +241,195 @@ fn index(i: i64, len: usize) -> Option<usize> {
     (i >= 1 && (i as u64) <= len as u64).then(|| (i - 1) as usize)
 }
 
-impl UserData for Pkt {
-    fn add_fields<F: UserDataFields<Self>>(f: &mut F) {
-        f.add_field_method_get("len", |_, p| Ok(p.view.packet.len()));
-        f.add_field_method_get("outgoing", |_, p| Ok(p.view.outgoing));
-        f.add_field_method_get("ptype", |_, p| {
-            let i = PayloadType::ALL.iter().position(|t| *t == p.view.ptype);
-            Ok(i.map(|i| p.ptype_names[i].clone()))
-        });
-        f.add_field_method_get("l7", |_, p| {
-            let i = p
-                .view
-                .l7
-                .and_then(|l| Protocol::ALL.iter().position(|x| *x == l));
-            Ok(i.map(|i| p.proto_names[i].clone()))
-        });
-        f.add_field_method_get("host", |lua, p| match &p.view.host {
-            Some(h) => lua.create_string(h).map(Value::String),
-            None => Ok(Value::Nil),
-        });
-        f.add_field_method_get("l4proto", |_, p| Ok(p.view.l4proto));
-        f.add_field_method_get("sport", |_, p| Ok(p.ports(0)));
-        f.add_field_method_get("dport", |_, p| Ok(p.ports(2)));
-        f.add_field_method_get("ttl", |_, p| {
-            let at = match p.view.packet.first().map(|b| b >> 4) {
-                Some(4) => 8,
-                Some(6) => 7,
-                _ => return Ok(None),
-            };
-            Ok(p.view.packet.get(at).copied())
-        });
-        f.add_field_method_get("tcp_flags", |_, p| Ok(p.tcp(13, 1)));
-        f.add_field_method_get("seq", |_, p| Ok(p.tcp(4, 4)));
-        f.add_field_method_get("ack", |_, p| Ok(p.tcp(8, 4)));
-        f.add_field_method_get("payload", |lua, p| {
-            let off = p.view.payload_offset.min(p.view.packet.len());
-            lua.create_string(&p.view.packet[off..])
-        });
-        f.add_field_method_get("payload_offset", |_, p| Ok(p.view.payload_offset));
-        f.add_field_method_get("modified", |_, p| Ok(p.view.modified));
-        f.add_field_method_get("n", |_, p| Ok(p.view.own.packets));
-        f.add_field_method_get("d", |_, p| Ok(p.view.own.data_packets));
-        f.add_field_method_get("b", |_, p| Ok(p.view.own.bytes));
-        f.add_field_method_get("s", |_, p| Ok(p.view.own.seq));
-        f.add_field_method_get("rn", |_, p| Ok(p.view.reverse.packets));
-        f.add_field_method_get("rd", |_, p| Ok(p.view.reverse.data_packets));
-        f.add_field_method_get("rb", |_, p| Ok(p.view.reverse.bytes));
-        f.add_field_method_get("rs", |_, p| Ok(p.view.reverse.seq));
-        f.add_field_function_get("state", |lua, ud| {
-            let mut p = ud.borrow_mut::<Pkt>()?;
-            let flow = p.flow;
-            p.flows.get_or_create(lua, flow)
-        });
+/// The error for `pkt` used from inside itself (a finalizer run by an allocation of its own).
+fn busy() -> mlua::Error {
+    mlua::Error::runtime("pkt is busy")
+}
+
+fn int(v: Option<u64>) -> Value {
+    v.map_or(Value::Nil, |v| Value::Integer(v as i64))
+}
+
+/// A method: `f(pkt, args)` with `pkt` ignored (the state is the one captured).
+fn method<A, R>(
+    lua: &Lua,
+    st: &Shared,
+    f: impl Fn(&Lua, &mut PktState, A) -> mlua::Result<R> + 'static,
+) -> mlua::Result<Function>
+where
+    A: mlua::FromLuaMulti,
+    R: mlua::IntoLuaMulti,
+{
+    let st = st.clone();
+    lua.create_function(move |lua, (_, a): (Value, A)| {
+        let mut p = st.try_borrow_mut().map_err(|_| busy())?;
+        f(lua, &mut p, a)
+    })
+}
+
+impl Pkt {
+    /// The userdata and the state it shares with the runtime.
+    pub(crate) fn new(lua: &Lua, max_flows: usize) -> mlua::Result<(Pkt, Shared)> {
+        let ptype_names = PayloadType::ALL
+            .iter()
+            .map(|t| lua.create_string(t.name()))
+            .collect::<mlua::Result<_>>()?;
+        let proto_names = Protocol::ALL
+            .iter()
+            .map(|p| lua.create_string(p.name()))
+            .collect::<mlua::Result<_>>()?;
+        let st = Rc::new(RefCell::new(PktState {
+            view: PacketView::default(),
+            backup: None,
+            send: Vec::new(),
+            cutoff: false,
+            drop: false,
+            flow: FlowId(0),
+            flows: FlowTable::new(max_flows),
+            ptype_names,
+            proto_names,
+        }));
+        let methods = [
+            method(lua, &st, |_, p, i: i64| {
+                Ok(index(i, p.view.packet.len()).map(|i| p.view.packet[i]))
+            })?,
+            method(lua, &st, |lua, p, (i, j): (i64, Option<i64>)| {
+                let len = p.view.packet.len() as i64;
+                let j = j.unwrap_or(len).min(len);
+                let i = i.max(1);
+                let s = if i > j {
+                    &[][..]
+                } else {
+                    &p.view.packet[(i - 1) as usize..j as usize]
+                };
+                lua.create_string(s)
+            })?,
+            method(lua, &st, |_, p, (i, v): (i64, u8)| {
+                let Some(i) = index(i, p.view.packet.len()) else {
+                    return Err(mlua::Error::runtime(format!(
+                        "set_byte: position {i} outside 1..{}",
+                        p.view.packet.len()
+                    )));
+                };
+                p.touch();
+                p.view.packet[i] = v;
+                Ok(())
+            })?,
+            method(lua, &st, |_, p, s: LuaString| {
+                let s = s.as_bytes();
+                let off = p.view.payload_offset.min(p.view.packet.len());
+                if off + s.len() > MAX_PACKET {
+                    return Err(mlua::Error::runtime(format!(
+                        "set_payload: packet would be {} bytes (at most {MAX_PACKET})",
+                        off + s.len()
+                    )));
+                }
+                p.touch();
+                let v = &mut p.view;
+                v.packet.truncate(off);
+                v.packet.extend_from_slice(&s);
+                fix_lengths_and_checksums(&mut v.packet, v.l4proto, v.l4_offset);
+                Ok(())
+            })?,
+            method(lua, &st, |_, p, s: LuaString| {
+                let s = s.as_bytes();
+                if p.send.len() >= MAX_SEND || s.len() > MAX_PACKET {
+                    return Err(mlua::Error::runtime(format!(
+                        "send: at most {MAX_SEND} packets of at most {MAX_PACKET} bytes per call"
+                    )));
+                }
+                p.send.push(s.to_vec());
+                Ok(())
+            })?,
+            method(lua, &st, |_, p, ()| {
+                p.cutoff = true;
+                Ok(())
+            })?,
+            method(lua, &st, |_, p, ()| {
+                p.drop = true;
+                Ok(())
+            })?,
+        ];
+        Ok((
+            Pkt {
+                st: st.clone(),
+                methods,
+            },
+            st,
+        ))
     }
 
+    /// `pkt[key]`.
+    fn get(&self, lua: &Lua, key: &[u8]) -> mlua::Result<Value> {
+        let method = |i: usize| Ok(Value::Function(self.methods[i].clone()));
+        match key {
+            b"byte" => return method(0),
+            b"bytes" => return method(1),
+            b"set_byte" => return method(2),
+            b"set_payload" => return method(3),
+            b"send" => return method(4),
+            b"cutoff" => return method(5),
+            b"drop" => return method(6),
+            _ => {}
+        }
+        if key == b"state" {
+            let mut p = self.st.try_borrow_mut().map_err(|_| busy())?;
+            let flow = p.flow;
+            return Ok(p
+                .flows
+                .get_or_create(lua, flow)?
+                .map_or(Value::Nil, Value::Table));
+        }
+        let p = self.st.try_borrow().map_err(|_| busy())?;
+        let v = &p.view;
+        Ok(match key {
+            b"len" => Value::Integer(v.packet.len() as i64),
+            b"outgoing" => Value::Boolean(v.outgoing),
+            b"ptype" => Value::String(p.ptype_names[v.ptype as usize].clone()),
+            b"l7" => v.l7.map_or(Value::Nil, |l| {
+                Value::String(p.proto_names[l as usize].clone())
+            }),
+            b"host" => match &v.host {
+                Some(h) => Value::String(lua.create_string(h)?),
+                None => Value::Nil,
+            },
+            b"l4proto" => Value::Integer(v.l4proto as i64),
+            b"sport" => int(p.ports(0)),
+            b"dport" => int(p.ports(2)),
+            b"ttl" => {
+                let at = match v.packet.first().map(|b| b >> 4) {
+                    Some(4) => 8,
+                    Some(6) => 7,
+                    _ => return Ok(Value::Nil),
+                };
+                int(v.packet.get(at).map(|&b| b as u64))
+            }
+            b"tcp_flags" => int(p.tcp(13, 1)),
+            b"seq" => int(p.tcp(4, 4)),
+            b"ack" => int(p.tcp(8, 4)),
+            b"payload" => {
+                let off = v.payload_offset.min(v.packet.len());
+                Value::String(lua.create_string(&v.packet[off..])?)
+            }
+            b"payload_offset" => Value::Integer(v.payload_offset as i64),
+            b"modified" => Value::Boolean(v.modified),
+            b"n" => Value::Integer(v.own.packets as i64),
+            b"d" => Value::Integer(v.own.data_packets as i64),
+            b"b" => Value::Integer(v.own.bytes as i64),
+            b"s" => Value::Integer(v.own.seq as i64),
+            b"rn" => Value::Integer(v.reverse.packets as i64),
+            b"rd" => Value::Integer(v.reverse.data_packets as i64),
+            b"rb" => Value::Integer(v.reverse.bytes as i64),
+            b"rs" => Value::Integer(v.reverse.seq as i64),
+            _ => Value::Nil,
+        })
+    }
+}
+
+impl UserData for Pkt {
     fn add_methods<M: UserDataMethods<Self>>(m: &mut M) {
-        m.add_method("byte", |_, p, i: i64| {
-            Ok(index(i, p.view.packet.len()).map(|i| p.view.packet[i]))
-        });
-        m.add_method("bytes", |lua, p, (i, j): (i64, Option<i64>)| {
-            let len = p.view.packet.len() as i64;
-            let j = j.unwrap_or(len).min(len);
-            let i = i.max(1);
-            let s = if i > j {
-                &[][..]
-            } else {
-                &p.view.packet[(i - 1) as usize..j as usize]
-            };
-            lua.create_string(s)
-        });
-        m.add_method_mut("set_byte", |_, p, (i, v): (i64, u8)| {
-            let Some(i) = index(i, p.view.packet.len()) else {
-                return Err(mlua::Error::runtime(format!(
-                    "set_byte: position {i} outside 1..{}",
-                    p.view.packet.len()
-                )));
-            };
-            p.touch();
-            p.view.packet[i] = v;
-            Ok(())
-        });
-        m.add_method_mut("set_payload", |_, p, s: LuaString| {
-            let s = s.as_bytes();
-            let off = p.view.payload_offset.min(p.view.packet.len());
-            if off + s.len() > MAX_PACKET {
-                return Err(mlua::Error::runtime(format!(
-                    "set_payload: packet would be {} bytes (at most {MAX_PACKET})",
-                    off + s.len()
-                )));
-            }
-            p.touch();
-            let v = &mut p.view;
-            v.packet.truncate(off);
-            v.packet.extend_from_slice(&s);
-            fix_lengths_and_checksums(&mut v.packet, v.l4proto, v.l4_offset);
-            Ok(())
-        });
-        m.add_method_mut("send", |_, p, s: LuaString| {
-            let s = s.as_bytes();
-            if p.send.len() >= MAX_SEND || s.len() > MAX_PACKET {
-                return Err(mlua::Error::runtime(format!(
-                    "send: at most {MAX_SEND} packets of at most {MAX_PACKET} bytes per call"
-                )));
-            }
-            p.send.push(s.to_vec());
-            Ok(())
-        });
-        m.add_method_mut("cutoff", |_, p, ()| {
-            p.cutoff = true;
-            Ok(())
-        });
-        m.add_method_mut("drop", |_, p, ()| {
-            p.drop = true;
-            Ok(())
+        m.add_meta_method(MetaMethod::Index, |lua, this, key: LuaString| {
+            this.get(lua, &key.as_bytes())
         });
     }
 }
@@ -379,5 +446,15 @@ mod tests {
         p[20 + 12] = 5 << 4;
         assert_eq!(locate(&p), (6, 20, 40));
         assert_eq!(locate(&[]), (0, 0, 0));
+    }
+
+    #[test]
+    fn discriminants_index_all() {
+        for (i, t) in PayloadType::ALL.iter().enumerate() {
+            assert_eq!(*t as usize, i);
+        }
+        for (i, p) in Protocol::ALL.iter().enumerate() {
+            assert_eq!(*p as usize, i);
+        }
     }
 }

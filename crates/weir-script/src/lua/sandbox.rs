@@ -39,6 +39,10 @@ pub const VERDICTS: [(&str, i64); 5] = [
     ("VERDICT_PRESERVE_NEXT", 4),
 ];
 
+/// Files one call may open (`io.open`, `loadfile`, `dofile`): handles are closed by the
+/// garbage collector, so this bounds how fast a script can use up descriptors.
+pub const MAX_OPENS: u32 = 8;
+
 /// The message a budget overrun raises.
 pub const BUDGET_MESSAGE: &str = "instruction budget exceeded";
 
@@ -53,6 +57,8 @@ pub(crate) struct Budget {
     pub(crate) oom: Cell<bool>,
     /// Resumes not yet matched by their return: the hook is not on the main thread.
     depth: Cell<u32>,
+    /// Files opened by the call under way.
+    opens: Cell<u32>,
 }
 
 impl Budget {
@@ -64,6 +70,7 @@ impl Budget {
             exceeded: Cell::new(false),
             oom: Cell::new(false),
             depth: Cell::new(0),
+            opens: Cell::new(0),
         }
     }
 
@@ -73,6 +80,7 @@ impl Budget {
         self.used.set(0);
         self.exceeded.set(false);
         self.oom.set(false);
+        self.opens.set(0);
         if self.depth.get() != 0 {
             self.depth.set(0);
             install_hook(lua, self);
@@ -87,6 +95,13 @@ impl Budget {
             return Err(mlua::Error::runtime(BUDGET_MESSAGE));
         }
         Ok(())
+    }
+
+    /// Counts a file about to be opened (a path that resolved under the directory); false
+    /// past [`MAX_OPENS`].
+    fn open(&self) -> bool {
+        self.opens.set(self.opens.get() + 1);
+        self.opens.get() <= MAX_OPENS
     }
 
     fn triggers(&self) -> HookTriggers {
@@ -214,12 +229,14 @@ pub(crate) fn build(cfg: &LuaConfig, budget: &Rc<Budget>) -> mlua::Result<Lua> {
     let io: Table = g.get("io")?;
     let oopen: Function = io.get("open")?;
     let open_dir = dir.clone();
+    let b = budget.clone();
     let open = lua.create_function(move |lua, (path, mode): (String, Option<String>)| {
         let mode = mode.unwrap_or_else(|| "r".into());
         if mode != "r" && mode != "rb" {
             return fail(lua, format!("{path}: only reading (mode \"r\") allowed"));
         }
         match resolve(open_dir.as_deref(), &path) {
+            Ok(_) if !b.open() => fail(lua, format!("{path}: at most {MAX_OPENS} files per call")),
             Ok(p) => oopen.call::<MultiValue>((p.to_string_lossy().into_owned(), mode)),
             Err(msg) => fail(lua, msg),
         }
@@ -230,9 +247,13 @@ pub(crate) fn build(cfg: &LuaConfig, budget: &Rc<Budget>) -> mlua::Result<Lua> {
 
     // loadfile: text chunks under dir.
     let load_dir = dir;
+    let b = budget.clone();
     let sloadfile = lua.create_function(
         move |lua, (path, _mode, env): (String, Option<String>, Option<Table>)| {
             let p = match resolve(load_dir.as_deref(), &path) {
+                Ok(_) if !b.open() => {
+                    return fail(lua, format!("{path}: at most {MAX_OPENS} files per call"))
+                }
                 Ok(p) => p,
                 Err(msg) => return fail(lua, msg),
             };
