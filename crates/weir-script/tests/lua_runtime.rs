@@ -192,6 +192,24 @@ fn set_payload_fixes_lengths_and_checksums() {
 }
 
 #[test]
+fn set_payload_ipv6_udp() {
+    let (src, dst): (std::net::Ipv6Addr, std::net::Ipv6Addr) = (
+        "2001:db8::1".parse().unwrap(),
+        "2001:db8::2".parse().unwrap(),
+    );
+    let mut rt = runtime(r#"function f(pkt) pkt:set_payload(pkt.payload .. "-longer") end"#);
+    let f = rt.function("f").unwrap();
+    let mut v = PacketView::new(Builder::raw().udp(src, dst, 5000, 53, b"query"), true);
+    assert_eq!((v.l4proto, v.l4_offset, v.payload_offset), (17, 40, 48));
+    let r = rt.call(f, &mut v, FlowId(1), &[]);
+    assert_eq!((r.verdict, r.error), (Verdict::Modify, None));
+    assert_eq!(
+        v.packet,
+        Builder::raw().udp(src, dst, 5000, 53, b"query-longer")
+    );
+}
+
+#[test]
 fn failing_call_restores_the_packet() {
     let mut rt = runtime(
         "function f(pkt) pkt:set_byte(1, 0) pkt:set_payload('xyz') pkt:send('s') pkt:cutoff() error('late') end",

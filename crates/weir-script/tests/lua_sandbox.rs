@@ -414,3 +414,39 @@ fn load_file_names_the_path() {
     );
     std::fs::remove_dir_all(&base).unwrap();
 }
+
+#[test]
+fn protected_calls_and_coroutines_still_work() {
+    let mut rt = rt(r#"
+    function f(pkt)
+      local ok1, e1 = pcall(error, { code = 7 })
+      local ok2, e2 = pcall(error, "plain", 0)
+      local ok3, v3 = pcall(function(a, b) return a + b end, 2, 3)
+      local ok4, e4 = xpcall(function() error("deep", 0) end, function(e) return "handled " .. e end)
+      local gen = coroutine.wrap(function() for i = 1, 3 do coroutine.yield(i * 10) end end)
+      local g = gen() .. "," .. gen() .. "," .. gen()
+      local co = coroutine.create(function() error("in co", 0) end)
+      local ok5, e5 = coroutine.resume(co)
+      local ok6, e6 = pcall(coroutine.wrap(function() error("wrapped", 0) end))
+      pkt:send(table.concat({ tostring(ok1), tostring(e1.code), tostring(ok2), e2, tostring(ok3),
+        tostring(v3), tostring(ok4), e4, g, tostring(ok5), e5, coroutine.status(co),
+        tostring(ok6), e6 }, "|"))
+    end
+    function spin_after_coroutines(pkt)
+      local gen = coroutine.wrap(function() coroutine.yield(1) end)
+      gen()
+      coroutine.resume(coroutine.create(function() end))
+      while true do end
+    end
+    "#);
+    let want =
+        "false|7|false|plain|true|5|false|handled deep|10,20,30|false|in co|dead|false|wrapped";
+    assert_eq!(sent(&mut rt, "f"), want);
+    let s = rt.function("spin_after_coroutines").unwrap();
+    for _ in 0..2 {
+        let r = rt.call(s, &mut pkt(), FlowId(1), &[]);
+        assert_eq!(r.error, Some(CallError::Budget));
+    }
+    // The budget overruns left nothing behind.
+    assert_eq!(sent(&mut rt, "f"), want);
+}
