@@ -53,6 +53,14 @@ function spin_resume(pkt)
   local co = coroutine.create(function() while true do coroutine.yield() end end)
   while true do coroutine.resume(co) end
 end
+function spin_close(pkt)
+  local co = coroutine.create(function()
+    local x <close> = setmetatable({}, { __close = function() while true do end end })
+    coroutine.yield()
+  end)
+  coroutine.resume(co)
+  coroutine.close(co)
+end
 function ok(pkt) return "drop" end
 "#;
 
@@ -66,6 +74,7 @@ fn infinite_loops_hit_the_budget_and_the_next_call_works() {
         "spin_xpcall",
         "spin_wrap",
         "spin_resume",
+        "spin_close",
         "spin",
     ] {
         let f = rt.function(name).unwrap();
@@ -90,7 +99,7 @@ fn infinite_loops_hit_the_budget_and_the_next_call_works() {
         }
     );
     assert_eq!(stats_of(&rt, "spin_resume").budget_exceeded, 1);
-    assert_eq!(stats_of(&rt, "ok").calls, 6);
+    assert_eq!(stats_of(&rt, "ok").calls, 7);
 }
 
 #[test]
@@ -428,7 +437,12 @@ fn protected_calls_and_coroutines_still_work() {
       local co = coroutine.create(function() error("in co", 0) end)
       local ok5, e5 = coroutine.resume(co)
       local ok6, e6 = pcall(coroutine.wrap(function() error("wrapped", 0) end))
-      pkt:send(table.concat({ tostring(ok1), tostring(e1.code), tostring(ok2), e2, tostring(ok3),
+      closed = "no"
+      pcall(coroutine.wrap(function()
+        local x <close> = setmetatable({}, { __close = function() closed = "yes" end })
+        error("with tbc")
+      end))
+      pkt:send(table.concat({ closed, tostring(ok1), tostring(e1.code), tostring(ok2), e2, tostring(ok3),
         tostring(v3), tostring(ok4), e4, g, tostring(ok5), e5, coroutine.status(co),
         tostring(ok6), e6 }, "|"))
     end
@@ -440,7 +454,7 @@ fn protected_calls_and_coroutines_still_work() {
     end
     "#);
     let want =
-        "false|7|false|plain|true|5|false|handled deep|10,20,30|false|in co|dead|false|wrapped";
+        "yes|false|7|false|plain|true|5|false|handled deep|10,20,30|false|in co|dead|false|wrapped";
     assert_eq!(sent(&mut rt, "f"), want);
     let s = rt.function("spin_after_coroutines").unwrap();
     for _ in 0..2 {

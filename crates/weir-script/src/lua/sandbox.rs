@@ -10,10 +10,11 @@
 //!
 //! The budget: a hook every `step` instructions adds `step` to the call's count and raises
 //! an error once the count passes the budget (so a call gets its budget give or take one
-//! step). `pcall`, `xpcall` and `coroutine.resume` / `wrap` re-raise a budget or memory
-//! error instead of returning it, so the overrun ends the call. mlua keeps the count hook
-//! on one thread at a time, so resuming a coroutine moves the hook to it and back, and
-//! charges [`RESUME_COST`] instructions (the instructions run between a resume and the
+//! step). `pcall`, `xpcall` and `coroutine.resume` / `wrap` / `close` re-raise a budget or
+//! memory error instead of returning it, so the overrun ends the call. mlua keeps the count
+//! hook on one thread at a time, so resuming (or closing, which runs `__close` handlers in
+//! the coroutine) moves the hook to the coroutine and back, and charges [`RESUME_COST`]
+//! instructions (the instructions run between a resume and the
 //! next hook are not counted; the charge bounds how far that lets a call overrun).
 
 use std::cell::Cell;
@@ -162,7 +163,7 @@ fn fail(lua: &Lua, msg: String) -> mlua::Result<MultiValue> {
 
 /// The Lua side of the wrappers; its arguments are the originals and the Rust helpers.
 const WRAPPERS: &str = r#"
-local opcall, oxpcall, ocreate, oresume, oload, ocg, check, enter, leave, sloadfile = ...
+local opcall, oxpcall, ocreate, oresume, oclose, oload, ocg, check, enter, leave, sloadfile = ...
 local select, error, tostring = select, error, tostring
 pcall = function(...) return check(opcall(...)) end
 xpcall = function(...) return check(oxpcall(...)) end
@@ -174,14 +175,21 @@ local function resume(co, ...)
   local prev = enter(co)
   return leave(prev, oresume(co, ...))
 end
+local function close(co)
+  local prev = enter(co)
+  return leave(prev, oclose(co))
+end
 coroutine.resume = resume
-local function unwrap(ok, ...)
+coroutine.close = close
+local function unwrap(co, ok, ...)
   if ok then return ... end
-  error((...), 0)
+  local e = ...
+  close(co)
+  error(e, 0)
 end
 coroutine.wrap = function(f)
   local co = ocreate(f)
-  return function(...) return unwrap(resume(co, ...)) end
+  return function(...) return unwrap(co, resume(co, ...)) end
 end
 loadfile = sloadfile
 dofile = function(path)
@@ -302,6 +310,7 @@ pub(crate) fn build(cfg: &LuaConfig, budget: &Rc<Budget>) -> mlua::Result<Lua> {
             g.get::<Function>("xpcall")?,
             co.get::<Function>("create")?,
             co.get::<Function>("resume")?,
+            co.get::<Function>("close")?,
             g.get::<Function>("load")?,
             g.get::<Function>("collectgarbage")?,
             check,
