@@ -73,12 +73,40 @@ pub fn load(path: &Path, nfqueue: bool) -> Result<weir_lang::ir::Ruleset, String
         Err((sources, diags)) => return Err(weir_lang::diag::render_all(&diags, &sources)),
     };
     rs.refuse_unevaluated()?;
+    if let Some(e) = queue_not_wired(&rs) {
+        return Err(e);
+    }
     if nfqueue {
         if let Some(e) = nat_in_nfqueue_mode(&rs) {
             return Err(e);
         }
     }
     Ok(rs)
+}
+
+/// `queue` hands packets to weir's per-flow scripts (`weir_script`), which `weir run` does
+/// not run yet: rather than drop what it queues (as the kernel does with nobody on the
+/// queue), the ruleset is refused, naming the first such rule.
+fn queue_not_wired(rs: &weir_lang::ir::Ruleset) -> Option<String> {
+    for t in &rs.tables {
+        for c in &t.chains {
+            for r in &c.rules {
+                if r.exprs
+                    .iter()
+                    .any(|e| matches!(e, weir_lang::ir::Expr::Queue(_)))
+                {
+                    return Some(format!(
+                        "error: `{}` (table {} {}, chain {}): queue hands packets to weir's per-flow scripts, which weir run does not run yet\n",
+                        r.text,
+                        t.family.name(),
+                        t.name,
+                        c.name
+                    ));
+                }
+            }
+        }
+    }
+    None
 }
 
 /// In NFQUEUE mode the kernel routes a packet before weir sees it (at FORWARD, or INPUT for
@@ -533,6 +561,27 @@ mod tests {
     use weir_engine::Meta;
     use weir_lang::ir::Hook;
     use weir_wire::{LinkType, PacketMeta};
+
+    /// A ruleset with `queue` is refused, naming the rule, until weir run runs the per-flow
+    /// scripts the queue hands packets to; without it, it loads.
+    #[test]
+    fn queue_is_refused_naming_the_rule() {
+        let dir = std::env::temp_dir().join(format!("weir-queue-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("q.nft");
+        let text = "table inet z {\n chain post {\n  type filter hook postrouting priority 101\n  tcp dport 443 queue num 200 bypass\n }\n}\n";
+        std::fs::write(&p, text).unwrap();
+        let e = load(&p, true).unwrap_err();
+        assert!(
+            e.contains("tcp dport 443 queue num 200 bypass")
+                && e.contains("inet z, chain post")
+                && e.contains("per-flow scripts"),
+            "{e}"
+        );
+        std::fs::write(&p, text.replace("queue num 200 bypass", "accept")).unwrap();
+        assert!(load(&p, true).is_ok());
+        std::fs::remove_dir_all(&dir).ok();
+    }
 
     /// The workers' engines (`engines`, also what a reload sends them) admit what one
     /// `limit` admits between them, not once each.

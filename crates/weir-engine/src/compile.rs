@@ -176,6 +176,10 @@ pub enum CExpr {
         dev: Box<CValue>,
         neigh: Option<(u8, Box<CValue>)>,
     },
+    /// `queue`: recorded in `Meta::queue`; it ends the base chain like `accept` (the later
+    /// base chains of the hook run, as after NF_QUEUE's reinjection with NF_ACCEPT) and the
+    /// caller hands the packet to the queue's per-flow processing.
+    Queue(ir::Queue),
     /// Evaluated by the stateful engine (ct count, flow add, dynamic sets); the
     /// stateless engine passes over them and counts them.
     Stateful(Box<ir::Expr>),
@@ -656,6 +660,7 @@ fn compile_expr(e: &Expr, slots: &mut Slots) -> CExpr {
                 .as_ref()
                 .map(|(fam, a)| (*fam, Box::new(compile_value(a)))),
         },
+        Expr::Queue(q) => CExpr::Queue(*q),
         other => CExpr::Stateful(Box::new(other.clone())),
     }
 }

@@ -31,6 +31,9 @@ pub enum DropReason {
     Fragment,
     /// A new connection that could not be entered in the connection table (full, or a clash).
     CtRefused,
+    /// Handed to a queue (`queue num N`) whose per-flow processing dropped it, or that
+    /// nobody listens on (without `bypass`).
+    Queue(u16),
 }
 
 /// The final decision for one packet at one hook.
@@ -134,6 +137,10 @@ pub struct Meta {
     /// A `fwd` statement ran: the device (and next hop) the packet leaves by; no later chain
     /// runs for it.
     pub fwd: Option<Fwd>,
+    /// A `queue` statement ran: the queue whose per-flow processing gets the packet. Set
+    /// by the chains, cleared by whoever runs them (a hook's caller reads it after the
+    /// hook).
+    pub queue: Option<weir_lang::ir::Queue>,
     /// Header fields written by statements (`ip daddr set ...`: stateless NAT), in order;
     /// later matches read these values, and the stateful layer writes them into the frame
     /// when the base chain ends.
@@ -1078,6 +1085,14 @@ impl Engine {
                     }
                 }
                 CExpr::Notrack => p.meta.notrack = true,
+                CExpr::Queue(q) => {
+                    p.meta.queue = Some(*q);
+                    let h = &mut st.rule_hits[r.gid];
+                    h.0 += 1;
+                    h.1 += bytes;
+                    // NF_QUEUE: the base chain ends here
+                    return Outcome::Verdict(Verdict::Accept);
+                }
                 CExpr::Fwd { dev, neigh } => {
                     let neigh = match neigh {
                         Some((family, addr)) => {

@@ -28,6 +28,9 @@ use weir_wire::{Frag, PacketMeta, L3};
 
 mod access;
 mod fast;
+mod queue;
+
+pub use queue::{FlowHook, QueueVerdict, Queued, QueuedConn};
 
 /// Engine data kept in each connection entry.
 #[derive(Clone, Copy, Debug, Default)]
@@ -202,6 +205,10 @@ pub struct StatefulStats {
     pub offload_teardowns: u64,
     /// Header fields written by rules (`ip daddr set ...`: stateless NAT).
     pub header_writes: u64,
+    /// Packets a `queue` statement handed over.
+    pub queued: u64,
+    /// Of those, dropped because nobody listened on the queue (without `bypass`).
+    pub queue_unheard: u64,
 }
 
 /// The engine plus a connection table.
@@ -231,6 +238,10 @@ pub struct Stateful {
     frags: frag::Table,
     /// Which ruleset this is (unique among the engines of a process, new at each reload).
     ruleset_id: u64,
+    /// Who takes the packets of `queue` statements ([`FlowHook`]).
+    flow_hook: Option<Box<dyn FlowHook>>,
+    /// What it asked to send.
+    queue_out: Vec<Vec<u8>>,
 }
 
 /// A saved state of a [`Stateful`] ([`Stateful::save`]).
@@ -301,7 +312,10 @@ fn expr_needs_ct(e: &ir::Expr) -> bool {
         ir::Expr::Match(m) => key_needs_ct(&m.key),
         ir::Expr::Vmap { key, .. } => key_needs_ct(key),
         ir::Expr::Assign { field, value } => field.is_conntrack() || value_needs_ct(value),
-        ir::Expr::CtCount { .. } | ir::Expr::Nat(_) | ir::Expr::FlowAdd(_) => true,
+        // (`queue`: the listener keeps its state per connection)
+        ir::Expr::CtCount { .. } | ir::Expr::Nat(_) | ir::Expr::FlowAdd(_) | ir::Expr::Queue(_) => {
+            true
+        }
         _ => false,
     }
 }
@@ -426,6 +440,8 @@ impl Stateful {
             dying: None,
             frags: frag::Table::default(),
             ruleset_id: next_ruleset_id(),
+            flow_hook: None,
+            queue_out: Vec::new(),
         }
     }
 
@@ -842,8 +858,23 @@ impl Stateful {
             meta.nat = None;
             meta.flow_add = None;
             meta.fwd = None;
+            meta.queue = None;
             let d = self.run_chain(h, &buf, pm, meta, now_ns, pc);
             self.apply_writes(&mut buf, pm, meta);
+            if let Some(q) = meta.queue.take() {
+                // NF_QUEUE: the listener now; accepted, the packet goes on with the next
+                // base chain (as the kernel's reinjection)
+                let link = pm.link;
+                let frame = match &mut buf {
+                    Buf::Rw(f) => Some(&mut **f),
+                    Buf::Ro(_) => None,
+                };
+                match self.queued(q, hook, frame, pm, pc, now_ns) {
+                    Some(Decision::Accept) => {}
+                    Some(d) => return d,
+                    None => *pm = PacketMeta::parse(buf.get(), link),
+                }
+            }
             if let Some(ft) = meta.flow_add.take() {
                 self.flow_add(ft, pm, pc);
             }

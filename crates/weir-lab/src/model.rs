@@ -497,6 +497,9 @@ impl Model {
                 "a later fragment whose first did not pass (virtual reassembly)".into()
             }
             DropReason::CtRefused => "the connection table refused a new entry".into(),
+            DropReason::Queue(n) => {
+                format!("queue {n}: dropped by its per-flow processing, or nobody listens on it")
+            }
         }
     }
 

@@ -289,6 +289,8 @@ pub enum Operand {
     Port,
     /// A queue number (16 bits) or range of them.
     Queue,
+    /// A flag word (`queue flags bypass`, `queue num 1 fanout`).
+    Flag,
     /// A device name.
     Device,
     /// An object's name, or a map giving one (not checked further yet).

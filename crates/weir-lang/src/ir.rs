@@ -387,10 +387,28 @@ pub enum Expr {
     Fwd(Fwd),
     FlowAdd(usize),
     SetOp(SetOp),
+    /// `queue num N`, `queue to N-M`: the packet goes to weir's per-flow processing of that
+    /// queue (its profiles, `weir_script`), as the kernel hands it to the program listening
+    /// on the NFQUEUE; the base chain ends (as NF_QUEUE ends it).
+    Queue(Queue),
     /// A construct weir loads, checks and prints but does not evaluate yet (`ct helper set`):
     /// `weir check` lists it, and `weir run` / `weir replay` refuse the ruleset
     /// ([`Ruleset::refuse_unevaluated`]) rather than pass it over.
     Unevaluated(&'static str),
+}
+
+/// A `queue` statement with a fixed number or range (one computed by an expression is
+/// [`Expr::Unevaluated`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Queue {
+    /// The queue, or the first of a range (`queue to 2-3`: 2).
+    pub first: u16,
+    /// The last of the range (`first` for one queue).
+    pub last: u16,
+    /// `bypass`: with nobody on the queue, the packet is accepted instead of dropped.
+    pub bypass: bool,
+    /// `fanout`: the range's queues are spread by CPU rather than by connection.
+    pub fanout: bool,
 }
 
 impl Expr {

@@ -40,11 +40,13 @@ pub enum Reason {
     FwdUnknown,
     /// A super-frame (a sender's segmentation offload) the receiver cannot cut.
     Offload,
+    /// `queue`: its per-flow processing dropped it, or nobody listens on the queue.
+    Queue,
 }
 
 impl Reason {
     /// Every reason, in the order of their names.
-    pub const ALL: [Reason; 16] = [
+    pub const ALL: [Reason; 17] = [
         Reason::CtRefused,
         Reason::Fragment,
         Reason::FwdUnknown,
@@ -54,6 +56,7 @@ impl Reason {
         Reason::NoRoute,
         Reason::Offload,
         Reason::Policy,
+        Reason::Queue,
         Reason::Reject,
         Reason::RpFilter,
         Reason::Rule,
@@ -82,6 +85,7 @@ impl Reason {
             Reason::IpChecksum => "ip-checksum",
             Reason::FwdUnknown => "fwd-unknown-device",
             Reason::Offload => "offload",
+            Reason::Queue => "queue",
         }
     }
 
@@ -94,6 +98,7 @@ impl Reason {
             DropReason::Malformed(_) => Reason::Malformed,
             DropReason::Fragment => Reason::Fragment,
             DropReason::CtRefused => Reason::CtRefused,
+            DropReason::Queue(_) => Reason::Queue,
         }
     }
 }
@@ -199,10 +204,11 @@ mod tests {
                 | Reason::Truncated
                 | Reason::IpChecksum
                 | Reason::FwdUnknown
-                | Reason::Offload => r,
+                | Reason::Offload
+                | Reason::Queue => r,
             };
             assert_eq!(again, r);
         }
-        assert_eq!(Reason::ALL.len(), 16);
+        assert_eq!(Reason::ALL.len(), 17);
     }
 }

@@ -138,6 +138,7 @@ pub(super) fn lower_pending(
             },
             O::Port => DataType::InetService,
             O::Queue => DataType::Integer(16),
+            O::Flag => continue,
             O::Device => DataType::IfName,
             O::Int(n) => DataType::Integer(*n),
             O::Name => {

@@ -549,6 +549,41 @@ const ASSIGNABLE: &[Field] = &[
     Field::ThDport,
 ];
 
+/// A `queue` statement's number or range and flags (checked by `lower_pending`); None when
+/// an expression computes the number.
+fn queue(operands: &[(ast::Operand, ast::Expr)]) -> Option<Queue> {
+    let has = |f: &str| {
+        operands.iter().any(|(o, e)| {
+            *o == ast::Operand::Flag && matches!(e, ast::Expr::Const(Val::Word(w, _)) if w == f)
+        })
+    };
+    let num = |v: &Val| match v {
+        Val::Word(w, _) => values::parse_scalar(DataType::Integer(16), w)
+            .ok()
+            .map(|n| n as u16),
+        _ => None,
+    };
+    let (first, last) = match operands.iter().find(|(o, _)| *o == ast::Operand::Queue) {
+        None => (0, 0),
+        Some((_, ast::Expr::Const(v @ Val::Word(w, _)))) => match w.split_once('-') {
+            Some(_) => {
+                let (a, b) = values::parse_range(DataType::Integer(16), w).ok()?;
+                let _ = v;
+                (a as u16, b as u16)
+            }
+            None => (num(v)?, num(v)?),
+        },
+        Some((_, ast::Expr::Const(Val::Range(a, b)))) => (num(a)?, num(b)?),
+        Some(_) => return None,
+    };
+    Some(Queue {
+        first,
+        last,
+        bypass: has("bypass"),
+        fanout: has("fanout"),
+    })
+}
+
 fn lower_item(
     cx: &mut Cx,
     it: &ast::Item,
@@ -565,7 +600,13 @@ fn lower_item(
             if !lower_pending(cx, what, family.as_ref(), operands, *span) {
                 return false;
             }
-            Some(Expr::Unevaluated(what))
+            match *what {
+                "queue" => Some(
+                    queue(operands)
+                        .map_or(Expr::Unevaluated("queue to an expression"), Expr::Queue),
+                ),
+                _ => Some(Expr::Unevaluated(what)),
+            }
         }
         ast::Item::Match { lhs, op, rhs, span } => {
             if matches!(rhs, ast::Rhs::Set(_)) || matches!(lhs, ast::Expr::Concat(..)) {

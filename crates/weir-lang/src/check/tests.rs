@@ -542,13 +542,13 @@ fn fields_not_evaluated_yet_load_typed_and_listed() {
 /// with a value (nftlb's persistence); what nft refuses is refused.
 #[test]
 fn statements_not_evaluated_yet_load_checked_and_listed() {
-    let text = "table ip t {\n map persist { type ipv4_addr : mark; flags dynamic; }\n chain c {\n  type filter hook prerouting priority 0\n  queue flags bypass to 2-3\n  meta l4proto tcp tproxy to 198.18.0.1:3128\n  dup to 198.18.0.9 device \"lo\"\n  synproxy mss 1460 wscale 7 timestamp sack-perm\n  fib daddr type local drop\n  @th,16,16 22 drop\n  update @persist { ip saddr : ct mark }\n }\n}\n";
+    let text = "table ip t {\n map persist { type ipv4_addr : mark; flags dynamic; }\n chain c {\n  type filter hook prerouting priority 0\n  queue to symhash mod 2\n  meta l4proto tcp tproxy to 198.18.0.1:3128\n  dup to 198.18.0.9 device \"lo\"\n  synproxy mss 1460 wscale 7 timestamp sack-perm\n  fib daddr type local drop\n  @th,16,16 22 drop\n  update @persist { ip saddr : ct mark }\n }\n}\n";
     let (rs, _) = load_str("t.nft", text)
         .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
         .unwrap();
     let u = rs.unevaluated();
     for (line, what) in [
-        (5, "queue"),
+        (5, "queue to an expression"),
         (6, "tproxy"),
         (7, "dup"),
         (8, "synproxy"),
@@ -581,8 +581,37 @@ fn statements_not_evaluated_yet_load_checked_and_listed() {
         ),
         ("icmp type 2 icmp mtu 5", "icmp type 3"),
     ] {
-        let e = errors(&text.replace("  queue flags bypass to 2-3\n", &format!("  {rule}\n")));
+        let e = errors(&text.replace("  queue to symhash mod 2\n", &format!("  {rule}\n")));
         assert!(e.iter().any(|m| m.contains(want)), "{rule}: {e:?}");
+    }
+}
+
+/// `queue` with a number or a range is evaluated (weir's per-flow processing takes the
+/// packet): its queues and flags, in both syntaxes; one computed by an expression is not yet.
+#[test]
+fn queue_numbers_and_flags_lower() {
+    for (stmt, want) in [
+        ("queue", (0, 0, false, false)),
+        ("queue num 7", (7, 7, false, false)),
+        ("queue num 2-3 bypass fanout", (2, 3, true, true)),
+        ("queue flags bypass to 65535", (65535, 65535, true, false)),
+        ("queue flags bypass,fanout to 4 - 9", (4, 9, true, true)),
+    ] {
+        let text =
+            format!("table ip t {{ chain c {{ type filter hook forward priority 0; {stmt} }} }}");
+        let (rs, _) = load_str("t.nft", &text)
+            .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
+            .unwrap();
+        let q = rs.tables[0].chains[0].rules[0]
+            .exprs
+            .iter()
+            .find_map(|e| match e {
+                crate::ir::Expr::Queue(q) => Some(*q),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{stmt}: not a queue"));
+        assert_eq!((q.first, q.last, q.bypass, q.fanout), want, "{stmt}");
+        assert!(rs.unevaluated().is_empty(), "{stmt}");
     }
 }
 

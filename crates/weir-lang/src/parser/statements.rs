@@ -390,15 +390,23 @@ impl Parser {
                                         format!("unknown queue flag '{}' (bypass, fanout)", f.name),
                                     ));
                                 }
+                                operands.push((
+                                    Operand::Flag,
+                                    Expr::Const(Val::Word(f.name.clone(), f.span)),
+                                ));
                                 flags.push(f.name);
                                 if !self.eat(&Tok::Comma) {
                                     break;
                                 }
                             }
                         }
-                        Some(f @ ("bypass" | "fanout")) => {
-                            flags.push(f.to_string());
-                            self.bump();
+                        Some("bypass" | "fanout") => {
+                            let f = self.ident("a queue flag")?;
+                            operands.push((
+                                Operand::Flag,
+                                Expr::Const(Val::Word(f.name.clone(), f.span)),
+                            ));
+                            flags.push(f.name);
                         }
                         Some("num") if !target => {
                             self.bump();

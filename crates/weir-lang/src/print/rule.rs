@@ -1176,7 +1176,8 @@ fn statement(it: &Item, l3: Option<u8>, family: Family, src: &Ctx<'_>) -> String
                 s.push_str(&format!(" flags {}", flags.join(",")));
             }
             let to = operands
-                .first()
+                .iter()
+                .find(|(o, _)| *o == ast::Operand::Queue)
                 .map(|(_, e)| expr_typed(e, Some(DataType::Integer(16)), src))
                 .unwrap_or_else(|| "0".into());
             s.push_str(&format!(" to {to}"));

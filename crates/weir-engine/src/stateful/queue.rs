@@ -1,0 +1,149 @@
+//! `queue`: the packets a `queue` statement hands over, and who takes them.
+//!
+//! In the kernel a `queue` verdict hands the packet to the program listening on that
+//! NFQUEUE (nfqws2, for instance); when it answers `accept`, the packet goes on with the
+//! hook's next base chain, and with nobody listening it is dropped (accepted with
+//! `bypass`). Weir keeps the same semantics with the listener inside: a [`FlowHook`] (weir's
+//! per-flow scripts, `weir_script`) given to [`Stateful::set_flow_hook`] is called right
+//! where the statement ran, with the packet in place and its connection; what it asks to
+//! send is kept for the caller ([`Stateful::take_queue_out`]), which sends it as the
+//! router's own packets.
+
+use super::{CtPkt, PacketCt, Stateful};
+use crate::eval::{Decision, DropReason};
+use weir_conntrack::{Dir, Tuple};
+use weir_lang::ir::{Hook, Queue};
+use weir_wire::PacketMeta;
+
+/// The connection of a queued packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueuedConn {
+    /// The connection's original tuple (the same for every packet of it, whichever its
+    /// direction): the key of whatever the listener keeps per connection.
+    pub orig: Tuple,
+    /// The packet goes in the reply direction.
+    pub reply: bool,
+    /// The connection's first packet (no entry yet): what was kept under this tuple
+    /// belongs to an earlier connection.
+    pub new: bool,
+}
+
+/// A packet handed to the listener.
+pub struct Queued<'a> {
+    /// The queue (for a range, the one this connection's packets go to).
+    pub num: u16,
+    pub hook: Hook,
+    /// The frame, rewritable in place (its IP header at `pm.l3_off`).
+    pub frame: &'a mut [u8],
+    pub pm: &'a PacketMeta,
+    /// None: not tracked (`notrack`, invalid, or a family not tracked).
+    pub conn: Option<QueuedConn>,
+    pub now_ns: u64,
+    /// IP packets to send (the router's own: they are not queued again), in order, before
+    /// this packet if it is accepted.
+    pub send: &'a mut Vec<Vec<u8>>,
+}
+
+/// The listener's verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueVerdict {
+    /// As it came.
+    Accept,
+    /// Changed in place (its length unchanged; a packet of another length is sent as a
+    /// new one and this one dropped): accepted as it is now.
+    Modified,
+    Drop,
+}
+
+/// Who takes the packets of `queue` statements.
+pub trait FlowHook: Send {
+    /// Whether anyone listens on queue `num` (nobody: the packet is dropped, or accepted
+    /// with `bypass`, as the kernel does).
+    fn listens(&self, num: u16) -> bool;
+    /// Take one packet.
+    fn queued(&mut self, q: Queued<'_>) -> QueueVerdict;
+}
+
+impl Stateful {
+    /// Give the packets of `queue` statements to `hook` (None: nobody listens).
+    pub fn set_flow_hook(&mut self, hook: Option<Box<dyn FlowHook>>) {
+        self.flow_hook = hook;
+    }
+
+    /// The listener, to read its state (statistics) through a downcast by its owner.
+    pub fn flow_hook(&self) -> Option<&dyn FlowHook> {
+        self.flow_hook.as_deref()
+    }
+
+    /// The packets the listener asked to send since the last call (IP packets, in order).
+    pub fn take_queue_out(&mut self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.queue_out)
+    }
+
+    /// A `queue` statement ran at `hook`: the listener's decision, or the kernel's without
+    /// one; None: accepted, and changed in place.
+    pub(super) fn queued(
+        &mut self,
+        q: Queue,
+        hook: Hook,
+        frame: Option<&mut [u8]>,
+        pm: &PacketMeta,
+        pc: &PacketCt,
+        now_ns: u64,
+    ) -> Option<Decision> {
+        self.stats.queued += 1;
+        let conn = self.queued_conn(pm, pc);
+        // a range of queues: one per connection, by its tuple (fanout spreads by CPU,
+        // which one worker does not have: the same)
+        let num = if q.last > q.first {
+            let span = (q.last - q.first) as u64 + 1;
+            let h = conn.map_or(0, |c| {
+                let t = c.orig;
+                (t.src ^ t.dst ^ ((t.sport as u128) << 16) ^ t.dport as u128 ^ t.proto as u128)
+                    as u64
+            });
+            q.first + (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32).wrapping_rem(span) as u16
+        } else {
+            q.first
+        };
+        let listening = self.flow_hook.as_ref().is_some_and(|h| h.listens(num));
+        let (Some(h), Some(frame)) = (self.flow_hook.as_mut().filter(|_| listening), frame) else {
+            if q.bypass {
+                return Some(Decision::Accept);
+            }
+            self.stats.queue_unheard += 1;
+            return Some(Decision::Drop(DropReason::Queue(num)));
+        };
+        let v = h.queued(Queued {
+            num,
+            hook,
+            frame,
+            pm,
+            conn,
+            now_ns,
+            send: &mut self.queue_out,
+        });
+        match v {
+            QueueVerdict::Accept => Some(Decision::Accept),
+            QueueVerdict::Modified => None,
+            QueueVerdict::Drop => Some(Decision::Drop(DropReason::Queue(num))),
+        }
+    }
+
+    fn queued_conn(&self, pm: &PacketMeta, pc: &PacketCt) -> Option<QueuedConn> {
+        let _ = pm;
+        match pc.ct {
+            CtPkt::Entry { id, dir, .. } => Some(QueuedConn {
+                orig: self.ct.tuple(id, Dir::Original)?,
+                reply: dir == Dir::Reply,
+                new: false,
+            }),
+            CtPkt::New(p) => Some(QueuedConn {
+                orig: *p.orig(),
+                reply: false,
+                new: true,
+            }),
+            _ => None,
+        }
+    }
+}
