@@ -13,8 +13,12 @@
 //! The engine and the daemon reach this crate through a narrow interface; it knows nothing
 //! of sockets, queues or rings.
 
+pub mod config;
 pub mod desync;
 pub mod l7;
 pub mod lua;
 pub mod payload;
 pub mod profile;
+pub mod scripts;
+
+pub use scripts::{ScriptStats, Scripts};

@@ -1,0 +1,472 @@
+//! The per-flow processing that `queue` statements hand packets to: [`Scripts`], the
+//! engine's [`FlowHook`].
+//!
+//! For each queued packet of a connection: its direction's counters (packets, data
+//! packets, payload bytes, relative sequence) are counted; its payload type is detected, and
+//! with it the flow's protocol and host name (a TLS ClientHello spanning segments is
+//! reassembled, a QUIC Initial decrypted); the queue's profiles choose the flow's profile
+//! (again when the protocol or host becomes known); the instances whose ranges and payload
+//! filters take the packet run in order, each on the packet as the previous left it. Their
+//! verdicts combine as nfqws2's: modify over pass, drop over both; what they send goes out
+//! before the packet. A direction whose instances are all done costs a bit test from then
+//! on. What a flow keeps lives in a bounded table here, keyed by the connection's original
+//! tuple; the least recently seen flow goes when it is full (counted).
+
+use crate::config::{split_desync, ScriptsConfig};
+use crate::desync::{self, Action, Blobs, Verdict};
+use crate::l7::{self, QuicReasm, Reasm, ReasmBudget, ReasmStatus, L4};
+use crate::payload::{Markers, PayloadType, Protocol};
+use crate::profile::filter::FlowKey;
+use crate::profile::range::{Counters, Range};
+use crate::profile::{FlowState, Instance, PayloadFilter, Profile, Profiles};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use weir_conntrack::Tuple;
+use weir_engine::stateful::{FlowHook, QueueVerdict, Queued};
+
+/// Which direction an action acts on (its `dir` argument; nfqws2's functions default to
+/// `out`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    Out,
+    In,
+    Any,
+}
+
+impl Direction {
+    fn takes(self, outgoing: bool) -> bool {
+        match self {
+            Direction::Out => outgoing,
+            Direction::In => !outgoing,
+            Direction::Any => true,
+        }
+    }
+}
+
+/// What an instance calls.
+#[derive(Debug)]
+pub struct Func {
+    /// The instance as configured (`multisplit:pos=1,midsld`), for statistics and errors.
+    pub text: String,
+    pub action: Action,
+    /// The function's own `payload` argument (nfqws2's functions: default `known`).
+    pub payload: PayloadFilter,
+    pub dir: Direction,
+}
+
+/// Per-flow processing's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScriptStats {
+    /// Packets handed over.
+    pub packets: u64,
+    /// Of those, in a direction already done (one bit test).
+    pub done: u64,
+    /// Not tracked (no connection): passed.
+    pub untracked: u64,
+    /// Instance calls.
+    pub calls: u64,
+    pub dropped: u64,
+    pub modified: u64,
+    /// Packets sent by the instances.
+    pub sent: u64,
+    /// Flows started, and those pushed out of a full table.
+    pub flows: u64,
+    pub flows_evicted: u64,
+    /// Flows whose host name became known.
+    pub hosts: u64,
+    /// Reassemblies refused (a flow's limit or the total reached: the parts passed as they
+    /// were).
+    pub reasm_refused: u64,
+}
+
+#[derive(Default)]
+struct Flow {
+    st: FlowState,
+    isn: [Option<u32>; 2],
+    count: [Counters; 2],
+    l7: Option<Protocol>,
+    host: Option<String>,
+    reasm: Option<Reasm>,
+    quic: Option<QuicReasm>,
+    /// The TTL / hop limit of the last packet from the server.
+    incoming_ttl: Option<u8>,
+    seen: u64,
+}
+
+/// Per-flow scripts: the queues' profiles and the flows' state.
+pub struct Scripts {
+    queues: BTreeMap<u16, Profiles<Func>>,
+    blobs: Blobs,
+    flows: HashMap<Tuple, Flow>,
+    max_flows: usize,
+    reasm_flow_limit: usize,
+    budget: ReasmBudget,
+    clock: u64,
+    stats: ScriptStats,
+}
+
+impl Scripts {
+    /// Build from the configuration (`base`: the configuration file's directory, for the
+    /// files it names). Every error names the profile and the instance.
+    pub fn new(cfg: &ScriptsConfig, base: &Path) -> Result<Scripts, String> {
+        let mut blobs = Blobs::new();
+        for (name, v) in &cfg.blobs {
+            let data = if let Some(f) = v.strip_prefix('@') {
+                let p = base.join(f);
+                std::fs::read(&p).map_err(|e| format!("blob {name}: {}: {e}", p.display()))?
+            } else {
+                desync::blobs::parse_hex(v)
+                    .ok_or_else(|| format!("blob {name}: {v:?} is neither @FILE nor 0xHEX"))?
+            };
+            blobs.insert(name, data);
+        }
+        if !cfg.lua.is_empty() {
+            return Err(
+                "scripts.lua: Lua functions are not wired to queues yet; use native actions".into(),
+            );
+        }
+        let mut by_queue: BTreeMap<u16, Vec<Profile<Func>>> = BTreeMap::new();
+        for (pi, p) in cfg.profile.iter().enumerate() {
+            let pname = if p.name.is_empty() {
+                format!("#{}", pi + 1)
+            } else {
+                p.name.clone()
+            };
+            let filters = p.filters(base)?;
+            let mut instances = Vec::new();
+            for ic in &p.instance {
+                let ctx = |e: String| format!("profile {pname:?}, instance {:?}: {e}", ic.desync);
+                let (name, mut args) = split_desync(&ic.desync).map_err(ctx)?;
+                let mut take = |k: &str| {
+                    args.iter()
+                        .position(|(a, _)| a == k)
+                        .map(|i| args.remove(i).1)
+                };
+                let payload = match take("payload") {
+                    Some(v) => PayloadFilter::parse(&v).map_err(ctx)?,
+                    None => PayloadFilter::Known,
+                };
+                let dir = match take("dir").as_deref() {
+                    None | Some("out") => Direction::Out,
+                    Some("in") => Direction::In,
+                    Some("any") => Direction::Any,
+                    Some(o) => return Err(ctx(format!("dir={o}: out, in or any"))),
+                };
+                let action = Action::parse(&name, &args).map_err(|e| ctx(e.to_string()))?;
+                let range = |r: &Option<String>, def: Range| match r {
+                    Some(t) => Range::parse(t).map_err(|e| ctx(e.to_string())),
+                    None => Ok(def),
+                };
+                instances.push(Instance {
+                    payload: match &ic.payload {
+                        Some(t) => PayloadFilter::parse(t).map_err(ctx)?,
+                        None => PayloadFilter::All,
+                    },
+                    in_range: range(&ic.in_range, Range::Never)?,
+                    out_range: range(&ic.out_range, Range::Always)?,
+                    func: Func {
+                        text: ic.desync.clone(),
+                        action,
+                        payload,
+                        dir,
+                    },
+                });
+            }
+            by_queue.entry(p.queue).or_default().push(Profile {
+                name: pname,
+                filters,
+                instances,
+            });
+        }
+        let mut queues = BTreeMap::new();
+        for (q, list) in by_queue {
+            queues.insert(q, Profiles::new(list).map_err(|e| e.0)?);
+        }
+        Ok(Scripts {
+            queues,
+            blobs,
+            flows: HashMap::new(),
+            max_flows: cfg.max_flows.unwrap_or(65_536).max(1),
+            reasm_flow_limit: cfg.reasm_flow_limit.unwrap_or(16 << 10),
+            budget: ReasmBudget::new(cfg.reasm_total_limit.unwrap_or(16 << 20)),
+            clock: 0,
+            stats: ScriptStats::default(),
+        })
+    }
+
+    pub fn stats(&self) -> ScriptStats {
+        self.stats
+    }
+
+    /// The queues that have profiles.
+    pub fn queues(&self) -> impl Iterator<Item = u16> + '_ {
+        self.queues.keys().copied()
+    }
+
+    /// The most packets of a connection's direction any profile of `queue` can act on
+    /// (what the kernel must queue: `connbytes 1:N`); None: no bound in packets.
+    pub fn packet_bound(&self, queue: u16, outgoing: bool) -> Option<u64> {
+        self.queues.get(&queue)?.packet_bound(outgoing)
+    }
+
+    /// The flows with state.
+    pub fn flows(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// The flow of `orig`, made (or made afresh for a new connection), the least recently
+    /// seen pushed out when the table is full.
+    fn flow(&mut self, orig: Tuple, new: bool) {
+        self.clock += 1;
+        if new || !self.flows.contains_key(&orig) {
+            if let Some(old) = self.flows.remove(&orig) {
+                self.release(old);
+            }
+            if self.flows.len() >= self.max_flows {
+                if let Some(k) = self
+                    .flows
+                    .iter()
+                    .min_by_key(|(_, f)| f.seen)
+                    .map(|(k, _)| *k)
+                {
+                    if let Some(old) = self.flows.remove(&k) {
+                        self.release(old);
+                    }
+                    self.stats.flows_evicted += 1;
+                }
+            }
+            self.stats.flows += 1;
+            self.flows.insert(orig, Flow::default());
+        }
+        if let Some(f) = self.flows.get_mut(&orig) {
+            f.seen = self.clock;
+        }
+    }
+
+    fn release(&mut self, mut f: Flow) {
+        if let Some(mut r) = f.reasm.take() {
+            r.finish(&mut self.budget);
+        }
+    }
+}
+
+/// Where an IP packet's payload starts, its TCP sequence and its TTL / hop limit.
+fn locate(ip: &[u8], l4: usize, proto: u8) -> (usize, Option<u32>, Option<u8>) {
+    let ttl = match ip.first().map(|b| b >> 4) {
+        Some(4) => ip.get(8).copied(),
+        Some(6) => ip.get(7).copied(),
+        _ => None,
+    };
+    match proto {
+        6 => {
+            let off = ip.get(l4 + 12).map_or(20, |b| (b >> 4) as usize * 4);
+            let seq = ip
+                .get(l4 + 4..l4 + 8)
+                .map(|s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]));
+            ((l4 + off).min(ip.len()), seq, ttl)
+        }
+        17 => ((l4 + 8).min(ip.len()), None, ttl),
+        _ => (ip.len(), None, ttl),
+    }
+}
+
+impl FlowHook for Scripts {
+    fn listens(&self, num: u16) -> bool {
+        self.queues.contains_key(&num)
+    }
+
+    fn queued(&mut self, q: Queued<'_>) -> QueueVerdict {
+        self.stats.packets += 1;
+        let Some(c) = q.conn else {
+            self.stats.untracked += 1;
+            return QueueVerdict::Accept;
+        };
+        let outgoing = !c.reply;
+        let d = if outgoing { 0 } else { 1 };
+        let l3 = q.pm.l3_off as usize;
+        let end = q.pm.l3_end().min(q.frame.len());
+        if l3 >= end {
+            return QueueVerdict::Accept;
+        }
+        let l4 = (q.pm.l4_off as usize).saturating_sub(l3);
+        let proto = q.pm.l4proto;
+        let (pay, seq, ttl) = locate(&q.frame[l3..end], l4, proto);
+        let plen = (end - l3 - pay) as u64;
+        let reasm_limit = self.reasm_flow_limit;
+        self.flow(c.orig, c.new);
+        let Scripts {
+            flows,
+            budget,
+            stats,
+            queues,
+            blobs,
+            ..
+        } = self;
+        let Some(flow) = flows.get_mut(&c.orig) else {
+            return QueueVerdict::Accept;
+        };
+        // this direction's counters, this packet counted
+        let cnt = &mut flow.count[d];
+        cnt.packets += 1;
+        if plen > 0 {
+            cnt.data_packets += 1;
+        }
+        if let Some(s) = seq {
+            let isn = *flow.isn[d].get_or_insert(s);
+            cnt.seq = s.wrapping_sub(isn) as u64;
+        }
+        cnt.len = plen;
+        let counters = *cnt;
+        cnt.bytes += plen;
+        if !outgoing {
+            flow.incoming_ttl = ttl;
+        }
+        if flow.st.done(outgoing) {
+            stats.done += 1;
+            return QueueVerdict::Accept;
+        }
+        // the payload's type, and what it tells of the flow
+        let payload = &q.frame[l3 + pay..end];
+        let l4k = if proto == 6 { L4::Tcp } else { L4::Udp };
+        let mut det = if matches!(proto, 6 | 17) {
+            l7::detect(l4k, payload)
+        } else {
+            l7::Detection::plain(PayloadType::Unknown)
+        };
+        let mut host_found = false;
+        if proto == 6 && (det.incomplete.is_some() || flow.reasm.is_some()) && flow.host.is_none() {
+            let r = flow.reasm.get_or_insert_with(|| Reasm::new(reasm_limit));
+            let rel = counters.seq as u32;
+            match r.feed(budget, rel, payload) {
+                ReasmStatus::Complete => {
+                    if let Some(all) = r.finish(budget) {
+                        let whole = l7::detect(L4::Tcp, &all);
+                        if whole.host.is_some() {
+                            det.host = whole.host;
+                            det.ptype = whole.ptype;
+                        }
+                    }
+                    flow.reasm = None;
+                }
+                ReasmStatus::Refused(_) => {
+                    stats.reasm_refused += 1;
+                    if let Some(mut r) = flow.reasm.take() {
+                        r.finish(budget);
+                    }
+                }
+                ReasmStatus::NeedMore => {}
+            }
+        }
+        if proto == 17
+            && det.ptype == PayloadType::QuicInitial
+            && det.host.is_none()
+            && flow.host.is_none()
+        {
+            let qr = flow.quic.get_or_insert_with(|| QuicReasm::new(reasm_limit));
+            qr.feed(payload);
+            if let Some(h) = qr.host() {
+                det.host = Some(h.to_string());
+                flow.quic = None;
+            }
+        }
+        if let Some(p) = det.ptype.protocol() {
+            flow.l7.get_or_insert(p);
+        }
+        if flow.host.is_none() {
+            if let Some(h) = det.host.take() {
+                flow.host = Some(h);
+                host_found = true;
+            }
+        }
+        if host_found {
+            stats.hosts += 1;
+        }
+        let ip_src = |v: u128| -> std::net::IpAddr {
+            if c.orig.v6 {
+                std::net::IpAddr::V6(v.into())
+            } else {
+                std::net::IpAddr::V4((v as u32).into())
+            }
+        };
+        let icmp = matches!(proto, 1 | 58).then(|| ((c.orig.dport >> 8) as u8, c.orig.dport as u8));
+        let key = FlowKey {
+            v6: c.orig.v6,
+            proto: c.orig.proto,
+            port: c.orig.dport,
+            icmp,
+            remote: ip_src(c.orig.dst),
+            l7: flow.l7,
+            host: flow.host.as_deref(),
+        };
+        let Some(profiles) = queues.get(&q.num) else {
+            return QueueVerdict::Accept;
+        };
+        let Some((p, mask)) = profiles.plan(&mut flow.st, &key, outgoing, det.ptype, &counters)
+        else {
+            return QueueVerdict::Accept;
+        };
+        if mask == 0 {
+            return QueueVerdict::Accept;
+        }
+        let prof = profiles.get(p).expect("the chosen profile");
+        let markers: Markers = det.markers;
+        let incoming_ttl = flow.incoming_ttl;
+        let mut packet: Option<Vec<u8>> = None;
+        let mut verdict = Verdict::Pass;
+        for (i, inst) in prof.instances.iter().enumerate() {
+            if mask & (1 << i) == 0 {
+                continue;
+            }
+            let f = &inst.func;
+            if !f.dir.takes(outgoing) || !f.payload.accepts(det.ptype) {
+                continue;
+            }
+            stats.calls += 1;
+            let cur: &[u8] = packet.as_deref().unwrap_or(&q.frame[l3..end]);
+            let out = desync::apply(
+                &f.action,
+                &desync::Input {
+                    packet: cur,
+                    ptype: det.ptype,
+                    markers,
+                    incoming_ttl,
+                },
+                blobs,
+            );
+            stats.sent += out.send.len() as u64;
+            q.send.extend(out.send);
+            match out.verdict {
+                Verdict::Pass => {}
+                Verdict::Modify => {
+                    if let Some(m) = out.modified {
+                        packet = Some(m);
+                    }
+                    if verdict == Verdict::Pass {
+                        verdict = Verdict::Modify;
+                    }
+                }
+                Verdict::Drop => verdict = Verdict::Drop,
+            }
+        }
+        profiles.settle(&mut flow.st, outgoing);
+        match (verdict, packet) {
+            (Verdict::Drop, _) => {
+                stats.dropped += 1;
+                QueueVerdict::Drop
+            }
+            (Verdict::Modify, Some(m)) if m.len() == end - l3 => {
+                stats.modified += 1;
+                q.frame[l3..end].copy_from_slice(&m);
+                QueueVerdict::Modified
+            }
+            (Verdict::Modify, Some(m)) => {
+                // another length: sent as a new packet, this one dropped
+                stats.modified += 1;
+                stats.sent += 1;
+                q.send.push(m);
+                QueueVerdict::Drop
+            }
+            _ => QueueVerdict::Accept,
+        }
+    }
+}
