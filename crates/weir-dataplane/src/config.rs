@@ -145,6 +145,13 @@ pub struct Config {
     /// off: they are dropped.
     #[serde(default = "yes")]
     pub local_delivery: bool,
+    /// Per-flow scripts: the profiles `queue` statements hand packets to
+    /// (`weir_script::config`).
+    #[serde(default)]
+    pub scripts: Option<weir_script::config::ScriptsConfig>,
+    /// The configuration file's directory: the files it names are relative to it.
+    #[serde(skip)]
+    pub dir: PathBuf,
 }
 
 fn one() -> u16 {
@@ -260,10 +267,11 @@ impl Config {
     pub fn read(path: &Path) -> anyhow::Result<(Config, PathBuf)> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading the configuration {}", path.display()))?;
-        let cfg: Config =
+        let mut cfg: Config =
             toml::from_str(&text).with_context(|| format!("configuration {}", path.display()))?;
-        cfg.check()?;
         let base = path.parent().unwrap_or(Path::new("."));
+        cfg.dir = base.to_path_buf();
+        cfg.check()?;
         let rules = base.join(&cfg.ruleset);
         Ok((cfg, rules))
     }
@@ -276,6 +284,7 @@ impl Config {
             "workers: inline mode only (nfqueue mode: nfqueue.workers, one queue each)"
         );
         let w = self.worker_count();
+        self.scripts()?;
         if inline {
             anyhow::ensure!((1..=64).contains(&w), "workers: 1 to 64");
         } else {
@@ -286,6 +295,25 @@ impl Config {
             );
         }
         Ok(())
+    }
+
+    /// Per-flow scripts as configured (None: no `[scripts]`); every error names the profile
+    /// and the instance.
+    pub fn scripts(&self) -> anyhow::Result<Option<weir_script::Scripts>> {
+        match &self.scripts {
+            None => Ok(None),
+            Some(s) => weir_script::Scripts::new(s, &self.dir)
+                .map(Some)
+                .map_err(|e| anyhow::anyhow!("scripts: {e}")),
+        }
+    }
+
+    /// The queues per-flow scripts listen on.
+    pub fn script_queues(&self) -> std::collections::BTreeSet<u16> {
+        self.scripts
+            .iter()
+            .flat_map(|s| s.profile.iter().map(|p| p.queue))
+            .collect()
     }
 
     /// Worker threads: inline workers, or one per NFQUEUE queue.

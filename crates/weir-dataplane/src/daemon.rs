@@ -67,13 +67,17 @@ pub fn cpu_seconds() -> (f64, f64) {
 }
 
 /// Load and check the ruleset; the errors as text. In NFQUEUE mode NAT is refused.
-pub fn load(path: &Path, nfqueue: bool) -> Result<weir_lang::ir::Ruleset, String> {
+pub fn load(
+    path: &Path,
+    nfqueue: bool,
+    listening: &std::collections::BTreeSet<u16>,
+) -> Result<weir_lang::ir::Ruleset, String> {
     let rs = match weir_lang::load_file(path) {
         Ok((rs, _)) => rs,
         Err((sources, diags)) => return Err(weir_lang::diag::render_all(&diags, &sources)),
     };
     rs.refuse_unevaluated()?;
-    if let Some(e) = queue_not_wired(&rs) {
+    if let Some(e) = queue_unheard(&rs, listening) {
         return Err(e);
     }
     if nfqueue {
@@ -84,24 +88,32 @@ pub fn load(path: &Path, nfqueue: bool) -> Result<weir_lang::ir::Ruleset, String
     Ok(rs)
 }
 
-/// `queue` hands packets to weir's per-flow scripts (`weir_script`), which `weir run` does
-/// not run yet: rather than drop what it queues (as the kernel does with nobody on the
-/// queue), the ruleset is refused, naming the first such rule.
-fn queue_not_wired(rs: &weir_lang::ir::Ruleset) -> Option<String> {
+/// `queue` hands packets to weir's per-flow scripts (`[scripts]`): a queue nobody listens on
+/// would drop what it is given (as the kernel does), so a statement naming one without
+/// `bypass` is refused, naming the rule.
+fn queue_unheard(
+    rs: &weir_lang::ir::Ruleset,
+    listening: &std::collections::BTreeSet<u16>,
+) -> Option<String> {
     for t in &rs.tables {
         for c in &t.chains {
             for r in &c.rules {
-                if r.exprs
-                    .iter()
-                    .any(|e| matches!(e, weir_lang::ir::Expr::Queue(_)))
-                {
-                    return Some(format!(
-                        "error: `{}` (table {} {}, chain {}): queue hands packets to weir's per-flow scripts, which weir run does not run yet\n",
-                        r.text,
-                        t.family.name(),
-                        t.name,
-                        c.name
-                    ));
+                for e in &r.exprs {
+                    let weir_lang::ir::Expr::Queue(q) = e else {
+                        continue;
+                    };
+                    if q.bypass {
+                        continue;
+                    }
+                    if let Some(n) = (q.first..=q.last).find(|n| !listening.contains(n)) {
+                        return Some(format!(
+                            "error: `{}` (table {} {}, chain {}): no [[scripts.profile]] listens on queue {n}, so its packets would be dropped; add one with queue = {n}, or queue with bypass\n",
+                            r.text,
+                            t.family.name(),
+                            t.name,
+                            c.name
+                        ));
+                    }
                 }
             }
         }
@@ -153,15 +165,19 @@ pub fn engines(rs: &weir_lang::ir::Ruleset, n: usize) -> Vec<Engine> {
     es
 }
 
-/// A worker's engine with its own connection table.
-fn stateful(eng: Engine, cfg: &Config) -> Stateful {
-    Stateful::new(
+/// A worker's engine with its own connection table, and its own per-flow scripts.
+fn stateful(eng: Engine, cfg: &Config) -> anyhow::Result<Stateful> {
+    let mut sf = Stateful::new(
         eng,
         weir_conntrack::Config {
             max_entries: cfg.conntrack.max_entries,
             ..weir_conntrack::Config::default()
         },
-    )
+    );
+    if let Some(s) = cfg.scripts()? {
+        sf.set_flow_hook(Some(Box::new(s)));
+    }
+    Ok(sf)
 }
 
 fn state(idx: usize, sf: Stateful) -> State {
@@ -185,7 +201,8 @@ pub struct RunOptions {
 pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     let (cfg, rules) = Config::read(&opts.config)?;
     let inline = cfg.mode == Mode::Inline;
-    let rs = match load(&rules, !inline) {
+    let listening = cfg.script_queues();
+    let rs = match load(&rules, !inline, &listening) {
         Ok(rs) => rs,
         Err(e) => {
             eprint!("{e}");
@@ -281,6 +298,7 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         started: Instant::now(),
         cpu0: cpu_seconds(),
         nfqueue: !inline,
+        listening,
         netdev,
         ports: if inline {
             cfg.interface_names()
@@ -354,7 +372,7 @@ fn nfqueue_workers(cfg: &Config, rs: &weir_lang::ir::Ruleset) -> anyhow::Result<
     let icmp_peers = Arc::new(Mutex::new(weir_router::ratelimit::PeerLimit::default()));
     let mut ws = Vec::new();
     for (i, eng) in (0..workers).zip(engines(rs, workers as usize)) {
-        let sf = stateful(eng, cfg);
+        let sf = stateful(eng, cfg)?;
         let copy = copy_range(cfg.nfqueue.copy, &sf);
         let queue = Queue::open(
             cfg.nfqueue.queue + i,
@@ -505,7 +523,7 @@ fn inline_workers(
             router.neighbours_mut().share(sh.clone());
         }
         router.icmp = weir_router::IcmpLimits::new(n, Arc::clone(&icmp_peers));
-        let mut sf = stateful(eng, cfg);
+        let mut sf = stateful(eng, cfg)?;
         if n > 1 {
             sf.set_steer(Some((n as u32, w as u32)));
         }
@@ -562,24 +580,31 @@ mod tests {
     use weir_lang::ir::Hook;
     use weir_wire::{LinkType, PacketMeta};
 
-    /// A ruleset with `queue` is refused, naming the rule, until weir run runs the per-flow
-    /// scripts the queue hands packets to; without it, it loads.
+    /// A ruleset with `queue` to a queue no `[[scripts.profile]]` listens on is refused,
+    /// naming the rule and the queue (its packets would be dropped); with `bypass`, or with
+    /// every queue of its range listened on, it loads.
     #[test]
-    fn queue_is_refused_naming_the_rule() {
+    fn queue_nobody_listens_on_is_refused_naming_the_rule() {
         let dir = std::env::temp_dir().join(format!("weir-queue-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("q.nft");
-        let text = "table inet z {\n chain post {\n  type filter hook postrouting priority 101\n  tcp dport 443 queue num 200 bypass\n }\n}\n";
+        let text = "table inet z {\n chain post {\n  type filter hook postrouting priority 101\n  tcp dport 443 queue num 200-201\n }\n}\n";
         std::fs::write(&p, text).unwrap();
-        let e = load(&p, true).unwrap_err();
+        let none = std::collections::BTreeSet::new();
+        let e = load(&p, true, &none).unwrap_err();
         assert!(
-            e.contains("tcp dport 443 queue num 200 bypass")
+            e.contains("tcp dport 443 queue num 200-201")
                 && e.contains("inet z, chain post")
-                && e.contains("per-flow scripts"),
+                && e.contains("listens on queue 200"),
             "{e}"
         );
-        std::fs::write(&p, text.replace("queue num 200 bypass", "accept")).unwrap();
-        assert!(load(&p, true).is_ok());
+        let one: std::collections::BTreeSet<u16> = [200].into();
+        let e = load(&p, true, &one).unwrap_err();
+        assert!(e.contains("listens on queue 201"), "{e}");
+        let both: std::collections::BTreeSet<u16> = [200, 201].into();
+        assert!(load(&p, true, &both).is_ok());
+        std::fs::write(&p, text.replace("queue num 200-201", "queue num 7 bypass")).unwrap();
+        assert!(load(&p, true, &none).is_ok(), "bypass: accepted when nobody listens");
         std::fs::remove_dir_all(&dir).ok();
     }
 

@@ -21,6 +21,8 @@ pub struct Dispatcher {
     pub cpu0: (f64, f64),
     /// NFQUEUE mode (NAT refused on reload too).
     pub nfqueue: bool,
+    /// The queues per-flow scripts listen on (a `queue` to another is refused on reload too).
+    pub listening: std::collections::BTreeSet<u16>,
     /// NFQUEUE mode with `nfqueue.install`: the netdev tables in the kernel's nftables
     /// (replaced on reload, removed when the dispatcher goes).
     pub netdev: Option<crate::netdev::Installed>,
@@ -31,7 +33,7 @@ pub struct Dispatcher {
 impl Dispatcher {
     /// Load the ruleset file again, all or nothing: the text of the outcome.
     pub fn reload(&mut self) -> String {
-        let loaded = crate::daemon::load(&self.rules, self.nfqueue).and_then(|rs| {
+        let loaded = crate::daemon::load(&self.rules, self.nfqueue, &self.listening).and_then(|rs| {
             // the kernel's netdev tables first, in one transaction: refused, nothing changed
             if self.nfqueue {
                 crate::netdev::warn_unrun(&rs, self.netdev.is_some());

@@ -71,6 +71,10 @@ pub struct Counts {
     pub local: u64,
     /// Inline mode: packets the router's own stack sent, tracked as they left.
     pub host_out: u64,
+    /// Packets per-flow scripts sent (split segments, fakes), and those that could not be
+    /// sent (no route or neighbour inline; the raw socket refused them in NFQUEUE mode).
+    pub script_sent: u64,
+    pub script_unsent: u64,
 }
 
 impl Counts {
@@ -94,6 +98,8 @@ impl AddAssign<&Counts> for Counts {
         self.fragmented += o.fragmented;
         self.local += o.local;
         self.host_out += o.host_out;
+        self.script_sent += o.script_sent;
+        self.script_unsent += o.script_unsent;
     }
 }
 
@@ -275,6 +281,12 @@ impl WorkerStats {
         }
         if c.fragmented > 0 {
             extra += &format!("; forwarded in fragments {}", c.fragmented);
+        }
+        if c.script_sent + c.script_unsent > 0 {
+            extra += &format!(
+                "; sent by scripts {} (not sent {})",
+                c.script_sent, c.script_unsent
+            );
         }
         if c.local + c.host_out > 0 {
             extra += &format!(

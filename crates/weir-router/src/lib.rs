@@ -40,6 +40,7 @@ mod path;
 pub mod port;
 pub mod ratelimit;
 pub mod routes;
+pub mod sent;
 
 pub use adj::{Adj, Adjacencies};
 pub use fate::{Fate, Reason};
@@ -48,6 +49,7 @@ pub use path::{IcmpAnswer, Rx, RxCsum};
 pub use port::{Port, PortAddr, RpFilter};
 pub use ratelimit::IcmpLimits;
 pub use routes::{Route, RouteError, Routes};
+pub use sent::SentStats;
 
 use weir_engine::compile::HookEntry;
 use weir_engine::stateful::{FtDevices, Stateful};

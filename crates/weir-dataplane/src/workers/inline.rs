@@ -108,6 +108,17 @@ impl Inline {
         }
     }
 
+    /// What per-flow scripts sent for the frame just decided (split segments, fakes): out
+    /// by their routes now, before the frame itself.
+    fn send_scripted(&mut self, sf: &mut Stateful, c: &mut Counts) {
+        let mut st = weir_router::SentStats::default();
+        for (port, f) in self.router.script_out(sf, &mut st) {
+            self.ports[port].push(&f);
+        }
+        c.script_sent += st.framed;
+        c.script_unsent += st.no_route + st.no_neighbour;
+    }
+
     /// Carry out the fate of a frame read on port `pi`: drops counted, neighbour requests,
     /// ICMP errors and fragments sent. A frame that leaves whole is counted and its output
     /// port and length returned, for the caller to send it. `frame` gives the frame's bytes
@@ -123,6 +134,9 @@ impl Inline {
         now: u64,
         frame: &dyn Fn(&Inline) -> Vec<u8>,
     ) -> Option<(usize, usize)> {
+        if sf.queue_out_pending() {
+            self.send_scripted(sf, c);
+        }
         match fate {
             Fate::NotMine => {}
             Fate::Hold => {
@@ -429,6 +443,14 @@ impl Inline {
                         now,
                     )
                 };
+                if w.sf.queue_out_pending() {
+                    // what scripts sent for this frame leaves after the batch's earlier
+                    // frames, before this one
+                    for &(j, p, len) in &il.fwd {
+                        forward_frame(&mut il.ports, pi, j, p, len);
+                    }
+                    il.fwd.clear();
+                }
                 if let Some((o, len)) =
                     il.settle(&mut w.sf, &mut w.counts, pi, fate, rewritten, now, &|il| {
                         il.ports[pi].frame(i).to_vec()

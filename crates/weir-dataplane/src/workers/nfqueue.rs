@@ -75,6 +75,11 @@ impl Nfq {
             if let Some(a) = answer {
                 self.answers.send(&mut w.sf, c, a, now);
             }
+            // what per-flow scripts sent: out now, before the verdicts (a fake before the
+            // packet it precedes), marked as weir's own so that it is not queued again
+            for pkt in w.sf.take_queue_out() {
+                self.answers.send_raw(c, &pkt);
+            }
         }
         for &(id, v) in &verdicts {
             let payload = rewritten
@@ -302,6 +307,23 @@ impl Answers {
             sock: None,
             failed: false,
             limits,
+        }
+    }
+
+    /// Send an IP packet a per-flow script made (the kernel routes it), counted in `c`.
+    pub fn send_raw(&mut self, c: &mut Counts, pkt: &[u8]) {
+        if self.sock.is_none() && !self.failed {
+            match weir_io::raw::Answerer::open() {
+                Ok(s) => self.sock = Some(s),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot open raw sockets: packets per-flow scripts send are not sent");
+                    self.failed = true;
+                }
+            }
+        }
+        match self.sock.as_ref().map(|s| s.send_packet(pkt)) {
+            Some(Ok(())) => c.script_sent += 1,
+            _ => c.script_unsent += 1,
         }
     }
 

@@ -75,6 +75,11 @@ impl Stateful {
         self.flow_hook.as_deref()
     }
 
+    /// Whether the listener asked to send anything not yet taken.
+    pub fn queue_out_pending(&self) -> bool {
+        !self.queue_out.is_empty()
+    }
+
     /// The packets the listener asked to send since the last call (IP packets, in order).
     pub fn take_queue_out(&mut self) -> Vec<Vec<u8>> {
         std::mem::take(&mut self.queue_out)
