@@ -58,7 +58,7 @@ impl Direction {
 /// What an instance calls: a native action or a Lua function.
 #[derive(Debug)]
 pub enum Call {
-    Native(Action),
+    Native(Box<Action>),
     Lua {
         f: FnId,
         /// All the instance's arguments, `payload` and `dir` included, in order.
@@ -200,7 +200,7 @@ impl Scripts {
                     Some(o) => return Err(ctx(format!("dir={o}: out, in or any"))),
                 };
                 let call = match Action::parse(&name, &args) {
-                    Ok(a) => Call::Native(a),
+                    Ok(a) => Call::Native(Box::new(a)),
                     Err(ActionError::UnknownFunction(_)) => match &rt {
                         Some(rt) => Call::Lua {
                             f: rt.function(&name).map_err(|e| {
