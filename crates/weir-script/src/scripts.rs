@@ -11,15 +11,27 @@
 //! before the packet. A direction whose instances are all done costs a bit test from then
 //! on. What a flow keeps lives in a bounded table here, keyed by the connection's original
 //! tuple; the least recently seen flow goes when it is full (counted).
+//!
+//! An instance runs a native action ([`desync::Action`]) when its function is one, else
+//! the Lua global function of that name from the `[scripts] lua` files (looked up at
+//! [`Scripts::new`]: a missing one is a configuration error). A Lua function is called as
+//! `f(pkt, args)` (see [`crate::lua`]) with all the instance's arguments, `payload` and
+//! `dir` included (they filter on the Rust side before the call, as for native actions);
+//! its flow is the connection (its `pkt.state` starts empty for a new connection). A call
+//! that fails (an error, its instruction budget or the memory limit) passes the packet as
+//! it was and is counted in [`ScriptStats`].
 
 use crate::config::{split_desync, ScriptsConfig};
+use crate::desync::ActionError;
 use crate::desync::{self, Action, Blobs, Verdict};
 use crate::l7::{self, QuicReasm, Reasm, ReasmBudget, ReasmStatus, L4};
+use crate::lua::{self, CallError, FlowId, FnId, LuaConfig, PacketView, Runtime};
 use crate::payload::{Markers, PayloadType, Protocol};
 use crate::profile::filter::FlowKey;
 use crate::profile::range::{Counters, Range};
 use crate::profile::{FlowState, Instance, PayloadFilter, Profile, Profiles};
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
 use std::path::Path;
 use weir_conntrack::Tuple;
 use weir_engine::stateful::{FlowHook, QueueVerdict, Queued};
@@ -43,12 +55,23 @@ impl Direction {
     }
 }
 
-/// What an instance calls.
+/// What an instance calls: a native action or a Lua function.
+#[derive(Debug)]
+pub enum Call {
+    Native(Box<Action>),
+    Lua {
+        f: FnId,
+        /// All the instance's arguments, `payload` and `dir` included, in order.
+        args: Vec<(String, String)>,
+    },
+}
+
+/// An instance's function.
 #[derive(Debug)]
 pub struct Func {
     /// The instance as configured (`multisplit:pos=1,midsld`), for statistics and errors.
     pub text: String,
-    pub action: Action,
+    pub call: Call,
     /// The function's own `payload` argument (nfqws2's functions: default `known`).
     pub payload: PayloadFilter,
     pub dir: Direction,
@@ -77,6 +100,13 @@ pub struct ScriptStats {
     /// Reassemblies refused (a flow's limit or the total reached: the parts passed as they
     /// were).
     pub reasm_refused: u64,
+    /// Lua calls (also in `calls`), and those that failed: a script error (or a bad return
+    /// value), the instruction budget spent, the memory limit reached. A failed call passes
+    /// the packet as it was and sends nothing.
+    pub lua_calls: u64,
+    pub lua_errors: u64,
+    pub lua_budget: u64,
+    pub lua_memory: u64,
 }
 
 #[derive(Default)]
@@ -97,6 +127,8 @@ struct Flow {
 pub struct Scripts {
     queues: BTreeMap<u16, Profiles<Func>>,
     blobs: Blobs,
+    /// The Lua state, when `[scripts] lua` names files.
+    lua: Option<Runtime>,
     flows: HashMap<Tuple, Flow>,
     max_flows: usize,
     reasm_flow_limit: usize,
@@ -120,11 +152,25 @@ impl Scripts {
             };
             blobs.insert(name, data);
         }
-        if !cfg.lua.is_empty() {
-            return Err(
-                "scripts.lua: Lua functions are not wired to queues yet; use native actions".into(),
-            );
-        }
+        let rt = if cfg.lua.is_empty() {
+            None
+        } else {
+            let dir = cfg.dir.as_ref().map(|d| base.join(d));
+            let def = LuaConfig::default();
+            let lcfg = LuaConfig {
+                dir: dir.clone(),
+                memory_limit: cfg.memory_limit.unwrap_or(def.memory_limit),
+                instruction_budget: cfg.instruction_budget.unwrap_or(def.instruction_budget),
+                max_flows: cfg.max_flows.unwrap_or(def.max_flows),
+            };
+            let mut rt = Runtime::new(&lcfg).map_err(|e| format!("scripts: {e}"))?;
+            let from = dir.as_deref().unwrap_or(base);
+            for f in &cfg.lua {
+                rt.load_file(from.join(f))
+                    .map_err(|e| format!("scripts.lua: loading Lua: {e}"))?;
+            }
+            Some(rt)
+        };
         let mut by_queue: BTreeMap<u16, Vec<Profile<Func>>> = BTreeMap::new();
         for (pi, p) in cfg.profile.iter().enumerate() {
             let pname = if p.name.is_empty() {
@@ -137,6 +183,7 @@ impl Scripts {
             for ic in &p.instance {
                 let ctx = |e: String| format!("profile {pname:?}, instance {:?}: {e}", ic.desync);
                 let (name, mut args) = split_desync(&ic.desync).map_err(ctx)?;
+                let all_args = args.clone();
                 let mut take = |k: &str| {
                     args.iter()
                         .position(|(a, _)| a == k)
@@ -152,7 +199,24 @@ impl Scripts {
                     Some("any") => Direction::Any,
                     Some(o) => return Err(ctx(format!("dir={o}: out, in or any"))),
                 };
-                let action = Action::parse(&name, &args).map_err(|e| ctx(e.to_string()))?;
+                let call = match Action::parse(&name, &args) {
+                    Ok(a) => Call::Native(Box::new(a)),
+                    Err(ActionError::UnknownFunction(_)) => match &rt {
+                        Some(rt) => Call::Lua {
+                            f: rt.function(&name).map_err(|e| {
+                                ctx(format!("{name}: not a native action, and {}", e.message))
+                            })?,
+                            args: all_args,
+                        },
+                        None => {
+                            return Err(ctx(format!(
+                                "unknown desync function '{name}' (not a native action, and \
+                                 scripts.lua loads no Lua)"
+                            )))
+                        }
+                    },
+                    Err(e) => return Err(ctx(e.to_string())),
+                };
                 let range = |r: &Option<String>, def: Range| match r {
                     Some(t) => Range::parse(t).map_err(|e| ctx(e.to_string())),
                     None => Ok(def),
@@ -166,7 +230,7 @@ impl Scripts {
                     out_range: range(&ic.out_range, Range::Always)?,
                     func: Func {
                         text: ic.desync.clone(),
-                        action,
+                        call,
                         payload,
                         dir,
                     },
@@ -185,6 +249,7 @@ impl Scripts {
         Ok(Scripts {
             queues,
             blobs,
+            lua: rt,
             flows: HashMap::new(),
             max_flows: cfg.max_flows.unwrap_or(65_536).max(1),
             reasm_flow_limit: cfg.reasm_flow_limit.unwrap_or(16 << 10),
@@ -209,6 +274,11 @@ impl Scripts {
         self.queues.get(&queue)?.packet_bound(outgoing)
     }
 
+    /// The Lua state (its per-function counters: [`Runtime::stats`]), if any.
+    pub fn lua(&self) -> Option<&Runtime> {
+        self.lua.as_ref()
+    }
+
     /// The flows with state.
     pub fn flows(&self) -> usize {
         self.flows.len()
@@ -222,6 +292,10 @@ impl Scripts {
             if let Some(old) = self.flows.remove(&orig) {
                 self.release(old);
             }
+            if let Some(rt) = &mut self.lua {
+                // a new connection on this tuple: its Lua state starts empty
+                rt.forget(flow_id(&orig));
+            }
             if self.flows.len() >= self.max_flows {
                 if let Some(k) = self
                     .flows
@@ -231,6 +305,9 @@ impl Scripts {
                 {
                     if let Some(old) = self.flows.remove(&k) {
                         self.release(old);
+                    }
+                    if let Some(rt) = &mut self.lua {
+                        rt.forget(flow_id(&k));
                     }
                     self.stats.flows_evicted += 1;
                 }
@@ -247,6 +324,23 @@ impl Scripts {
         if let Some(mut r) = f.reasm.take() {
             r.finish(&mut self.budget);
         }
+    }
+}
+
+/// The Lua flow of a connection: a hash of its original tuple (stable for the process's
+/// life; the same for both directions).
+fn flow_id(orig: &Tuple) -> FlowId {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    orig.hash(&mut h);
+    FlowId(h.finish())
+}
+
+fn lua_counters(c: &Counters) -> lua::Counters {
+    lua::Counters {
+        packets: c.packets,
+        data_packets: c.data_packets,
+        bytes: c.bytes,
+        seq: c.seq,
     }
 }
 
@@ -300,6 +394,7 @@ impl FlowHook for Scripts {
             stats,
             queues,
             blobs,
+            lua: rt,
             ..
         } = self;
         let Some(flow) = flows.get_mut(&c.orig) else {
@@ -423,16 +518,50 @@ impl FlowHook for Scripts {
             }
             stats.calls += 1;
             let cur: &[u8] = packet.as_deref().unwrap_or(&q.frame[l3..end]);
-            let out = desync::apply(
-                &f.action,
-                &desync::Input {
-                    packet: cur,
-                    ptype: det.ptype,
-                    markers,
-                    incoming_ttl,
-                },
-                blobs,
-            );
+            let out = match &f.call {
+                Call::Native(action) => desync::apply(
+                    action,
+                    &desync::Input {
+                        packet: cur,
+                        ptype: det.ptype,
+                        markers,
+                        incoming_ttl,
+                    },
+                    blobs,
+                ),
+                Call::Lua { f: id, args } => {
+                    let Some(rt) = rt.as_mut() else { continue };
+                    stats.lua_calls += 1;
+                    let mut view = PacketView::new(cur.to_vec(), outgoing);
+                    view.ptype = det.ptype;
+                    view.l7 = flow.l7;
+                    view.host = flow.host.clone();
+                    view.own = lua_counters(&counters);
+                    view.reverse = lua_counters(&flow.count[1 - d]);
+                    let r = rt.call(*id, &mut view, flow_id(&c.orig), args);
+                    match r.error {
+                        None => {}
+                        Some(CallError::Budget) => stats.lua_budget += 1,
+                        Some(CallError::Memory) => stats.lua_memory += 1,
+                        Some(CallError::Script(_) | CallError::BadReturn(_)) => {
+                            stats.lua_errors += 1
+                        }
+                    }
+                    if r.cutoff {
+                        flow.st.cut(outgoing, i);
+                    }
+                    let verdict = match r.verdict {
+                        lua::Verdict::Pass => Verdict::Pass,
+                        lua::Verdict::Modify => Verdict::Modify,
+                        lua::Verdict::Drop => Verdict::Drop,
+                    };
+                    desync::Output {
+                        verdict,
+                        modified: (verdict == Verdict::Modify).then_some(view.packet),
+                        send: r.send,
+                    }
+                }
+            };
             stats.sent += out.send.len() as u64;
             q.send.extend(out.send);
             match out.verdict {

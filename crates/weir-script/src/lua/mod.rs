@@ -28,7 +28,8 @@ pub mod stats;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 
 use mlua::{AnyUserData, ChunkMode, Function, Lua, Table, Value};
 
@@ -36,7 +37,7 @@ pub use flow::FlowId;
 pub use packet::{Counters, PacketView, MAX_PACKET, MAX_SEND};
 pub use stats::{FlowStats, FnStats};
 
-use packet::{Pkt, Shared};
+use packet::{lock, Pkt, Shared};
 use sandbox::Budget;
 
 /// Argument sets whose tables are kept for reuse.
@@ -169,10 +170,12 @@ struct Entry {
     stats: FnStats,
 }
 
-/// One sandboxed Lua state with its scripts, functions and per-flow state.
+/// One sandboxed Lua state with its scripts, functions and per-flow state. `Send` (mlua's
+/// `send` feature), so it can live in the engine's per-flow hook, which moves between
+/// threads; not for use from two threads at once (`&mut self` calls).
 pub struct Runtime {
     lua: Lua,
-    budget: Rc<Budget>,
+    budget: Arc<Budget>,
     pkt: AnyUserData,
     st: Shared,
     fns: std::cell::RefCell<Vec<Entry>>,
@@ -230,7 +233,7 @@ fn verdict_of(v: &Value) -> Result<Verdict, String> {
 impl Runtime {
     /// A fresh sandboxed state with `cfg`'s limits (the directory must exist).
     pub fn new(cfg: &LuaConfig) -> Result<Runtime, LuaError> {
-        let budget = Rc::new(Budget::new(cfg.instruction_budget));
+        let budget = Arc::new(Budget::new(cfg.instruction_budget));
         let lua = sandbox::build(cfg, &budget)?;
         let (pkt, st) = Pkt::new(&lua, cfg.max_flows)?;
         let pkt = lua.create_userdata(pkt)?;
@@ -325,14 +328,14 @@ impl Runtime {
         let was_modified = pkt.modified;
         let args = self.args_value(args);
         {
-            let mut p = self.st.borrow_mut();
+            let mut p = lock(&self.st);
             std::mem::swap(&mut p.view, pkt);
             p.flow = flow;
         }
         let fns = self.fns.get_mut();
         let entry = &mut fns[f.0 as usize];
         let r = args.and_then(|a| entry.f.call::<Value>((&self.pkt, a)));
-        let mut p = self.st.borrow_mut();
+        let mut p = lock(&self.st);
         std::mem::swap(&mut p.view, pkt);
         let backup = p.backup.take();
         let send = std::mem::take(&mut p.send);
@@ -343,10 +346,10 @@ impl Runtime {
 
         entry.stats.calls += 1;
         let outcome = match r {
-            Ok(_) if self.budget.exceeded.get() => Err(CallError::Budget),
+            Ok(_) if self.budget.exceeded.load(Relaxed) => Err(CallError::Budget),
             Ok(v) => verdict_of(&v).map_err(CallError::BadReturn),
-            Err(_) if self.budget.exceeded.get() => Err(CallError::Budget),
-            Err(e) if self.budget.oom.get() || is_memory(&e) => Err(CallError::Memory),
+            Err(_) if self.budget.exceeded.load(Relaxed) => Err(CallError::Budget),
+            Err(e) if self.budget.oom.load(Relaxed) || is_memory(&e) => Err(CallError::Memory),
             Err(e) => Err(CallError::Script(describe(&e))),
         };
         match outcome {
@@ -390,7 +393,7 @@ impl Runtime {
 
     /// The flow ended: its state table goes.
     pub fn forget(&mut self, flow: FlowId) {
-        self.st.borrow_mut().flows.remove(flow);
+        lock(&self.st).flows.remove(flow);
     }
 
     /// Each function's counters, in the order they were looked up.
@@ -404,7 +407,7 @@ impl Runtime {
 
     /// The per-flow state tables' counters.
     pub fn flow_stats(&self) -> FlowStats {
-        self.st.borrow().flows.stats()
+        lock(&self.st).flows.stats()
     }
 
     /// Bytes the Lua state uses now.
@@ -412,3 +415,9 @@ impl Runtime {
         self.lua.used_memory()
     }
 }
+
+/// The runtime must stay `Send` (the engine's hooks move between threads).
+const _: fn() = || {
+    fn assert_send<T: Send>() {}
+    assert_send::<Runtime>();
+};

@@ -15,8 +15,7 @@
 //! and the IPv4 header and TCP / UDP checksums), `send(s)` (queue a packet to send),
 //! `cutoff()`, `drop()`.
 
-use std::cell::RefCell;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use mlua::{Function, Lua, MetaMethod, String as LuaString, UserData, UserDataMethods, Value};
 use weir_wire::checksum::{checksum, checksum_with, pseudo_v4, pseudo_v6, udp_final};
@@ -198,7 +197,25 @@ pub(crate) struct PktState {
     proto_names: Vec<LuaString>,
 }
 
-pub(crate) type Shared = Rc<RefCell<PktState>>;
+/// Shared by the userdata, its methods (Lua functions, which must be `Send`) and the
+/// runtime. Only the thread holding the runtime locks it, so the lock is never contended;
+/// a lock already held is a script using `pkt` from inside itself (see [`busy`]).
+pub(crate) type Shared = Arc<Mutex<PktState>>;
+
+/// Locks the state for the runtime (never held across a call; a poisoned lock, from a
+/// panic in a method, is taken over: the state is plain data).
+pub(crate) fn lock(st: &Shared) -> MutexGuard<'_, PktState> {
+    st.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Locks the state for a method or a field, failing if it is held (re-entry).
+fn try_lock(st: &Shared) -> mlua::Result<MutexGuard<'_, PktState>> {
+    match st.try_lock() {
+        Ok(g) => Ok(g),
+        Err(TryLockError::Poisoned(e)) => Ok(e.into_inner()),
+        Err(TryLockError::WouldBlock) => Err(busy()),
+    }
+}
 
 /// The `pkt` userdata: one `__index` in Rust that matches the key and reads only that; the
 /// methods are functions made once.
@@ -254,7 +271,7 @@ fn int(v: Option<u64>) -> Value {
 fn method<A, R>(
     lua: &Lua,
     st: &Shared,
-    f: impl Fn(&Lua, &mut PktState, A) -> mlua::Result<R> + 'static,
+    f: impl Fn(&Lua, &mut PktState, A) -> mlua::Result<R> + Send + 'static,
 ) -> mlua::Result<Function>
 where
     A: mlua::FromLuaMulti,
@@ -262,7 +279,7 @@ where
 {
     let st = st.clone();
     lua.create_function(move |lua, (_, a): (Value, A)| {
-        let mut p = st.try_borrow_mut().map_err(|_| busy())?;
+        let mut p = try_lock(&st)?;
         f(lua, &mut p, a)
     })
 }
@@ -278,7 +295,7 @@ impl Pkt {
             .iter()
             .map(|p| lua.create_string(p.name()))
             .collect::<mlua::Result<_>>()?;
-        let st = Rc::new(RefCell::new(PktState {
+        let st = Arc::new(Mutex::new(PktState {
             view: PacketView::default(),
             backup: None,
             send: Vec::new(),
@@ -373,14 +390,14 @@ impl Pkt {
             _ => {}
         }
         if key == b"state" {
-            let mut p = self.st.try_borrow_mut().map_err(|_| busy())?;
+            let mut p = try_lock(&self.st)?;
             let flow = p.flow;
             return Ok(p
                 .flows
                 .get_or_create(lua, flow)?
                 .map_or(Value::Nil, Value::Table));
         }
-        let p = self.st.try_borrow().map_err(|_| busy())?;
+        let p = try_lock(&self.st)?;
         let v = &p.view;
         Ok(match key {
             b"len" => Value::Integer(v.packet.len() as i64),

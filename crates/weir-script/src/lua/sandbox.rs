@@ -17,9 +17,9 @@
 //! instructions (the instructions run between a resume and the
 //! next hook are not counted; the charge bounds how far that lets a call overrun).
 
-use std::cell::Cell;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 
 use mlua::{
     ChunkMode, Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Thread, Value,
@@ -47,19 +47,21 @@ pub const MAX_OPENS: u32 = 8;
 /// The message a budget overrun raises.
 pub const BUDGET_MESSAGE: &str = "instruction budget exceeded";
 
-/// The instruction count of the call under way.
+/// The instruction count of the call under way. Shared (`Arc`) by the hook and the
+/// wrappers, which must be `Send` (mlua's `send` feature); only the thread that holds the
+/// runtime touches it, so relaxed atomics are plain loads and stores.
 pub(crate) struct Budget {
     limit: u64,
     step: u32,
-    used: Cell<u64>,
+    used: AtomicU64,
     /// The call ran out of instructions.
-    pub(crate) exceeded: Cell<bool>,
+    pub(crate) exceeded: AtomicBool,
     /// A memory error was seen (and re-raised) by a `pcall` / `resume` wrapper.
-    pub(crate) oom: Cell<bool>,
+    pub(crate) oom: AtomicBool,
     /// Resumes not yet matched by their return: the hook is not on the main thread.
-    depth: Cell<u32>,
+    depth: AtomicU32,
     /// Files opened by the call under way.
-    opens: Cell<u32>,
+    opens: AtomicU32,
 }
 
 impl Budget {
@@ -67,32 +69,32 @@ impl Budget {
         Budget {
             limit: limit as u64,
             step: (limit / 100).clamp(1, 1000),
-            used: Cell::new(0),
-            exceeded: Cell::new(false),
-            oom: Cell::new(false),
-            depth: Cell::new(0),
-            opens: Cell::new(0),
+            used: AtomicU64::new(0),
+            exceeded: AtomicBool::new(false),
+            oom: AtomicBool::new(false),
+            depth: AtomicU32::new(0),
+            opens: AtomicU32::new(0),
         }
     }
 
     /// Starts a call: a full budget; the hook back on the main thread if a failed resume
     /// left it elsewhere.
-    pub(crate) fn reset(self: &Rc<Self>, lua: &Lua) {
-        self.used.set(0);
-        self.exceeded.set(false);
-        self.oom.set(false);
-        self.opens.set(0);
-        if self.depth.get() != 0 {
-            self.depth.set(0);
+    pub(crate) fn reset(self: &Arc<Self>, lua: &Lua) {
+        self.used.store(0, Relaxed);
+        self.exceeded.store(false, Relaxed);
+        self.oom.store(false, Relaxed);
+        self.opens.store(0, Relaxed);
+        if self.depth.load(Relaxed) != 0 {
+            self.depth.store(0, Relaxed);
             install_hook(lua, self);
         }
     }
 
     fn charge(&self, n: u64) -> mlua::Result<()> {
-        let used = self.used.get() + n;
-        self.used.set(used);
-        if used > self.limit || self.exceeded.get() {
-            self.exceeded.set(true);
+        let used = self.used.load(Relaxed) + n;
+        self.used.store(used, Relaxed);
+        if used > self.limit || self.exceeded.load(Relaxed) {
+            self.exceeded.store(true, Relaxed);
             return Err(mlua::Error::runtime(BUDGET_MESSAGE));
         }
         Ok(())
@@ -101,15 +103,18 @@ impl Budget {
     /// Counts a file about to be opened (a path that resolved under the directory); false
     /// past [`MAX_OPENS`].
     fn open(&self) -> bool {
-        self.opens.set(self.opens.get() + 1);
-        self.opens.get() <= MAX_OPENS
+        let n = self.opens.load(Relaxed) + 1;
+        self.opens.store(n, Relaxed);
+        n <= MAX_OPENS
     }
 
     fn triggers(&self) -> HookTriggers {
         HookTriggers::new().every_nth_instruction(self.step)
     }
 
-    fn hook(self: &Rc<Self>) -> impl Fn(&Lua, mlua::Debug) -> mlua::Result<VmState> + 'static {
+    fn hook(
+        self: &Arc<Self>,
+    ) -> impl Fn(&Lua, mlua::Debug) -> mlua::Result<VmState> + Send + 'static {
         let b = self.clone();
         move |_, _| b.charge(b.step as u64).map(|()| VmState::Continue)
     }
@@ -117,12 +122,12 @@ impl Budget {
     /// Re-raises a budget or memory error a protected call caught; else passes its
     /// results on.
     fn check(&self, r: MultiValue) -> mlua::Result<MultiValue> {
-        if self.exceeded.get() {
+        if self.exceeded.load(Relaxed) {
             return Err(mlua::Error::runtime(BUDGET_MESSAGE));
         }
         if let (Some(Value::Boolean(false)), Some(Value::String(s))) = (r.front(), r.get(1)) {
             if s.as_bytes() == &b"not enough memory"[..] {
-                self.oom.set(true);
+                self.oom.store(true, Relaxed);
                 return Err(mlua::Error::MemoryError("not enough memory".into()));
             }
         }
@@ -131,7 +136,7 @@ impl Budget {
 }
 
 /// Puts the budget hook on the main thread.
-pub(crate) fn install_hook(lua: &Lua, b: &Rc<Budget>) {
+pub(crate) fn install_hook(lua: &Lua, b: &Arc<Budget>) {
     lua.set_hook(b.triggers(), b.hook());
 }
 
@@ -207,7 +212,7 @@ end
 
 /// A Lua state with the sandboxed library and the budget hook on its main thread (no
 /// memory limit yet: the caller sets it once the state is built).
-pub(crate) fn build(cfg: &LuaConfig, budget: &Rc<Budget>) -> mlua::Result<Lua> {
+pub(crate) fn build(cfg: &LuaConfig, budget: &Arc<Budget>) -> mlua::Result<Lua> {
     let dir: Option<PathBuf> =
         match &cfg.dir {
             Some(d) => Some(d.canonicalize().map_err(|e| {
@@ -288,14 +293,15 @@ pub(crate) fn build(cfg: &LuaConfig, budget: &Rc<Budget>) -> mlua::Result<Lua> {
     let b = budget.clone();
     let enter = lua.create_function(move |lua, co: Thread| {
         b.charge(RESUME_COST)?;
-        b.depth.set(b.depth.get() + 1);
+        b.depth.store(b.depth.load(Relaxed) + 1, Relaxed);
         co.set_hook(b.triggers(), b.hook());
         Ok(lua.current_thread())
     })?;
     let b = budget.clone();
     let leave = lua.create_function(move |_, (prev, r): (Thread, MultiValue)| {
         prev.set_hook(b.triggers(), b.hook());
-        b.depth.set(b.depth.get().saturating_sub(1));
+        b.depth
+            .store(b.depth.load(Relaxed).saturating_sub(1), Relaxed);
         b.check(r)
     })?;
 
