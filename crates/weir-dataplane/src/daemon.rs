@@ -604,7 +604,10 @@ mod tests {
         let both: std::collections::BTreeSet<u16> = [200, 201].into();
         assert!(load(&p, true, &both).is_ok());
         std::fs::write(&p, text.replace("queue num 200-201", "queue num 7 bypass")).unwrap();
-        assert!(load(&p, true, &none).is_ok(), "bypass: accepted when nobody listens");
+        assert!(
+            load(&p, true, &none).is_ok(),
+            "bypass: accepted when nobody listens"
+        );
         std::fs::remove_dir_all(&dir).ok();
     }
 

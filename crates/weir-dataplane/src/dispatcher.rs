@@ -33,20 +33,21 @@ pub struct Dispatcher {
 impl Dispatcher {
     /// Load the ruleset file again, all or nothing: the text of the outcome.
     pub fn reload(&mut self) -> String {
-        let loaded = crate::daemon::load(&self.rules, self.nfqueue, &self.listening).and_then(|rs| {
-            // the kernel's netdev tables first, in one transaction: refused, nothing changed
-            if self.nfqueue {
-                crate::netdev::warn_unrun(&rs, self.netdev.is_some());
-            } else {
-                crate::netdev::warn_unbound(&rs, &self.ports);
-            }
-            if let Some(inst) = &mut self.netdev {
-                let tables = crate::netdev::render_ruleset(&rs, inst.queue())
-                    .map_err(|e| format!("error: {e}\n"))?;
-                inst.replace(&tables)?;
-            }
-            Ok(rs)
-        });
+        let loaded =
+            crate::daemon::load(&self.rules, self.nfqueue, &self.listening).and_then(|rs| {
+                // the kernel's netdev tables first, in one transaction: refused, nothing changed
+                if self.nfqueue {
+                    crate::netdev::warn_unrun(&rs, self.netdev.is_some());
+                } else {
+                    crate::netdev::warn_unbound(&rs, &self.ports);
+                }
+                if let Some(inst) = &mut self.netdev {
+                    let tables = crate::netdev::render_ruleset(&rs, inst.queue())
+                        .map_err(|e| format!("error: {e}\n"))?;
+                    inst.replace(&tables)?;
+                }
+                Ok(rs)
+            });
         match loaded {
             Ok(rs) => {
                 let acks: Vec<_> = self

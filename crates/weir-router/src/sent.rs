@@ -116,7 +116,10 @@ mod tests {
         )
         .unwrap()
         .0;
-        let mut sf = Stateful::new(Engine::new(Compiled::build(&rs, Mode::Compiled)), Config::default());
+        let mut sf = Stateful::new(
+            Engine::new(Compiled::build(&rs, Mode::Compiled)),
+            Config::default(),
+        );
         sf.set_flow_hook(Some(Box::new(Sender)));
         let mut frame = weir_wire::build::Builder::new()
             .macs([2, 0, 0, 0, 0, 7], [2, 0, 0, 0, 0, 1])
@@ -130,11 +133,25 @@ mod tests {
         let mut pm = PacketMeta::parse(&frame, LinkType::Ethernet);
         let mut meta = Meta::with_ifnames("lan0", "wan0");
         let mut pc = weir_engine::stateful::PacketCt::default();
-        let d = sf.hook_mut(Hook::Postrouting, &mut frame, &mut pm, &mut meta, 1, &mut pc);
+        let d = sf.hook_mut(
+            Hook::Postrouting,
+            &mut frame,
+            &mut pm,
+            &mut meta,
+            1,
+            &mut pc,
+        );
         assert!(!d.is_accept());
         let mut st = SentStats::default();
         let out = net.script_out(&mut sf, &mut st);
-        assert_eq!(st, SentStats { framed: 1, no_route: 2, no_neighbour: 0 });
+        assert_eq!(
+            st,
+            SentStats {
+                framed: 1,
+                no_route: 2,
+                no_neighbour: 0
+            }
+        );
         assert_eq!(out.len(), 1);
         let (port, f) = &out[0];
         assert_eq!(*port, 1);
