@@ -55,12 +55,24 @@ fn ipt(tool: &str, table: &[&str], args: &[&str]) -> Vec<String> {
 }
 
 /// The match that keeps weir's own answers (sent with [`weir_io::raw::ANSWER_MARK`], already
-/// through weir's output hook) out of its queue at the output hook.
+/// through weir's output hook) out of its queue at the output hook, and what per-flow
+/// scripts send ([`weir_io::raw::SCRIPT_MARK`]) out of it at every hook.
 fn skip_answers(hook: &str) -> &'static [&'static str] {
     if hook == "OUTPUT" {
-        &["-m", "mark", "!", "--mark", "0x77656972"]
+        &[
+            "-m",
+            "mark",
+            "!",
+            "--mark",
+            "0x77656972",
+            "-m",
+            "mark",
+            "!",
+            "--mark",
+            "0x77656973",
+        ]
     } else {
-        &[]
+        &["-m", "mark", "!", "--mark", "0x77656973"]
     }
 }
 

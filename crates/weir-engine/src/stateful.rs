@@ -209,6 +209,8 @@ pub struct StatefulStats {
     pub queued: u64,
     /// Of those, dropped because nobody listened on the queue (without `bypass`).
     pub queue_unheard: u64,
+    /// Of those, changed in place by the listener.
+    pub queue_modified: u64,
 }
 
 /// The engine plus a connection table.

@@ -10,6 +10,10 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 /// The firewall mark of weir's own answers ("weir" in ASCII).
 pub const ANSWER_MARK: u32 = 0x7765_6972;
 
+/// The firewall mark of the packets per-flow scripts send ("weis"): never queued again, at
+/// any hook (they are variants of a packet weir has already decided).
+pub const SCRIPT_MARK: u32 = 0x7765_6973;
+
 /// The sockets: IPv4 and IPv6 with the IP header included.
 pub struct Answerer {
     ip4: OwnedFd,
@@ -42,7 +46,7 @@ pub fn source_for(dst: IpAddr) -> io::Result<IpAddr> {
     Ok(s.local_addr()?.ip())
 }
 
-fn socket(family: i32, proto: i32) -> io::Result<OwnedFd> {
+fn socket(family: i32, proto: i32, mark: u32) -> io::Result<OwnedFd> {
     // SAFETY: plain socket(2) call; the result is checked before it is owned.
     let fd = unsafe {
         libc::socket(
@@ -56,7 +60,7 @@ fn socket(family: i32, proto: i32) -> io::Result<OwnedFd> {
     }
     // SAFETY: `fd` is a new descriptor nothing else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    setsockopt(&fd, libc::SOL_SOCKET, libc::SO_MARK, &ANSWER_MARK)?;
+    setsockopt(&fd, libc::SOL_SOCKET, libc::SO_MARK, &mark)?;
     Ok(fd)
 }
 
@@ -80,9 +84,15 @@ fn setsockopt<T>(fd: &OwnedFd, level: i32, name: i32, v: &T) -> io::Result<()> {
 impl Answerer {
     /// Open the sockets (needs CAP_NET_RAW, and CAP_NET_ADMIN for the mark).
     pub fn open() -> io::Result<Answerer> {
-        let ip4 = socket(libc::AF_INET, libc::IPPROTO_RAW)?;
+        Answerer::open_marked(ANSWER_MARK)
+    }
+
+    /// As [`Answerer::open`], the packets marked `mark` ([`SCRIPT_MARK`] for what per-flow
+    /// scripts send).
+    pub fn open_marked(mark: u32) -> io::Result<Answerer> {
+        let ip4 = socket(libc::AF_INET, libc::IPPROTO_RAW, mark)?;
         // (an IPv6 raw socket of protocol IPPROTO_RAW includes the header, as IPv4's does)
-        let ip6 = socket(libc::AF_INET6, libc::IPPROTO_RAW)?;
+        let ip6 = socket(libc::AF_INET6, libc::IPPROTO_RAW, mark)?;
         // (the receive side of the IPPROTO_RAW sockets never gets packets)
         Ok(Answerer { ip4, ip6 })
     }

@@ -504,9 +504,10 @@ fn run_configuration_errors_and_kernel_rules() {
     for want in [
         "iptables -w -N WEIR-NFQ3",
         "iptables -w -A WEIR-NFQ3 -j NFQUEUE --queue-num 3 --queue-bypass",
-        "iptables -w -I FORWARD 1 -j WEIR-NFQ3",
-        "iptables -w -I INPUT 1 -j WEIR-NFQ3",
-        "ip6tables -w -I FORWARD 1 -j WEIR-NFQ3",
+        // (what per-flow scripts send is never queued again)
+        "iptables -w -I FORWARD 1 -m mark ! --mark 0x77656973 -j WEIR-NFQ3",
+        "iptables -w -I INPUT 1 -m mark ! --mark 0x77656973 -j WEIR-NFQ3",
+        "ip6tables -w -I FORWARD 1 -m mark ! --mark 0x77656973 -j WEIR-NFQ3",
     ] {
         assert!(text.contains(want), "missing '{want}' in:\n{text}");
     }

@@ -98,18 +98,28 @@ impl Nfq {
 /// extension headers and a TCP header with options fit.
 const HEADER_COPY: u16 = 256;
 
-/// Whether the ruleset may change packets (NAT, header writes): then weir needs them whole.
+/// Whether the ruleset may change packets (NAT, header writes) or hand them to per-flow
+/// scripts (`queue`, which read payloads and rewrite them): then weir needs them whole.
 fn rewrites(sf: &Stateful) -> bool {
     sf.has_nat()
         || sf.ruleset().tables.iter().any(|t| {
             t.ir.chains.iter().any(|c| {
                 c.rules.iter().any(|r| {
-                    r.exprs
-                        .iter()
-                        .any(|e| matches!(e, weir_lang::ir::Expr::Assign { .. }))
+                    r.exprs.iter().any(|e| {
+                        matches!(
+                            e,
+                            weir_lang::ir::Expr::Assign { .. } | weir_lang::ir::Expr::Queue(_)
+                        )
+                    })
                 })
             })
         })
+}
+
+/// The rewrites so far (NAT, header writes, per-flow scripts' changes).
+fn writes(sf: &Stateful) -> u64 {
+    let s = sf.stats();
+    s.nat_rewritten + s.header_writes + s.queue_modified
 }
 
 pub fn copy_range(mode: Copy, sf: &Stateful) -> u16 {
@@ -164,7 +174,7 @@ pub fn process(
     ifs: &mut IfNames,
     now: u64,
 ) -> (Decision, bool, Option<NfqAnswer>) {
-    let writes = sf.stats().nat_rewritten + sf.stats().header_writes;
+    let before = writes(sf);
     let wire = p.cap_len.map_or(buf.len(), |c| c as usize);
     let mut pm = PacketMeta::parse_captured(buf, LinkType::RawIp, wire);
     let (iif, oif) = (ifs.value(p.indev), ifs.value(p.outdev));
@@ -194,11 +204,7 @@ pub fn process(
         }
     }
     let d = sf.finish(&mut pc, now);
-    (
-        d,
-        sf.stats().nat_rewritten + sf.stats().header_writes != writes,
-        None,
-    )
+    (d, writes(sf) != before, None)
 }
 
 /// What weir sends itself in NFQUEUE mode for a rejected packet (through
@@ -294,10 +300,13 @@ fn nfq_answer(
 }
 
 /// NFQUEUE mode: the raw sockets that send the answers to rejected packets (opened with the
-/// first one), and the ICMP rate limit of this worker.
+/// first one), those that send what per-flow scripts made, and the ICMP rate limit of this
+/// worker.
 pub struct Answers {
     sock: Option<weir_io::raw::Answerer>,
     failed: bool,
+    scripts: Option<weir_io::raw::Answerer>,
+    scripts_failed: bool,
     limits: weir_router::IcmpLimits,
 }
 
@@ -306,22 +315,24 @@ impl Answers {
         Answers {
             sock: None,
             failed: false,
+            scripts: None,
+            scripts_failed: false,
             limits,
         }
     }
 
     /// Send an IP packet a per-flow script made (the kernel routes it), counted in `c`.
     pub fn send_raw(&mut self, c: &mut Counts, pkt: &[u8]) {
-        if self.sock.is_none() && !self.failed {
-            match weir_io::raw::Answerer::open() {
-                Ok(s) => self.sock = Some(s),
+        if self.scripts.is_none() && !self.scripts_failed {
+            match weir_io::raw::Answerer::open_marked(weir_io::raw::SCRIPT_MARK) {
+                Ok(s) => self.scripts = Some(s),
                 Err(e) => {
                     tracing::error!(error = %e, "cannot open raw sockets: packets per-flow scripts send are not sent");
-                    self.failed = true;
+                    self.scripts_failed = true;
                 }
             }
         }
-        match self.sock.as_ref().map(|s| s.send_packet(pkt)) {
+        match self.scripts.as_ref().map(|s| s.send_packet(pkt)) {
             Some(Ok(())) => c.script_sent += 1,
             _ => c.script_unsent += 1,
         }

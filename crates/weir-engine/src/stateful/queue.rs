@@ -130,7 +130,10 @@ impl Stateful {
         });
         match v {
             QueueVerdict::Accept => Some(Decision::Accept),
-            QueueVerdict::Modified => None,
+            QueueVerdict::Modified => {
+                self.stats.queue_modified += 1;
+                None
+            }
             QueueVerdict::Drop => Some(Decision::Drop(DropReason::Queue(num))),
         }
     }
