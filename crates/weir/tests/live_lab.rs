@@ -4,7 +4,8 @@
 //! mode over AF_XDP and AF_PACKET (ICMP with TTL, IPv6 with neighbour discovery, ICMP errors
 //! from the router, traces, TCP through masquerade, drops, refusals, clean shutdown); inline
 //! mode as the load balancer of nftlb's testbed (lb.sh: wrk clients, nginx backends, DNAT and
-//! SNAT farms); and `weir bench lab`'s harness on a short run. They need root, iproute2,
+//! SNAT farms); per-flow scripts against a DPI stand-in (scripts.sh); and `weir bench lab`'s
+//! harness on a short run. They need root, iproute2,
 //! iptables, nftables, iperf3, ping and ethtool (lb.sh also nginx, wrk and curl); a test prints
 //! SKIP and a reason when it cannot run, and passes over it then.
 
@@ -98,6 +99,16 @@ fn nfqueue_mode_in_a_namespace_lab() {
 #[test]
 fn nfqueue_netdev_tables_in_the_kernel() {
     lab("nfqueue-netdev.sh");
+}
+
+/// Per-flow scripts against a DPI stand-in (a per-packet string match that resets the
+/// connection): without a strategy the connection is reset; with a profile splitting the TLS
+/// ClientHello inside the host name and a fake with TTL 1 and a bad checksum first, it
+/// completes and the server receives the ClientHello exactly; a Lua function drops one
+/// datagram of a flow.
+#[test]
+fn scripts_against_a_dpi_stand_in() {
+    lab("scripts.sh");
 }
 
 #[test]
