@@ -123,21 +123,19 @@ filter_udp = "9"
 desync = "drop_x:payload=all"
 T
 ctl() { "$WEIR" ctl --socket "$DIR/weir.sock" "$@"; }
+# weir with configuration $1 (default weir.toml), until it says it is ready
 start() {
-  ip netns exec $R "$WEIR" run --config "$DIR/weir.toml" >"$DIR/weir.log" 2>&1 &
+  ip netns exec $R "$WEIR" run --config "$DIR/${1:-weir.toml}" >"$DIR/weir.log" 2>&1 &
   WPID=$!
   for i in $(seq 100); do grep -q ready "$DIR/weir.log" 2>/dev/null && break; sleep 0.1; done
-  grep -q ready "$DIR/weir.log" || fail "weir did not start"
+  grep -q ready "$DIR/weir.log" || fail "weir did not start (${1:-weir.toml})"
 }
 stop() { kill $WPID; wait $WPID 2>/dev/null || true; WPID=; }
 
 # 1. no strategy: the queue bypasses (nobody listens), the DPI sees the name and resets
 sed 's/queue num 200/queue num 200 bypass/; /queue num 201/d' "$DIR/rules.nft" > "$DIR/plain.nft"
 sed 's/^ruleset = "rules.nft"/ruleset = "plain.nft"/; /^\[scripts\]/,$d' "$DIR/weir.toml" > "$DIR/plain.toml"
-ip netns exec $R "$WEIR" run --config "$DIR/plain.toml" >"$DIR/weir.log" 2>&1 &
-WPID=$!
-for i in $(seq 100); do grep -q ready "$DIR/weir.log" 2>/dev/null && break; sleep 0.1; done
-grep -q ready "$DIR/weir.log" || fail "weir did not start (no strategy)"
+start plain.toml
 got=$(ip netns exec $C python3 "$DIR/client.py" "$HELLO" 2>&1 || true)
 [ "$got" = RESET ] || fail "without a strategy the DPI should reset the connection, got: $got"
 echo "ok: without a strategy the DPI stand-in resets the connection"

@@ -174,7 +174,8 @@ impl ProfileConfig {
                 .collect::<Result<Vec<_>, _>>()?;
             f.l7 = Some(v);
         }
-        let ipset = |list: &[String], file: &Option<PathBuf>| -> Result<Option<IpSet>, String> {
+        // the items given inline, then a file's (None: neither)
+        let text = |list: &[String], file: &Option<PathBuf>| -> Result<Option<String>, String> {
             if list.is_empty() && file.is_none() {
                 return Ok(None);
             }
@@ -183,20 +184,16 @@ impl ProfileConfig {
                 text.push('\n');
                 text.push_str(&read(base, p)?);
             }
-            IpSet::parse(&text).map(Some).map_err(|e| e.0)
+            Ok(Some(text))
+        };
+        let ipset = |list: &[String], file: &Option<PathBuf>| match text(list, file)? {
+            Some(t) => IpSet::parse(&t).map(Some).map_err(|e| e.0),
+            None => Ok(None),
         };
         f.ipset = ipset(&self.ipset, &self.ipset_file).map_err(ctx)?;
         f.ipset_exclude = ipset(&self.ipset_exclude, &self.ipset_exclude_file).map_err(ctx)?;
-        let hosts = |list: &[String], file: &Option<PathBuf>| -> Result<Option<HostList>, String> {
-            if list.is_empty() && file.is_none() {
-                return Ok(None);
-            }
-            let mut text = list.join(",");
-            if let Some(p) = file {
-                text.push('\n');
-                text.push_str(&read(base, p)?);
-            }
-            Ok(Some(HostList::parse(&text)))
+        let hosts = |list: &[String], file: &Option<PathBuf>| {
+            text(list, file).map(|t| t.map(|t| HostList::parse(&t)))
         };
         f.hostlist = hosts(&self.hostlist, &self.hostlist_file).map_err(ctx)?;
         f.hostlist_exclude =

@@ -335,15 +335,6 @@ fn flow_id(orig: &Tuple) -> FlowId {
     FlowId(h.finish())
 }
 
-fn lua_counters(c: &Counters) -> lua::Counters {
-    lua::Counters {
-        packets: c.packets,
-        data_packets: c.data_packets,
-        bytes: c.bytes,
-        seq: c.seq,
-    }
-}
-
 /// Where an IP packet's payload starts, its TCP sequence and its TTL / hop limit.
 fn locate(ip: &[u8], l4: usize, proto: u8) -> (usize, Option<u32>, Option<u8>) {
     let ttl = match ip.first().map(|b| b >> 4) {
@@ -536,8 +527,8 @@ impl FlowHook for Scripts {
                     view.ptype = det.ptype;
                     view.l7 = flow.l7;
                     view.host = flow.host.clone();
-                    view.own = lua_counters(&counters);
-                    view.reverse = lua_counters(&flow.count[1 - d]);
+                    view.own = counters;
+                    view.reverse = flow.count[1 - d];
                     let r = rt.call(*id, &mut view, flow_id(&c.orig), args);
                     match r.error {
                         None => {}

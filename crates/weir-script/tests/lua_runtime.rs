@@ -31,12 +31,14 @@ fn view(payload: &[u8]) -> PacketView {
         data_packets: 1,
         bytes: 517,
         seq: 1,
+        len: 0,
     };
     v.reverse = Counters {
         packets: 2,
         data_packets: 0,
         bytes: 0,
         seq: 0,
+        len: 0,
     };
     v
 }

@@ -4,30 +4,19 @@
 //! per-flow state across a connection and afresh for a new one, failing scripts passing
 //! the packet (counted), and configuration errors.
 
-use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use weir_conntrack::Config;
-use weir_engine::stateful::{FlowHook, PacketCt, QueueVerdict, Queued, Stateful};
-use weir_engine::{Compiled, Decision, DropReason, Engine, Meta, Mode};
-use weir_lang::ir::Hook;
+use weir_engine::stateful::{FlowHook, QueueVerdict, Queued, Stateful};
+use weir_engine::{Compiled, Decision, DropReason, Engine, Mode};
 use weir_script::config::ScriptsConfig;
 use weir_script::Scripts;
-use weir_wire::build::{Builder, Tcp};
 use weir_wire::{LinkType, PacketMeta};
 
-const CLIENT: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
-const SERVER: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 1);
-const ISN: u32 = 0x1000_0000;
-const QDROP: Decision = Decision::Drop(DropReason::Queue(200));
+mod scripts_common;
+use scripts_common::*;
 
-const RULES: &str = "table inet z {
-  chain post {
-    type filter hook postrouting priority 101;
-    tcp dport 443 queue num 200
-  }
-}
-";
+const QDROP: Decision = Decision::Drop(DropReason::Queue(200));
 
 /// `Scripts` must be `Send` (the engine's hook moves between threads).
 #[test]
@@ -85,65 +74,8 @@ fn setup(name: &str, code: &str, extra: &str, desync: &str) -> (Stateful, Arc<Mu
     (sf, s)
 }
 
-/// A forwarded frame through the hooks at `now_ns`: the decision, the frame as it left,
-/// and what the scripts sent.
-fn forward_at(
-    sf: &mut Stateful,
-    mut frame: Vec<u8>,
-    now_ns: u64,
-) -> (Decision, Vec<u8>, Vec<Vec<u8>>) {
-    let mut pm = PacketMeta::parse(&frame, LinkType::Ethernet);
-    let mut pc = PacketCt::default();
-    let mut meta = Meta::with_ifnames("lan0", "wan0");
-    for hook in [Hook::Prerouting, Hook::Forward, Hook::Postrouting] {
-        let d = sf.hook_mut(hook, &mut frame, &mut pm, &mut meta, now_ns, &mut pc);
-        if !d.is_accept() {
-            return (d, frame, sf.take_queue_out());
-        }
-    }
-    let d = sf.finish(&mut pc, now_ns);
-    (d, frame, sf.take_queue_out())
-}
-
-fn forward(sf: &mut Stateful, frame: Vec<u8>) -> (Decision, Vec<u8>, Vec<Vec<u8>>) {
-    forward_at(sf, frame, 1_000)
-}
-
-/// SYN, SYN+ACK (not queued: the rule takes dport 443), ACK at `now_ns`: each accepted;
-/// what the scripts sent for each.
-fn handshake_at(sf: &mut Stateful, now_ns: u64) -> Vec<Vec<Vec<u8>>> {
-    let mut all = Vec::new();
-    for (flags, seq, client) in [(0x02, ISN - 1, true), (0x12, 7, false), (0x10, ISN, true)] {
-        let (d, _, sent) = forward_at(sf, tcp(flags, seq, b"", client), now_ns);
-        assert_eq!(d, Decision::Accept, "flags {flags:#x}");
-        all.push(sent);
-    }
-    all
-}
-
 fn handshake(sf: &mut Stateful) -> Vec<Vec<Vec<u8>>> {
     handshake_at(sf, 1_000)
-}
-
-fn tcp(flags: u8, seq: u32, payload: &[u8], from_client: bool) -> Vec<u8> {
-    let mut t = Tcp::new(40000, 443, flags);
-    t.seq = seq;
-    // the server's ISN is 7; the client's is ISN - 1
-    t.ack = match (flags & 0x10 != 0, from_client) {
-        (false, _) => 0,
-        (true, true) => 8,
-        (true, false) => ISN,
-    };
-    let (a, b) = if from_client {
-        (CLIENT, SERVER)
-    } else {
-        (SERVER, CLIENT)
-    };
-    if !from_client {
-        t.sport = 443;
-        t.dport = 40000;
-    }
-    Builder::new().tcp(a, b, &t, payload)
 }
 
 /// The IP packet of an Ethernet frame, and where its TCP payload starts in it.

@@ -3,28 +3,16 @@
 //! native actions (`multisplit` then a `fake` with TTL 1 and a bad checksum) on the
 //! ClientHello, and later packets cost a bit test once the range is past.
 
-use std::net::Ipv4Addr;
 use std::path::Path;
 use weir_conntrack::Config;
-use weir_engine::stateful::{PacketCt, Stateful};
-use weir_engine::{Compiled, Decision, DropReason, Engine, Meta, Mode};
-use weir_lang::ir::Hook;
+use weir_engine::stateful::Stateful;
+use weir_engine::{Compiled, Decision, DropReason, Engine, Mode};
 use weir_script::config::ScriptsConfig;
 use weir_script::Scripts;
-use weir_wire::build::{Builder, Tcp};
 use weir_wire::{LinkType, PacketMeta};
 
-const CLIENT: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
-const SERVER: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 1);
-const ISN: u32 = 0x1000_0000;
-
-const RULES: &str = "table inet z {
-  chain post {
-    type filter hook postrouting priority 101;
-    tcp dport 443 queue num 200
-  }
-}
-";
+mod scripts_common;
+use scripts_common::*;
 
 fn hello() -> Vec<u8> {
     std::fs::read(concat!(
@@ -51,22 +39,6 @@ fn setup(cfg: &str) -> Stateful {
     sf
 }
 
-/// A forwarded frame through the hooks: the decision, the frame as it left, and what the
-/// scripts sent.
-fn forward(sf: &mut Stateful, mut frame: Vec<u8>) -> (Decision, Vec<u8>, Vec<Vec<u8>>) {
-    let mut pm = PacketMeta::parse(&frame, LinkType::Ethernet);
-    let mut pc = PacketCt::default();
-    let mut meta = Meta::with_ifnames("lan0", "wan0");
-    for hook in [Hook::Prerouting, Hook::Forward, Hook::Postrouting] {
-        let d = sf.hook_mut(hook, &mut frame, &mut pm, &mut meta, 1_000, &mut pc);
-        if !d.is_accept() {
-            return (d, frame, sf.take_queue_out());
-        }
-    }
-    let d = sf.finish(&mut pc, 1_000);
-    (d, frame, sf.take_queue_out())
-}
-
 /// SYN, SYN+ACK (not queued: the rule takes dport 443), ACK: each accepted, nothing sent.
 fn handshake(sf: &mut Stateful) {
     for (flags, seq, client) in [(0x02, ISN - 1, true), (0x12, 7, false), (0x10, ISN, true)] {
@@ -77,27 +49,6 @@ fn handshake(sf: &mut Stateful) {
             "flags {flags:#x}: {sent:?}"
         );
     }
-}
-
-fn tcp(flags: u8, seq: u32, payload: &[u8], from_client: bool) -> Vec<u8> {
-    let mut t = Tcp::new(40000, 443, flags);
-    t.seq = seq;
-    // the server's ISN is 7; the client's is ISN - 1
-    t.ack = match (flags & 0x10 != 0, from_client) {
-        (false, _) => 0,
-        (true, true) => 8,
-        (true, false) => ISN,
-    };
-    let (a, b) = if from_client {
-        (CLIENT, SERVER)
-    } else {
-        (SERVER, CLIENT)
-    };
-    if !from_client {
-        t.sport = 443;
-        t.dport = 40000;
-    }
-    Builder::new().tcp(a, b, &t, payload)
 }
 
 /// (seq, ttl, payload) of an IPv4/TCP packet, and whether its TCP checksum verifies.

@@ -29,18 +29,8 @@ pub const MAX_SEND: usize = 64;
 pub const MAX_PACKET: usize = 65535;
 
 /// One direction's counters of a flow, as nfqws2 keeps them (`pcounter`, `pdcounter`,
-/// `pbcounter`, `tcp.rseq`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Counters {
-    /// Packets seen (`n`).
-    pub packets: u64,
-    /// Packets with a non-empty L4 payload (`d`).
-    pub data_packets: u64,
-    /// L4 payload bytes (`b`).
-    pub bytes: u64,
-    /// Relative TCP sequence of this packet (`s`); 0 for other protocols.
-    pub seq: u64,
-}
+/// `pbcounter`, `tcp.rseq`): the profiles' ranges read the same.
+pub use crate::profile::range::Counters;
 
 /// A packet handed to a script, with what the engine knows of its flow.
 #[derive(Clone, Debug, PartialEq, Eq)]
