@@ -14,7 +14,8 @@ mod bench;
 mod cmd;
 
 use bench::{
-    classify as bench_classify, iptables as bench_ipt, lab as bench_lab, pipeline as bench_pipeline,
+    classify as bench_classify, iptables as bench_ipt, lab as bench_lab,
+    pipeline as bench_pipeline, scripts as bench_scripts,
 };
 use cmd::{check, import, lab, replay, run};
 
@@ -100,6 +101,10 @@ enum BenchCmd {
     /// (internal) the traffic generator of `weir bench lab`.
     #[command(hide = true)]
     LabGen(bench_lab::GenArgs),
+    /// Per-flow scripts in NFQUEUE mode on a veth lab (root): weir's CPU time per queued
+    /// packet and per MB of one forwarded TCP transfer, with no instance, a no-op Lua function
+    /// and nfqws2's seed profile as native actions; with --peer, nfqws2 on the same lab.
+    Scripts(bench_scripts::ScriptsArgs),
 }
 
 fn main() -> ExitCode {
@@ -155,6 +160,9 @@ fn main() -> ExitCode {
         Cmd::Bench {
             what: BenchCmd::LabGen(a),
         } => bench_lab::gen(a),
+        Cmd::Bench {
+            what: BenchCmd::Scripts(a),
+        } => bench_scripts::scripts(a),
     };
     match r {
         Ok(code) => code,

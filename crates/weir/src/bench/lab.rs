@@ -101,7 +101,7 @@ pub struct GenArgs {
     batch: usize,
 }
 
-fn run(mut cmd: impl std::borrow::BorrowMut<Command>) -> anyhow::Result<String> {
+pub(crate) fn run(mut cmd: impl std::borrow::BorrowMut<Command>) -> anyhow::Result<String> {
     let cmd = cmd.borrow_mut();
     let out = cmd
         .output()
@@ -117,12 +117,12 @@ fn run(mut cmd: impl std::borrow::BorrowMut<Command>) -> anyhow::Result<String> 
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn ip(args: &[&str]) -> anyhow::Result<String> {
+pub(crate) fn ip(args: &[&str]) -> anyhow::Result<String> {
     run(Command::new("ip").args(args))
 }
 
 /// A command inside namespace `ns`.
-fn nsx(ns: &str, args: &[&str]) -> Command {
+pub(crate) fn nsx(ns: &str, args: &[&str]) -> Command {
     let mut c = Command::new("ip");
     c.args(["netns", "exec", ns]).args(args);
     c
@@ -181,7 +181,7 @@ fn process_ns(pid: u32) -> u64 {
 
 /// A process's user and system time, from `/proc/PID/stat`
 /// (fields 14 and 15, clock ticks, all threads): the pair (user, system).
-fn process_ticks(pid: u32) -> (u64, u64) {
+pub(crate) fn process_ticks(pid: u32) -> (u64, u64) {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // the command name (field 2) may hold spaces: count from the closing parenthesis
     let rest = text.rsplit_once(')').map_or("", |(_, r)| r);
@@ -924,13 +924,13 @@ fn chart(a: &LabArgs, series: Vec<super::chart::Series>) -> super::chart::Chart 
     }
 }
 
-fn tempdir() -> anyhow::Result<PathBuf> {
+pub(crate) fn tempdir() -> anyhow::Result<PathBuf> {
     let d = std::env::temp_dir().join(format!("weirb-{}", std::process::id()));
     std::fs::create_dir_all(&d)?;
     Ok(d)
 }
 
-struct RemoveDir(PathBuf);
+pub(crate) struct RemoveDir(pub(crate) PathBuf);
 
 impl Drop for RemoveDir {
     fn drop(&mut self) {
