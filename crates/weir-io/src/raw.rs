@@ -147,6 +147,121 @@ impl Answerer {
     }
 }
 
+impl Answerer {
+    /// Whole IPv4 and IPv6 packets, in order, each run of one family in one `sendmmsg`
+    /// (per-flow scripts send several per packet they act on). Returns how many were sent
+    /// and how many failed (not IP, or refused by the kernel: each refused one is skipped and
+    /// the rest tried).
+    pub fn send_packets(&self, pkts: &[Vec<u8>]) -> (usize, usize) {
+        let (mut sent, mut failed) = (0, 0);
+        let mut i = 0;
+        while i < pkts.len() {
+            let v6 = match pkts[i].first().map(|b| b >> 4) {
+                Some(4) if pkts[i].len() >= 20 => false,
+                Some(6) if pkts[i].len() >= 40 => true,
+                _ => {
+                    failed += 1;
+                    i += 1;
+                    continue;
+                }
+            };
+            let run_end = pkts[i..]
+                .iter()
+                .position(|p| {
+                    let fam = p.first().map(|b| b >> 4);
+                    !(if v6 {
+                        fam == Some(6) && p.len() >= 40
+                    } else {
+                        fam == Some(4) && p.len() >= 20
+                    })
+                })
+                .map_or(pkts.len(), |n| i + n);
+            let run = &pkts[i..run_end];
+            let fd = if v6 { &self.ip6 } else { &self.ip4 };
+            let (s, f) = sendmmsg_to(fd, run, v6);
+            sent += s;
+            failed += f;
+            i = run_end;
+        }
+        (sent, failed)
+    }
+}
+
+/// `sendmmsg` of IP packets of one family on `fd`, each to its own destination address
+/// (read from its header); a refused packet is skipped and the rest sent. (sent, failed).
+fn sendmmsg_to(fd: &OwnedFd, pkts: &[Vec<u8>], v6: bool) -> (usize, usize) {
+    // SAFETY: sockaddr_storage is plain old data; all zeros is a valid value.
+    let mut names: Vec<libc::sockaddr_storage> =
+        pkts.iter().map(|_| unsafe { std::mem::zeroed() }).collect();
+    let namelen = if v6 {
+        std::mem::size_of::<libc::sockaddr_in6>()
+    } else {
+        std::mem::size_of::<libc::sockaddr_in>()
+    } as libc::socklen_t;
+    for (p, n) in pkts.iter().zip(names.iter_mut()) {
+        if v6 {
+            let sa = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: 0,
+                sin6_flowinfo: 0,
+                sin6_addr: libc::in6_addr {
+                    s6_addr: p[24..40].try_into().expect("16 bytes"),
+                },
+                sin6_scope_id: 0,
+            };
+            // SAFETY: a sockaddr_in6 fits in a sockaddr_storage, which is aligned for it.
+            unsafe { std::ptr::write((n as *mut libc::sockaddr_storage).cast(), sa) };
+        } else {
+            let sa = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: 0,
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes([p[16], p[17], p[18], p[19]]),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: as above, for a sockaddr_in.
+            unsafe { std::ptr::write((n as *mut libc::sockaddr_storage).cast(), sa) };
+        }
+    }
+    let mut iov: Vec<libc::iovec> = pkts
+        .iter()
+        .map(|p| libc::iovec {
+            iov_base: p.as_ptr() as *mut libc::c_void,
+            iov_len: p.len(),
+        })
+        .collect();
+    // SAFETY: mmsghdr is plain old data; zeroed, then each points at its own name and iovec.
+    let mut msgs: Vec<libc::mmsghdr> = pkts.iter().map(|_| unsafe { std::mem::zeroed() }).collect();
+    for ((m, n), v) in msgs.iter_mut().zip(names.iter_mut()).zip(iov.iter_mut()) {
+        m.msg_hdr.msg_name = (n as *mut libc::sockaddr_storage).cast();
+        m.msg_hdr.msg_namelen = namelen;
+        m.msg_hdr.msg_iov = v;
+        m.msg_hdr.msg_iovlen = 1;
+    }
+    let (mut done, mut failed) = (0usize, 0usize);
+    while done < msgs.len() {
+        // SAFETY: every header points at a name, an iovec and a packet that live until the
+        // function returns; the count is the headers left.
+        let r = unsafe {
+            libc::sendmmsg(
+                fd.as_raw_fd(),
+                msgs[done..].as_mut_ptr(),
+                (msgs.len() - done) as libc::c_uint,
+                0,
+            )
+        };
+        if r <= 0 {
+            // the first one left was refused: skip it, try the rest
+            failed += 1;
+            done += 1;
+        } else {
+            done += r as usize;
+        }
+    }
+    (msgs.len() - failed, failed)
+}
+
 /// sendto(2) of `buf` on `fd` to socket address `sa` (a `sockaddr_in` or `sockaddr_in6`).
 fn sendto<A>(fd: &OwnedFd, buf: &[u8], sa: &A) -> io::Result<()> {
     // SAFETY: `buf` and `sa` are live for the call, with their sizes passed; `sa` is a

@@ -39,6 +39,7 @@ impl Nfq {
         let now = now_ns();
         let mut rewritten: Vec<(u32, Vec<u8>)> = Vec::new();
         let mut verdicts: Vec<(u32, Verdict)> = Vec::new();
+        let mut outbox: Vec<Vec<u8>> = Vec::new();
         for (p, payload) in q.packets_mut() {
             let traced = w.trace.is_some()
                 && trace::wants(
@@ -75,11 +76,15 @@ impl Nfq {
             if let Some(a) = answer {
                 self.answers.send(&mut w.sf, c, a, now);
             }
-            // what per-flow scripts sent: out now, before the verdicts (a fake before the
-            // packet it precedes), marked as weir's own so that it is not queued again
-            for pkt in w.sf.take_queue_out() {
-                self.answers.send_raw(c, &pkt);
+            // what per-flow scripts sent: out with the batch's, before the verdicts (a fake
+            // before the packet it precedes), marked as weir's own so that it is not queued
+            // again
+            if w.sf.queue_out_pending() {
+                outbox.extend(w.sf.take_queue_out());
             }
+        }
+        if !outbox.is_empty() {
+            self.answers.send_raw(&mut w.counts, &outbox);
         }
         for &(id, v) in &verdicts {
             let payload = rewritten
@@ -321,8 +326,9 @@ impl Answers {
         }
     }
 
-    /// Send an IP packet a per-flow script made (the kernel routes it), counted in `c`.
-    pub fn send_raw(&mut self, c: &mut Counts, pkt: &[u8]) {
+    /// Send the IP packets per-flow scripts made (the kernel routes them), in order, in
+    /// batches; counted in `c`.
+    pub fn send_raw(&mut self, c: &mut Counts, pkts: &[Vec<u8>]) {
         if self.scripts.is_none() && !self.scripts_failed {
             match weir_io::raw::Answerer::open_marked(weir_io::raw::SCRIPT_MARK) {
                 Ok(s) => self.scripts = Some(s),
@@ -332,9 +338,13 @@ impl Answers {
                 }
             }
         }
-        match self.scripts.as_ref().map(|s| s.send_packet(pkt)) {
-            Some(Ok(())) => c.script_sent += 1,
-            _ => c.script_unsent += 1,
+        match &self.scripts {
+            Some(s) => {
+                let (sent, failed) = s.send_packets(pkts);
+                c.script_sent += sent as u64;
+                c.script_unsent += failed as u64;
+            }
+            None => c.script_unsent += pkts.len() as u64,
         }
     }
 
