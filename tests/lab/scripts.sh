@@ -17,8 +17,9 @@ set -euo pipefail
 C=weirsc-c R=weirsc-r D=weirsc-d S=weirsc-s
 NAMESPACES="$C $R $D $S" TOOLS="ip iptables python3" PREFIX=weirsc
 . "$(dirname "$0")/common.sh"
-HELLO=$(readlink -f "$(dirname "$0")/../../../shared/zapret2/files/fake/tls_clienthello_iana_org.bin")
+HELLO="$(dirname "$0")/../../../shared/zapret2/files/fake/tls_clienthello_iana_org.bin"
 [ -f "$HELLO" ] || { echo "SKIP: ../shared/zapret2/files/fake is not there"; exit 0; }
+HELLO=$(readlink -f "$HELLO")
 ip link add weirsc-c0 netns $C type veth peer name weirsc-r0 netns $R
 ip link add weirsc-r1 netns $R type veth peer name weirsc-d0 netns $D
 ip link add weirsc-d1 netns $D type veth peer name weirsc-s0 netns $S
