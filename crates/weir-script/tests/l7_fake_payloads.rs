@@ -21,7 +21,10 @@ fn fake_dir() -> PathBuf {
             return p;
         }
     }
-    panic!("zapret2's fake payloads: no ../shared/zapret2/files/fake above {}", base.display())
+    panic!(
+        "zapret2's fake payloads: no ../shared/zapret2/files/fake above {}",
+        base.display()
+    )
 }
 
 fn load(name: &str) -> Vec<u8> {
@@ -192,7 +195,11 @@ const REASM_ONLY: &[&str] = &[
 #[test]
 fn fake_dir_is_zapret2s() {
     let dir = fake_dir().canonicalize().unwrap();
-    assert!(dir.ends_with("shared/zapret2/files/fake"), "{}", dir.display());
+    assert!(
+        dir.ends_with("shared/zapret2/files/fake"),
+        "{}",
+        dir.display()
+    );
     assert!(dir.join("tls_clienthello_iana_org.bin").is_file());
 }
 
