@@ -222,6 +222,11 @@ pub struct NfqConfig {
     pub workers: u16,
     /// Install (and remove at exit) the iptables rules that queue the packets.
     pub install: bool,
+    /// When the ruleset only hands packets to per-flow scripts (see
+    /// [`crate::scope::scripts_only`]), the installed rules queue only what the scripts'
+    /// profiles can act on (their ports, the first packets of each connection); false:
+    /// every packet, as for any ruleset.
+    pub narrow: bool,
     pub fail_open: bool,
     pub max_len: u32,
     pub batch: usize,
@@ -234,6 +239,7 @@ impl Default for NfqConfig {
             queue: 0,
             workers: 1,
             install: true,
+            narrow: true,
             fail_open: true,
             max_len: 4096,
             batch: 64,

@@ -225,11 +225,36 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     } else {
         Vec::new()
     };
+    // a ruleset that only hands packets to scripts: the kernel queues only what they need
+    let mut why_not_narrowed = None;
+    let scope = if !inline && cfg.nfqueue.narrow && cfg.scripts.is_some() {
+        match crate::scope::scripts_only(&rs) {
+            Ok(()) => cfg.scripts()?.map(|s| s.scope()),
+            Err(why) => {
+                why_not_narrowed = Some(why);
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let narrowed = match (&scope, &why_not_narrowed) {
+        (Some(_), _) => Some(
+            "the ruleset only hands packets to scripts: the kernel queues only what their profiles can act on".to_string(),
+        ),
+        (None, Some(why)) => Some(format!(
+            "the kernel queues every packet (the ruleset does more than hand packets to scripts: {why})"
+        )),
+        _ => None,
+    };
     if opts.print_kernel_rules {
         let cmds = if inline {
             kernel::inline_kernel_rules(&cfg.interface_names(), true)
         } else {
-            kernel::kernel_rules(cfg.nfqueue.queue, workers, &hooks, true)
+            if let Some(n) = &narrowed {
+                println!("# {n}");
+            }
+            kernel::kernel_rules(cfg.nfqueue.queue, workers, &hooks, scope.as_ref(), true)
         };
         for c in cmds {
             println!("{}", c.join(" "));
@@ -265,8 +290,8 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     } else if cfg.nfqueue.install {
         let q = cfg.nfqueue.queue;
         Some(kernel::install(
-            kernel::kernel_rules(q, workers, &hooks, true),
-            kernel::kernel_rules(q, workers, &hooks, false),
+            kernel::kernel_rules(q, workers, &hooks, scope.as_ref(), true),
+            kernel::kernel_rules(q, workers, &hooks, scope.as_ref(), false),
         )?)
     } else {
         None
@@ -300,12 +325,16 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         nfqueue: !inline,
         listening,
         netdev,
+        narrowed: scope.is_some(),
         ports: if inline {
             cfg.interface_names()
         } else {
             Vec::new()
         },
     };
+    if let Some(n) = &narrowed {
+        println!("weir run: {n}");
+    }
     println!(
         "weir run: {} {} ({} worker{}; {}), ruleset {}; ready",
         cfg.mode.name(),

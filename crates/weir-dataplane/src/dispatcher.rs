@@ -19,6 +19,9 @@ pub struct Dispatcher {
     pub started: Instant,
     /// CPU time at start (user, system).
     pub cpu0: (f64, f64),
+    /// The kernel queues only what the scripts act on ([`crate::scope`]): a reload keeps to
+    /// rulesets that only hand packets to scripts.
+    pub narrowed: bool,
     /// NFQUEUE mode (NAT refused on reload too).
     pub nfqueue: bool,
     /// The queues per-flow scripts listen on (a `queue` to another is refused on reload too).
@@ -40,6 +43,11 @@ impl Dispatcher {
                     crate::netdev::warn_unrun(&rs, self.netdev.is_some());
                 } else {
                     crate::netdev::warn_unbound(&rs, &self.ports);
+                }
+                if self.narrowed {
+                    crate::scope::scripts_only(&rs).map_err(|why| {
+                        format!("error: the kernel queues only what the scripts act on (weir started with a ruleset that only hands packets to scripts), and this one does more: {why}; restart weir to run it\n")
+                    })?;
                 }
                 if let Some(inst) = &mut self.netdev {
                     let tables = crate::netdev::render_ruleset(&rs, inst.queue())

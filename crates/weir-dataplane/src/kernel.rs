@@ -76,8 +76,16 @@ fn skip_answers(hook: &str) -> &'static [&'static str] {
     }
 }
 
-/// The commands that install (`add`) or remove the queueing rules.
-pub fn kernel_rules(q: u16, workers: u16, hooks: &[&str], add: bool) -> Vec<Vec<String>> {
+/// The commands that install (`add`) or remove the queueing rules: every packet at the
+/// hooks, or with `scope` (a ruleset that only hands packets to scripts) only what the
+/// scripts can act on ([`crate::scope`]).
+pub fn kernel_rules(
+    q: u16,
+    workers: u16,
+    hooks: &[&str],
+    scope: Option<&weir_script::scope::Scope>,
+    add: bool,
+) -> Vec<Vec<String>> {
     let chain = chain_name(q);
     let mut cmds = Vec::new();
     for tool in ["iptables", "ip6tables"] {
@@ -89,15 +97,15 @@ pub fn kernel_rules(q: u16, workers: u16, hooks: &[&str], add: bool) -> Vec<Vec<
             } else {
                 ("--queue-num", q.to_string())
             };
-            cmds.push(c(&[
-                "-A",
-                &chain,
-                "-j",
-                "NFQUEUE",
-                opt,
-                &qs,
-                "--queue-bypass",
-            ]));
+            let target = ["-j", "NFQUEUE", opt, &qs, "--queue-bypass"];
+            let selections = match scope {
+                Some(s) => crate::scope::selections(s, tool == "ip6tables"),
+                None => vec![Vec::new()],
+            };
+            for sel in selections {
+                let sel: Vec<&str> = sel.iter().map(String::as_str).collect();
+                cmds.push(c(&[&["-A", &chain][..], &sel, &target].concat()));
+            }
             for h in hooks {
                 cmds.push(c(
                     &[&["-I", h, "1"], skip_answers(h), &["-j", &chain]].concat()

@@ -3,6 +3,8 @@
 //! - [`config`]: the configuration file, typed ([`config::Config`]), and the inline router it
 //!   describes.
 //! - [`kernel`]: the iptables rules weir installs and removes, and the sysctls it checks.
+//! - [`scope`]: NFQUEUE mode with a ruleset that only hands packets to per-flow scripts:
+//!   the kernel queues only what the scripts' profiles can act on (`connbytes`).
 //! - [`netdev`]: NFQUEUE mode: the ruleset's netdev tables installed in the kernel's nftables
 //!   (weir never sees a packet at a device's hooks there), their counters read back.
 //! - [`workers`]: one thread per queue or inline worker, each with its own engine; NFQUEUE
@@ -27,6 +29,7 @@ pub mod kernel;
 pub mod log;
 pub mod netdev;
 pub mod notify;
+pub mod scope;
 pub mod stats;
 pub mod trace;
 pub mod workers;

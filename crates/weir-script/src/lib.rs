@@ -9,6 +9,7 @@
 //! - [`desync`]: the actions in Rust (`fake`, `multisplit`, `multidisorder`, ...), on an IP
 //!   packet: a verdict and the packets to send.
 //! - [`lua`]: sandboxed Lua (5.4, vendored) for anything else.
+//! - [`scope`]: what the profiles can act on, so the kernel queues only that.
 //!
 //! The engine and the daemon reach this crate through a narrow interface; it knows nothing
 //! of sockets, queues or rings.
@@ -19,6 +20,7 @@ pub mod l7;
 pub mod lua;
 pub mod payload;
 pub mod profile;
+pub mod scope;
 pub mod scripts;
 
 pub use scripts::{ScriptStats, Scripts};

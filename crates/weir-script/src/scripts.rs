@@ -274,6 +274,19 @@ impl Scripts {
         self.queues.get(&queue)?.packet_bound(outgoing)
     }
 
+    /// What the profiles of every queue can act on: what the kernel must queue when the
+    /// ruleset hands packets to scripts and does nothing else.
+    pub fn scope(&self) -> crate::scope::Scope {
+        let mut s = crate::scope::Scope::default();
+        for p in self.queues.values() {
+            let (orig, reply) = (p.packet_bound(true), p.packet_bound(false));
+            for prof in p.iter() {
+                s.add(&prof.filters, orig, reply);
+            }
+        }
+        s
+    }
+
     /// The Lua state (its per-function counters: [`Runtime::stats`]), if any.
     pub fn lua(&self) -> Option<&Runtime> {
         self.lua.as_ref()

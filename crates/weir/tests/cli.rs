@@ -530,6 +530,63 @@ fn run_configuration_errors_and_kernel_rules() {
     assert!(!ok && text.contains("nfqueue.workers"), "{text}");
 }
 
+/// A ruleset that only hands packets to scripts: `--print-kernel-rules` queues only what
+/// the profiles can act on (their ports, the first packets of each connection); one that
+/// does more queues everything and says why.
+#[test]
+fn kernel_rules_queue_only_what_scripts_act_on() {
+    let dir = tmp("narrow");
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    write(
+        "only.nft",
+        "table inet z {\n chain c { type filter hook forward priority 0; policy accept;\n tcp dport { 80, 443 } counter queue num 7\n }\n}\n",
+    );
+    write(
+        "more.nft",
+        "table inet z {\n chain c { type filter hook forward priority 0; policy accept;\n tcp dport 23 drop\n tcp dport { 80, 443 } counter queue num 7\n }\n}\n",
+    );
+    let scripts = "[scripts]\n[[scripts.profile]]\nqueue = 7\nfilter_tcp = \"80,443\"\n[[scripts.profile.instance]]\ndesync = \"multisplit:pos=2\"\nout_range = \"-n5\"\n";
+    let run = |cfg: &str| {
+        let p = write("w.toml", cfg);
+        let out = weir()
+            .args(["run", "--print-kernel-rules", "--config"])
+            .arg(&p)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let head = "mode = \"nfqueue\"\n[nfqueue]\nqueue = 4\n";
+    let text = run(&format!("ruleset = \"only.nft\"\n{head}{scripts}"));
+    for want in [
+        "# the ruleset only hands packets to scripts",
+        "iptables -w -A WEIR-NFQ4 -m conntrack --ctdir ORIGINAL -p tcp -m multiport --dports 80,443 -m connbytes --connbytes 1:5 --connbytes-dir original --connbytes-mode packets -j NFQUEUE --queue-num 4 --queue-bypass",
+        "iptables -w -A WEIR-NFQ4 -m conntrack --ctdir REPLY -p tcp -m multiport --sports 80,443 -m connbytes --connbytes 1:1 --connbytes-dir reply --connbytes-mode packets -j NFQUEUE",
+        "ip6tables -w -A WEIR-NFQ4 -p tcp -m multiport --ports 80,443 --tcp-flags RST RST -j NFQUEUE",
+    ] {
+        assert!(text.contains(want), "missing '{want}' in:\n{text}");
+    }
+    assert!(!text.contains("-A WEIR-NFQ4 -j NFQUEUE"), "{text}");
+    // a rule that decides something: everything is queued, and the reason given
+    let text = run(&format!("ruleset = \"more.nft\"\n{head}{scripts}"));
+    assert!(
+        text.contains("iptables -w -A WEIR-NFQ4 -j NFQUEUE --queue-num 4 --queue-bypass")
+            && text.contains("`tcp dport 23 drop`")
+            && !text.contains("connbytes"),
+        "{text}"
+    );
+    // turned off in the configuration
+    let text = run(&format!(
+        "ruleset = \"only.nft\"\n{head}narrow = false\n{scripts}"
+    ));
+    assert!(!text.contains("connbytes"), "{text}");
+}
+
 /// `weir replay` holds a later fragment that comes before its first (as the kernel's
 /// reassembly waits for it) and replays it after its first; one whose first never comes is
 /// dropped after a second of capture time, counted and written with the drops.

@@ -57,6 +57,21 @@ impl Ports {
     pub fn contains(&self, p: u16) -> bool {
         self.ranges.iter().any(|&(a, b)| (a..=b).contains(&p)) != self.negated
     }
+
+    /// The ranges listed (`lo`, `hi` inclusive), in the order given.
+    pub fn ranges(&self) -> &[(u16, u16)] {
+        &self.ranges
+    }
+
+    /// Whether these are the ports *not* taken (`~...`).
+    pub fn negated(&self) -> bool {
+        self.negated
+    }
+
+    /// Whether every port is taken.
+    pub fn is_all(&self) -> bool {
+        (0..=u16::MAX).all(|p| self.contains(p))
+    }
 }
 
 /// Addresses and prefixes, IPv4 and IPv6 mixed (`198.18.0.0/15,2001:db8::/32,1.2.3.4`).
