@@ -16,6 +16,7 @@
 
 pub mod config;
 pub mod desync;
+pub mod hold;
 pub mod l7;
 pub mod lua;
 pub mod payload;

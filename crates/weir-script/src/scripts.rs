@@ -24,6 +24,7 @@
 use crate::config::{split_desync, ScriptsConfig};
 use crate::desync::ActionError;
 use crate::desync::{self, Action, Blobs, Verdict};
+use crate::hold::{self, Held, Part};
 use crate::l7::{self, QuicReasm, Reasm, ReasmBudget, ReasmStatus, L4};
 use crate::lua::{self, CallError, FlowId, FnId, LuaConfig, PacketView, Runtime};
 use crate::payload::{Markers, PayloadType, Protocol};
@@ -100,6 +101,11 @@ pub struct ScriptStats {
     /// Reassemblies refused (a flow's limit or the total reached: the parts passed as they
     /// were).
     pub reasm_refused: u64,
+    /// Parts of a hello held until the whole was in (dropped where they came, sent on
+    /// later), and holds given up because the client sent a held part again (or too many
+    /// parts): the parts then went on as they came.
+    pub held: u64,
+    pub hold_released: u64,
     /// Lua calls (also in `calls`), and those that failed: a script error (or a bad return
     /// value), the instruction budget spent, the memory limit reached. A failed call passes
     /// the packet as it was and sends nothing.
@@ -117,6 +123,8 @@ struct Flow {
     l7: Option<Protocol>,
     host: Option<String>,
     reasm: Option<Reasm>,
+    /// The hello's parts held while `reasm` gathers it.
+    held: Held,
     quic: Option<QuicReasm>,
     /// The TTL / hop limit of the last packet from the server.
     incoming_ttl: Option<u8>,
@@ -333,6 +341,41 @@ impl Scripts {
         }
     }
 
+    /// The verdict for the packet that completed a held hello, after the instances ran on
+    /// the whole: dropped (what they sent stands for all parts), or the parts sent on as
+    /// they came (nothing changed: this one accepted after them), or the changed whole sent
+    /// in segments no longer than the longest part (this one dropped).
+    fn after_whole(
+        flow: &mut Flow,
+        stats: &mut ScriptStats,
+        send: &mut Vec<Vec<u8>>,
+        verdict: Verdict,
+        packet: Option<Vec<u8>>,
+        this_len: usize,
+    ) -> QueueVerdict {
+        let parts = flow.held.release();
+        match (verdict, packet) {
+            (Verdict::Drop, _) => {
+                stats.dropped += 1;
+                QueueVerdict::Drop
+            }
+            (Verdict::Modify, Some(m)) => {
+                stats.modified += 1;
+                let longest = parts.iter().map(Vec::len).max().unwrap_or(0).max(this_len);
+                let hdr = desync::with_payload(&m, &[]).map_or(0, |h| h.len());
+                let segs = desync::resegment(&m, longest.saturating_sub(hdr).max(1));
+                stats.sent += segs.len() as u64;
+                send.extend(segs);
+                QueueVerdict::Drop
+            }
+            _ => {
+                stats.sent += parts.len() as u64;
+                send.extend(parts);
+                QueueVerdict::Accept
+            }
+        }
+    }
+
     fn release(&mut self, mut f: Flow) {
         if let Some(mut r) = f.reasm.take() {
             r.finish(&mut self.budget);
@@ -433,27 +476,74 @@ impl FlowHook for Scripts {
             l7::Detection::plain(PayloadType::Unknown)
         };
         let mut host_found = false;
-        if proto == 6 && (det.incomplete.is_some() || flow.reasm.is_some()) && flow.host.is_none() {
+        // a ClientHello over several segments: its parts held until the whole is in, the
+        // instances then run on one packet with all of it (see `crate::hold`)
+        let mut whole: Option<Vec<u8>> = None;
+        if proto == 6
+            && outgoing
+            && (det.incomplete.is_some() || flow.reasm.is_some())
+            && flow.host.is_none()
+        {
+            let s = seq.unwrap_or(0);
+            if flow.reasm.is_none() {
+                flow.held = Held {
+                    base: s,
+                    parts: Vec::new(),
+                };
+            }
             let r = flow.reasm.get_or_insert_with(|| Reasm::new(reasm_limit));
-            let rel = counters.seq as u32;
-            match r.feed(budget, rel, payload) {
-                ReasmStatus::Complete => {
+            // a part held already, sent again: the client has waited long enough
+            let status = if flow.held.has(s) || flow.held.parts.len() >= hold::MAX_PARTS {
+                None
+            } else {
+                Some(r.feed(budget, s.wrapping_sub(flow.held.base), payload))
+            };
+            match status {
+                Some(ReasmStatus::NeedMore) => {
+                    flow.held.parts.push(Part {
+                        seq: s,
+                        packet: q.frame[l3..end].to_vec(),
+                    });
+                    stats.held += 1;
+                    return QueueVerdict::Drop;
+                }
+                Some(ReasmStatus::Complete) => {
                     if let Some(all) = r.finish(budget) {
-                        let whole = l7::detect(L4::Tcp, &all);
-                        if whole.host.is_some() {
-                            det.host = whole.host;
-                            det.ptype = whole.ptype;
+                        let w = l7::detect(L4::Tcp, &all);
+                        if !flow.held.parts.is_empty() {
+                            whole = flow.held.join((s, &q.frame[l3..end]), &all);
+                            if whole.is_some() {
+                                det.ptype = w.ptype;
+                                det.markers = w.markers;
+                            }
+                        }
+                        if w.host.is_some() {
+                            det.host = w.host;
+                            det.ptype = w.ptype;
                         }
                     }
                     flow.reasm = None;
+                    if whole.is_none() {
+                        // (nothing held, or no packet could carry it: the parts go as
+                        // they came, before this one)
+                        let parts = flow.held.release();
+                        stats.sent += parts.len() as u64;
+                        q.send.extend(parts);
+                    }
                 }
-                ReasmStatus::Refused(_) => {
-                    stats.reasm_refused += 1;
+                Some(ReasmStatus::Refused(_)) | None => {
+                    if status.is_some() {
+                        stats.reasm_refused += 1;
+                    } else {
+                        stats.hold_released += 1;
+                    }
                     if let Some(mut r) = flow.reasm.take() {
                         r.finish(budget);
                     }
+                    let parts = flow.held.release();
+                    stats.sent += parts.len() as u64;
+                    q.send.extend(parts);
                 }
-                ReasmStatus::NeedMore => {}
             }
         }
         if proto == 17
@@ -497,20 +587,24 @@ impl FlowHook for Scripts {
             l7: flow.l7,
             host: flow.host.as_deref(),
         };
-        let Some(profiles) = queues.get(&q.num) else {
+        let planned = queues.get(&q.num).and_then(|profiles| {
+            let (p, mask) = profiles.plan(&mut flow.st, &key, outgoing, det.ptype, &counters)?;
+            (mask != 0).then_some((profiles, p, mask))
+        });
+        let Some((profiles, p, mask)) = planned else {
+            if whole.is_some() {
+                // nothing acts on the whole: the parts go as they came
+                let parts = flow.held.release();
+                stats.sent += parts.len() as u64;
+                q.send.extend(parts);
+            }
             return QueueVerdict::Accept;
         };
-        let Some((p, mask)) = profiles.plan(&mut flow.st, &key, outgoing, det.ptype, &counters)
-        else {
-            return QueueVerdict::Accept;
-        };
-        if mask == 0 {
-            return QueueVerdict::Accept;
-        }
         let prof = profiles.get(p).expect("the chosen profile");
         let markers: Markers = det.markers;
         let incoming_ttl = flow.incoming_ttl;
-        let mut packet: Option<Vec<u8>> = None;
+        let joined = whole.is_some();
+        let mut packet: Option<Vec<u8>> = whole;
         let mut verdict = Verdict::Pass;
         for (i, inst) in prof.instances.iter().enumerate() {
             if mask & (1 << i) == 0 {
@@ -582,6 +676,9 @@ impl FlowHook for Scripts {
             }
         }
         profiles.settle(&mut flow.st, outgoing);
+        if joined {
+            return Self::after_whole(flow, stats, q.send, verdict, packet, end - l3);
+        }
         match (verdict, packet) {
             (Verdict::Drop, _) => {
                 stats.dropped += 1;

@@ -643,3 +643,36 @@ pub fn apply(action: &Action, input: &Input, blobs: &Blobs) -> Output {
         },
     }
 }
+
+/// `packet`'s IP and TCP/UDP headers with `payload` instead of its own, the lengths and
+/// checksums made right (None: not a packet the actions can parse, or too long).
+pub fn with_payload(packet: &[u8], payload: &[u8]) -> Option<Vec<u8>> {
+    let d = Dissect::parse(packet)?;
+    let mut s = Seg::from(&d);
+    s.payload = payload.to_vec();
+    s.build()
+}
+
+/// A TCP packet cut into segments of at most `max` payload bytes each (sequence numbers
+/// following, checksums made), in order; the packet alone when it is short enough or not
+/// TCP.
+pub fn resegment(packet: &[u8], max: usize) -> Vec<Vec<u8>> {
+    let Some(d) = Dissect::parse(packet) else {
+        return vec![packet.to_vec()];
+    };
+    if !d.is_tcp() || d.payload.len() <= max.max(1) {
+        return vec![packet.to_vec()];
+    }
+    let mut s = Seg::from(&d);
+    let seq = s.seq();
+    let mut out = Vec::new();
+    for (i, c) in d.payload.chunks(max.max(1)).enumerate() {
+        s.set_seq(seq.wrapping_add((i * max.max(1)) as u32));
+        s.payload = c.to_vec();
+        match s.build() {
+            Some(p) => out.push(p),
+            None => return vec![packet.to_vec()],
+        }
+    }
+    out
+}
