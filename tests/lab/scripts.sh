@@ -106,6 +106,8 @@ mode = "nfqueue"
 queue = 9
 [control]
 socket = "$DIR/weir.sock"
+[metrics]
+address = "127.0.0.1:9561"
 [scripts]
 lua = ["strategy.lua"]
 [[scripts.profile]]
@@ -178,6 +180,15 @@ after=$(ctl status | grep -Eo "queue=[0-9]+" | cut -d= -f2)
 [ "$(tr -d '\n' < "$DIR/udp.log")" = AB ] || fail "the server should get A and B, not X: '$(cat "$DIR/udp.log")'"
 [ "$after" = $((before + 1)) ] || fail "the Lua function's drop not counted once: $before -> $after"
 echo "ok: a Lua function drops one datagram of a flow, passes the others"
+# the scripts' counters in `weir ctl status` and the metrics, per Lua function too
+ctl status > "$DIR/status"
+grep -Eq "^scripts: packets [1-9][0-9]* .* held [0-9]+ .* lua_calls [1-9]" "$DIR/status" || fail "no scripts line in the status: $(cat "$DIR/status")"
+grep -Eq "^scripts: lua function drop_x: calls 3 errors 0" "$DIR/status" || fail "no per-function line in the status: $(cat "$DIR/status")"
+ip netns exec $R bash -c 'exec 3<>/dev/tcp/127.0.0.1/9561; printf "GET /metrics HTTP/1.0\r\n\r\n" >&3; cat <&3' >"$DIR/metrics" || fail "metrics endpoint"
+grep -Eq '^weir_scripts_sent_total [1-9]' "$DIR/metrics" || fail "metrics: no weir_scripts_sent: $(grep scripts "$DIR/metrics")"
+grep -q '^weir_scripts_lua_function_calls_total{function="drop_x"} 3$' "$DIR/metrics" || fail "metrics: no per-function calls: $(grep scripts "$DIR/metrics")"
+grep "^scripts" "$DIR/status"
+echo "ok: the scripts' counters in weir ctl status and the metrics"
 stop
 
 # 4. a ruleset that only hands packets to scripts, with bounded ranges: the kernel queues

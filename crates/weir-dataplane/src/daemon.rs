@@ -385,6 +385,9 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
             Err(_) => report.push_str("a worker panicked\n"),
         }
     }
+    if let Some(sc) = &WorkerStats::sum(&stats).scripts {
+        report.push_str(&sc.status_lines());
+    }
     report.push_str(&process.per_packet(stats.iter().map(|s| s.counts.packets).sum()));
     eprint!("{report}");
     if let Some(p) = &cfg.control.socket {

@@ -260,6 +260,56 @@ pub struct WorkerStats {
     pub fast_path: u64,
     pub io: IoStats,
     pub ruleset: RulesetStats,
+    /// Per-flow scripts, when the worker has them.
+    pub scripts: Option<ScriptsStats>,
+}
+
+/// Per-flow scripts' counters ([`weir_script::ScriptStats`]) and their Lua functions'.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScriptsStats {
+    pub stats: weir_script::ScriptStats,
+    /// Per Lua function: calls, errors, budget and memory overruns.
+    pub functions: Vec<(String, weir_script::lua::FnStats)>,
+    /// Flows with state now.
+    pub flows: u64,
+}
+
+impl ScriptsStats {
+    /// Of one worker's scripts.
+    pub fn of(s: &weir_script::Scripts) -> ScriptsStats {
+        ScriptsStats {
+            stats: s.stats(),
+            functions: s.lua().map(|rt| rt.stats()).unwrap_or_default(),
+            flows: s.flows() as u64,
+        }
+    }
+
+    /// The lines of `weir ctl status`: the counters, then one per Lua function.
+    pub fn status_lines(&self) -> String {
+        let mut out = String::from("scripts:");
+        for (name, _, v) in self.stats.named() {
+            out += &format!(" {} {v}", name.trim_start_matches("weir_scripts_"));
+        }
+        out += &format!(
+            "; flows now {}
+",
+            self.flows
+        );
+        for (name, f) in &self.functions {
+            out += &format!(
+                "scripts: lua function {name}: calls {} errors {} budget exceeded {} memory exceeded {}\n",
+                f.calls, f.errors, f.budget_exceeded, f.memory_exceeded
+            );
+        }
+        out
+    }
+
+    fn add(&mut self, o: &ScriptsStats) {
+        self.stats += &o.stats;
+        self.functions =
+            weir_script::counters::sum_functions([&self.functions[..], &o.functions[..]]);
+        self.flows += o.flows;
+    }
 }
 
 impl WorkerStats {
@@ -360,6 +410,9 @@ impl WorkerStats {
             t.fragments_followed += w.fragments_followed;
             t.fast_path += w.fast_path;
             t.ruleset.add(&w.ruleset);
+            if let Some(sc) = &w.scripts {
+                t.scripts.get_or_insert_with(Default::default).add(sc);
+            }
             match &w.io {
                 IoStats::Queue {
                     batches, errors, ..
@@ -407,6 +460,8 @@ pub struct Total {
     pub ports: Vec<(String, u64, u64)>,
     /// Per worker: its index, its I/O, its packets.
     pub workers: Vec<(usize, String, u64)>,
+    /// Per-flow scripts, when the workers have them.
+    pub scripts: Option<ScriptsStats>,
 }
 
 /// Process-wide facts: reloads, CPU time.
@@ -473,6 +528,7 @@ mod tests {
                 sends: 5,
                 errors: 0,
             },
+            scripts: None,
             ruleset: RulesetStats {
                 rules: vec![RuleStat {
                     table: "inet filter".into(),

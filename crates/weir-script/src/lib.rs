@@ -15,6 +15,7 @@
 //! of sockets, queues or rings.
 
 pub mod config;
+pub mod counters;
 pub mod desync;
 pub mod hold;
 pub mod l7;

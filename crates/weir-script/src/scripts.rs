@@ -416,6 +416,10 @@ impl FlowHook for Scripts {
         self.queues.contains_key(&num)
     }
 
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     fn queued(&mut self, q: Queued<'_>) -> QueueVerdict {
         self.stats.packets += 1;
         let Some(c) = q.conn else {

@@ -114,6 +114,57 @@ impl Snapshot {
                     .collect(),
             ),
         ];
+        if let Some(sc) = &t.scripts {
+            for (name, help, v) in sc.stats.named() {
+                f.push((name, help, C, one(v)));
+            }
+            f.push((
+                "weir_scripts_flows_live",
+                "Flows the per-flow scripts keep state for now.",
+                G,
+                vec![(Labels::new(), Gauge(sc.flows as i64))],
+            ));
+            f.push((
+                "weir_scripts_unsent",
+                "Packets the scripts made that could not be sent (no route, no neighbour, a send error).",
+                C,
+                one(c.script_unsent),
+            ));
+            type FnField = fn(&weir_script::lua::FnStats) -> u64;
+            let per_fn: [(&'static str, &'static str, FnField); 4] = [
+                (
+                    "weir_scripts_lua_function_calls",
+                    "Calls of each Lua function.",
+                    |s| s.calls,
+                ),
+                (
+                    "weir_scripts_lua_function_errors",
+                    "Calls of each Lua function that raised an error.",
+                    |s| s.errors,
+                ),
+                (
+                    "weir_scripts_lua_function_budget_exceeded",
+                    "Calls of each Lua function stopped by the instruction budget.",
+                    |s| s.budget_exceeded,
+                ),
+                (
+                    "weir_scripts_lua_function_memory_exceeded",
+                    "Calls of each Lua function stopped by the memory limit.",
+                    |s| s.memory_exceeded,
+                ),
+            ];
+            for (name, help, get) in per_fn {
+                f.push((
+                    name,
+                    help,
+                    C,
+                    sc.functions
+                        .iter()
+                        .map(|(n, s)| (vec![("function", esc(n))], Counter(get(s))))
+                        .collect(),
+                ));
+            }
+        }
         let rule = |r: &crate::stats::RuleStat| -> Labels {
             vec![
                 ("table", esc(&r.table)),

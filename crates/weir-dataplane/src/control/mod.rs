@@ -223,6 +223,9 @@ pub fn render(req: &Request, process: &ProcessStats, answers: &[Reply]) -> Strin
             for s in &stats {
                 out.push_str(&s.status_line());
             }
+            if let Some(sc) = &WorkerStats::sum(&stats).scripts {
+                out.push_str(&sc.status_lines());
+            }
             let packets = stats.iter().map(|s| s.counts.packets).sum();
             out.push_str(&process.per_packet(packets));
             out

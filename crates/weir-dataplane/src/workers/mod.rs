@@ -190,6 +190,11 @@ impl Worker {
             fast_path: s.fast_path,
             io,
             ruleset: ruleset_stats(sf, now),
+            scripts: sf
+                .flow_hook()
+                .and_then(|h| h.as_any())
+                .and_then(|a| a.downcast_ref::<weir_script::Scripts>())
+                .map(crate::stats::ScriptsStats::of),
         }
     }
 

@@ -62,6 +62,10 @@ pub trait FlowHook: Send {
     fn listens(&self, num: u16) -> bool;
     /// Take one packet.
     fn queued(&mut self, q: Queued<'_>) -> QueueVerdict;
+    /// The listener itself, for its owner to read its state (statistics) by downcasting.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
 }
 
 impl Stateful {
