@@ -205,8 +205,8 @@ mod tests {
             errors: e,
             ..Default::default()
         };
-        let w0 = vec![("a".to_string(), f(1, 0)), ("b".to_string(), f(2, 1))];
-        let w1 = vec![("b".to_string(), f(3, 1)), ("c".to_string(), f(4, 0))];
+        let w0 = [("a".to_string(), f(1, 0)), ("b".to_string(), f(2, 1))];
+        let w1 = [("b".to_string(), f(3, 1)), ("c".to_string(), f(4, 0))];
         let s = sum_functions([&w0[..], &w1[..]]);
         assert_eq!(
             s,
