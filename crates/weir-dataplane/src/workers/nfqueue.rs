@@ -36,7 +36,9 @@ impl Nfq {
             self.copy = want;
         }
         q.recv_batch(100)?;
+        // one clock read per batch
         let now = now_ns();
+        self.ifs.refresh(now);
         let mut rewritten: Vec<(u32, Vec<u8>)> = Vec::new();
         let mut verdicts: Vec<(u32, Verdict)> = Vec::new();
         let mut outbox: Vec<Vec<u8>> = Vec::new();
@@ -135,16 +137,32 @@ pub fn copy_range(mode: Copy, sf: &Stateful) -> u16 {
     }
 }
 
-/// Interface names by index, as the engine's packed name values (cached per index).
+/// Interface names by index, as the engine's packed name values: looked up once per index
+/// (`if_indextoname`, not per packet) and forgotten every [`IfNames::TTL_NS`], so a renamed
+/// or replaced interface is seen within that time.
 #[derive(Default)]
-pub struct IfNames(HashMap<u32, u128>);
+pub struct IfNames {
+    names: HashMap<u32, u128>,
+    since: u64,
+}
 
 impl IfNames {
+    /// How long a name is kept.
+    pub const TTL_NS: u64 = 1_000_000_000;
+
+    /// Forget the names when they are older than [`IfNames::TTL_NS`] at `now` (ns).
+    pub fn refresh(&mut self, now: u64) {
+        if now.saturating_sub(self.since) >= Self::TTL_NS {
+            self.names.clear();
+            self.since = now;
+        }
+    }
+
     fn value(&mut self, idx: u32) -> u128 {
         if idx == 0 {
             return 0;
         }
-        *self.0.entry(idx).or_insert_with(|| {
+        *self.names.entry(idx).or_insert_with(|| {
             let name = Self::lookup(idx);
             if name.is_empty() {
                 0
@@ -398,6 +416,20 @@ impl Answers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn interface_names_are_kept_a_second_then_looked_up_again() {
+        let mut ifs = IfNames::default();
+        ifs.refresh(5_000_000_000);
+        // index 1 is the loopback in every network namespace
+        assert_eq!(ifs.value(1), weir_wire::field::ifname_value("lo"));
+        assert_eq!(ifs.names.len(), 1);
+        ifs.refresh(5_500_000_000);
+        assert_eq!(ifs.names.len(), 1, "kept within the second");
+        ifs.refresh(6_000_000_000);
+        assert!(ifs.names.is_empty(), "forgotten after it");
+        assert_eq!(ifs.value(0), 0);
+    }
 
     /// A worker's engine for a ruleset text, with a default connection table.
     fn stateful_of(text: &str) -> Stateful {
