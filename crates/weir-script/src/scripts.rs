@@ -10,7 +10,8 @@
 //! verdicts combine as nfqws2's: modify over pass, drop over both; what they send goes out
 //! before the packet. A direction whose instances are all done costs a bit test from then
 //! on. What a flow keeps lives in a bounded table here, keyed by the connection's original
-//! tuple; the least recently seen flow goes when it is full (counted).
+//! tuple; when it is full, a flow not seen since the eviction hand last passed it goes
+//! (CLOCK, second chance: O(1) per new flow; counted).
 //!
 //! An instance runs a native action ([`desync::Action`]) when its function is one, else
 //! the Lua global function of that name from the `[scripts] lua` files (looked up at
@@ -128,7 +129,10 @@ struct Flow {
     quic: Option<QuicReasm>,
     /// The TTL / hop limit of the last packet from the server.
     incoming_ttl: Option<u8>,
-    seen: u64,
+    /// Seen since the eviction hand last passed (CLOCK's reference bit).
+    referenced: bool,
+    /// Which entry of the eviction ring is this flow's (a tuple made afresh has a new one).
+    generation: u64,
 }
 
 /// Per-flow scripts: the queues' profiles and the flows' state.
@@ -141,6 +145,8 @@ pub struct Scripts {
     max_flows: usize,
     reasm_flow_limit: usize,
     budget: ReasmBudget,
+    /// The eviction ring: flows in the order they were made, with their generation.
+    ring: std::collections::VecDeque<(Tuple, u64)>,
     clock: u64,
     stats: ScriptStats,
 }
@@ -262,6 +268,7 @@ impl Scripts {
             max_flows: cfg.max_flows.unwrap_or(65_536).max(1),
             reasm_flow_limit: cfg.reasm_flow_limit.unwrap_or(16 << 10),
             budget: ReasmBudget::new(cfg.reasm_total_limit.unwrap_or(16 << 20)),
+            ring: std::collections::VecDeque::new(),
             clock: 0,
             stats: ScriptStats::default(),
         })
@@ -305,39 +312,70 @@ impl Scripts {
         self.flows.len()
     }
 
-    /// The flow of `orig`, made (or made afresh for a new connection), the least recently
-    /// seen pushed out when the table is full.
+    /// The flow of `orig`, made (or made afresh for a new connection); when the table is
+    /// full, one not seen since the hand last passed goes first.
     fn flow(&mut self, orig: Tuple, new: bool) {
+        if !new {
+            if let Some(f) = self.flows.get_mut(&orig) {
+                f.referenced = true;
+                return;
+            }
+        }
+        if let Some(old) = self.flows.remove(&orig) {
+            self.release(old);
+        }
+        if let Some(rt) = &mut self.lua {
+            // a new connection on this tuple: its Lua state starts empty
+            rt.forget(flow_id(&orig));
+        }
+        if self.flows.len() >= self.max_flows {
+            self.evict_one();
+        }
         self.clock += 1;
-        if new || !self.flows.contains_key(&orig) {
-            if let Some(old) = self.flows.remove(&orig) {
+        self.stats.flows += 1;
+        self.ring.push_back((orig, self.clock));
+        self.flows.insert(
+            orig,
+            Flow {
+                generation: self.clock,
+                ..Flow::default()
+            },
+        );
+        // entries of flows gone (made afresh, or ended) are dropped as the hand meets them;
+        // keep the ring within twice the table
+        if self.ring.len() > 2 * self.max_flows + 16 {
+            let flows = &self.flows;
+            self.ring
+                .retain(|(t, g)| flows.get(t).is_some_and(|f| f.generation == *g));
+        }
+    }
+
+    /// Push one flow out (CLOCK): the first in the ring not referenced since the hand last
+    /// passed; those referenced get a second chance. At most two turns of the ring.
+    fn evict_one(&mut self) {
+        for _ in 0..2 * self.ring.len() + 1 {
+            let Some((t, g)) = self.ring.pop_front() else {
+                return;
+            };
+            let Some(f) = self.flows.get_mut(&t) else {
+                continue;
+            };
+            if f.generation != g {
+                continue;
+            }
+            if f.referenced {
+                f.referenced = false;
+                self.ring.push_back((t, g));
+                continue;
+            }
+            if let Some(old) = self.flows.remove(&t) {
                 self.release(old);
             }
             if let Some(rt) = &mut self.lua {
-                // a new connection on this tuple: its Lua state starts empty
-                rt.forget(flow_id(&orig));
+                rt.forget(flow_id(&t));
             }
-            if self.flows.len() >= self.max_flows {
-                if let Some(k) = self
-                    .flows
-                    .iter()
-                    .min_by_key(|(_, f)| f.seen)
-                    .map(|(k, _)| *k)
-                {
-                    if let Some(old) = self.flows.remove(&k) {
-                        self.release(old);
-                    }
-                    if let Some(rt) = &mut self.lua {
-                        rt.forget(flow_id(&k));
-                    }
-                    self.stats.flows_evicted += 1;
-                }
-            }
-            self.stats.flows += 1;
-            self.flows.insert(orig, Flow::default());
-        }
-        if let Some(f) = self.flows.get_mut(&orig) {
-            f.seen = self.clock;
+            self.stats.flows_evicted += 1;
+            return;
         }
     }
 
@@ -702,5 +740,60 @@ impl FlowHook for Scripts {
             }
             _ => QueueVerdict::Accept,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scripts(max_flows: usize) -> Scripts {
+        let cfg: ScriptsConfig = serde_json::from_str(&format!(
+            r#"{{"max_flows": {max_flows}, "profile": [{{"queue": 1, "instance": [{{"desync": "drop"}}]}}]}}"#
+        ))
+        .unwrap();
+        Scripts::new(&cfg, Path::new("/")).unwrap()
+    }
+
+    fn t(n: u16) -> Tuple {
+        Tuple {
+            src: 1,
+            dst: 2,
+            sport: n,
+            dport: 443,
+            proto: 6,
+            v6: false,
+        }
+    }
+
+    #[test]
+    fn a_full_table_pushes_out_a_flow_not_seen_since_the_hand_passed() {
+        let mut s = scripts(2);
+        s.flow(t(1), true);
+        s.flow(t(2), true);
+        // flow 1 seen again: it gets a second chance, flow 2 goes
+        s.flow(t(1), false);
+        s.flow(t(3), true);
+        assert!(s.flows.contains_key(&t(1)) && s.flows.contains_key(&t(3)));
+        assert!(!s.flows.contains_key(&t(2)));
+        assert_eq!((s.stats.flows, s.stats.flows_evicted), (3, 1));
+        // a tuple made afresh (a new connection) keeps one live entry
+        s.flow(t(3), true);
+        assert_eq!(s.flows.len(), 2);
+    }
+
+    #[test]
+    fn many_flows_through_a_small_table_stay_bounded() {
+        let mut s = scripts(100);
+        for n in 0..20_000u16 {
+            s.flow(t(n), true);
+            // every other flow seen again
+            if n % 2 == 0 {
+                s.flow(t(n), false);
+            }
+        }
+        assert_eq!(s.flows.len(), 100);
+        assert_eq!(s.stats.flows_evicted, 20_000 - 100);
+        assert!(s.ring.len() <= 2 * 100 + 16, "{}", s.ring.len());
     }
 }
