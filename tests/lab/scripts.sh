@@ -10,7 +10,10 @@
 # (`multisplit:pos=1,midsld` and a `fake` with TTL 1 and a bad checksum, on the ClientHello)
 # the connection completes and the server received exactly the ClientHello (no fake bytes,
 # nothing lost); weir counts what it sent; what it sends is not queued again; a Lua function
-# behind another queue can drop a connection's data.
+# behind another queue can drop a connection's data; the scripts' counters show in `weir ctl
+# status` and the metrics. Then a ruleset that only queues to scripts gets kernel rules that
+# queue the first packets of each connection only (an iperf3 transfer queues at most N + 3
+# per connection and direction), and the same profile runs in inline mode.
 #
 # Usage: tests/lab/scripts.sh [path/to/weir]
 set -euo pipefail
@@ -250,4 +253,44 @@ T
 else
   echo "SKIP (part 4): iperf3 is not installed"
 fi
+
+# 5. inline mode: weir forwards itself (the kernel's forwarding off) and sends what the
+# profile makes out of its own port; the connection completes as in NFQUEUE mode
+ip netns exec $R sysctl -qw net.ipv4.ip_forward=0
+{
+  cat <<T
+ruleset = "rules.nft"
+mode = "inline"
+[control]
+socket = "$DIR/weir.sock"
+[[interface]]
+name = "weirsc-r0"
+address = ["198.18.40.1"]
+[[interface]]
+name = "weirsc-r1"
+address = ["198.18.41.1"]
+[[route]]
+prefix = "198.18.40.0/24"
+interface = "weirsc-r0"
+[[route]]
+prefix = "198.18.41.0/24"
+interface = "weirsc-r1"
+[[route]]
+prefix = "198.18.42.0/24"
+interface = "weirsc-r1"
+via = "198.18.41.2"
+T
+  sed -n '/^\[scripts\]/,$p' "$DIR/weir.toml"
+} > "$DIR/inline.toml"
+start inline.toml
+for i in 1 2 3; do
+  got=$(ip netns exec $C python3 "$DIR/client.py" "$HELLO" 2>&1 || true)
+  [ "$got" = "$WANT" ] || fail "inline mode with the profile, connection $i: got '$got', want '$WANT'"
+done
+ctl status > "$DIR/status"
+sent=$(grep -Eo "sent by scripts [0-9]+" "$DIR/status" | awk '{s += $4} END {print s+0}')
+[ "$sent" -ge 12 ] || fail "inline: weir sent $sent packets for 3 ClientHellos (want at least 12): $(cat "$DIR/status")"
+grep -Eq "not sent 0\)" "$DIR/status" || fail "inline: scripts' packets not sent: $(cat "$DIR/status")"
+echo "ok: inline mode: the profile's segments and fakes leave by weir's own port, the connection completes ($sent packets sent by weir)"
+stop
 echo "PASS: scripts lab"
