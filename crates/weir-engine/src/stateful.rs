@@ -199,6 +199,8 @@ pub struct StatefulStats {
     pub nat_steer_missed: u64,
     /// Connections put in a flowtable (`flow add`).
     pub offloaded: u64,
+    /// `flow add` on a connection a `queue` listener still acts on: left on the slow path.
+    pub offload_deferred: u64,
     /// Packets forwarded by the flowtable fast path.
     pub fast_path: u64,
     /// Offloaded connections sent back to the slow path (FIN or RST).

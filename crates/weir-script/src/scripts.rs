@@ -129,6 +129,8 @@ struct Flow {
     quic: Option<QuicReasm>,
     /// The TTL / hop limit of the last packet from the server.
     incoming_ttl: Option<u8>,
+    /// The queue whose profiles the flow's state refers to (the last that handed it over).
+    queue: u16,
     /// Seen since the eviction hand last passed (CLOCK's reference bit).
     referenced: bool,
     /// Which entry of the eviction ring is this flow's (a tuple made afresh has a new one).
@@ -458,6 +460,12 @@ impl FlowHook for Scripts {
         Some(self)
     }
 
+    fn holds(&self, orig: &Tuple) -> bool {
+        self.flows
+            .get(orig)
+            .is_some_and(|f| self.queues.get(&f.queue).is_some_and(|p| p.active(&f.st)))
+    }
+
     fn queued(&mut self, q: Queued<'_>) -> QueueVerdict {
         self.stats.packets += 1;
         let Some(c) = q.conn else {
@@ -489,6 +497,7 @@ impl FlowHook for Scripts {
         let Some(flow) = flows.get_mut(&c.orig) else {
             return QueueVerdict::Accept;
         };
+        flow.queue = q.num;
         // this direction's counters, this packet counted
         let cnt = &mut flow.count[d];
         cnt.packets += 1;

@@ -6,11 +6,22 @@ use super::*;
 impl Stateful {
     /// Mark the packet's connection offloaded (`flow add @ft`), as `nft_flow_offload_eval`
     /// allows it: a confirmed TCP connection in the established state (not on a FIN or RST)
-    /// or a UDP one.
+    /// or a UDP one; and not while a `queue` listener still acts on it (its packets must
+    /// keep reaching the `queue` statements).
     pub(super) fn flow_add(&mut self, ft: (u16, u16), pm: &PacketMeta, pc: &PacketCt) {
         let CtPkt::Entry { id, .. } = pc.ct else {
             return;
         };
+        if let Some(h) = &self.flow_hook {
+            if self
+                .ct
+                .tuple(id, Dir::Original)
+                .is_some_and(|t| h.holds(&t))
+            {
+                self.stats.offload_deferred += 1;
+                return;
+            }
+        }
         let Some(gi) = self
             .flowtables
             .iter()

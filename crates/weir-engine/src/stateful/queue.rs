@@ -62,6 +62,13 @@ pub trait FlowHook: Send {
     fn listens(&self, num: u16) -> bool;
     /// Take one packet.
     fn queued(&mut self, q: Queued<'_>) -> QueueVerdict;
+    /// Whether the listener still acts on the connection whose original tuple is `orig`:
+    /// while it does, `flow add` leaves the connection on the slow path (a flowtable's
+    /// fast path would take its packets past the `queue` statements).
+    fn holds(&self, orig: &weir_conntrack::Tuple) -> bool {
+        let _ = orig;
+        false
+    }
     /// The listener itself, for its owner to read its state (statistics) by downcasting.
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         None

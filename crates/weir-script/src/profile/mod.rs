@@ -278,6 +278,32 @@ impl<F> Profiles<F> {
         Some((p, mask))
     }
 
+    /// Whether some instance may still act on the flow (in either direction): its profile
+    /// not chosen yet or still open to change, or an instance not done in a direction its
+    /// range does not exclude (`x`). A flow for which this is false can leave the slow path
+    /// (a flowtable) without the scripts missing anything.
+    pub fn active(&self, st: &FlowState) -> bool {
+        if st.done(true) && st.done(false) {
+            return false;
+        }
+        let waits = self.list.iter().any(|p| p.filters.waits_for_l7());
+        let settled = !waits || (st.flags & SAW_L7 != 0 && st.flags & SAW_HOST != 0);
+        if st.flags & CHOSEN == 0 || !settled {
+            return true;
+        }
+        let Some(p) = st.profile() else {
+            return false;
+        };
+        self.list[p].instances.iter().enumerate().any(|(i, inst)| {
+            [true, false].into_iter().any(|out| {
+                i < MAX_INSTANCES
+                    && !st.done(out)
+                    && st.cut[dir(out)] & (1 << i) == 0
+                    && *inst.range(out) != Range::Never
+            })
+        })
+    }
+
     /// After the instances ran (and some asked for their cutoff): if every instance of the
     /// chosen profile is done for this direction, the direction is done, unless the
     /// profile may still change (its protocol or host not known yet while some profile
