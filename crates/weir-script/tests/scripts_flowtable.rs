@@ -3,9 +3,8 @@
 //! packets must keep reaching `queue`), and goes to the flowtable once they are done.
 
 use std::path::Path;
-use weir_conntrack::Config;
 use weir_engine::stateful::Stateful;
-use weir_engine::{Compiled, Decision, Engine, Mode};
+use weir_engine::Decision;
 use weir_script::config::ScriptsConfig;
 use weir_script::Scripts;
 
@@ -26,13 +25,7 @@ const RULES: &str = "table inet z {
 ";
 
 fn setup(range: &str) -> Stateful {
-    let rs = weir_lang::load_str("t.nft", RULES)
-        .unwrap_or_else(|(sm, d)| panic!("{}", weir_lang::diag::render_all(&d, &sm)))
-        .0;
-    let mut sf = Stateful::new(
-        Engine::new(Compiled::build(&rs, Mode::Compiled)),
-        Config::default(),
-    );
+    let mut sf = engine(RULES);
     let cfg: ScriptsConfig = serde_json::from_str(&format!(
         r#"{{"profile": [{{"queue": 200, "filter_tcp": "443",
             "instance": [{{"desync": "send", "out_range": "{range}"}}]}}]}}"#

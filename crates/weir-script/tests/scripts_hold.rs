@@ -6,12 +6,10 @@
 //! held part again, holding stops and the parts go on.
 
 use std::path::Path;
-use weir_conntrack::Config;
 use weir_engine::stateful::Stateful;
-use weir_engine::{Compiled, Decision, Engine, Mode};
+use weir_engine::Decision;
 use weir_script::config::ScriptsConfig;
 use weir_script::Scripts;
-use weir_wire::{LinkType, PacketMeta};
 
 mod scripts_common;
 use scripts_common::*;
@@ -31,27 +29,10 @@ fn hello() -> Option<Vec<u8>> {
 }
 
 fn setup(cfg: &str) -> Stateful {
-    let rs = weir_lang::load_str("t.nft", RULES).unwrap().0;
-    let mut sf = Stateful::new(
-        Engine::new(Compiled::build(&rs, Mode::Compiled)),
-        Config::default(),
-    );
+    let mut sf = engine(RULES);
     let cfg: ScriptsConfig = serde_json::from_str(cfg).unwrap();
     sf.set_flow_hook(Some(Box::new(Scripts::new(&cfg, Path::new("/")).unwrap())));
     sf
-}
-
-/// (seq, payload, TCP checksum valid) of an IPv4/TCP packet.
-fn seg(ip: &[u8]) -> (u32, Vec<u8>, bool) {
-    let ihl = (ip[0] & 0x0f) as usize * 4;
-    let doff = (ip[ihl + 12] >> 4) as usize * 4;
-    let seq = u32::from_be_bytes(ip[ihl + 4..ihl + 8].try_into().unwrap());
-    let pm = PacketMeta::parse(ip, LinkType::RawIp);
-    let ok = matches!(
-        weir_wire::offload::classify_checksum(ip, &pm),
-        Ok(weir_wire::offload::CsumState::Valid)
-    );
-    (seq, ip[ihl + doff..].to_vec(), ok)
 }
 
 /// The IP packet of an Ethernet frame built by `tcp`.
@@ -84,7 +65,11 @@ fn a_hello_over_two_segments_is_held_and_split_as_one() {
     // part dropped too
     let (d, _, sent) = forward(&mut sf, tcp(0x18, ISN + c as u32, &h[c..], true));
     assert!(!d.is_accept(), "{d:?}");
-    let segs: Vec<_> = sent.iter().map(|p| seg(p)).collect();
+    let segs: Vec<_> = sent
+        .iter()
+        .map(|p| seg(p))
+        .map(|(q, _, p, ok)| (q, p, ok))
+        .collect();
     assert_eq!(segs.len(), 2, "{segs:?}");
     let name = h.windows(8).position(|w| w == b"iana.org").unwrap();
     let midsld = name + 2;
@@ -172,7 +157,11 @@ fn a_changed_whole_goes_in_segments_no_longer_than_the_parts() {
         }
         sent = s;
     }
-    let segs: Vec<_> = sent.iter().map(|p| seg(p)).collect();
+    let segs: Vec<_> = sent
+        .iter()
+        .map(|p| seg(p))
+        .map(|(q, _, p, ok)| (q, p, ok))
+        .collect();
     assert_eq!(segs.len(), parts.len(), "{segs:?}");
     let mut at = 0;
     for (p, s) in sent.iter().zip(&segs) {

@@ -6,9 +6,8 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use weir_conntrack::Config;
 use weir_engine::stateful::{FlowHook, QueueVerdict, Queued, Stateful};
-use weir_engine::{Compiled, Decision, DropReason, Engine, Mode};
+use weir_engine::{Decision, DropReason};
 use weir_script::config::ScriptsConfig;
 use weir_script::Scripts;
 use weir_wire::{LinkType, PacketMeta};
@@ -60,13 +59,7 @@ fn config(extra: &str, desync: &str) -> ScriptsConfig {
 }
 
 fn setup(name: &str, code: &str, extra: &str, desync: &str) -> (Stateful, Arc<Mutex<Scripts>>) {
-    let rs = weir_lang::load_str("t.nft", RULES)
-        .unwrap_or_else(|(sm, d)| panic!("{}", weir_lang::diag::render_all(&d, &sm)))
-        .0;
-    let mut sf = Stateful::new(
-        Engine::new(Compiled::build(&rs, Mode::Compiled)),
-        Config::default(),
-    );
+    let mut sf = engine(RULES);
     let dir = scratch(name, &[("t.lua", code)]);
     let s = Scripts::new(&config(extra, desync), &dir).unwrap();
     let s = Arc::new(Mutex::new(s));

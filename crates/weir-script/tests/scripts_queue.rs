@@ -4,12 +4,10 @@
 //! ClientHello, and later packets cost a bit test once the range is past.
 
 use std::path::Path;
-use weir_conntrack::Config;
 use weir_engine::stateful::Stateful;
-use weir_engine::{Compiled, Decision, DropReason, Engine, Mode};
+use weir_engine::{Decision, DropReason};
 use weir_script::config::ScriptsConfig;
 use weir_script::Scripts;
-use weir_wire::{LinkType, PacketMeta};
 
 mod scripts_common;
 use scripts_common::*;
@@ -27,13 +25,7 @@ fn config(json: &str) -> ScriptsConfig {
 }
 
 fn setup(cfg: &str) -> Stateful {
-    let rs = weir_lang::load_str("t.nft", RULES)
-        .unwrap_or_else(|(sm, d)| panic!("{}", weir_lang::diag::render_all(&d, &sm)))
-        .0;
-    let mut sf = Stateful::new(
-        Engine::new(Compiled::build(&rs, Mode::Compiled)),
-        Config::default(),
-    );
+    let mut sf = engine(RULES);
     let s = Scripts::new(&config(cfg), Path::new("/")).unwrap();
     sf.set_flow_hook(Some(Box::new(s)));
     sf
@@ -49,19 +41,6 @@ fn handshake(sf: &mut Stateful) {
             "flags {flags:#x}: {sent:?}"
         );
     }
-}
-
-/// (seq, ttl, payload) of an IPv4/TCP packet, and whether its TCP checksum verifies.
-fn seg(ip: &[u8]) -> (u32, u8, Vec<u8>, bool) {
-    let ihl = (ip[0] & 0x0f) as usize * 4;
-    let doff = (ip[ihl + 12] >> 4) as usize * 4;
-    let seq = u32::from_be_bytes(ip[ihl + 4..ihl + 8].try_into().unwrap());
-    let pm = PacketMeta::parse(ip, LinkType::RawIp);
-    let ok = matches!(
-        weir_wire::offload::classify_checksum(ip, &pm),
-        Ok(weir_wire::offload::CsumState::Valid)
-    );
-    (seq, ip[8], ip[ihl + doff..].to_vec(), ok)
 }
 
 const SEED: &str = r#"{"profile": [{"queue": 200, "name": "seed", "filter_tcp": "443",

@@ -79,3 +79,30 @@ pub fn handshake_at(sf: &mut Stateful, now_ns: u64) -> Vec<Vec<Vec<u8>>> {
     }
     all
 }
+
+/// An engine for `rules` with a default connection table and nobody on its queues yet.
+pub fn engine(rules: &str) -> Stateful {
+    let rs = weir_lang::load_str("t.nft", rules)
+        .unwrap_or_else(|(sm, d)| panic!("{}", weir_lang::diag::render_all(&d, &sm)))
+        .0;
+    Stateful::new(
+        weir_engine::Engine::new(weir_engine::Compiled::build(
+            &rs,
+            weir_engine::Mode::Compiled,
+        )),
+        weir_conntrack::Config::default(),
+    )
+}
+
+/// (seq, ttl, payload) of an IPv4/TCP packet, and whether its TCP checksum verifies.
+pub fn seg(ip: &[u8]) -> (u32, u8, Vec<u8>, bool) {
+    let ihl = (ip[0] & 0x0f) as usize * 4;
+    let doff = (ip[ihl + 12] >> 4) as usize * 4;
+    let seq = u32::from_be_bytes(ip[ihl + 4..ihl + 8].try_into().unwrap());
+    let pm = PacketMeta::parse(ip, LinkType::RawIp);
+    let ok = matches!(
+        weir_wire::offload::classify_checksum(ip, &pm),
+        Ok(weir_wire::offload::CsumState::Valid)
+    );
+    (seq, ip[8], ip[ihl + doff..].to_vec(), ok)
+}
