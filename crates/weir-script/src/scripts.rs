@@ -131,6 +131,8 @@ struct Flow {
     incoming_ttl: Option<u8>,
     /// The queue whose profiles the flow's state refers to (the last that handed it over).
     queue: u16,
+    /// The first packet seen was the client's SYN (`oob` needs the connection from there).
+    from_syn: bool,
     /// Seen since the eviction hand last passed (CLOCK's reference bit).
     referenced: bool,
     /// Which entry of the eviction ring is this flow's (a tuple made afresh has a new one).
@@ -205,11 +207,17 @@ impl Scripts {
                         .position(|(a, _)| a == k)
                         .map(|i| args.remove(i).1)
                 };
+                // `oob` takes every packet of both directions from the SYN on (it cannot be
+                // filtered: once begun, the byte must go in); it has no such arguments
+                let lasting = name == "oob";
                 let payload = match take("payload") {
-                    Some(v) => PayloadFilter::parse(&v).map_err(ctx)?,
+                    Some(v) if !lasting => PayloadFilter::parse(&v).map_err(ctx)?,
+                    Some(_) => return Err(ctx("oob: cannot be filtered by payload".into())),
+                    None if lasting => PayloadFilter::All,
                     None => PayloadFilter::Known,
                 };
                 let dir = match take("dir").as_deref() {
+                    None if lasting => Direction::Any,
                     None | Some("out") => Direction::Out,
                     Some("in") => Direction::In,
                     Some("any") => Direction::Any,
@@ -498,6 +506,10 @@ impl FlowHook for Scripts {
             return QueueVerdict::Accept;
         };
         flow.queue = q.num;
+        if flow.count[0].packets == 0 && flow.count[1].packets == 0 {
+            // the connection's first packet here: its client's SYN?
+            flow.from_syn = outgoing && proto == 6 && q.pm.tcp_flags & 0x12 == 0x02;
+        }
         // this direction's counters, this packet counted
         let cnt = &mut flow.count[d];
         cnt.packets += 1;
@@ -668,13 +680,19 @@ impl FlowHook for Scripts {
             stats.calls += 1;
             let cur: &[u8] = packet.as_deref().unwrap_or(&q.frame[l3..end]);
             let out = match &f.call {
-                Call::Native(action) => desync::apply(
+                Call::Native(action) => desync::apply_at(
                     action,
                     &desync::Input {
                         packet: cur,
                         ptype: det.ptype,
                         markers,
                         incoming_ttl,
+                    },
+                    desync::FlowPos {
+                        outgoing,
+                        own_seq: counters.seq,
+                        reverse_seq: flow.count[1 - d].seq,
+                        from_syn: flow.from_syn,
                     },
                     blobs,
                 ),
@@ -708,9 +726,14 @@ impl FlowHook for Scripts {
                         verdict,
                         modified: (verdict == Verdict::Modify).then_some(view.packet),
                         send: r.send,
+                        // (the runtime's cutoff is taken above)
+                        cutoff: false,
                     }
                 }
             };
+            if out.cutoff {
+                flow.st.cut(outgoing, i);
+            }
             stats.sent += out.send.len() as u64;
             q.send.extend(out.send);
             match out.verdict {

@@ -29,7 +29,10 @@
 //! resolve against [`Input::markers`] whatever the payload type; with `blob=` replacing
 //! the payload, only absolute markers resolve.
 //!
-//! Not done: `oob` (it needs per-flow state over the handshake), `tls_mod`, custom `fool`
+//! `oob` reads where the packet lies in its connection ([`FlowPos`], [`apply_at`]) and
+//! asks for its cutoff ([`Output::cutoff`]) once past the first data.
+//!
+//! Not done: `tls_mod`, custom `fool`
 //! and `ipfrag` functions, `synack`, `synack_split`, `wssize`, the HTTP tamperings.
 
 mod args;
@@ -38,6 +41,7 @@ mod fake;
 pub mod fooling;
 pub mod markers;
 mod misc;
+mod oob;
 mod split;
 mod tcp;
 
@@ -66,6 +70,32 @@ pub struct Input<'a> {
     pub incoming_ttl: Option<u8>,
 }
 
+/// Where a packet lies in its connection, for the actions that need it (`oob`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowPos {
+    /// From the client.
+    pub outgoing: bool,
+    /// The packet's sequence number relative to its direction's first (nfqws2's `s`
+    /// position: 0 the SYN, 1 the first data byte).
+    pub own_seq: u64,
+    /// The other direction's last such position.
+    pub reverse_seq: u64,
+    /// The connection was seen from the client's SYN.
+    pub from_syn: bool,
+}
+
+impl Default for FlowPos {
+    /// An outgoing packet of a connection seen from its start, at position 1.
+    fn default() -> FlowPos {
+        FlowPos {
+            outgoing: true,
+            own_seq: 1,
+            reverse_seq: 0,
+            from_syn: true,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
     Pass,
@@ -81,6 +111,8 @@ pub struct Output {
     pub modified: Option<Vec<u8>>,
     /// Packets to send first, in order.
     pub send: Vec<Vec<u8>>,
+    /// The action is done with this direction of the flow (its instance's cutoff).
+    pub cutoff: bool,
 }
 
 impl Output {
@@ -90,6 +122,7 @@ impl Output {
             verdict: Verdict::Pass,
             modified: None,
             send: Vec::new(),
+            cutoff: false,
         }
     }
 }
@@ -224,6 +257,10 @@ pub(crate) enum Kind {
     Send,
     Pktmod,
     Drop,
+    Oob {
+        byte: u8,
+        urp: oob::Urp,
+    },
 }
 
 /// A desync function with its arguments, parsed.
@@ -381,7 +418,24 @@ impl Action {
             "send" => Kind::Send,
             "pktmod" => Kind::Pktmod,
             "drop" => Kind::Drop,
-            "oob" | "synack" | "synack_split" | "wssize" | "multidisorder_legacy" => {
+            "oob" => {
+                let byte = match (a.get("char"), a.num::<u8>("byte")?) {
+                    (Some(c), _) if c.len() == 1 => c.as_bytes()[0],
+                    (Some(c), _) => return Err(a.bad("char", c, "must be exactly one byte")),
+                    (None, Some(b)) => b,
+                    (None, None) => 0,
+                };
+                let urp = match a.get("urp") {
+                    None | Some("b") => oob::Urp::Begin,
+                    Some("e") => oob::Urp::End,
+                    Some(_) => oob::Urp::At(
+                        a.marker("urp")?
+                            .ok_or_else(|| a.bad("urp", "", "expected b, e or a marker"))?,
+                    ),
+                };
+                Kind::Oob { byte, urp }
+            }
+            "synack" | "synack_split" | "wssize" | "multidisorder_legacy" => {
                 return Err(ActionError::Unsupported {
                     func: name.to_string(),
                     reason: "not implemented in weir's native desync (use Lua)".to_string(),
@@ -446,6 +500,10 @@ pub(crate) struct Ctx<'a> {
     pub blobs: &'a Blobs,
     pub out: Vec<Vec<u8>>,
     pub modified: Option<Vec<u8>>,
+    /// Where the packet lies in its connection.
+    pub pos: FlowPos,
+    /// The action asks for its cutoff.
+    pub cutoff: bool,
     next_id: u16,
     rnd: u64,
 }
@@ -468,6 +526,8 @@ impl<'a> Ctx<'a> {
             blobs,
             out: Vec::new(),
             modified: None,
+            pos: FlowPos::default(),
+            cutoff: false,
             next_id: id.wrapping_add(1),
             rnd: seed,
         }
@@ -577,10 +637,16 @@ impl<'a> Ctx<'a> {
 
 /// Run `action` on the packet of `input`. Never panics; see the module's ordering contract.
 pub fn apply(action: &Action, input: &Input, blobs: &Blobs) -> Output {
+    apply_at(action, input, FlowPos::default(), blobs)
+}
+
+/// [`apply`] with where the packet lies in its connection.
+pub fn apply_at(action: &Action, input: &Input, pos: FlowPos, blobs: &Blobs) -> Output {
     let Some(d) = Dissect::parse(input.packet) else {
         return Output::pass();
     };
     let mut ctx = Ctx::new(d, input, &action.common, blobs);
+    ctx.pos = pos;
     let v = match &action.kind {
         Kind::Fake { blob, optional } => fake::fake(&mut ctx, blob, *optional),
         Kind::Rst { rstack } => fake::rst(&mut ctx, *rstack),
@@ -629,9 +695,13 @@ pub fn apply(action: &Action, input: &Input, blobs: &Blobs) -> Output {
         Kind::Send => misc::send(&mut ctx),
         Kind::Pktmod => misc::pktmod(&mut ctx),
         Kind::Drop => Some(Verdict::Drop),
+        Kind::Oob { byte, urp } => oob::oob(&mut ctx, *byte, *urp),
     };
     match v {
-        None => Output::pass(),
+        None => Output {
+            cutoff: ctx.cutoff,
+            ..Output::pass()
+        },
         Some(verdict) => Output {
             verdict,
             modified: if verdict == Verdict::Modify {
@@ -640,6 +710,7 @@ pub fn apply(action: &Action, input: &Input, blobs: &Blobs) -> Output {
                 None
             },
             send: ctx.out,
+            cutoff: ctx.cutoff,
         },
     }
 }

@@ -149,6 +149,9 @@ impl Seg {
     pub fn set_flags(&mut self, f: u8) {
         self.l4[13] = f;
     }
+    pub fn set_urgent(&mut self, p: u16) {
+        self.l4[18..20].copy_from_slice(&p.to_be_bytes());
+    }
     pub fn set_window(&mut self, w: u16) {
         self.l4[14..16].copy_from_slice(&w.to_be_bytes());
     }
