@@ -164,6 +164,7 @@ impl Scripts {
                 max_flows: cfg.max_flows.unwrap_or(def.max_flows),
             };
             let mut rt = Runtime::new(&lcfg).map_err(|e| format!("scripts: {e}"))?;
+            rt.set_blobs(blobs.clone());
             let from = dir.as_deref().unwrap_or(base);
             for f in &cfg.lua {
                 rt.load_file(from.join(f))
@@ -529,6 +530,8 @@ impl FlowHook for Scripts {
                     view.host = flow.host.clone();
                     view.own = counters;
                     view.reverse = flow.count[1 - d];
+                    view.markers = markers;
+                    view.incoming_ttl = incoming_ttl;
                     let r = rt.call(*id, &mut view, flow_id(&c.orig), args);
                     match r.error {
                         None => {}
