@@ -17,9 +17,10 @@
 //! [`Scripts::new`]: a missing one is a configuration error). A Lua function is called as
 //! `f(pkt, args)` (see [`crate::lua`]) with all the instance's arguments, `payload` and
 //! `dir` included (they filter on the Rust side before the call, as for native actions);
-//! its flow is the connection (its `pkt.state` starts empty for a new connection). A call
-//! that fails (an error, its instruction budget or the memory limit) passes the packet as
-//! it was and is counted in [`ScriptStats`].
+//! its flow is the connection (its `pkt.state` starts empty for a new connection), and
+//! `pkt:desync` runs native actions with what native instances get (the packet's markers,
+//! the server's last TTL, the blobs). A call that fails (an error, its instruction budget
+//! or the memory limit) passes the packet as it was and is counted in [`ScriptStats`].
 
 use crate::config::{split_desync, ScriptsConfig};
 use crate::desync::ActionError;

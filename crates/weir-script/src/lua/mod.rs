@@ -13,6 +13,11 @@
 //! - `args` is nil when there are none, else a table of the instance's arguments; the same
 //!   arguments give the same table (kept, up to [`ARGS_CACHE`] sets), so treat it as
 //!   read-only.
+//! - `pkt:desync(spec, args)` runs one of weir's native desync actions ([`crate::desync`]:
+//!   `multisplit`, `fake`, ...) on the packet as the script has left it, with the flow's
+//!   markers, server TTL and blobs ([`Runtime::set_blobs`]): what it sends joins
+//!   `pkt:send`'s, its verdict joins the call's; its arguments are parsed once per distinct
+//!   (spec, args) pair (see [`desync`]).
 //!
 //! The function returns nil, `"pass"`, `"modify"`, `"drop"` or a `VERDICT_*` number. A
 //! changed packet makes the verdict at least Modify, `pkt:drop()` makes it Drop. A call
