@@ -287,12 +287,12 @@ fn the_verdict_joins_the_calls_and_is_returned_with_the_count() {
     let mut rt = rt(r#"
 function f(pkt)
   local v, n = pkt:desync("multisplit:pos=sld")
-  pkt:send(v .. " " .. n)
+  pkt:send(tostring(v == VERDICT_DROP) .. " " .. n)
   return "pass"
 end
 function g(pkt)
   local v, n = pkt:desync("fake", {blob = "0x00", ip_ttl = 3})
-  pkt:send(v .. " " .. n)
+  pkt:send(tostring(v == VERDICT_PASS) .. " " .. n)
 end
 "#);
     let v0 = view(&make_client_hello("example.com"));
@@ -303,7 +303,7 @@ end
     assert_eq!(r.error, None);
     assert_eq!(r.verdict, Verdict::Drop, "drop over the pass returned");
     let mut sends = want.send.clone();
-    sends.push(b"drop 2".to_vec());
+    sends.push(b"true 2".to_vec());
     assert_eq!(r.send, sends);
     assert_eq!(v, v0, "the packet itself untouched");
 
@@ -311,7 +311,7 @@ end
     let mut v = v0.clone();
     let r = call(&mut rt, "g", &mut v);
     assert_eq!(r.verdict, Verdict::Pass);
-    assert_eq!(r.send, [want.send, vec![b"pass 1".to_vec()]].concat());
+    assert_eq!(r.send, [want.send, vec![b"true 1".to_vec()]].concat());
 }
 
 #[test]
@@ -341,7 +341,7 @@ end
     assert_eq!((r.error, r.verdict), (None, Verdict::Modify));
     assert_eq!(v.packet, m, "the packet is the action's");
     assert!(v.modified);
-    assert_eq!(r.send, vec![b"\x09modifydata".to_vec()]);
+    assert_eq!(r.send, vec![b"\x091data".to_vec()]);
 }
 
 #[test]
@@ -524,13 +524,13 @@ end
     let mut incoming = tls.clone();
     incoming.outgoing = false;
     // payload=known and dir=out by default
-    assert_eq!(run(&unknown, &[]), b"pass0");
-    assert_eq!(run(&unknown, &[("payload", "all")]), b"pass1");
-    assert_eq!(run(&tls, &[]), b"pass1");
-    assert_eq!(run(&incoming, &[]), b"pass0");
-    assert_eq!(run(&incoming, &[("dir", "in")]), b"pass1");
-    assert_eq!(run(&incoming, &[("dir", "any")]), b"pass1");
-    assert_eq!(run(&tls, &[("dir", "in")]), b"pass0");
+    assert_eq!(run(&unknown, &[]), b"00");
+    assert_eq!(run(&unknown, &[("payload", "all")]), b"01");
+    assert_eq!(run(&tls, &[]), b"01");
+    assert_eq!(run(&incoming, &[]), b"00");
+    assert_eq!(run(&incoming, &[("dir", "in")]), b"01");
+    assert_eq!(run(&incoming, &[("dir", "any")]), b"01");
+    assert_eq!(run(&tls, &[("dir", "in")]), b"00");
 }
 
 #[test]
@@ -543,4 +543,86 @@ fn the_flows_blobs_are_the_runtimes() {
     assert_eq!(r.error, None);
     assert_eq!(r.send.len(), 1);
     assert_eq!(seg(&r.send[0]).2, b"MINE");
+}
+
+/// What a `pkt:desync` call costs over the native action, on a 1,000-byte TCP payload: the
+/// seed profile's two actions native, from Lua with specs, from Lua with tables, a no-op Lua
+/// call, and two calls their payload filter skips (`pkt.desync` looked up each time, or
+/// once). A measurement, not a check: `cargo test --release -p weir-script --test
+/// lua_desync -- --ignored --nocapture cost`.
+#[test]
+#[ignore]
+fn cost_per_call() {
+    use std::time::Instant;
+    const N: u32 = 200_000;
+    let v0 = view(&[b'x'; 1000]);
+    let specs = [
+        "multisplit:payload=all",
+        "fake:ip_ttl=1:badsum:blob=0x10000000:payload=all",
+    ];
+    let actions: Vec<Action> = specs
+        .iter()
+        .map(|s| {
+            let (n, a) = weir_script::config::split_desync(s).unwrap();
+            let a: Vec<_> = a.into_iter().filter(|(k, _)| k != "payload").collect();
+            Action::parse(&n, &a).unwrap()
+        })
+        .collect();
+    let blobs = Blobs::new();
+    let t = Instant::now();
+    let mut sent = 0;
+    for _ in 0..N {
+        for a in &actions {
+            let input = Input {
+                packet: &v0.packet,
+                ptype: v0.ptype,
+                markers: v0.markers,
+                incoming_ttl: v0.incoming_ttl,
+            };
+            sent += desync::apply(a, &input, &blobs).send.len();
+        }
+    }
+    let native = t.elapsed().as_secs_f64() * 1e6 / N as f64;
+    assert_eq!(sent, 3 * N as usize);
+    let mut rt = rt(r#"
+function noop(pkt) end
+function spec(pkt)
+  pkt:desync("multisplit:payload=all")
+  pkt:desync("fake:ip_ttl=1:badsum:blob=0x10000000:payload=all")
+end
+function tab(pkt)
+  pkt:desync("multisplit", {payload = "all"})
+  pkt:desync("fake", {ip_ttl = 1, badsum = true, blob = "0x10000000", payload = "all"})
+end
+function skipped(pkt)
+  pkt:desync("multisplit:payload=http_req")
+  pkt:desync("fake:ip_ttl=1:badsum:blob=0x10000000:payload=http_req")
+end
+function hoisted(pkt)
+  local d = pkt.desync
+  d(pkt, "multisplit:payload=http_req")
+  d(pkt, "fake:ip_ttl=1:badsum:blob=0x10000000:payload=http_req")
+end
+"#);
+    let mut time = |name: &str| {
+        let f = rt.function(name).unwrap();
+        let t = Instant::now();
+        for _ in 0..N {
+            let mut v = v0.clone();
+            let r = rt.call(f, &mut v, FlowId(1), &[]);
+            assert_eq!(r.error, None);
+        }
+        t.elapsed().as_secs_f64() * 1e6 / N as f64
+    };
+    let (noop, spec, tab) = (time("noop"), time("spec"), time("tab"));
+    let (skipped, hoisted) = (time("skipped"), time("hoisted"));
+    println!(
+        "us per packet: native {native:.3}, noop Lua call {noop:.3}, Lua with specs {spec:.3}, \
+         Lua with tables {tab:.3}; per desync call over the native action: specs {:.3}, \
+         tables {:.3}; a call its payload filter skips {:.3} ({:.3} with pkt.desync hoisted)",
+        (spec - noop - native) / 2.0,
+        (tab - noop - native) / 2.0,
+        (skipped - noop) / 2.0,
+        (hoisted - noop) / 2.0
+    );
 }

@@ -14,10 +14,10 @@
 //!   or `badsum = ""`), `false` or nil for none. Only string keys.
 //! - The arguments are parsed ([`Action::parse`]) the first time a (spec, args) pair is
 //!   seen and kept, up to [`DESYNC_CACHE`] pairs (then parsed on every call); a table's
-//!   order does not matter. An unknown action or a bad argument raises a Lua error (the
+//!   order does not matter. A call whose action is kept allocates nothing to find it. An unknown action or a bad argument raises a Lua error (the
 //!   call fails as any other: counted, the packet passed unchanged, nothing sent).
 //! - `payload=` (default `known`) and `dir=` (default `out`) filter as for an instance: a
-//!   packet they do not take is left alone (`"pass"`, 0).
+//!   packet they do not take is left alone (returns `VERDICT_PASS`, 0).
 //! - The action sees the packet with the script's changes so far, its payload type, the
 //!   markers detected when the packet came (relative markers such as `midsld` resolve
 //!   against them, as for native instances, even when a change moved the bytes), the TTL
@@ -26,8 +26,9 @@
 //! - What it sends joins `pkt:send`'s list, in order (at most [`MAX_SEND`] packets per call
 //!   in all: past that the call fails). Its verdict joins the call's as an instance's joins
 //!   the profile's: drop (as `pkt:drop()`) over modify (the packet replaced, as by
-//!   `pkt:set_payload`) over pass. It returns the verdict (`"pass"`, `"modify"`, `"drop"`)
-//!   and how many packets it queued.
+//!   `pkt:set_payload`) over pass. It returns the action's verdict as a number
+//!   (`VERDICT_PASS`, `VERDICT_MODIFY`, `VERDICT_DROP`, as nfqws2's functions return) and
+//!   how many packets it queued.
 //! - Each call charges [`DESYNC_COST`] instructions to the call's budget: the Rust work is
 //!   not otherwise counted, and this bounds how many actions one call runs.
 
@@ -59,6 +60,10 @@ pub(crate) struct Prepared {
 #[derive(Default)]
 pub(crate) struct ActionCache {
     map: HashMap<Vec<u8>, Result<Prepared, String>>,
+    /// Buffers for a table's key, kept to spare allocations.
+    raw: Vec<u8>,
+    spans: Vec<(usize, usize)>,
+    key: Vec<u8>,
 }
 
 impl ActionCache {
@@ -67,22 +72,100 @@ impl ActionCache {
     }
 }
 
-/// A table value as an argument's value (None: no argument).
-fn arg_value(k: &str, v: Value) -> mlua::Result<Option<String>> {
-    Ok(match v {
-        Value::String(s) => Some(s.to_str()?.to_string()),
-        Value::Integer(n) => Some(n.to_string()),
-        Value::Number(x) if x.fract() == 0.0 && x.abs() < 1e15 => Some((x as i64).to_string()),
-        Value::Number(x) => Some(x.to_string()),
-        Value::Boolean(true) => Some(String::new()),
-        Value::Boolean(false) | Value::Nil => None,
+/// Appends a table value as an argument's value to `out`; false when there is none (`false`
+/// or nil).
+fn arg_value(out: &mut Vec<u8>, k: &[u8], v: &Value) -> mlua::Result<bool> {
+    use std::io::Write;
+    match v {
+        Value::String(s) => {
+            let b = s.as_bytes();
+            if b.contains(&0) {
+                return Err(mlua::Error::runtime(format!(
+                    "desync: argument {} has a NUL",
+                    String::from_utf8_lossy(k)
+                )));
+            }
+            out.extend_from_slice(&b);
+        }
+        Value::Integer(n) => write!(out, "{n}")?,
+        Value::Number(x) if x.fract() == 0.0 && x.abs() < 1e15 => write!(out, "{}", *x as i64)?,
+        Value::Number(x) => write!(out, "{x}")?,
+        Value::Boolean(true) => {}
+        Value::Boolean(false) | Value::Nil => return Ok(false),
         other => {
             return Err(mlua::Error::runtime(format!(
-                "desync: argument {k} is a {}, not a string, number or boolean",
+                "desync: argument {} is a {}, not a string, number or boolean",
+                String::from_utf8_lossy(k),
                 other.type_name()
             )))
         }
-    })
+    }
+    Ok(true)
+}
+
+impl ActionCache {
+    /// Makes `self.key` the key of (`spec`, `t`): each pair written as `k` 0x01 `v` into
+    /// `raw`, the pairs sorted, joined after `spec` and a NUL, each ended by a NUL. No
+    /// allocation once the buffers have grown.
+    fn table_key(&mut self, spec: &[u8], t: &Table) -> mlua::Result<()> {
+        self.raw.clear();
+        self.spans.clear();
+        for kv in t.pairs::<Value, Value>() {
+            let (k, v) = kv?;
+            let Value::String(k) = k else {
+                return Err(mlua::Error::runtime(format!(
+                    "desync: an argument named by a {}, not a string",
+                    k.type_name()
+                )));
+            };
+            let k = k.as_bytes();
+            if k.is_empty() || k.contains(&0) || k.contains(&1) {
+                return Err(mlua::Error::runtime(format!(
+                    "desync: argument name {:?}",
+                    String::from_utf8_lossy(&k)
+                )));
+            }
+            let at = self.raw.len();
+            self.raw.extend_from_slice(&k);
+            self.raw.push(1);
+            if arg_value(&mut self.raw, &k, &v)? {
+                self.spans.push((at, self.raw.len()));
+            } else {
+                self.raw.truncate(at);
+            }
+        }
+        let raw = &self.raw;
+        self.spans
+            .sort_unstable_by(|a, b| raw[a.0..a.1].cmp(&raw[b.0..b.1]));
+        self.key.clear();
+        self.key.extend_from_slice(spec);
+        self.key.push(0);
+        for &(a, b) in &self.spans {
+            self.key.extend_from_slice(&raw[a..b]);
+            self.key.push(0);
+        }
+        Ok(())
+    }
+}
+
+/// The table's arguments back from a key made by [`ActionCache::table_key`].
+fn key_args(key: &[u8]) -> Result<Vec<(String, String)>, String> {
+    let text = |b: &[u8]| {
+        std::str::from_utf8(b)
+            .map(str::to_string)
+            .map_err(|_| "an argument is not UTF-8".to_string())
+    };
+    let Some(at) = key.iter().position(|&b| b == 0) else {
+        return Ok(Vec::new());
+    };
+    key[at + 1..]
+        .split(|&b| b == 0)
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let sep = kv.iter().position(|&b| b == 1).unwrap_or(kv.len());
+            Ok((text(&kv[..sep])?, text(kv.get(sep + 1..).unwrap_or(&[]))?))
+        })
+        .collect()
 }
 
 /// Parses `spec` with `extra` arguments after its own.
@@ -119,50 +202,31 @@ pub(crate) fn call(
     p: &mut PktState,
     spec: &LuaString,
     args: Option<Table>,
-) -> mlua::Result<(LuaString, i64)> {
+) -> mlua::Result<(i64, i64)> {
     p.budget.charge(DESYNC_COST)?;
     let spec_b = spec.as_bytes();
     if spec_b.contains(&0) {
         return Err(mlua::Error::runtime("desync: a NUL in the action"));
     }
-    let mut owned_key = None;
-    let mut extra = Vec::new();
-    if let Some(t) = args {
-        for kv in t.pairs::<Value, Value>() {
-            let (k, v) = kv?;
-            let Value::String(k) = k else {
-                return Err(mlua::Error::runtime(format!(
-                    "desync: an argument named by a {}, not a string",
-                    k.type_name()
-                )));
-            };
-            let k = k.to_str()?.to_string();
-            if let Some(v) = arg_value(&k, v)? {
-                extra.push((k, v));
-            }
+    let cache = &mut p.actions;
+    let key: &[u8] = match &args {
+        Some(t) => {
+            cache.table_key(&spec_b, t)?;
+            &cache.key
         }
-        extra.sort();
-        let mut key = spec_b.to_vec();
-        key.push(0);
-        for (k, v) in &extra {
-            key.extend_from_slice(k.as_bytes());
-            key.push(1);
-            key.extend_from_slice(v.as_bytes());
-            key.push(0);
-        }
-        owned_key = Some(key);
-    }
-    let key: &[u8] = owned_key.as_deref().unwrap_or(&spec_b[..]);
+        None => &spec_b,
+    };
     let fresh;
-    let prepared = match p.actions.map.get(key) {
+    let prepared = match cache.map.get(key) {
         Some(r) => r,
         None => {
-            let spec_s = std::str::from_utf8(&spec_b[..])
-                .map_err(|_| mlua::Error::runtime("desync: the action is not UTF-8"))?;
-            let r = prepare(spec_s, extra).map_err(|e| format!("desync {spec_s}: {e}"));
-            if p.actions.map.len() < DESYNC_CACHE {
-                p.actions.map.insert(key.to_vec(), r);
-                &p.actions.map[key]
+            let r = std::str::from_utf8(&spec_b)
+                .map_err(|_| "the action is not UTF-8".to_string())
+                .and_then(|spec_s| prepare(spec_s, key_args(key)?))
+                .map_err(|e| format!("desync {}: {e}", String::from_utf8_lossy(&spec_b)));
+            if cache.map.len() < DESYNC_CACHE {
+                let k = key.to_vec();
+                cache.map.entry(k).or_insert(r)
             } else {
                 fresh = r;
                 &fresh
@@ -180,7 +244,7 @@ pub(crate) fn call(
         prepared.dir.1
     };
     if !takes || !prepared.payload.accepts(v.ptype) {
-        return Ok((p.verdict_names[0].clone(), 0));
+        return Ok((0, 0));
     }
     let out = desync::apply(
         &prepared.action,
@@ -221,5 +285,5 @@ pub(crate) fn call(
             2
         }
     };
-    Ok((p.verdict_names[i].clone(), n))
+    Ok((i, n))
 }

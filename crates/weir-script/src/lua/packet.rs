@@ -200,8 +200,6 @@ pub(crate) struct PktState {
     pub(crate) actions: ActionCache,
     /// The call's instruction budget (`pkt:desync` charges it).
     pub(crate) budget: Arc<Budget>,
-    /// Interned `"pass"`, `"modify"`, `"drop"` (what `pkt:desync` returns).
-    pub(crate) verdict_names: [LuaString; 3],
     /// Interned names, indexed by the enums' discriminants (their `ALL` order).
     ptype_names: Vec<LuaString>,
     proto_names: Vec<LuaString>,
@@ -320,11 +318,6 @@ impl Pkt {
             blobs: Blobs::new(),
             actions: ActionCache::default(),
             budget,
-            verdict_names: [
-                lua.create_string("pass")?,
-                lua.create_string("modify")?,
-                lua.create_string("drop")?,
-            ],
             ptype_names,
             proto_names,
         }));
