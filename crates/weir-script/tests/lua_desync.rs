@@ -16,7 +16,7 @@ use weir_script::config::ScriptsConfig;
 use weir_script::desync::{self, blobs::make_client_hello, Action, Blobs, Input};
 use weir_script::l7::{self, L4};
 use weir_script::lua::{
-    CallError, FlowId, LuaConfig, PacketView, Runtime, Verdict, DESYNC_COST, MAX_SEND,
+    CallError, FlowId, LuaConfig, PacketView, Runtime, Verdict, DESYNC_CACHE, DESYNC_COST, MAX_SEND,
 };
 use weir_script::payload::PayloadType;
 use weir_script::Scripts;
@@ -367,6 +367,30 @@ end
     let r = call(&mut rt, "f", &mut view(b"other"));
     assert_eq!(r.error, None);
     assert_eq!(rt.desync_actions(), 5);
+}
+
+#[test]
+fn the_cache_is_bounded_and_past_it_actions_still_run() {
+    let cfg = LuaConfig {
+        instruction_budget: 10_000_000,
+        ..LuaConfig::default()
+    };
+    let mut rt = rt_with(
+        &cfg,
+        r#"
+function f(pkt)
+  for i = 1, DESYNC_CACHE + 100 do
+    pkt:desync("multisplit:payload=http_req:pos=" .. i)
+  end
+  return pkt:desync("multisplit:payload=all:pos=2")
+end
+"#,
+    );
+    rt.load("n.lua", &format!("DESYNC_CACHE = {DESYNC_CACHE}"))
+        .unwrap();
+    let r = call(&mut rt, "f", &mut view(b"some payload"));
+    assert_eq!((r.error, r.verdict, r.send.len()), (None, Verdict::Drop, 2));
+    assert_eq!(rt.desync_actions(), DESYNC_CACHE);
 }
 
 #[test]

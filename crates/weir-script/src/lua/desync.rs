@@ -11,11 +11,13 @@
 //! - `spec` is an action's name, optionally with arguments in the configuration's (nfqws2's
 //!   `--lua-desync`) syntax: `"multisplit:pos=1,midsld:nodrop"`. `args`, optional, is a
 //!   table of more arguments: string or number values, `true` for a flag (`badsum = true`
-//!   or `badsum = ""`), `false` or nil for none. Only string keys.
+//!   or `badsum = ""`), `false` or nil for none; string keys only, and no NUL in a key or
+//!   a value.
 //! - The arguments are parsed ([`Action::parse`]) the first time a (spec, args) pair is
 //!   seen and kept, up to [`DESYNC_CACHE`] pairs (then parsed on every call); a table's
-//!   order does not matter. A call whose action is kept allocates nothing to find it. An unknown action or a bad argument raises a Lua error (the
-//!   call fails as any other: counted, the packet passed unchanged, nothing sent).
+//!   order does not matter; a call whose action is kept allocates nothing to find it. An
+//!   unknown action or a bad argument raises a Lua error (the call fails as any other:
+//!   counted, the packet passed unchanged, nothing sent).
 //! - `payload=` (default `known`) and `dir=` (default `out`) filter as for an instance: a
 //!   packet they do not take is left alone (returns `VERDICT_PASS`, 0).
 //! - The action sees the packet with the script's changes so far, its payload type, the
