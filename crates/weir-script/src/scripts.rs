@@ -18,9 +18,10 @@
 //! [`Scripts::new`]: a missing one is a configuration error). A Lua function is called as
 //! `f(pkt, args)` (see [`crate::lua`]) with all the instance's arguments, `payload` and
 //! `dir` included (they filter on the Rust side before the call, as for native actions);
-//! its flow is the connection (its `pkt.state` starts empty for a new connection). A call
-//! that fails (an error, its instruction budget or the memory limit) passes the packet as
-//! it was and is counted in [`ScriptStats`].
+//! its flow is the connection (its `pkt.state` starts empty for a new connection), and
+//! `pkt:desync` runs native actions with what native instances get (the packet's markers,
+//! the server's last TTL, the blobs). A call that fails (an error, its instruction budget
+//! or the memory limit) passes the packet as it was and is counted in [`ScriptStats`].
 
 use crate::config::{split_desync, ScriptsConfig};
 use crate::desync::ActionError;
@@ -182,6 +183,7 @@ impl Scripts {
                 max_flows: cfg.max_flows.unwrap_or(def.max_flows),
             };
             let mut rt = Runtime::new(&lcfg).map_err(|e| format!("scripts: {e}"))?;
+            rt.set_blobs(blobs.clone());
             let from = dir.as_deref().unwrap_or(base);
             for f in &cfg.lua {
                 rt.load_file(from.join(f))
@@ -705,6 +707,8 @@ impl FlowHook for Scripts {
                     view.host = flow.host.clone();
                     view.own = counters;
                     view.reverse = flow.count[1 - d];
+                    view.markers = markers;
+                    view.incoming_ttl = incoming_ttl;
                     let r = rt.call(*id, &mut view, flow_id(&c.orig), args);
                     match r.error {
                         None => {}

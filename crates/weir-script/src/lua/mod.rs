@@ -13,6 +13,11 @@
 //! - `args` is nil when there are none, else a table of the instance's arguments; the same
 //!   arguments give the same table (kept, up to [`ARGS_CACHE`] sets), so treat it as
 //!   read-only.
+//! - `pkt:desync(spec, args)` runs one of weir's native desync actions ([`crate::desync`]:
+//!   `multisplit`, `fake`, ...) on the packet as the script has left it, with the flow's
+//!   markers, server TTL and blobs ([`Runtime::set_blobs`]): what it sends joins
+//!   `pkt:send`'s, its verdict joins the call's; its arguments are parsed once per distinct
+//!   (spec, args) pair (see [`desync`]).
 //!
 //! The function returns nil, `"pass"`, `"modify"`, `"drop"` or a `VERDICT_*` number. A
 //! changed packet makes the verdict at least Modify, `pkt:drop()` makes it Drop. A call
@@ -20,6 +25,7 @@
 //! packet unchanged (restored if the script had changed it), sends nothing, is counted in
 //! [`Runtime::stats`], and the runtime goes on working.
 
+pub mod desync;
 pub mod flow;
 pub mod packet;
 pub mod sandbox;
@@ -33,10 +39,12 @@ use std::sync::Arc;
 
 use mlua::{AnyUserData, ChunkMode, Function, Lua, Table, Value};
 
+pub use desync::{DESYNC_CACHE, DESYNC_COST};
 pub use flow::FlowId;
 pub use packet::{Counters, PacketView, MAX_PACKET, MAX_SEND};
 pub use stats::{FlowStats, FnStats};
 
+use crate::desync::Blobs;
 use packet::{lock, Pkt, Shared};
 use sandbox::Budget;
 
@@ -235,7 +243,7 @@ impl Runtime {
     pub fn new(cfg: &LuaConfig) -> Result<Runtime, LuaError> {
         let budget = Arc::new(Budget::new(cfg.instruction_budget));
         let lua = sandbox::build(cfg, &budget)?;
-        let (pkt, st) = Pkt::new(&lua, cfg.max_flows)?;
+        let (pkt, st) = Pkt::new(&lua, cfg.max_flows, budget.clone())?;
         let pkt = lua.create_userdata(pkt)?;
         lua.set_memory_limit(cfg.memory_limit)?;
         Ok(Runtime {
@@ -246,6 +254,11 @@ impl Runtime {
             fns: Default::default(),
             args: HashMap::new(),
         })
+    }
+
+    /// The blobs `pkt:desync`'s actions read (a new runtime has the `fake_default_*` ones).
+    pub fn set_blobs(&mut self, blobs: Blobs) {
+        lock(&self.st).blobs = blobs;
     }
 
     /// Runs a script's top level (under the instruction budget), typically defining
@@ -408,6 +421,11 @@ impl Runtime {
     /// The per-flow state tables' counters.
     pub fn flow_stats(&self) -> FlowStats {
         lock(&self.st).flows.stats()
+    }
+
+    /// The (spec, args) pairs of `pkt:desync` whose parsed action (or error) is kept.
+    pub fn desync_actions(&self) -> usize {
+        lock(&self.st).actions.len()
     }
 
     /// Bytes the Lua state uses now.

@@ -13,15 +13,21 @@
 //! Methods (`pkt:x(...)`), positions 1-based over the IP packet as in `string.sub`:
 //! `byte(i)`, `bytes(i, j)`, `set_byte(i, v)`, `set_payload(s)` (fixes the IP / UDP lengths
 //! and the IPv4 header and TCP / UDP checksums), `send(s)` (queue a packet to send),
-//! `cutoff()`, `drop()`.
+//! `cutoff()`, `drop()`, `desync(spec, args)` (run a native desync action on the packet:
+//! see [`super::desync`]).
 
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
-use mlua::{Function, Lua, MetaMethod, String as LuaString, UserData, UserDataMethods, Value};
+use mlua::{
+    Function, Lua, MetaMethod, String as LuaString, Table, UserData, UserDataMethods, Value,
+};
 use weir_wire::checksum::{checksum, checksum_with, pseudo_v4, pseudo_v6, udp_final};
 
+use super::desync::ActionCache;
 use super::flow::{FlowId, FlowTable};
-use crate::payload::{PayloadType, Protocol};
+use super::sandbox::Budget;
+use crate::desync::Blobs;
+use crate::payload::{Markers, PayloadType, Protocol};
 
 /// Packets one call may queue with `pkt:send`.
 pub const MAX_SEND: usize = 64;
@@ -56,6 +62,11 @@ pub struct PacketView {
     pub l4_offset: usize,
     /// Where the L4 payload begins.
     pub payload_offset: usize,
+    /// Where the host name etc. lie in the L4 payload, as detected when the packet came:
+    /// what `pkt:desync` resolves relative markers against (see [`super::desync`]).
+    pub markers: Markers,
+    /// The TTL / hop limit last seen from the server (for `pkt:desync`'s autottl).
+    pub incoming_ttl: Option<u8>,
 }
 
 impl Default for PacketView {
@@ -72,6 +83,8 @@ impl Default for PacketView {
             l4proto: 0,
             l4_offset: 0,
             payload_offset: 0,
+            markers: Markers::default(),
+            incoming_ttl: None,
         }
     }
 }
@@ -101,7 +114,7 @@ impl PacketView {
 
 /// (IP protocol, transport header offset, payload offset) of an IP packet; offsets are
 /// clamped to its length.
-fn locate(p: &[u8]) -> (u8, usize, usize) {
+pub(crate) fn locate(p: &[u8]) -> (u8, usize, usize) {
     let len = p.len();
     let (proto, l4) = match p.first().map(|b| b >> 4) {
         Some(4) if len >= 20 => (p[9], ((p[0] & 0x0f) as usize * 4).min(len)),
@@ -182,6 +195,11 @@ pub(crate) struct PktState {
     pub(crate) drop: bool,
     pub(crate) flow: FlowId,
     pub(crate) flows: FlowTable,
+    /// The blobs `pkt:desync`'s actions read, and its parsed actions.
+    pub(crate) blobs: Blobs,
+    pub(crate) actions: ActionCache,
+    /// The call's instruction budget (`pkt:desync` charges it).
+    pub(crate) budget: Arc<Budget>,
     /// Interned names, indexed by the enums' discriminants (their `ALL` order).
     ptype_names: Vec<LuaString>,
     proto_names: Vec<LuaString>,
@@ -211,8 +229,8 @@ fn try_lock(st: &Shared) -> mlua::Result<MutexGuard<'_, PktState>> {
 /// methods are functions made once.
 pub(crate) struct Pkt {
     st: Shared,
-    /// byte, bytes, set_byte, set_payload, send, cutoff, drop.
-    methods: [Function; 7],
+    /// byte, bytes, set_byte, set_payload, send, cutoff, drop, desync.
+    methods: [Function; 8],
 }
 
 impl PktState {
@@ -235,7 +253,7 @@ impl PktState {
     }
 
     /// Saves the packet before the first change, and marks it changed.
-    fn touch(&mut self) {
+    pub(crate) fn touch(&mut self) {
         if self.backup.is_none() {
             self.backup = Some(self.view.packet.clone());
         }
@@ -276,7 +294,11 @@ where
 
 impl Pkt {
     /// The userdata and the state it shares with the runtime.
-    pub(crate) fn new(lua: &Lua, max_flows: usize) -> mlua::Result<(Pkt, Shared)> {
+    pub(crate) fn new(
+        lua: &Lua,
+        max_flows: usize,
+        budget: Arc<Budget>,
+    ) -> mlua::Result<(Pkt, Shared)> {
         let ptype_names = PayloadType::ALL
             .iter()
             .map(|t| lua.create_string(t.name()))
@@ -293,6 +315,9 @@ impl Pkt {
             drop: false,
             flow: FlowId(0),
             flows: FlowTable::new(max_flows),
+            blobs: Blobs::new(),
+            actions: ActionCache::default(),
+            budget,
             ptype_names,
             proto_names,
         }));
@@ -356,6 +381,13 @@ impl Pkt {
                 p.drop = true;
                 Ok(())
             })?,
+            method(
+                lua,
+                &st,
+                |_, p, (spec, args): (LuaString, Option<Table>)| {
+                    super::desync::call(p, &spec, args)
+                },
+            )?,
         ];
         Ok((
             Pkt {
@@ -377,6 +409,7 @@ impl Pkt {
             b"send" => return method(4),
             b"cutoff" => return method(5),
             b"drop" => return method(6),
+            b"desync" => return method(7),
             _ => {}
         }
         if key == b"state" {

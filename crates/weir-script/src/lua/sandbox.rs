@@ -90,7 +90,7 @@ impl Budget {
         }
     }
 
-    fn charge(&self, n: u64) -> mlua::Result<()> {
+    pub(crate) fn charge(&self, n: u64) -> mlua::Result<()> {
         let used = self.used.load(Relaxed) + n;
         self.used.store(used, Relaxed);
         if used > self.limit || self.exceeded.load(Relaxed) {

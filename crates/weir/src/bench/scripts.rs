@@ -12,8 +12,11 @@
 //! no-op Lua function on every packet of both directions (`weir_noop_lua`), nfqws2's seed
 //! profile as weir's native actions (`weir_seed_native`: `multisplit:payload=all` and
 //! `fake:ip_ttl=1:badsum:blob=0x10000000:payload=all`, which split and forge every outgoing
-//! data packet). Every instance has `out_range` and `in_range` `a`. `weir_seed_lua` stays
-//! null: weir's Lua API cannot call the native actions yet.
+//! data packet), and the same as one Lua function for weir's API that has the native actions
+//! do the work (`weir_seed_lua`: `seed:payload=all`, whose body is
+//! `pkt:desync("multisplit:payload=all")` then
+//! `pkt:desync("fake:ip_ttl=1:badsum:blob=0x10000000:payload=all")`). Every instance has
+//! `out_range` and `in_range` `a`.
 //!
 //! With `--peer PATH_TO_NFQWS2`, the same lab with nfqws2 as the NFQUEUE listener instead
 //! (kernel rules `iptables -t mangle -A POSTROUTING -p tcp --dport 5201 -m mark ! --mark
@@ -236,6 +239,14 @@ const WEIR_RULES: &str = "table inet weirbs {
 }
 ";
 
+/// `weir_seed_lua`'s function: nfqws2's seed profile for weir's Lua API, the native actions
+/// doing the work (as `weir_seed_native`'s two instances, in the same order).
+const SEED_LUA: &str = "function seed(pkt, args)
+  pkt:desync(\"multisplit:payload=all\")
+  pkt:desync(\"fake:ip_ttl=1:badsum:blob=0x10000000:payload=all\")
+end
+";
+
 /// weir's configuration for `config` (its scripts section differs).
 fn weir_config(dir: &Path, config: &str) -> String {
     let mut s = format!(
@@ -243,8 +254,10 @@ fn weir_config(dir: &Path, config: &str) -> String {
          [control]\nsocket = \"{}/weir.sock\"\n[metrics]\naddress = \"\"\n[scripts]\n",
         dir.display()
     );
-    if config == "weir_noop_lua" {
-        s += "lua = [\"noop.lua\"]\n";
+    match config {
+        "weir_noop_lua" => s += "lua = [\"noop.lua\"]\n",
+        "weir_seed_lua" => s += "lua = [\"seed.lua\"]\n",
+        _ => {}
     }
     s += &format!("[[scripts.profile]]\nqueue = {SCRIPT_QUEUE}\nname = \"bench\"\n");
     let instances: &[&str] = match config {
@@ -253,6 +266,7 @@ fn weir_config(dir: &Path, config: &str) -> String {
             "multisplit:payload=all",
             "fake:ip_ttl=1:badsum:blob=0x10000000:payload=all",
         ],
+        "weir_seed_lua" => &["seed:payload=all"],
         _ => &[],
     };
     for d in instances {
@@ -327,6 +341,7 @@ fn start_listener(
     } else {
         std::fs::write(dir.join("rules.nft"), WEIR_RULES)?;
         std::fs::write(dir.join("noop.lua"), "function noop(pkt, args) end\n")?;
+        std::fs::write(dir.join("seed.lua"), SEED_LUA)?;
         let cfg = dir.join("weir.toml");
         std::fs::write(&cfg, weir_config(dir, config))?;
         let exe = std::env::current_exe()?;
@@ -549,7 +564,7 @@ pub fn scripts(a: ScriptsArgs) -> anyhow::Result<ExitCode> {
     let mut mbytes = serde_json::Map::new();
     let mut rows = Vec::new();
     for config in CONFIGS {
-        let f = if config == "weir_seed_lua" || (config.starts_with("peer") && a.peer.is_none()) {
+        let f = if config.starts_with("peer") && a.peer.is_none() {
             None
         } else {
             Some(
@@ -578,9 +593,9 @@ pub fn scripts(a: ScriptsArgs) -> anyhow::Result<ExitCode> {
          what the kernel queued to it over the same window (nfnetlink_queue id_sequence); MB: \
          what iperf3's server received (10^6 bytes)"
             .to_string(),
-        "weir_seed_lua: null, weir's Lua API cannot call the native actions (multisplit, fake) \
-         yet"
-        .to_string(),
+        "weir_seed_lua: one Lua function doing weir_seed_native's two actions with pkt:desync \
+         (the native code does the work)"
+            .to_string(),
         "one iperf3 TCP transfer client -> server per configuration, segmentation offloads off \
          on every veth; every packet of both directions queued; out_range and in_range a"
             .to_string(),
