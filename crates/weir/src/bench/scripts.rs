@@ -16,7 +16,12 @@
 //! do the work (`weir_seed_lua`: `seed:payload=all`, whose body is
 //! `pkt:desync("multisplit:payload=all")` then
 //! `pkt:desync("fake:ip_ttl=1:badsum:blob=0x10000000:payload=all")`). Every instance has
-//! `out_range` and `in_range` `a`.
+//! `out_range` and `in_range` `a`. Last, `weir_kernel_rules`: the seed profile acting on the
+//! first 4 packets of each connection only (`out_range = "-n4"`, `filter_tcp = "5201"`), so
+//! that weir installs kernel rules queueing only those (`connbytes`, see
+//! `weir_dataplane::scope`): its figures are the packets queued per connection and
+//! direction (iperf3 makes two connections; at most N + 3 = 7 each way is the target) and
+//! weir's CPU as a share of one core over the transfer (`weir_kernel_rules_cpu_pct`).
 //!
 //! With `--peer PATH_TO_NFQWS2`, the same lab with nfqws2 as the NFQUEUE listener instead
 //! (kernel rules `iptables -t mangle -A POSTROUTING -p tcp --dport 5201 -m mark ! --mark
@@ -52,15 +57,19 @@ const WEIR_QUEUE: u32 = 9;
 const SCRIPT_QUEUE: u32 = 200;
 /// nfqws2's default `--fwmark`, set on what it sends.
 const PEER_MARK: &str = "0x40000000/0x40000000";
+/// `weir_kernel_rules`: the packets of each connection's outgoing direction the profile
+/// acts on (`out_range = "-nN"`).
+const KERNEL_RULES_N: u64 = 4;
 /// How long a listener may take to start.
 const START_LIMIT: Duration = Duration::from_secs(60);
 
 /// Every configuration, in the order they are printed.
-const CONFIGS: [&str; 7] = [
+const CONFIGS: [&str; 8] = [
     "weir_none",
     "weir_noop_lua",
     "weir_seed_native",
     "weir_seed_lua",
+    "weir_kernel_rules",
     "peer_none",
     "peer_noop_lua",
     "peer_seed",
@@ -223,6 +232,8 @@ fn listening(ns: &str) -> bool {
 #[derive(Clone, Copy, Debug, Default)]
 struct Figures {
     us: f64,
+    /// The listener's CPU over the transfer, in percent of one core.
+    cpu_pct: f64,
     us_per_mb: f64,
     packets: u64,
     mbytes: f64,
@@ -249,9 +260,12 @@ end
 
 /// weir's configuration for `config` (its scripts section differs).
 fn weir_config(dir: &Path, config: &str) -> String {
+    // every configuration but weir_kernel_rules measures every packet queued: the kernel
+    // rules are not narrowed to what the profile acts on
     let mut s = format!(
         "ruleset = \"rules.nft\"\nmode = \"nfqueue\"\n[nfqueue]\nqueue = {WEIR_QUEUE}\n\
-         [control]\nsocket = \"{}/weir.sock\"\n[metrics]\naddress = \"\"\n[scripts]\n",
+         narrow = {}\n[control]\nsocket = \"{}/weir.sock\"\n[metrics]\naddress = \"\"\n[scripts]\n",
+        config == "weir_kernel_rules",
         dir.display()
     );
     match config {
@@ -262,17 +276,21 @@ fn weir_config(dir: &Path, config: &str) -> String {
     s += &format!("[[scripts.profile]]\nqueue = {SCRIPT_QUEUE}\nname = \"bench\"\n");
     let instances: &[&str] = match config {
         "weir_noop_lua" => &["noop:payload=all:dir=any"],
-        "weir_seed_native" => &[
+        "weir_seed_native" | "weir_kernel_rules" => &[
             "multisplit:payload=all",
             "fake:ip_ttl=1:badsum:blob=0x10000000:payload=all",
         ],
         "weir_seed_lua" => &["seed:payload=all"],
         _ => &[],
     };
+    let ranges = if config == "weir_kernel_rules" {
+        s += "filter_tcp = \"5201\"\n";
+        format!("out_range = \"-n{KERNEL_RULES_N}\"\nin_range = \"x\"\n")
+    } else {
+        "out_range = \"a\"\nin_range = \"a\"\n".to_string()
+    };
     for d in instances {
-        s += &format!(
-            "[[scripts.profile.instance]]\ndesync = \"{d}\"\nout_range = \"a\"\nin_range = \"a\"\n"
-        );
+        s += &format!("[[scripts.profile.instance]]\ndesync = \"{d}\"\n{ranges}");
     }
     s
 }
@@ -483,6 +501,11 @@ fn measure(a: &ScriptsArgs, lab: &Lab, dir: &Path, config: &str) -> anyhow::Resu
             0.0
         },
         us_per_mb: cpu_us / mbytes,
+        cpu_pct: if secs > 0.0 {
+            cpu_us / (secs * 1e6) * 100.0
+        } else {
+            0.0
+        },
         packets,
         mbytes,
         mbit_s: if secs > 0.0 {
@@ -580,6 +603,18 @@ pub fn scripts(a: ScriptsArgs) -> anyhow::Result<ExitCode> {
             format!("{config}_us_per_mb"),
             json!(f.map(|f| round3(f.us_per_mb))),
         );
+        if config == "weir_kernel_rules" {
+            // iperf3's two connections (control and data), each direction
+            out.insert(
+                "weir_kernel_rules_queued_per_conn_dir".into(),
+                json!(f.map(|f| round3(f.packets as f64 / 4.0))),
+            );
+            out.insert("weir_kernel_rules_n".into(), json!(KERNEL_RULES_N));
+            out.insert(
+                "weir_kernel_rules_cpu_pct".into(),
+                json!(f.map(|f| round3(f.cpu_pct))),
+            );
+        }
         packets.insert(config.into(), json!(f.map(|f| f.packets)));
         mbytes.insert(config.into(), json!(f.map(|f| round3(f.mbytes))));
         rows.push((config, f));
@@ -599,6 +634,13 @@ pub fn scripts(a: ScriptsArgs) -> anyhow::Result<ExitCode> {
         "one iperf3 TCP transfer client -> server per configuration, segmentation offloads off \
          on every veth; every packet of both directions queued; out_range and in_range a"
             .to_string(),
+        format!(
+            "weir_kernel_rules: the seed profile on the first {KERNEL_RULES_N} packets of each \
+             connection (out_range -n{KERNEL_RULES_N}, in_range x): weir's kernel rules queue only \
+             those (connbytes); queued_per_conn_dir = packets queued / (2 connections x 2 \
+             directions), target at most N + 3; cpu_pct = weir's CPU over the transfer in % of \
+             one core"
+        ),
     ];
     if a.peer.is_some() {
         notes.push(format!(
@@ -613,15 +655,15 @@ pub fn scripts(a: ScriptsArgs) -> anyhow::Result<ExitCode> {
         let mut o = std::io::stdout().lock();
         writeln!(
             o,
-            "{:<17} {:>10} {:>12} {:>10} {:>9} {:>8}",
-            "configuration", "us/pkt", "us/MB", "packets", "MB", "Mbit/s"
+            "{:<17} {:>10} {:>12} {:>10} {:>9} {:>8} {:>7}",
+            "configuration", "us/pkt", "us/MB", "packets", "MB", "Mbit/s", "cpu %"
         )?;
         for (config, f) in rows {
             match f {
                 Some(f) => writeln!(
                     o,
-                    "{config:<17} {:>10.2} {:>12.1} {:>10} {:>9.1} {:>8.0}",
-                    f.us, f.us_per_mb, f.packets, f.mbytes, f.mbit_s
+                    "{config:<17} {:>10.2} {:>12.1} {:>10} {:>9.1} {:>8.0} {:>7.2}",
+                    f.us, f.us_per_mb, f.packets, f.mbytes, f.mbit_s, f.cpu_pct
                 )?,
                 None => writeln!(o, "{config:<17} {:>10}", "-")?,
             }
