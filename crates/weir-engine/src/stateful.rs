@@ -43,6 +43,9 @@ pub struct CtExt {
     pub flowtable: u8,
     /// Route cache: the output interface of each direction (caller's index + 1; 0: unknown).
     pub route: [u16; 2],
+    /// The `queue` listener is done with the connection's original (bit 0) or reply (bit 1)
+    /// direction: its packets pass `queue` after one bit test, the listener not called.
+    pub queue_done: u8,
 }
 
 /// The flowtables whose devices include an interface (see [`Stateful::flowtable_devices`]).
@@ -213,6 +216,8 @@ pub struct StatefulStats {
     pub queue_unheard: u64,
     /// Of those, changed in place by the listener.
     pub queue_modified: u64,
+    /// Of `queued`, in a direction the listener is done with (accepted on the entry's bit).
+    pub queue_done: u64,
 }
 
 /// The engine plus a connection table.

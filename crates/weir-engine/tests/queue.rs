@@ -79,6 +79,11 @@ impl FlowHook for Listener {
                 q.send.push(vec![0x45; 20]);
                 QueueVerdict::Accept
             }
+            Some(b'f') => {
+                // done with this direction of the connection
+                *q.done = true;
+                QueueVerdict::Accept
+            }
             _ => QueueVerdict::Accept,
         }
     }
@@ -175,4 +180,30 @@ fn a_range_keeps_each_connection_on_one_queue() {
         used.insert(c[0].0);
     }
     assert_eq!(used.len(), 5, "64 connections over the 5 queues: {used:?}");
+}
+
+/// A listener done with a direction of a connection is not called again for it: the
+/// connection entry's bit accepts its packets at `queue`; another connection, or the other
+/// direction, still reaches it.
+#[test]
+fn a_direction_the_listener_is_done_with_costs_a_bit_test() {
+    for mode in [Mode::Compiled, Mode::Linear] {
+        let mut sf = stateful(RULES, mode);
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        sf.set_flow_hook(Some(Box::new(Listener(seen.clone()))));
+        // the first packet has no entry yet: its `done` is not kept
+        forward(&mut sf, &mut udp(1000, b"first"));
+        forward(&mut sf, &mut udp(1000, b"fin"));
+        for _ in 0..3 {
+            let (d, mark) = forward(&mut sf, &mut udp(1000, b"dropme"));
+            // accepted at the queue without a call (a call would drop it), on to the chains
+            assert_eq!((d, mark), (Decision::Accept, 2));
+        }
+        assert_eq!(seen.lock().unwrap().calls.len(), 2);
+        assert_eq!(sf.stats().queue_done, 3);
+        // another connection is still handed over
+        let (d, _) = forward(&mut sf, &mut udp(1001, b"dropme"));
+        assert_eq!(d, Decision::Drop(DropReason::Queue(5)));
+        assert_eq!(seen.lock().unwrap().calls.len(), 3);
+    }
 }

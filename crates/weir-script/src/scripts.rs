@@ -529,6 +529,7 @@ impl FlowHook for Scripts {
             flow.incoming_ttl = ttl;
         }
         if flow.st.done(outgoing) {
+            *q.done = true;
             stats.done += 1;
             return QueueVerdict::Accept;
         }
@@ -656,6 +657,7 @@ impl FlowHook for Scripts {
             let (p, mask) = profiles.plan(&mut flow.st, &key, outgoing, det.ptype, &counters)?;
             (mask != 0).then_some((profiles, p, mask))
         });
+        *q.done = flow.st.done(outgoing);
         let Some((profiles, p, mask)) = planned else {
             if whole.is_some() {
                 // nothing acts on the whole: the parts go as they came
@@ -754,6 +756,7 @@ impl FlowHook for Scripts {
             }
         }
         profiles.settle(&mut flow.st, outgoing);
+        *q.done = flow.st.done(outgoing);
         if joined {
             return Self::after_whole(flow, stats, q.send, verdict, packet, end - l3);
         }

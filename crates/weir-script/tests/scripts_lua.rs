@@ -149,7 +149,10 @@ end
     }
     let st = s.lock().unwrap().stats();
     assert_eq!(st.lua_calls, 1);
-    assert!(st.done >= 4, "{st:?}");
+    // the direction done: the connection entry's bit says so, the listener is not called
+    // (the SYN had no entry yet: the handshake's ACK still reached the scripts)
+    assert!(st.done >= 1, "{st:?}");
+    assert!(sf.stats().queue_done >= 3, "{:?}", sf.stats());
 }
 
 #[test]

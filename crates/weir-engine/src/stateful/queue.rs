@@ -42,6 +42,10 @@ pub struct Queued<'a> {
     /// IP packets to send (the router's own: they are not queued again), in order, before
     /// this packet if it is accepted.
     pub send: &'a mut Vec<Vec<u8>>,
+    /// Set by the listener when it is done with this direction of the connection for good:
+    /// the connection entry keeps it, and the direction's later packets are accepted at the
+    /// `queue` statement after one bit test, without a call.
+    pub done: &'a mut bool,
 }
 
 /// The listener's verdict.
@@ -130,6 +134,18 @@ impl Stateful {
             self.stats.queue_unheard += 1;
             return Some(Decision::Drop(DropReason::Queue(num)));
         };
+        // a direction the listener is done with: one bit in the entry
+        let entry = match pc.ct {
+            CtPkt::Entry { id, dir, .. } => Some((id, if dir == Dir::Reply { 2u8 } else { 1 })),
+            _ => None,
+        };
+        if let Some((id, bit)) = entry {
+            if self.ct.get(id).is_some_and(|e| e.ext.queue_done & bit != 0) {
+                self.stats.queue_done += 1;
+                return Some(Decision::Accept);
+            }
+        }
+        let mut done = false;
         let v = h.queued(Queued {
             num,
             hook,
@@ -138,7 +154,13 @@ impl Stateful {
             conn,
             now_ns,
             send: &mut self.queue_out,
+            done: &mut done,
         });
+        if let (true, Some((id, bit))) = (done, entry) {
+            if let Some(e) = self.ct.get_mut(id) {
+                e.ext.queue_done |= bit;
+            }
+        }
         match v {
             QueueVerdict::Accept => Some(Decision::Accept),
             QueueVerdict::Modified => {
