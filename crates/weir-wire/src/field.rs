@@ -372,6 +372,31 @@ fields! {
     CtReplyDaddr => "ct reply daddr", T::Ipv4Addr, L::Ip4;
     CtOriginalProtoSrc => "ct original proto-src", T::InetService, L::Meta;
     CtOriginalProtoDst => "ct original proto-dst", T::InetService, L::Meta;
+    // UDP-Lite, DCCP, SCTP's fixed fields, IPsec headers, IGMP: at fixed offsets in the
+    // transport header of their protocol
+    UdpliteSport => "udplite sport", T::InetService, L::Transport(136);
+    UdpliteDport => "udplite dport", T::InetService, L::Transport(136);
+    UdpliteCsumcov => "udplite csumcov", T::Integer(16), L::Transport(136);
+    UdpliteChecksum => "udplite checksum", T::Integer(16), L::Transport(136);
+    DccpSport => "dccp sport", T::InetService, L::Transport(33);
+    DccpDport => "dccp dport", T::InetService, L::Transport(33);
+    DccpType => "dccp type", T::DccpType, L::Transport(33);
+    SctpVtag => "sctp vtag", T::Integer(32), L::Transport(132);
+    SctpChecksum => "sctp checksum", T::Integer(32), L::Transport(132);
+    AhNexthdr => "ah nexthdr", T::InetProto, L::Transport(51);
+    AhHdrlength => "ah hdrlength", T::Integer(8), L::Transport(51);
+    AhReserved => "ah reserved", T::Integer(16), L::Transport(51);
+    AhSpi => "ah spi", T::Integer(32), L::Transport(51);
+    AhSequence => "ah sequence", T::Integer(32), L::Transport(51);
+    EspSpi => "esp spi", T::Integer(32), L::Transport(50);
+    EspSequence => "esp sequence", T::Integer(32), L::Transport(50);
+    CompNexthdr => "comp nexthdr", T::InetProto, L::Transport(108);
+    CompFlags => "comp flags", T::Integer(8), L::Transport(108);
+    CompCpi => "comp cpi", T::Integer(16), L::Transport(108);
+    IgmpType => "igmp type", T::IgmpType, L::Transport(2);
+    IgmpMrt => "igmp mrt", T::Integer(8), L::Transport(2);
+    IgmpChecksum => "igmp checksum", T::Integer(16), L::Transport(2);
+    IgmpGroup => "igmp group", T::Ipv4Addr, L::Transport(2);
     // ---- loaded and checked, not evaluated yet (see `Field::evaluated`) ----
     // metadata
     MetaHour => "meta hour", T::Hour, L::Meta;
@@ -395,37 +420,12 @@ fields! {
     MetaSdifname => "meta sdifname", T::IfName, L::Meta;
     MetaIpsec => "meta ipsec", T::Boolean, L::Meta;
     MetaBroute => "meta broute", T::Boolean, L::Meta;
-    // UDP-Lite, DCCP, SCTP
-    UdpliteSport => "udplite sport", T::InetService, L::Transport(136);
-    UdpliteDport => "udplite dport", T::InetService, L::Transport(136);
-    UdpliteCsumcov => "udplite csumcov", T::Integer(16), L::Transport(136);
-    UdpliteChecksum => "udplite checksum", T::Integer(16), L::Transport(136);
-    DccpSport => "dccp sport", T::InetService, L::Transport(33);
-    DccpDport => "dccp dport", T::InetService, L::Transport(33);
-    DccpType => "dccp type", T::DccpType, L::Transport(33);
-    SctpVtag => "sctp vtag", T::Integer(32), L::Transport(132);
-    SctpChecksum => "sctp checksum", T::Integer(32), L::Transport(132);
     // a chunk's presence (`sctp chunk init exists`) and its fields (`sctp chunk data tsn`,
     // typed by the checker), a TCP option's (`tcp option maxseg exists`, `... size`)
     SctpChunk => "sctp chunk", T::Boolean, L::Transport(132);
     SctpChunkField => "sctp chunk field", T::Integer(32), L::Transport(132);
     TcpOption => "tcp option", T::Boolean, L::Transport(6);
     TcpOptionField => "tcp option field", T::Integer(32), L::Transport(6);
-    // IPsec headers, IGMP
-    AhNexthdr => "ah nexthdr", T::InetProto, L::Transport(51);
-    AhHdrlength => "ah hdrlength", T::Integer(8), L::Transport(51);
-    AhReserved => "ah reserved", T::Integer(16), L::Transport(51);
-    AhSpi => "ah spi", T::Integer(32), L::Transport(51);
-    AhSequence => "ah sequence", T::Integer(32), L::Transport(51);
-    EspSpi => "esp spi", T::Integer(32), L::Transport(50);
-    EspSequence => "esp sequence", T::Integer(32), L::Transport(50);
-    CompNexthdr => "comp nexthdr", T::InetProto, L::Transport(108);
-    CompFlags => "comp flags", T::Integer(8), L::Transport(108);
-    CompCpi => "comp cpi", T::Integer(16), L::Transport(108);
-    IgmpType => "igmp type", T::IgmpType, L::Transport(2);
-    IgmpMrt => "igmp mrt", T::Integer(8), L::Transport(2);
-    IgmpChecksum => "igmp checksum", T::Integer(16), L::Transport(2);
-    IgmpGroup => "igmp group", T::Ipv4Addr, L::Transport(2);
     // IPv6 extension headers
     HbhNexthdr => "hbh nexthdr", T::InetProto, L::Ip6;
     HbhHdrlength => "hbh hdrlength", T::Integer(8), L::Ip6;

@@ -102,6 +102,7 @@ pub const ETH_P_QINQ1: u16 = 0x9100;
 pub mod proto {
     pub const HOPOPTS: u8 = 0;
     pub const ICMP: u8 = 1;
+    pub const IGMP: u8 = 2;
     pub const TCP: u8 = 6;
     pub const UDP: u8 = 17;
     pub const DCCP: u8 = 33;
@@ -110,6 +111,7 @@ pub mod proto {
     pub const ESP: u8 = 50;
     pub const AH: u8 = 51;
     pub const ICMPV6: u8 = 58;
+    pub const COMP: u8 = 108;
     pub const NONE: u8 = 59;
     pub const DSTOPTS: u8 = 60;
     pub const MOBILITY: u8 = 135;
@@ -785,6 +787,7 @@ impl PacketMeta {
         let icmp = v4 && l4ok && self.l4proto == proto::ICMP;
         let icmp6 = v6 && l4ok && self.l4proto == proto::ICMPV6;
         let eth = self.link == LinkType::Ethernet && frame.len() >= 14;
+        let l4is = |p: u8| l4ok && self.l4proto == p;
         let v: u128 = match f {
             F::EtherDaddr if eth => b48(frame, 0)? as u128,
             F::EtherSaddr if eth => b48(frame, 6)? as u128,
@@ -831,6 +834,30 @@ impl PacketMeta {
 
             F::SctpSport if sctp => b16(frame, l4)? as u128,
             F::SctpDport if sctp => b16(frame, l4 + 2)? as u128,
+            F::SctpVtag if sctp => b32(frame, l4 + 4)? as u128,
+            F::SctpChecksum if sctp => b32(frame, l4 + 8)? as u128,
+
+            F::UdpliteSport if l4is(proto::UDPLITE) => b16(frame, l4)? as u128,
+            F::UdpliteDport if l4is(proto::UDPLITE) => b16(frame, l4 + 2)? as u128,
+            F::UdpliteCsumcov if l4is(proto::UDPLITE) => b16(frame, l4 + 4)? as u128,
+            F::UdpliteChecksum if l4is(proto::UDPLITE) => b16(frame, l4 + 6)? as u128,
+            F::DccpSport if l4is(proto::DCCP) => b16(frame, l4)? as u128,
+            F::DccpDport if l4is(proto::DCCP) => b16(frame, l4 + 2)? as u128,
+            F::DccpType if l4is(proto::DCCP) => ((b8(frame, l4 + 8)? >> 1) & 0x0f) as u128,
+            F::AhNexthdr if l4is(proto::AH) => b8(frame, l4)? as u128,
+            F::AhHdrlength if l4is(proto::AH) => b8(frame, l4 + 1)? as u128,
+            F::AhReserved if l4is(proto::AH) => b16(frame, l4 + 2)? as u128,
+            F::AhSpi if l4is(proto::AH) => b32(frame, l4 + 4)? as u128,
+            F::AhSequence if l4is(proto::AH) => b32(frame, l4 + 8)? as u128,
+            F::EspSpi if l4is(proto::ESP) => b32(frame, l4)? as u128,
+            F::EspSequence if l4is(proto::ESP) => b32(frame, l4 + 4)? as u128,
+            F::CompNexthdr if l4is(proto::COMP) => b8(frame, l4)? as u128,
+            F::CompFlags if l4is(proto::COMP) => b8(frame, l4 + 1)? as u128,
+            F::CompCpi if l4is(proto::COMP) => b16(frame, l4 + 2)? as u128,
+            F::IgmpType if v4 && l4is(proto::IGMP) => b8(frame, l4)? as u128,
+            F::IgmpMrt if v4 && l4is(proto::IGMP) => b8(frame, l4 + 1)? as u128,
+            F::IgmpChecksum if v4 && l4is(proto::IGMP) => b16(frame, l4 + 2)? as u128,
+            F::IgmpGroup if v4 && l4is(proto::IGMP) => b32(frame, l4 + 4)? as u128,
 
             F::ThSport if self.has_ports && l4ok => b16(frame, l4)? as u128,
             F::ThDport if self.has_ports && l4ok => b16(frame, l4 + 2)? as u128,

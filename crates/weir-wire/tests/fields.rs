@@ -209,19 +209,85 @@ fn every_header_field_read_back() {
     e.extend([
         (Field::SctpSport, 3000),
         (Field::SctpDport, 3001),
+        (Field::SctpVtag, 1),
+        (Field::SctpChecksum, 0),
         (Field::ThSport, 3000),
         (Field::ThDport, 3001),
     ]);
     check(&mut seen, "sctp", &f, LinkType::Ethernet, &e);
 
-    // DCCP and UDP-Lite: th ports only.
-    for p in [33u8, 136] {
-        let hdr = [0x1f, 0x90, 0x00, 0x50, 2, 0, 0, 0, 0, 0, 0, 0];
+    // DCCP and UDP-Lite: th ports and their own fields (DCCP's type: bits 1-4 of byte 8).
+    let hdr = [0x1f, 0x90, 0x00, 0x50, 2, 0, 0xab, 0xcd, 0x0a, 0, 0, 0];
+    for (p, own) in [
+        (
+            33u8,
+            vec![
+                (Field::DccpSport, 8080),
+                (Field::DccpDport, 80),
+                (Field::DccpType, 5),
+            ],
+        ),
+        (
+            136,
+            vec![
+                (Field::UdpliteSport, 8080),
+                (Field::UdpliteDport, 80),
+                (Field::UdpliteCsumcov, 0x0200),
+                (Field::UdpliteChecksum, 0xabcd),
+            ],
+        ),
+    ] {
         let f = Builder::new().ip(A4, B4, p, &hdr);
         let mut e = ether(0x0800);
         e.extend(ip4(&f, 14, (0, 0), 32, 1, 0, 64, p));
         e.extend([(Field::ThSport, 8080), (Field::ThDport, 80)]);
+        e.extend(own);
         check(&mut seen, "dccp/udplite", &f, LinkType::Ethernet, &e);
+    }
+
+    // AH, ESP, IPComp, IGMP: their fields at fixed offsets of the transport header.
+    let bytes: Vec<u8> = (1..=16).collect();
+    for (p, own) in [
+        (
+            51u8,
+            vec![
+                (Field::AhNexthdr, 1),
+                (Field::AhHdrlength, 2),
+                (Field::AhReserved, 0x0304),
+                (Field::AhSpi, 0x0506_0708),
+                (Field::AhSequence, 0x090a_0b0c),
+            ],
+        ),
+        (
+            50,
+            vec![
+                (Field::EspSpi, 0x0102_0304),
+                (Field::EspSequence, 0x0506_0708),
+            ],
+        ),
+        (
+            108,
+            vec![
+                (Field::CompNexthdr, 1),
+                (Field::CompFlags, 2),
+                (Field::CompCpi, 0x0304),
+            ],
+        ),
+        (
+            2,
+            vec![
+                (Field::IgmpType, 1),
+                (Field::IgmpMrt, 2),
+                (Field::IgmpChecksum, 0x0304),
+                (Field::IgmpGroup, 0x0506_0708),
+            ],
+        ),
+    ] {
+        let f = Builder::new().ip(A4, B4, p, &bytes);
+        let mut e = ether(0x0800);
+        e.extend(ip4(&f, 14, (0, 0), 36, 1, 0, 64, p));
+        e.extend(own);
+        check(&mut seen, "ah/esp/comp/igmp", &f, LinkType::Ethernet, &e);
     }
 
     // IPv6 TCP behind a hop-by-hop header, QinQ: ip6 nexthdr is the header's own byte.
