@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# Lab test of what each desync action of weir's per-flow scripts puts on the wire (root;
+# network namespaces): a client, weir's router (NFQUEUE mode), a plain router one hop past
+# weir and a server, in a line. Each case is one profile (on its own queue and port) with one
+# action; the client sends zapret2's TLS ClientHello for iana.org over TCP (or a QUIC Initial
+# over UDP) to the server, which reports the length and SHA-256 of what its socket received.
+# AF_PACKET sniffers (python3) capture what arrives one hop past weir and at the server.
+#
+# Checks, per case (tests/lab/wire_check.py, whose model of each action follows nfqws2's
+# zapret-antidpi.lua and resolves the positions on the ClientHello itself): exactly which
+# segments arrive, in which order, their sequence offsets from the ISN, lengths and payloads,
+# acknowledgment numbers, TTLs, whether the TCP checksum is valid or bad on purpose, the TCP
+# MD5 option, the IPv4 header checksums and ids; that fakes with TTL 1 reach the hop past
+# weir and not the server; fragments (offsets, MF, one id, the reassembled datagram and its
+# checksum); and that the server received exactly the payload, once.
+#
+# Checksum offloads are off on the path (so the capture shows the real checksums) and receive
+# checksumming off at the hop and the server (so a veth does not vouch for a bad checksum:
+# the server's TCP drops it, as a real host does).
+#
+# WIRE_BREAK="name/from/to" runs case `name` with weir's desync string edited (sed s/from/to/)
+# while the checker expects the original: a way to see the checks fail.
+#
+# Usage: tests/lab/scripts-wire.sh [path/to/weir]
+set -euo pipefail
+C=weirsw-c R=weirsw-r H=weirsw-h S=weirsw-s
+NAMESPACES="$C $R $H $S" TOOLS="ip python3 ethtool" PREFIX=weirsw
+. "$(dirname "$0")/common.sh"
+HERE=$(readlink -f "$(dirname "$0")")
+FAKES="$HERE/../../../shared/zapret2/files/fake"
+HELLO="$FAKES/tls_clienthello_iana_org.bin" QUIC="$FAKES/quic_initial_www_google_com.bin"
+[ -f "$HELLO" ] && [ -f "$QUIC" ] || { echo "SKIP: ../shared/zapret2/files/fake is not there"; exit 0; }
+HELLO=$(readlink -f "$HELLO") QUIC=$(readlink -f "$QUIC")
+CHECK="$HERE/wire_check.py"
+
+# kind name port desync (one profile each; the checker reads the same lines)
+F=0x46414b45464b4521deadbeef00112233445566778899aabbccddeeff # a fake payload (32 bytes)
+cat > "$DIR/cases" <<E
+tcp multisplit 4001 multisplit:pos=1,midsld
+tcp multisplit-seqovl 4002 multisplit:pos=2,host,midsld:seqovl=5
+tcp multidisorder 4003 multidisorder:pos=1,midsld
+tcp fake-ttl 4004 fake:blob=$F:ip_ttl=1
+tcp fake-badsum 4005 fake:blob=$F:badsum
+tcp fake-badseq 4006 fake:blob=$F:tcp_seq=-10000:tcp_ack=-66000
+tcp fake-md5 4007 fake:blob=$F:tcp_md5
+tcp fakedsplit-ttl 4008 fakedsplit:pos=midsld:pattern=0x0102030405:ip_ttl=1
+tcp fakedsplit-badsum 4009 fakedsplit:pos=host+1:badsum
+tcp fakeddisorder-ttl 4010 fakeddisorder:pos=midsld:pattern=0x0a0b0c:ip_ttl=1
+tcp fakeddisorder-badseq 4011 fakeddisorder:pos=sld:tcp_seq=-10000:tcp_ack=-66000
+tcp hostfakesplit-ttl 4012 hostfakesplit:midhost=midsld:ip_ttl=1
+tcp hostfakesplit-md5 4013 hostfakesplit:tcp_md5
+tcp tcpseg 4014 tcpseg:pos=1,midsld
+tcp tcpseg-badsum 4015 tcpseg:pos=host,endhost:badsum
+udp udplen 5001 udplen:increment=7:pattern=0x5a5b5c:payload=all
+udp ipfrag 5002 ipfrag:ipfrag_pos_udp=16:payload=all
+udp ipfrag-disorder 5003 ipfrag:ipfrag_pos_udp=24:ipfrag_disorder:payload=all
+E
+
+ip link add weirsw-c0 netns $C type veth peer name weirsw-r0 netns $R
+ip link add weirsw-r1 netns $R type veth peer name weirsw-h0 netns $H
+ip link add weirsw-h1 netns $H type veth peer name weirsw-s0 netns $S
+ip -n $C addr add 198.18.50.2/24 dev weirsw-c0
+ip -n $R addr add 198.18.50.1/24 dev weirsw-r0
+ip -n $R addr add 198.18.51.1/24 dev weirsw-r1
+ip -n $H addr add 198.18.51.2/24 dev weirsw-h0
+ip -n $H addr add 198.18.52.1/24 dev weirsw-h1
+ip -n $S addr add 198.18.52.2/24 dev weirsw-s0
+for d in "$C weirsw-c0" "$R weirsw-r0" "$R weirsw-r1" "$H weirsw-h0" "$H weirsw-h1" "$S weirsw-s0"; do
+  set -- $d
+  ip -n $1 link set $2 up
+  ip netns exec $1 ethtool -K $2 tx off rx off gso off tso off gro off >/dev/null 2>&1 ||
+    { echo "SKIP: ethtool cannot turn $2's offloads off"; exit 0; }
+done
+ip -n $C route add default via 198.18.50.1
+ip -n $R route add 198.18.52.0/24 via 198.18.51.2
+ip -n $H route add 198.18.50.0/24 via 198.18.51.1
+ip -n $S route add default via 198.18.52.1
+ip netns exec $R sysctl -qw net.ipv4.ip_forward=1
+ip netns exec $H sysctl -qw net.ipv4.ip_forward=1
+TTL0=$(( $(ip netns exec $C sysctl -n net.ipv4.ip_default_ttl) - 1 )) # as weir sees it
+
+# the server: every case's port; for TCP reads until it has the ClientHello's length (or
+# 2 s pass), logs and answers the length and SHA-256; for UDP the same per datagram
+cat > "$DIR/server.py" <<'P'
+import hashlib, socket, sys, threading
+want, log = int(sys.argv[1]), open(sys.argv[2], "a")
+lock = threading.Lock()
+def note(kind, port, got):
+    line = "%s %d %d %s" % (kind, port, len(got), hashlib.sha256(got).hexdigest())
+    with lock:
+        log.write(line + "\n"); log.flush()
+    return line.encode()
+def tcp(port):
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("198.18.52.2", port)); s.listen(4); s.settimeout(50)
+    while True:
+        try:
+            c, _ = s.accept()
+        except socket.timeout:
+            return
+        c.settimeout(2); got = b""
+        try:
+            while len(got) < want:
+                b = c.recv(65536)
+                if not b: break
+                got += b
+        except (socket.timeout, ConnectionError):
+            pass
+        try:
+            c.sendall(note("tcp", port, got) + b"\n"); c.close()
+        except OSError:
+            pass
+def udp(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("198.18.52.2", port)); s.settimeout(50)
+    while True:
+        try:
+            got, peer = s.recvfrom(65536)
+        except socket.timeout:
+            return
+        s.sendto(note("udp", port, got), peer)
+for kind, port in (a.split(":") for a in sys.argv[3:]):
+    threading.Thread(target=tcp if kind == "tcp" else udp, args=(int(port),), daemon=True).start()
+print("ready", flush=True)
+threading.Event().wait(55)
+P
+# the client: each case in turn, TCP (the ClientHello in one write) or UDP (one datagram);
+# prints what the server answered
+cat > "$DIR/client.py" <<'P'
+import socket, sys, time
+hello, quic = open(sys.argv[1], "rb").read(), open(sys.argv[2], "rb").read()
+for kind, port in (a.split(":") for a in sys.argv[3:]):
+    try:
+        if kind == "tcp":
+            s = socket.create_connection(("198.18.52.2", int(port)), timeout=3)
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            s.sendall(hello); got = s.recv(200).decode().strip() or "EOF"
+        else:
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)
+            s.sendto(quic, ("198.18.52.2", int(port))); got = s.recv(200).decode()
+        s.close()
+    except OSError as e:
+        got = "ERROR %s" % e
+    print(kind, port, got, flush=True)
+    time.sleep(0.05)
+P
+PORTS=$(awk '{print $1 ":" $3}' "$DIR/cases")
+ip netns exec $S python3 "$DIR/server.py" "$(stat -c %s "$HELLO")" "$DIR/server.log" $PORTS >"$DIR/server.out" 2>&1 &
+SPID=$!
+ip netns exec $H python3 "$CHECK" sniff weirsw-h0 "$DIR/hop.cap" >"$DIR/hop.out" 2>&1 &
+HPID=$!
+ip netns exec $S python3 "$CHECK" sniff weirsw-s0 "$DIR/srv.cap" >"$DIR/srv.out" 2>&1 &
+CPID=$!
+trap 'kill $SPID $HPID $CPID 2>/dev/null || true; cleanup' EXIT
+touch "$DIR/server.log"
+for f in server.out hop.out srv.out; do
+  for i in $(seq 50); do grep -q ready "$DIR/$f" 2>/dev/null && break; sleep 0.1; done
+  grep -q ready "$DIR/$f" || fail "$f: not ready: $(cat "$DIR/$f")"
+done
+
+# the ruleset: each case's port to its queue; weir's configuration: one profile per queue
+{
+  echo 'table inet z {'
+  echo '  chain post {'
+  echo '    type filter hook postrouting priority 101; policy accept;'
+  n=300
+  while read -r kind name port desync; do
+    n=$((n + 1)); echo "    $kind dport $port queue num $n"
+  done < "$DIR/cases"
+  echo '  }'
+  echo '}'
+} > "$DIR/rules.nft"
+cat > "$DIR/weir.toml" <<T
+ruleset = "rules.nft"
+mode = "nfqueue"
+[nfqueue]
+queue = 9
+[control]
+socket = "$DIR/weir.sock"
+[scripts]
+T
+n=300
+while read -r kind name port desync; do
+  n=$((n + 1))
+  if [ -n "${WIRE_BREAK:-}" ] && [ "${WIRE_BREAK%%/*}" = "$name" ]; then
+    desync=$(echo "$desync" | sed "s/${WIRE_BREAK#*/}/")
+    echo "note: $name runs with desync \"$desync\" (WIRE_BREAK); its check should fail"
+  fi
+  cat >> "$DIR/weir.toml" <<T
+[[scripts.profile]]
+queue = $n
+name = "$name"
+filter_$kind = "$port"
+[[scripts.profile.instance]]
+desync = "$desync"
+T
+done < "$DIR/cases"
+
+ip netns exec $R "$WEIR" run --config "$DIR/weir.toml" >"$DIR/weir.log" 2>&1 &
+WPID=$!
+for i in $(seq 100); do grep -q ready "$DIR/weir.log" 2>/dev/null && break; sleep 0.1; done
+grep -q ready "$DIR/weir.log" || fail "weir did not start"
+
+timeout 40 ip netns exec $C python3 "$DIR/client.py" "$HELLO" "$QUIC" $PORTS >"$DIR/client.out" 2>&1 ||
+  fail "the client failed or timed out: $(cat "$DIR/client.out")"
+sleep 0.3
+kill $HPID $CPID
+wait $HPID $CPID 2>/dev/null || true
+sed 's/^/  client: /' "$DIR/client.out"
+set +e
+python3 "$CHECK" check "$DIR/cases" "$DIR/hop.cap" "$DIR/srv.cap" "$DIR/server.log" "$HELLO" "$QUIC" "$TTL0"
+rc=$?
+set -e
+[ $rc = 0 ] || fail "some actions put the wrong packets on the wire (above)"
+n=$(wc -l < "$DIR/cases")
+echo "PASS: scripts wire lab ($n cases)"

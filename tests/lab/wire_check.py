@@ -1,0 +1,403 @@
+#!/usr/bin/env python3
+"""What weir's per-flow scripts put on the wire, checked packet by packet (tests/lab/scripts-wire.sh).
+
+  wire_check.py sniff IFACE OUT     capture the frames IFACE receives (AF_PACKET) into OUT,
+                                    one hex line each, until SIGTERM (or 60 s)
+  wire_check.py check CASES HOP SRV SERVERLOG HELLO UDPDATA TTL
+                                    check every case of the file CASES (lines "kind name port
+                                    desync") against the captures HOP (one hop past weir) and
+                                    SRV (the server's side)
+
+The expected packets come from a model of each action written here after nfqws2's
+zapret-antidpi.lua (not after weir's code): the split positions are resolved on the payload
+(the ClientHello's SNI parsed here), the fakes' contents, sequence offsets (relative to the
+ISN), acknowledgment numbers, TTLs, checksums (valid, or bad on purpose), TCP MD5 options,
+IPv4 ids and the order. Packets with a TTL of 1 must reach the first hop and not the server.
+"""
+import hashlib
+import signal
+import socket
+import struct
+import sys
+import time
+
+CLIENT = bytes([198, 18, 50, 2])
+SERVER = bytes([198, 18, 52, 2])
+
+
+def sniff(iface, out):
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+    s.bind((iface, 0))
+    s.settimeout(0.1)
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+    end = time.time() + 60
+    with open(out, "w") as f:
+        print("ready", flush=True)
+        while not stop and time.time() < end:
+            try:
+                data, addr = s.recvfrom(65535)
+            except socket.timeout:
+                continue
+            except InterruptedError:
+                continue
+            if addr[0] != iface or addr[2] == socket.PACKET_OUTGOING:
+                continue
+            f.write(data.hex() + "\n")
+            f.flush()
+
+
+def csum(b):
+    if len(b) % 2:
+        b += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return s
+
+
+class Pkt:
+    """One IPv4 packet from the client to the server (TCP, UDP or a fragment)."""
+
+    def __init__(self, frame):
+        ip = frame[14:]
+        ihl = (ip[0] & 15) * 4
+        tot = struct.unpack("!H", ip[2:4])[0]
+        ip = ip[:tot]
+        self.ip_ok = csum(ip[:ihl]) == 0xFFFF
+        self.id = struct.unpack("!H", ip[4:6])[0]
+        fw = struct.unpack("!H", ip[6:8])[0]
+        self.mf = bool(fw & 0x2000)
+        self.fragoff = (fw & 0x1FFF) * 8
+        self.ttl = ip[8]
+        self.proto = ip[9]
+        self.src, self.dst = ip[12:16], ip[16:20]
+        self.body = ip[ihl:]
+        self.frag = self.mf or self.fragoff > 0
+        self.pseudo = ip[12:20] + bytes([0, self.proto])
+        self.dport = None
+        if self.frag and self.fragoff > 0:
+            return
+        l4 = self.body
+        self.sport, self.dport = struct.unpack("!HH", l4[:4])
+        if self.proto == 6:
+            self.seq, self.ack = struct.unpack("!II", l4[4:12])
+            off = (l4[12] >> 4) * 4
+            self.flags = l4[13]
+            self.opts = l4[20:off]
+            self.payload = l4[off:]
+            self.sum_ok = csum(self.pseudo + struct.pack("!H", len(l4)) + l4) == 0xFFFF
+        elif self.proto == 17 and not self.frag:
+            self.payload = l4[8:]
+            self.sum_ok = csum(self.pseudo + struct.pack("!H", len(l4)) + l4) == 0xFFFF
+
+    def md5(self):
+        o, i = self.opts, 0
+        while i < len(o):
+            if o[i] == 0:
+                break
+            if o[i] == 1:
+                i += 1
+                continue
+            if o[i] == 19:
+                return True
+            i += max(o[i + 1], 2)
+        return False
+
+
+def load(path):
+    out = []
+    for line in open(path):
+        f = bytes.fromhex(line.strip())
+        if len(f) < 34 or f[12:14] != b"\x08\x00":
+            continue
+        p = Pkt(f)
+        if p.src == CLIENT and p.dst == SERVER:
+            out.append(p)
+    return out
+
+
+# --- the payload's markers (nfqws2's TLSPos / HostPos) ------------------------------------
+
+
+def sni(hello):
+    """(start, end) of the SNI host name in a TLS ClientHello record."""
+    i = 5 + 4 + 2 + 32
+    i += 1 + hello[i]
+    i += 2 + struct.unpack("!H", hello[i : i + 2])[0]
+    i += 1 + hello[i]
+    end = i + 2 + struct.unpack("!H", hello[i : i + 2])[0]
+    i += 2
+    while i + 4 <= end:
+        t, n = struct.unpack("!HH", hello[i : i + 4])
+        if t == 0:
+            # list length, name type, name length, name
+            ln = struct.unpack("!H", hello[i + 7 : i + 9])[0]
+            return i + 9, i + 9 + ln
+        i += 4 + n
+    raise SystemExit("no SNI in the ClientHello")
+
+
+def resolve(marker, data, host):
+    """A marker's zero-based offset, or None (nfqws2: it must lie inside the data)."""
+    name, sign, num = marker, 1, 0
+    for k in ("+", "-"):
+        if k in marker[1:]:
+            j = marker.index(k, 1)
+            name, sign, num = marker[:j], (1 if k == "+" else -1), int(marker[j + 1 :])
+    try:
+        n = int(marker)
+        at = len(data) + n if n < 0 else n
+    except ValueError:
+        hs, he = host
+        h = data[hs:he]
+        last = h.rindex(b".")
+        prev = h.rfind(b".", 0, last)
+        sld, sldlen = hs + prev + 1, last - prev - 1
+        base = {
+            "host": hs,
+            "endhost": he,
+            "sld": sld,
+            "endsld": sld + sldlen,
+            "midsld": sld + (1 if sldlen == 1 else sldlen // 2),
+        }[name]
+        at = base + sign * num
+    return at if 0 <= at < len(data) else None
+
+
+def pattern(pat, off, n):
+    return bytes(pat[(off + i) % len(pat)] for i in range(n))
+
+
+# --- the model of each action ----------------------------------------------------------------
+
+
+class Exp:
+    """An expected packet: data at a sequence offset; `fool` (fooling applied), `orig` (the
+    client's own packet, passed), `host` (a generated fake host name of this length)."""
+
+    def __init__(self, off, data, fool=False, orig=False, fakehost=0):
+        self.off, self.data, self.fool, self.orig, self.fakehost = off, data, fool, orig, fakehost
+
+
+def parse_desync(s):
+    f = s.split(":")
+    args = {}
+    for a in f[1:]:
+        k, _, v = a.partition("=")
+        args[k] = v
+    return f[0], args
+
+
+def blob(v):
+    assert v.startswith("0x"), v
+    return bytes.fromhex(v[2:])
+
+
+def model(name, a, data, host):
+    """The packets an action sends for `data`, in order, and whether the original passes."""
+    pos = [resolve(m, data, host) for m in a.get("pos", "2").split(",")]
+    pts = sorted({p for p in pos if p is not None and p > 0})
+    L = len(data)
+    if name in ("multisplit", "multidisorder"):
+        ends = pts + [L]
+        parts = [Exp(s, data[s:e], fool=True) for s, e in zip([0] + pts, ends)]
+        if name == "multisplit" and a.get("seqovl"):
+            n = int(a["seqovl"])
+            parts[0] = Exp(-n, bytes(n) + parts[0].data, fool=True)
+        return (parts if name == "multisplit" else parts[::-1]), False
+    if name == "fake":
+        return [Exp(0, blob(a["blob"]), fool=True), Exp(0, data, orig=True)], True
+    if name in ("fakedsplit", "fakeddisorder"):
+        p = pts[0]
+        pat = blob(a["pattern"]) if "pattern" in a else b"\0"
+        f1, f2 = Exp(0, pattern(pat, 0, p), fool=True), Exp(p, pattern(pat, p, L - p), fool=True)
+        r1, r2 = Exp(0, data[:p]), Exp(p, data[p:])
+        if name == "fakedsplit":
+            return [f1, r1, f1, f2, r2, f2], False
+        return [f2, r2, f2, f1, r1, f1], False
+    if name == "hostfakesplit":
+        hs, he = host
+        fk = Exp(hs, None, fool=True, fakehost=he - hs)
+        out = [Exp(0, data[:hs]), fk]
+        mid = resolve(a["midhost"], data, host) if "midhost" in a else None
+        if mid is not None and hs < mid < he:
+            out += [Exp(hs, data[hs:mid]), Exp(mid, data[mid:he])]
+        else:
+            out.append(Exp(hs, data[hs:he]))
+        return out + [fk, Exp(he, data[he:])], False
+    if name == "tcpseg":
+        x, y = pos[0] if pos[0] is not None else 0, pos[1] if pos[1] is not None else L - 1
+        return [Exp(x, data[x : y + 1], fool=True), Exp(0, data, orig=True)], True
+    raise SystemExit("no model for " + name)
+
+
+# --- the checks ------------------------------------------------------------------------------
+
+
+class Fail(Exception):
+    pass
+
+
+def check_tcp(name_desync, port, hop, srv, data, ttl0):
+    name, a = parse_desync(name_desync)
+    host = sni(data)
+    exp, passes = model(name, a, data, host)
+    flow = [p for p in hop if p.proto == 6 and p.dport == port and not p.frag]
+    syn = [p for p in flow if p.flags & 0x02]
+    hs = [p for p in flow if p.flags == 0x10 and not p.payload]
+    if len(syn) != 1 or not hs:
+        raise Fail("want one SYN and the handshake's ACK, got %d SYNs, %d ACKs" % (len(syn), len(hs)))
+    isn, ack0 = syn[0].seq + 1, hs[0].ack
+    # what the expected packets look like, fooling applied (nfqws2's "standard fooling")
+    ttl_fool = int(a["ip_ttl"]) if "ip_ttl" in a else None
+    dseq = int(a.get("tcp_seq", 0))
+    dack = int(a.get("tcp_ack", 0))
+    rows = []
+    for e in exp:
+        f = e.fool
+        rows.append(
+            {
+                "off": e.off + (dseq if f else 0),
+                "len": e.fakehost or len(e.data),
+                "data": e.data,
+                "fakehost": e.fakehost,
+                "ttl": (ttl_fool if f and ttl_fool else ttl0),
+                "sum": not (f and "badsum" in a),
+                "md5": f and "tcp_md5" in a,
+                "ack": (dack if f else 0),
+                "orig": e.orig,
+            }
+        )
+
+    def got_rows(pkts, ack_base):
+        out = []
+        for p in pkts:
+            out.append(
+                {
+                    "off": (p.seq - isn + 2**31) % 2**32 - 2**31,
+                    "len": len(p.payload),
+                    "payload": p.payload,
+                    "ttl": p.ttl,
+                    "sum": p.sum_ok,
+                    "md5": p.md5(),
+                    "ack": (p.ack - ack_base + 2**31) % 2**32 - 2**31,
+                    "ip_ok": p.ip_ok,
+                    "id": p.id,
+                }
+            )
+        return out
+
+    def table(rs):
+        return "\n".join(
+            "    off=%d len=%d ttl=%d sum=%s md5=%s ack%+d%s"
+            % (r["off"], r["len"], r["ttl"], "ok" if r["sum"] else "BAD", r["md5"], r["ack"], " (orig)" if r.get("orig") else "")
+            for r in rs
+        )
+
+    def compare(where, want, got, ids_too):
+        msg = "%s: want\n%s\n  got\n%s" % (where, table(want), table(got))
+        if len(want) != len(got):
+            raise Fail(msg)
+        fakehosts = []
+        for i, (w, g) in enumerate(zip(want, got)):
+            for k in ("off", "len", "ttl", "sum", "md5", "ack"):
+                if w[k] != g[k]:
+                    raise Fail("packet %d: %s %r, want %r\n%s" % (i + 1, k, g[k], w[k], msg))
+            if not g["ip_ok"]:
+                raise Fail("packet %d: bad IPv4 header checksum\n%s" % (i + 1, msg))
+            if w["fakehost"]:
+                h = g["payload"]
+                if h == data[host[0] : host[1]] or not all(c in b"abcdefghijklmnopqrstuvwxyz0123456789." for c in h):
+                    raise Fail("packet %d: fake host %r\n%s" % (i + 1, h, msg))
+                fakehosts.append(h)
+            elif g["payload"] != w["data"]:
+                raise Fail("packet %d: payload %s, want %s\n%s" % (i + 1, g["payload"][:24].hex(), w["data"][:24].hex(), msg))
+        if len(set(fakehosts)) > 1:
+            raise Fail("the fake host names differ: %r" % fakehosts)
+        if not ids_too:
+            return
+        # IPv4 ids (ip_id=seq): the packets weir sent take the original's id + 1, + 2, ...
+        sent = [g for w, g in zip(want, got) if not w["orig"]]
+        orig = [g for w, g in zip(want, got) if w["orig"]]
+        ids = [g["id"] for g in sent]
+        if ids != [(ids[0] + i) % 65536 for i in range(len(ids))]:
+            raise Fail("%s: IPv4 ids %s not consecutive" % (where, ids))
+        if orig and orig[0]["id"] != (ids[0] - 1) % 65536:
+            raise Fail("%s: first id sent %d, the original's %d" % (where, ids[0], orig[0]["id"]))
+
+    data_pkts = [p for p in flow if p.payload]
+    compare("one hop past weir", rows, got_rows(data_pkts, ack0), True)
+    # the server's side: what had TTL 1 died at the first hop, the rest one TTL lower
+    want_s = [dict(r, ttl=r["ttl"] - 1) for r in rows if r["ttl"] > 1]
+    sflow = [p for p in srv if p.proto == 6 and p.dport == port and not p.frag and p.payload]
+    compare("at the server", want_s, got_rows(sflow, ack0), False)
+    died = len(rows) - len(want_s)
+    return "%d packets (%d with TTL 1 seen one hop past weir, not at the server)" % (len(rows), died)
+
+
+def check_udp(name_desync, port, hop, srv, data, ttl0):
+    name, a = parse_desync(name_desync)
+    for where, cap, ttl in (("one hop past weir", hop, ttl0), ("at the server", srv, ttl0 - 1)):
+        # fragments of the flow: the first one has the port; the others share its id
+        ids = {p.id for p in cap if p.proto == 17 and p.dport == port}
+        pk = [p for p in cap if p.proto == 17 and p.id in ids and (p.dport == port or p.frag)]
+        if any(p.ttl != ttl or not p.ip_ok for p in pk):
+            raise Fail("%s: TTLs %s or IP checksums %s" % (where, [p.ttl for p in pk], [p.ip_ok for p in pk]))
+        if name == "udplen":
+            pat = blob(a["pattern"]) if "pattern" in a else b"\0"
+            want = data + pattern(pat, int(a.get("pattern_offset", 0)), int(a.get("increment", 2)))
+            if len(pk) != 1 or pk[0].frag or pk[0].payload != want or not pk[0].sum_ok:
+                raise Fail("%s: want one datagram of %d bytes (a valid checksum), got %s" % (where, len(want), [(len(p.body), p.frag, getattr(p, "sum_ok", None)) for p in pk]))
+        elif name == "ipfrag":
+            pos = int(a.get("ipfrag_pos_udp", 8))
+            offs = [(p.fragoff, p.mf, len(p.body)) for p in pk]
+            want_offs = [(0, True, pos), (pos, False, 8 + len(data) - pos)]
+            if "ipfrag_disorder" in a:
+                want_offs.reverse()
+            if offs != want_offs or len({p.id for p in pk}) != 1:
+                raise Fail("%s: fragments (offset, MF, length) %s, want %s, ids %s" % (where, offs, want_offs, [p.id for p in pk]))
+            whole = b"".join(p.body for p in sorted(pk, key=lambda p: p.fragoff))
+            l4len = struct.unpack("!H", whole[4:6])[0]
+            if l4len != len(whole) or whole[8:] != data:
+                raise Fail("%s: reassembled datagram wrong (UDP length %d of %d)" % (where, l4len, len(whole)))
+            if csum(pk[0].pseudo + struct.pack("!H", len(whole)) + whole) != 0xFFFF:
+                raise Fail("%s: reassembled UDP checksum wrong" % where)
+            want = data
+        else:
+            raise SystemExit("no model for " + name)
+    return want, "%d packet(s)" % len(pk)
+
+
+def main():
+    if sys.argv[1] == "sniff":
+        return sniff(sys.argv[2], sys.argv[3])
+    cases, hop_f, srv_f, log_f, hello_f, udp_f, ttl0 = sys.argv[2:9]
+    hop, srv = load(hop_f), load(srv_f)
+    hello, udpdata = open(hello_f, "rb").read(), open(udp_f, "rb").read()
+    got = {}
+    for line in open(log_f):
+        k, port, n, h = line.split()
+        got.setdefault((k, int(port)), []).append((int(n), h))
+    bad = 0
+    for line in open(cases):
+        kind, name, port, desync = line.split()
+        port = int(port)
+        try:
+            if kind == "tcp":
+                what = check_tcp(desync, port, hop, srv, hello, int(ttl0))
+                want = hello
+            else:
+                want, what = check_udp(desync, port, hop, srv, udpdata, int(ttl0))
+            w = (len(want), hashlib.sha256(want).hexdigest())
+            if got.get((kind, port)) != [w]:
+                raise Fail("the server got %s, want once %s" % (got.get((kind, port)), w))
+            print("ok: %s (%s): %s; the server got exactly %d bytes, sha256 %s..." % (name, desync, what, w[0], w[1][:12]))
+        except Fail as e:
+            bad += 1
+            print("FAIL: %s (%s): %s" % (name, desync, e))
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
