@@ -32,9 +32,10 @@ HELLO="$FAKES/tls_clienthello_iana_org.bin" QUIC="$FAKES/quic_initial_www_google
 [ -f "$HELLO" ] && [ -f "$QUIC" ] || { echo "SKIP: ../shared/zapret2/files/fake is not there"; exit 0; }
 HELLO=$(readlink -f "$HELLO") QUIC=$(readlink -f "$QUIC")
 CHECK="$HERE/wire_check.py"
+export PYTHONDONTWRITEBYTECODE=1 # (no __pycache__ in the checkout)
 
 # kind name port desync (one profile each; the checker reads the same lines)
-F=0x46414b45464b4521deadbeef00112233445566778899aabbccddeeff # a fake payload (32 bytes)
+F=0x46414b45464b4521deadbeef00112233445566778899aabbccddeeff # a fake payload (28 bytes)
 cat > "$DIR/cases" <<E
 tcp multisplit 4001 multisplit:pos=1,midsld
 tcp multisplit-seqovl 4002 multisplit:pos=2,host,midsld:seqovl=5

@@ -239,7 +239,7 @@ class Fail(Exception):
     pass
 
 
-def check_tcp(name_desync, port, hop, srv, data, ttl0):
+def check_tcp(name_desync, port, hop, srv, data, ttl0, errs):
     name, a = parse_desync(name_desync)
     host = sni(data)
     exp, passes = model(name, a, data, host)
@@ -327,46 +327,65 @@ def check_tcp(name_desync, port, hop, srv, data, ttl0):
             raise Fail("%s: first id sent %d, the original's %d" % (where, ids[0], orig[0]["id"]))
 
     data_pkts = [p for p in flow if p.payload]
-    compare("one hop past weir", rows, got_rows(data_pkts, ack0), True)
+    try:
+        compare("one hop past weir", rows, got_rows(data_pkts, ack0), True)
+    except Fail as e:
+        errs.append(str(e))
     # the server's side: what had TTL 1 died at the first hop, the rest one TTL lower
     want_s = [dict(r, ttl=r["ttl"] - 1) for r in rows if r["ttl"] > 1]
     sflow = [p for p in srv if p.proto == 6 and p.dport == port and not p.frag and p.payload]
-    compare("at the server", want_s, got_rows(sflow, ack0), False)
+    try:
+        compare("at the server", want_s, got_rows(sflow, ack0), False)
+    except Fail as e:
+        errs.append(str(e))
     died = len(rows) - len(want_s)
     return "%d packets (%d with TTL 1 seen one hop past weir, not at the server)" % (len(rows), died)
 
 
-def check_udp(name_desync, port, hop, srv, data, ttl0):
+def udplen_want(a, data):
+    pat = blob(a["pattern"]) if "pattern" in a else b"\0"
+    return data + pattern(pat, int(a.get("pattern_offset", 0)), int(a.get("increment", 2)))
+
+
+def check_udp(name_desync, port, hop, srv, data, ttl0, errs):
     name, a = parse_desync(name_desync)
+    n = 0
     for where, cap, ttl in (("one hop past weir", hop, ttl0), ("at the server", srv, ttl0 - 1)):
-        # fragments of the flow: the first one has the port; the others share its id
-        ids = {p.id for p in cap if p.proto == 17 and p.dport == port}
-        pk = [p for p in cap if p.proto == 17 and p.id in ids and (p.dport == port or p.frag)]
-        if any(p.ttl != ttl or not p.ip_ok for p in pk):
-            raise Fail("%s: TTLs %s or IP checksums %s" % (where, [p.ttl for p in pk], [p.ip_ok for p in pk]))
-        if name == "udplen":
-            pat = blob(a["pattern"]) if "pattern" in a else b"\0"
-            want = data + pattern(pat, int(a.get("pattern_offset", 0)), int(a.get("increment", 2)))
-            if len(pk) != 1 or pk[0].frag or pk[0].payload != want or not pk[0].sum_ok:
-                raise Fail("%s: want one datagram of %d bytes (a valid checksum), got %s" % (where, len(want), [(len(p.body), p.frag, getattr(p, "sum_ok", None)) for p in pk]))
-        elif name == "ipfrag":
-            pos = int(a.get("ipfrag_pos_udp", 8))
-            offs = [(p.fragoff, p.mf, len(p.body)) for p in pk]
-            want_offs = [(0, True, pos), (pos, False, 8 + len(data) - pos)]
-            if "ipfrag_disorder" in a:
-                want_offs.reverse()
-            if offs != want_offs or len({p.id for p in pk}) != 1:
-                raise Fail("%s: fragments (offset, MF, length) %s, want %s, ids %s" % (where, offs, want_offs, [p.id for p in pk]))
-            whole = b"".join(p.body for p in sorted(pk, key=lambda p: p.fragoff))
-            l4len = struct.unpack("!H", whole[4:6])[0]
-            if l4len != len(whole) or whole[8:] != data:
-                raise Fail("%s: reassembled datagram wrong (UDP length %d of %d)" % (where, l4len, len(whole)))
-            if csum(pk[0].pseudo + struct.pack("!H", len(whole)) + whole) != 0xFFFF:
-                raise Fail("%s: reassembled UDP checksum wrong" % where)
-            want = data
-        else:
-            raise SystemExit("no model for " + name)
-    return want, "%d packet(s)" % len(pk)
+        try:
+            n = check_udp_at(name, a, port, where, cap, ttl, data)
+        except Fail as e:
+            errs.append(str(e))
+    return (udplen_want(a, data) if name == "udplen" else data), "%d packet(s)" % n
+
+
+def check_udp_at(name, a, port, where, cap, ttl, data):
+    # fragments of the flow: the first one has the port; the others share its id
+    ids = {p.id for p in cap if p.proto == 17 and p.dport == port}
+    pk = [p for p in cap if p.proto == 17 and p.id in ids and (p.dport == port or p.frag)]
+    if any(p.ttl != ttl or not p.ip_ok for p in pk):
+        raise Fail("%s: TTLs %s or IP checksums %s" % (where, [p.ttl for p in pk], [p.ip_ok for p in pk]))
+    if name == "udplen":
+        want = udplen_want(a, data)
+        if len(pk) != 1 or pk[0].frag or pk[0].payload != want or not pk[0].sum_ok:
+            got = [(len(p.body) - 8, p.frag, getattr(p, "sum_ok", None)) for p in pk]
+            raise Fail("%s: want one datagram of %d bytes (a valid checksum), got %s" % (where, len(want), got))
+    elif name == "ipfrag":
+        pos = int(a.get("ipfrag_pos_udp", 8))
+        offs = [(p.fragoff, p.mf, len(p.body)) for p in pk]
+        want_offs = [(0, True, pos), (pos, False, 8 + len(data) - pos)]
+        if "ipfrag_disorder" in a:
+            want_offs.reverse()
+        if offs != want_offs or len({p.id for p in pk}) != 1:
+            raise Fail("%s: fragments (offset, MF, length) %s, want %s, ids %s" % (where, offs, want_offs, [p.id for p in pk]))
+        whole = b"".join(p.body for p in sorted(pk, key=lambda p: p.fragoff))
+        l4len = struct.unpack("!H", whole[4:6])[0]
+        if l4len != len(whole) or whole[8:] != data:
+            raise Fail("%s: reassembled datagram wrong (UDP length %d of %d)" % (where, l4len, len(whole)))
+        if csum(pk[0].pseudo + struct.pack("!H", len(whole)) + whole) != 0xFFFF:
+            raise Fail("%s: reassembled UDP checksum wrong" % where)
+    else:
+        raise SystemExit("no model for " + name)
+    return len(pk)
 
 
 def main():
@@ -383,19 +402,21 @@ def main():
     for line in open(cases):
         kind, name, port, desync = line.split()
         port = int(port)
-        try:
-            if kind == "tcp":
-                what = check_tcp(desync, port, hop, srv, hello, int(ttl0))
-                want = hello
-            else:
-                want, what = check_udp(desync, port, hop, srv, udpdata, int(ttl0))
-            w = (len(want), hashlib.sha256(want).hexdigest())
-            if got.get((kind, port)) != [w]:
-                raise Fail("the server got %s, want once %s" % (got.get((kind, port)), w))
-            print("ok: %s (%s): %s; the server got exactly %d bytes, sha256 %s..." % (name, desync, what, w[0], w[1][:12]))
-        except Fail as e:
+        errs = []
+        if kind == "tcp":
+            what = check_tcp(desync, port, hop, srv, hello, int(ttl0), errs)
+            want = hello
+        else:
+            want, what = check_udp(desync, port, hop, srv, udpdata, int(ttl0), errs)
+        w = (len(want), hashlib.sha256(want).hexdigest())
+        if got.get((kind, port)) != [w]:
+            errs.append("the server's socket got (length, sha256) %s, want once %s" % (got.get((kind, port)), w))
+        if errs:
             bad += 1
-            print("FAIL: %s (%s): %s" % (name, desync, e))
+            for e in errs:
+                print("FAIL: %s (%s): %s" % (name, desync, e))
+        else:
+            print("ok: %s (%s): %s; the server got exactly %d bytes, sha256 %s..." % (name, desync, what, w[0], w[1][:12]))
     sys.exit(1 if bad else 0)
 
 
