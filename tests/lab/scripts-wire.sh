@@ -24,7 +24,7 @@
 # Usage: tests/lab/scripts-wire.sh [path/to/weir]
 set -euo pipefail
 C=weirsw-c R=weirsw-r H=weirsw-h S=weirsw-s
-NAMESPACES="$C $R $H $S" TOOLS="ip python3 ethtool" PREFIX=weirsw
+NAMESPACES="$C $R $H $S" TOOLS="ip python3 ethtool ping" PREFIX=weirsw
 . "$(dirname "$0")/common.sh"
 HERE=$(readlink -f "$(dirname "$0")")
 FAKES="$HERE/../../../shared/zapret2/files/fake"
@@ -55,6 +55,16 @@ tcp tcpseg-badsum 4015 tcpseg:pos=host,endhost:badsum
 udp udplen 5001 udplen:increment=7:pattern=0x5a5b5c:payload=all
 udp ipfrag 5002 ipfrag:ipfrag_pos_udp=16:payload=all
 udp ipfrag-disorder 5003 ipfrag:ipfrag_pos_udp=24:ipfrag_disorder:payload=all
+tcp6 multisplit6 4101 multisplit:pos=1,host,midsld
+tcp6 multidisorder6 4102 multidisorder:pos=1,endhost
+tcp6 fake6-ttl 4103 fake:blob=$F:ip6_ttl=1
+tcp6 fakedsplit6-badsum 4104 fakedsplit:pos=midsld:pattern=0x0102030405:badsum
+tcp6 fakeddisorder6-ttl 4105 fakeddisorder:pos=host:ip6_ttl=1
+tcp6 hostfakesplit6-badseq 4106 hostfakesplit:midhost=midsld:tcp_seq=-10000:tcp_ack=-66000
+tcp6 tcpseg6-md5 4107 tcpseg:pos=sld,endsld:tcp_md5
+udp6 udplen6 5101 udplen:increment=5:pattern=0x5a5b5c:payload=all
+udp6 ipfrag6 5102 ipfrag:ipfrag_pos_udp=16:payload=all
+udp6 ipfrag6-disorder 5103 ipfrag:ipfrag_pos_udp=32:ipfrag_disorder:payload=all
 E
 
 ip link add weirsw-c0 netns $C type veth peer name weirsw-r0 netns $R
@@ -66,6 +76,12 @@ ip -n $R addr add 198.18.51.1/24 dev weirsw-r1
 ip -n $H addr add 198.18.51.2/24 dev weirsw-h0
 ip -n $H addr add 198.18.52.1/24 dev weirsw-h1
 ip -n $S addr add 198.18.52.2/24 dev weirsw-s0
+ip -n $C addr add 2001:db8:50::2/64 dev weirsw-c0 nodad
+ip -n $R addr add 2001:db8:50::1/64 dev weirsw-r0 nodad
+ip -n $R addr add 2001:db8:51::1/64 dev weirsw-r1 nodad
+ip -n $H addr add 2001:db8:51::2/64 dev weirsw-h0 nodad
+ip -n $H addr add 2001:db8:52::1/64 dev weirsw-h1 nodad
+ip -n $S addr add 2001:db8:52::2/64 dev weirsw-s0 nodad
 for d in "$C weirsw-c0" "$R weirsw-r0" "$R weirsw-r1" "$H weirsw-h0" "$H weirsw-h1" "$S weirsw-s0"; do
   set -- $d
   ip -n $1 link set $2 up
@@ -76,9 +92,23 @@ ip -n $C route add default via 198.18.50.1
 ip -n $R route add 198.18.52.0/24 via 198.18.51.2
 ip -n $H route add 198.18.50.0/24 via 198.18.51.1
 ip -n $S route add default via 198.18.52.1
-ip netns exec $R sysctl -qw net.ipv4.ip_forward=1
-ip netns exec $H sysctl -qw net.ipv4.ip_forward=1
-TTL0=$(( $(ip netns exec $C sysctl -n net.ipv4.ip_default_ttl) - 1 )) # as weir sees it
+ip -n $C -6 route add default via 2001:db8:50::1
+ip -n $R -6 route add 2001:db8:52::/64 via 2001:db8:51::2
+ip -n $H -6 route add 2001:db8:50::/64 via 2001:db8:51::1
+ip -n $S -6 route add default via 2001:db8:52::1
+for n in $R $H; do
+  ip netns exec $n sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
+done
+# the TTL / hop limit weir sees (the client's, less the router's hop): the same for both
+TTL0=$(( $(ip netns exec $C sysctl -n net.ipv4.ip_default_ttl) - 1 ))
+[ $TTL0 = $(( $(ip netns exec $C sysctl -n net.ipv6.conf.weirsw-c0.hop_limit) - 1 )) ] ||
+  fail "the client's IPv4 TTL and IPv6 hop limit differ"
+
+# neighbours resolved before the cases (the first IPv6 packets to an unresolved neighbour can
+# arrive twice, weir or not)
+for a in 198.18.52.2 2001:db8:52::2; do
+  ip netns exec $C ping -c 1 -i 0.2 -w 3 $a >/dev/null || fail "no ping to $a"
+done
 
 # the server: every case's port; for TCP reads until it has the ClientHello's length (or
 # 2 s pass), logs and answers the length and SHA-256; for UDP the same per datagram
@@ -91,9 +121,12 @@ def note(kind, port, got):
     with lock:
         log.write(line + "\n"); log.flush()
     return line.encode()
-def tcp(port):
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("198.18.52.2", port)); s.listen(4); s.settimeout(50)
+def addr(kind):
+    return (socket.AF_INET6, "2001:db8:52::2") if kind.endswith("6") else (socket.AF_INET, "198.18.52.2")
+def tcp(kind, port):
+    fam, a = addr(kind)
+    s = socket.socket(fam); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((a, port)); s.listen(4); s.settimeout(50)
     while True:
         try:
             c, _ = s.accept()
@@ -108,19 +141,20 @@ def tcp(port):
         except (socket.timeout, ConnectionError):
             pass
         try:
-            c.sendall(note("tcp", port, got) + b"\n"); c.close()
+            c.sendall(note(kind, port, got) + b"\n"); c.close()
         except OSError:
             pass
-def udp(port):
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("198.18.52.2", port)); s.settimeout(50)
+def udp(kind, port):
+    fam, a = addr(kind)
+    s = socket.socket(fam, socket.SOCK_DGRAM); s.bind((a, port)); s.settimeout(50)
     while True:
         try:
             got, peer = s.recvfrom(65536)
         except socket.timeout:
             return
-        s.sendto(note("udp", port, got), peer)
+        s.sendto(note(kind, port, got), peer)
 for kind, port in (a.split(":") for a in sys.argv[3:]):
-    threading.Thread(target=tcp if kind == "tcp" else udp, args=(int(port),), daemon=True).start()
+    threading.Thread(target=tcp if kind.startswith("tcp") else udp, args=(kind, int(port)), daemon=True).start()
 print("ready", flush=True)
 threading.Event().wait(55)
 P
@@ -130,14 +164,15 @@ cat > "$DIR/client.py" <<'P'
 import socket, sys, time
 hello, quic = open(sys.argv[1], "rb").read(), open(sys.argv[2], "rb").read()
 for kind, port in (a.split(":") for a in sys.argv[3:]):
+    fam, a = (socket.AF_INET6, "2001:db8:52::2") if kind.endswith("6") else (socket.AF_INET, "198.18.52.2")
     try:
-        if kind == "tcp":
-            s = socket.create_connection(("198.18.52.2", int(port)), timeout=3)
+        if kind.startswith("tcp"):
+            s = socket.create_connection((a, int(port)), timeout=3)
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             s.sendall(hello); got = s.recv(200).decode().strip() or "EOF"
         else:
-            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)
-            s.sendto(quic, ("198.18.52.2", int(port))); got = s.recv(200).decode()
+            s = socket.socket(fam, socket.SOCK_DGRAM); s.settimeout(3)
+            s.sendto(quic, (a, int(port))); got = s.recv(200).decode()
         s.close()
     except OSError as e:
         got = "ERROR %s" % e
@@ -165,7 +200,7 @@ done
   echo '    type filter hook postrouting priority 101; policy accept;'
   n=300
   while read -r kind name port desync; do
-    n=$((n + 1)); echo "    $kind dport $port queue num $n"
+    n=$((n + 1)); echo "    ${kind%6} dport $port queue num $n"
   done < "$DIR/cases"
   echo '  }'
   echo '}'
@@ -190,7 +225,7 @@ while read -r kind name port desync; do
 [[scripts.profile]]
 queue = $n
 name = "$name"
-filter_$kind = "$port"
+filter_${kind%6} = "$port"
 [[scripts.profile.instance]]
 desync = "$desync"
 T
@@ -206,7 +241,8 @@ timeout 40 ip netns exec $C python3 "$DIR/client.py" "$HELLO" "$QUIC" $PORTS >"$
 sleep 0.3
 kill $HPID $CPID
 wait $HPID $CPID 2>/dev/null || true
-sed 's/^/  client: /' "$DIR/client.out"
+[ -n "${WIRE_DEBUG:-}" ] && cp "$DIR"/*.cap "$DIR/server.log" "$DIR/cases" "$WIRE_DEBUG"/
+sed "s/^/  client: /" "$DIR/client.out"
 set +e
 python3 "$CHECK" check "$DIR/cases" "$DIR/hop.cap" "$DIR/srv.cap" "$DIR/server.log" "$HELLO" "$QUIC" "$TTL0"
 rc=$?

@@ -21,8 +21,8 @@ import struct
 import sys
 import time
 
-CLIENT = bytes([198, 18, 50, 2])
-SERVER = bytes([198, 18, 52, 2])
+CLIENTS = (bytes([198, 18, 50, 2]), socket.inet_pton(socket.AF_INET6, "2001:db8:50::2"))
+SERVERS = (bytes([198, 18, 52, 2]), socket.inet_pton(socket.AF_INET6, "2001:db8:52::2"))
 
 
 def sniff(iface, out):
@@ -57,39 +57,61 @@ def csum(b):
 
 
 class Pkt:
-    """One IPv4 packet from the client to the server (TCP, UDP or a fragment)."""
+    """One IPv4 or IPv6 packet (TCP, UDP or a fragment)."""
 
     def __init__(self, frame):
         ip = frame[14:]
-        ihl = (ip[0] & 15) * 4
-        tot = struct.unpack("!H", ip[2:4])[0]
-        ip = ip[:tot]
-        self.ip_ok = csum(ip[:ihl]) == 0xFFFF
-        self.id = struct.unpack("!H", ip[4:6])[0]
-        fw = struct.unpack("!H", ip[6:8])[0]
-        self.mf = bool(fw & 0x2000)
-        self.fragoff = (fw & 0x1FFF) * 8
-        self.ttl = ip[8]
-        self.proto = ip[9]
-        self.src, self.dst = ip[12:16], ip[16:20]
-        self.body = ip[ihl:]
-        self.frag = self.mf or self.fragoff > 0
-        self.pseudo = ip[12:20] + bytes([0, self.proto])
-        self.dport = None
-        if self.frag and self.fragoff > 0:
+        self.v6 = ip[0] >> 4 == 6
+        self.frag, self.mf, self.fragoff, self.dport = False, False, 0, None
+        if self.v6:
+            ip = ip[: 40 + struct.unpack("!H", ip[4:6])[0]]
+            self.ip_ok, self.id, self.ttl = True, None, ip[7]
+            self.src, self.dst = ip[8:24], ip[24:40]
+            nh, off = ip[6], 40
+            # extension headers: hop-by-hop, routing, destination options, AH, fragment
+            while nh in (0, 43, 60, 51, 44):
+                if nh == 44:
+                    fw = struct.unpack("!H", ip[off + 2 : off + 4])[0]
+                    self.frag, self.mf, self.fragoff = True, bool(fw & 1), fw & 0xFFF8
+                    self.id = struct.unpack("!I", ip[off + 4 : off + 8])[0]
+                    nh, off = ip[off], off + 8
+                else:
+                    n = (ip[off + 1] + 2) * 4 if nh == 51 else (ip[off + 1] + 1) * 8
+                    nh, off = ip[off], off + n
+            self.proto = nh
+        else:
+            off = (ip[0] & 15) * 4
+            ip = ip[: struct.unpack("!H", ip[2:4])[0]]
+            self.ip_ok = csum(ip[:off]) == 0xFFFF
+            self.id = struct.unpack("!H", ip[4:6])[0]
+            fw = struct.unpack("!H", ip[6:8])[0]
+            self.mf, self.fragoff = bool(fw & 0x2000), (fw & 0x1FFF) * 8
+            self.frag = self.mf or self.fragoff > 0
+            self.ttl, self.proto = ip[8], ip[9]
+            self.src, self.dst = ip[12:16], ip[16:20]
+        self.body = ip[off:]
+        if self.fragoff > 0:
             return
         l4 = self.body
         self.sport, self.dport = struct.unpack("!HH", l4[:4])
         if self.proto == 6:
             self.seq, self.ack = struct.unpack("!II", l4[4:12])
-            off = (l4[12] >> 4) * 4
+            hl = (l4[12] >> 4) * 4
             self.flags = l4[13]
-            self.opts = l4[20:off]
-            self.payload = l4[off:]
-            self.sum_ok = csum(self.pseudo + struct.pack("!H", len(l4)) + l4) == 0xFFFF
+            self.opts = l4[20:hl]
+            self.payload = l4[hl:]
+            self.sum_ok = self.l4_ok(l4)
         elif self.proto == 17 and not self.frag:
             self.payload = l4[8:]
-            self.sum_ok = csum(self.pseudo + struct.pack("!H", len(l4)) + l4) == 0xFFFF
+            self.sum_ok = self.l4_ok(l4)
+
+    def l4_ok(self, l4):
+        """Whether the TCP / UDP checksum of this (whole) transport segment is right."""
+        if self.v6:
+            pseudo = self.src + self.dst + struct.pack("!I", len(l4)) + bytes([0, 0, 0, self.proto])
+        else:
+            pseudo = self.src + self.dst + bytes([0, self.proto]) + struct.pack("!H", len(l4))
+        return csum(pseudo + l4) == 0xFFFF
 
     def md5(self):
         o, i = self.opts, 0
@@ -109,10 +131,10 @@ def load(path):
     out = []
     for line in open(path):
         f = bytes.fromhex(line.strip())
-        if len(f) < 34 or f[12:14] != b"\x08\x00":
+        if len(f) < 34 or f[12:14] not in (b"\x08\x00", b"\x86\xdd"):
             continue
         p = Pkt(f)
-        if p.src == CLIENT and p.dst == SERVER:
+        if p.src in CLIENTS and p.dst in SERVERS:
             out.append(p)
     return out
 
@@ -239,7 +261,7 @@ class Fail(Exception):
     pass
 
 
-def check_tcp(name_desync, port, hop, srv, data, ttl0, errs):
+def check_tcp(name_desync, v6, port, hop, srv, data, ttl0, errs):
     name, a = parse_desync(name_desync)
     host = sni(data)
     exp, passes = model(name, a, data, host)
@@ -250,7 +272,8 @@ def check_tcp(name_desync, port, hop, srv, data, ttl0, errs):
         raise Fail("want one SYN and the handshake's ACK, got %d SYNs, %d ACKs" % (len(syn), len(hs)))
     isn, ack0 = syn[0].seq + 1, hs[0].ack
     # what the expected packets look like, fooling applied (nfqws2's "standard fooling")
-    ttl_fool = int(a["ip_ttl"]) if "ip_ttl" in a else None
+    ttl_arg = "ip6_ttl" if v6 else "ip_ttl"
+    ttl_fool = int(a[ttl_arg]) if ttl_arg in a else None
     dseq = int(a.get("tcp_seq", 0))
     dack = int(a.get("tcp_ack", 0))
     rows = []
@@ -328,7 +351,7 @@ def check_tcp(name_desync, port, hop, srv, data, ttl0, errs):
 
     data_pkts = [p for p in flow if p.payload]
     try:
-        compare("one hop past weir", rows, got_rows(data_pkts, ack0), True)
+        compare("one hop past weir", rows, got_rows(data_pkts, ack0), not v6)
     except Fail as e:
         errs.append(str(e))
     # the server's side: what had TTL 1 died at the first hop, the rest one TTL lower
@@ -381,7 +404,7 @@ def check_udp_at(name, a, port, where, cap, ttl, data):
         l4len = struct.unpack("!H", whole[4:6])[0]
         if l4len != len(whole) or whole[8:] != data:
             raise Fail("%s: reassembled datagram wrong (UDP length %d of %d)" % (where, l4len, len(whole)))
-        if csum(pk[0].pseudo + struct.pack("!H", len(whole)) + whole) != 0xFFFF:
+        if not pk[0].l4_ok(whole):
             raise Fail("%s: reassembled UDP checksum wrong" % where)
     else:
         raise SystemExit("no model for " + name)
@@ -403,11 +426,14 @@ def main():
         kind, name, port, desync = line.split()
         port = int(port)
         errs = []
-        if kind == "tcp":
-            what = check_tcp(desync, port, hop, srv, hello, int(ttl0), errs)
-            want = hello
-        else:
-            want, what = check_udp(desync, port, hop, srv, udpdata, int(ttl0), errs)
+        want, what = (hello if kind.startswith("tcp") else udpdata), ""
+        try:
+            if kind.startswith("tcp"):
+                what = check_tcp(desync, kind == "tcp6", port, hop, srv, hello, int(ttl0), errs)
+            else:
+                want, what = check_udp(desync, port, hop, srv, udpdata, int(ttl0), errs)
+        except Fail as e:
+            errs.append(str(e))
         w = (len(want), hashlib.sha256(want).hexdigest())
         if got.get((kind, port)) != [w]:
             errs.append("the server's socket got (length, sha256) %s, want once %s" % (got.get((kind, port)), w))
