@@ -52,6 +52,9 @@ tcp hostfakesplit-ttl 4012 hostfakesplit:midhost=midsld:ip_ttl=1
 tcp hostfakesplit-md5 4013 hostfakesplit:tcp_md5
 tcp tcpseg 4014 tcpseg:pos=1,midsld
 tcp tcpseg-badsum 4015 tcpseg:pos=host,endhost:badsum
+tcp rst-ttl 4016 rst:ip_ttl=1
+tcp rstack-badsum 4017 rst:rstack:badsum
+tcp syndata 4018 syndata:blob=0x53594e44415441:payload=all
 udp udplen 5001 udplen:increment=7:pattern=0x5a5b5c:payload=all
 udp ipfrag 5002 ipfrag:ipfrag_pos_udp=16:payload=all
 udp ipfrag-disorder 5003 ipfrag:ipfrag_pos_udp=24:ipfrag_disorder:payload=all
