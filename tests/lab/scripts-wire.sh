@@ -55,6 +55,7 @@ tcp tcpseg-badsum 4015 tcpseg:pos=host,endhost:badsum
 tcp rst-ttl 4016 rst:ip_ttl=1
 tcp rstack-badsum 4017 rst:rstack:badsum
 tcp syndata 4018 syndata:blob=0x53594e44415441:payload=all
+tcp wsize 4019 wsize:wsize=64:scale=0:dir=in:payload=all
 udp udplen 5001 udplen:increment=7:pattern=0x5a5b5c:payload=all
 udp ipfrag 5002 ipfrag:ipfrag_pos_udp=16:payload=all
 udp ipfrag-disorder 5003 ipfrag:ipfrag_pos_udp=24:ipfrag_disorder:payload=all
@@ -188,10 +189,12 @@ SPID=$!
 ip netns exec $H python3 "$CHECK" sniff weirsw-h0 "$DIR/hop.cap" >"$DIR/hop.out" 2>&1 &
 HPID=$!
 ip netns exec $S python3 "$CHECK" sniff weirsw-s0 "$DIR/srv.cap" >"$DIR/srv.out" 2>&1 &
+VPID=$!
+ip netns exec $C python3 "$CHECK" sniff weirsw-c0 "$DIR/cli.cap" >"$DIR/cli.out" 2>&1 &
 CPID=$!
-trap 'kill $SPID $HPID $CPID 2>/dev/null || true; cleanup' EXIT
+trap 'kill $SPID $HPID $VPID $CPID 2>/dev/null || true; cleanup' EXIT
 touch "$DIR/server.log"
-for f in server.out hop.out srv.out; do
+for f in server.out hop.out srv.out cli.out; do
   for i in $(seq 50); do grep -q ready "$DIR/$f" 2>/dev/null && break; sleep 0.1; done
   grep -q ready "$DIR/$f" || fail "$f: not ready: $(cat "$DIR/$f")"
 done
@@ -204,6 +207,8 @@ done
   n=300
   while read -r kind name port desync; do
     n=$((n + 1)); echo "    ${kind%6} dport $port queue num $n"
+    # an instance on the server's packets: they are queued too
+    case $desync in *dir=in*) echo "    ${kind%6} sport $port queue num $n" ;; esac
   done < "$DIR/cases"
   echo '  }'
   echo '}'
@@ -232,6 +237,7 @@ filter_${kind%6} = "$port"
 [[scripts.profile.instance]]
 desync = "$desync"
 T
+  case $desync in *dir=in*) echo 'in_range = "a"' >> "$DIR/weir.toml" ;; esac
 done < "$DIR/cases"
 
 ip netns exec $R "$WEIR" run --config "$DIR/weir.toml" >"$DIR/weir.log" 2>&1 &
@@ -242,12 +248,12 @@ grep -q ready "$DIR/weir.log" || fail "weir did not start"
 timeout 40 ip netns exec $C python3 "$DIR/client.py" "$HELLO" "$QUIC" $PORTS >"$DIR/client.out" 2>&1 ||
   fail "the client failed or timed out: $(cat "$DIR/client.out")"
 sleep 0.3
-kill $HPID $CPID
-wait $HPID $CPID 2>/dev/null || true
+kill $HPID $VPID $CPID
+wait $HPID $VPID $CPID 2>/dev/null || true
 [ -n "${WIRE_DEBUG:-}" ] && cp "$DIR"/*.cap "$DIR/server.log" "$DIR/cases" "$WIRE_DEBUG"/
 sed "s/^/  client: /" "$DIR/client.out"
 set +e
-python3 "$CHECK" check "$DIR/cases" "$DIR/hop.cap" "$DIR/srv.cap" "$DIR/server.log" "$HELLO" "$QUIC" "$TTL0"
+python3 "$CHECK" check "$DIR/cases" "$DIR/hop.cap" "$DIR/srv.cap" "$DIR/cli.cap" "$DIR/server.log" "$HELLO" "$QUIC" "$TTL0"
 rc=$?
 set -e
 [ $rc = 0 ] || fail "some actions put the wrong packets on the wire (above)"

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """What weir's per-flow scripts put on the wire, checked packet by packet (tests/lab/scripts-wire.sh).
 
-  wire_check.py sniff IFACE OUT     capture the frames IFACE receives (AF_PACKET) into OUT,
-                                    one hex line each, until SIGTERM (or 60 s)
-  wire_check.py check CASES HOP SRV SERVERLOG HELLO UDPDATA TTL
+  wire_check.py sniff IFACE OUT     capture the frames IFACE receives and sends (AF_PACKET)
+                                    into OUT, one hex line each, until SIGTERM (or 60 s)
+  wire_check.py check CASES HOP SRV CLI SERVERLOG HELLO UDPDATA TTL
                                     check every case of the file CASES (lines "kind name port
-                                    desync") against the captures HOP (one hop past weir) and
-                                    SRV (the server's side)
+                                    desync") against the captures HOP (one hop past weir), SRV
+                                    (the server's side) and CLI (the client's, for what weir
+                                    changes on the way back)
 
 The expected packets come from a model of each action written here after nfqws2's
 zapret-antidpi.lua (not after weir's code): the split positions are resolved on the payload
@@ -42,7 +43,7 @@ def sniff(iface, out):
                 continue
             except InterruptedError:
                 continue
-            if addr[0] != iface or addr[2] == socket.PACKET_OUTGOING:
+            if addr[0] != iface:
                 continue
             f.write(data.hex() + "\n")
             f.flush()
@@ -97,6 +98,7 @@ class Pkt:
         self.sport, self.dport = struct.unpack("!HH", l4[:4])
         if self.proto == 6:
             self.seq, self.ack = struct.unpack("!II", l4[4:12])
+            self.win = struct.unpack("!H", l4[14:16])[0]
             hl = (l4[12] >> 4) * 4
             self.flags = l4[13]
             self.opts = l4[20:hl]
@@ -128,14 +130,16 @@ class Pkt:
         return False
 
 
-def load(path):
+def load(path, back=False):
+    """The packets of a capture from the client to the server (`back`: the other way)."""
     out = []
     for line in open(path):
         f = bytes.fromhex(line.strip())
         if len(f) < 34 or f[12:14] not in (b"\x08\x00", b"\x86\xdd"):
             continue
         p = Pkt(f)
-        if p.src in CLIENTS and p.dst in SERVERS:
+        fwd, rev = p.src in CLIENTS and p.dst in SERVERS, p.src in SERVERS and p.dst in CLIENTS
+        if rev if back else fwd:
             out.append(p)
     return out
 
@@ -351,7 +355,7 @@ def check_tcp(name_desync, v6, port, hop, srv, data, ttl0, errs):
         for i, (w, g) in enumerate(zip(want, got)):
             for k in ("off", "len", "flags", "ttl", "sum", "md5", "ack"):
                 if w[k] != g[k] and not (k == "ack" and w[k] is None):
-                    raise Fail("packet %d: %s %r, want %r\n%s" % (i + 1, k, g[k], w[k], msg))
+                    raise Fail("packet %d: %s %s, want %s\n%s" % (i + 1, k, hex(g[k]) if k == "flags" else g[k], hex(w[k]) if k == "flags" else w[k], msg))
             if not g["ip_ok"]:
                 raise Fail("packet %d: bad IPv4 header checksum\n%s" % (i + 1, msg))
             if w["fakehost"]:
@@ -399,6 +403,52 @@ def check_tcp(name_desync, v6, port, hop, srv, data, ttl0, errs):
             errs.append(late)
         what += "; NOTE: " + late
     return what
+
+
+def check_wsize(desync, port, srv, cli, hop, ttl0, errs):
+    """`wsize` on the server's SYN,ACK: what the client receives against what the server sent."""
+    name, a = parse_desync(desync)
+    sent = [p for p in srv if p.proto == 6 and p.sport == port and p.flags & 0x12 == 0x12]
+    got = [p for p in cli if p.proto == 6 and p.sport == port and p.flags & 0x12 == 0x12]
+    if len(sent) != 1 or len(got) != 1:
+        raise Fail("want one SYN,ACK sent and one received, got %d and %d" % (len(sent), len(got)))
+    s, g = sent[0], got[0]
+
+    def opts(p, scale=None):
+        o, i, out = p.opts, 0, []
+        while i < len(o) and o[i] != 0:
+            n = 1 if o[i] == 1 else o[i + 1]
+            x = o[i : i + n]
+            if x[0] == 3 and scale is not None and scale < x[2]:
+                x = bytes([3, 3, scale])
+            out.append(x)
+            i += n
+        return out
+
+    want = {
+        "seq": s.seq,
+        "ack": s.ack,
+        "flags": s.flags,
+        "win": int(a.get("wsize", s.win)),
+        "opts": opts(s, int(a["scale"]) if "scale" in a else None),
+        "ttl": s.ttl - 2,
+        "sum": True,
+    }
+    have = {"seq": g.seq, "ack": g.ack, "flags": g.flags, "win": g.win, "opts": opts(g), "ttl": g.ttl, "sum": g.sum_ok}
+    for k in want:
+        if want[k] != have[k]:
+            errs.append("the SYN,ACK the client got: %s %r, want %r (the server sent %r)" % (k, have[k], want[k], getattr(s, k, None)))
+    # the client's first data segment fits the window it was told
+    data = [p for p in hop if p.proto == 6 and p.dport == port and p.payload]
+    if not data or len(data[0].payload) != want["win"]:
+        errs.append("the client's first segment: %s bytes, want %d" % (data and len(data[0].payload), want["win"]))
+    return "the SYN,ACK's window %d -> %d, its options %s -> %s; the client's first segment %d bytes" % (
+        s.win,
+        g.win,
+        opts(s)[-1:],
+        opts(g)[-1:],
+        len(data[0].payload) if data else 0,
+    )
 
 
 def udplen_want(a, data):
@@ -450,8 +500,9 @@ def check_udp_at(name, a, port, where, cap, ttl, data):
 def main():
     if sys.argv[1] == "sniff":
         return sniff(sys.argv[2], sys.argv[3])
-    cases, hop_f, srv_f, log_f, hello_f, udp_f, ttl0 = sys.argv[2:9]
+    cases, hop_f, srv_f, cli_f, log_f, hello_f, udp_f, ttl0 = sys.argv[2:10]
     hop, srv = load(hop_f), load(srv_f)
+    srv_back, cli_back = load(srv_f, back=True), load(cli_f, back=True)
     hello, udpdata = open(hello_f, "rb").read(), open(udp_f, "rb").read()
     got = {}
     for line in open(log_f):
@@ -464,7 +515,9 @@ def main():
         errs = []
         want, what = (hello if kind.startswith("tcp") else udpdata), ""
         try:
-            if kind.startswith("tcp"):
+            if desync.startswith("wsize:"):
+                what = check_wsize(desync, port, srv_back, cli_back, hop, int(ttl0), errs)
+            elif kind.startswith("tcp"):
                 what = check_tcp(desync, kind == "tcp6", port, hop, srv, hello, int(ttl0), errs)
             else:
                 want, what = check_udp(desync, port, hop, srv, udpdata, int(ttl0), errs)
