@@ -1,25 +1,29 @@
 #!/usr/bin/env bash
 # Lab test of what each desync action of weir's per-flow scripts puts on the wire (root;
 # network namespaces): a client, weir's router (NFQUEUE mode), a plain router one hop past
-# weir and a server, in a line. Each case is one profile (on its own queue and port) with one
-# action; the client sends zapret2's TLS ClientHello for iana.org over TCP (or a QUIC Initial
-# over UDP) to the server, which reports the length and SHA-256 of what its socket received.
-# AF_PACKET sniffers (python3) capture what arrives one hop past weir and at the server.
+# weir and a server, in a line, over IPv4 and IPv6. Each case is one profile (on its own queue
+# and port) with one action; the client sends zapret2's TLS ClientHello for iana.org over TCP
+# (or a QUIC Initial over UDP) to the server, which reports the length and SHA-256 of what its
+# socket received. AF_PACKET sniffers (python3) capture at the client, one hop past weir and
+# at the server.
 #
 # Checks, per case (tests/lab/wire_check.py, whose model of each action follows nfqws2's
 # zapret-antidpi.lua and resolves the positions on the ClientHello itself): exactly which
-# segments arrive, in which order, their sequence offsets from the ISN, lengths and payloads,
-# acknowledgment numbers, TTLs, whether the TCP checksum is valid or bad on purpose, the TCP
-# MD5 option, the IPv4 header checksums and ids; that fakes with TTL 1 reach the hop past
+# segments arrive, in which order, their sequence offsets from the ISN, lengths, payloads and
+# flags, acknowledgment numbers, TTLs, whether the TCP checksum is valid or bad on purpose, the
+# TCP MD5 option, the IPv4 header checksums and ids; that fakes with TTL 1 reach the hop past
 # weir and not the server; fragments (offsets, MF, one id, the reassembled datagram and its
-# checksum); and that the server received exactly the payload, once.
+# checksum); `wsize`'s SYN,ACK at the client against the server's; and that the server
+# received exactly the payload, once. A NOTE when the client's handshake ACK arrives after
+# weir's packets for the data (WIRE_STRICT_ORDER=1: a failure).
 #
-# Checksum offloads are off on the path (so the capture shows the real checksums) and receive
-# checksumming off at the hop and the server (so a veth does not vouch for a bad checksum:
-# the server's TCP drops it, as a real host does).
+# Checksum offloads are off on the path (so the captures show the real checksums), and
+# receive checksumming at the hop and the server (so that no veth vouches for a checksum: the
+# server's TCP drops a bad one, as a real host does).
 #
 # WIRE_BREAK="name/from/to" runs case `name` with weir's desync string edited (sed s/from/to/)
-# while the checker expects the original: a way to see the checks fail.
+# while the checker expects the original: a way to see the checks fail. WIRE_DEBUG=DIR keeps
+# the captures, the server's log and the cases there.
 #
 # Usage: tests/lab/scripts-wire.sh [path/to/weir]
 set -euo pipefail

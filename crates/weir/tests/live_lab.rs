@@ -112,11 +112,11 @@ fn scripts_against_a_dpi_stand_in() {
     lab("scripts.sh");
 }
 
-/// Each desync action of the per-flow scripts on the wire (scripts-wire.sh): the segments,
-/// their order, sequence offsets from the ISN, payloads, TTLs, checksums (valid or bad on
-/// purpose), MD5 options and IPv4 ids one hop past weir and at the server, fakes with TTL 1
-/// seen past weir and not at the server, UDP lengths and IP fragments, and exactly the
-/// payload in the server's socket.
+/// Each desync action of the per-flow scripts on the wire (scripts-wire.sh), over IPv4 and
+/// IPv6: the segments, their order, sequence offsets from the ISN, payloads, flags, TTLs,
+/// checksums (valid or bad on purpose), MD5 options and IPv4 ids one hop past weir and at the
+/// server, fakes with TTL 1 seen past weir and not at the server, `wsize`'s SYN,ACK at the
+/// client, UDP lengths and IP fragments, and exactly the payload in the server's socket.
 #[test]
 fn scripts_desync_actions_on_the_wire() {
     lab("scripts-wire.sh");
