@@ -60,6 +60,7 @@ tcp rst-ttl 4016 rst:ip_ttl=1
 tcp rstack-badsum 4017 rst:rstack:badsum
 tcp syndata 4018 syndata:blob=0x53594e44415441:payload=all
 tcp wsize 4019 wsize:wsize=64:scale=0:dir=in:payload=all
+tcp ipfrag-tcp 4020 ipfrag:ipfrag_pos_tcp=48
 udp udplen 5001 udplen:increment=7:pattern=0x5a5b5c:payload=all
 udp ipfrag 5002 ipfrag:ipfrag_pos_udp=16:payload=all
 udp ipfrag-disorder 5003 ipfrag:ipfrag_pos_udp=24:ipfrag_disorder:payload=all
@@ -70,6 +71,7 @@ tcp6 fakedsplit6-badsum 4104 fakedsplit:pos=midsld:pattern=0x0102030405:badsum
 tcp6 fakeddisorder6-ttl 4105 fakeddisorder:pos=host:ip6_ttl=1
 tcp6 hostfakesplit6-badseq 4106 hostfakesplit:midhost=midsld:tcp_seq=-10000:tcp_ack=-66000
 tcp6 tcpseg6-md5 4107 tcpseg:pos=sld,endsld:tcp_md5
+tcp6 ipfrag6-tcp 4108 ipfrag:ipfrag_disorder
 udp6 udplen6 5101 udplen:increment=5:pattern=0x5a5b5c:payload=all
 udp6 ipfrag6 5102 ipfrag:ipfrag_pos_udp=16:payload=all
 udp6 ipfrag6-disorder 5103 ipfrag:ipfrag_pos_udp=32:ipfrag_disorder:payload=all

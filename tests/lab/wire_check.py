@@ -456,21 +456,24 @@ def udplen_want(a, data):
     return data + pattern(pat, int(a.get("pattern_offset", 0)), int(a.get("increment", 2)))
 
 
-def check_udp(name_desync, port, hop, srv, data, ttl0, errs):
+def check_l4(name_desync, tcp, port, hop, srv, data, ttl0, errs):
+    """`udplen`, and `ipfrag` on UDP or TCP: what arrives at each place."""
     name, a = parse_desync(name_desync)
     n = 0
     for where, cap, ttl in (("one hop past weir", hop, ttl0), ("at the server", srv, ttl0 - 1)):
         try:
-            n = check_udp_at(name, a, port, where, cap, ttl, data)
+            n = check_l4_at(name, a, tcp, port, where, cap, ttl, data)
         except Fail as e:
             errs.append(str(e))
     return (udplen_want(a, data) if name == "udplen" else data), "%d packet(s)" % n
 
 
-def check_udp_at(name, a, port, where, cap, ttl, data):
+def check_l4_at(name, a, tcp, port, where, cap, ttl, data):
+    proto = 6 if tcp else 17
+    flow = [p for p in cap if p.proto == proto and p.dport == port]
     # fragments of the flow: the first one has the port; the others share its id
-    ids = {p.id for p in cap if p.proto == 17 and p.dport == port}
-    pk = [p for p in cap if p.proto == 17 and p.id in ids and (p.dport == port or p.frag)]
+    ids = {p.id for p in flow if p.frag or not tcp}
+    pk = [p for p in cap if p.proto == proto and p.id in ids and (p.dport == port or p.frag)]
     if any(p.ttl != ttl or not p.ip_ok for p in pk):
         raise Fail("%s: TTLs %s or IP checksums %s" % (where, [p.ttl for p in pk], [p.ip_ok for p in pk]))
     if name == "udplen":
@@ -479,19 +482,34 @@ def check_udp_at(name, a, port, where, cap, ttl, data):
             got = [(len(p.body) - 8, p.frag, getattr(p, "sum_ok", None)) for p in pk]
             raise Fail("%s: want one datagram of %d bytes (a valid checksum), got %s" % (where, len(want), got))
     elif name == "ipfrag":
-        pos = int(a.get("ipfrag_pos_udp", 8))
+        # (an IPv4 id the fragments take, the original's + 1, may be the client's next packet's)
+        pk = [p for p in pk if p.frag]
+        pos = int(a.get("ipfrag_pos_tcp" if tcp else "ipfrag_pos_udp", 32 if tcp else 8))
+        first = [p for p in pk if p.fragoff == 0]
+        # the transport header's length, from the first fragment
+        hl = (first[0].body[12] >> 4) * 4 if tcp and first else 8
         offs = [(p.fragoff, p.mf, len(p.body)) for p in pk]
-        want_offs = [(0, True, pos), (pos, False, 8 + len(data) - pos)]
+        want_offs = [(0, True, pos), (pos, False, hl + len(data) - pos)]
         if "ipfrag_disorder" in a:
             want_offs.reverse()
         if offs != want_offs or len({p.id for p in pk}) != 1:
             raise Fail("%s: fragments (offset, MF, length) %s, want %s, ids %s" % (where, offs, want_offs, [p.id for p in pk]))
         whole = b"".join(p.body for p in sorted(pk, key=lambda p: p.fragoff))
-        l4len = struct.unpack("!H", whole[4:6])[0]
-        if l4len != len(whole) or whole[8:] != data:
-            raise Fail("%s: reassembled datagram wrong (UDP length %d of %d)" % (where, l4len, len(whole)))
+        if whole[hl:] != data:
+            raise Fail("%s: the reassembled payload is not the original" % where)
+        if not tcp and struct.unpack("!H", whole[4:6])[0] != len(whole):
+            raise Fail("%s: reassembled datagram's UDP length wrong" % where)
         if not pk[0].l4_ok(whole):
-            raise Fail("%s: reassembled UDP checksum wrong" % where)
+            raise Fail("%s: reassembled checksum wrong" % where)
+        if tcp:
+            # the segment is the original's: its sequence number right after the SYN's, and
+            # nothing else of the flow carries data
+            syn = [p for p in flow if not p.frag and p.flags & 0x02]
+            seq = struct.unpack("!I", whole[4:8])[0]
+            if len(syn) != 1 or seq != (syn[0].seq + 1) % 2**32:
+                raise Fail("%s: the reassembled segment's sequence number is not the ISN + 1" % where)
+            if [p for p in flow if not p.frag and p.payload]:
+                raise Fail("%s: data outside the fragments" % where)
     else:
         raise SystemExit("no model for " + name)
     return len(pk)
@@ -517,10 +535,11 @@ def main():
         try:
             if desync.startswith("wsize:"):
                 what = check_wsize(desync, port, srv_back, cli_back, hop, int(ttl0), errs)
-            elif kind.startswith("tcp"):
+            elif kind.startswith("tcp") and not desync.startswith("ipfrag:"):
                 what = check_tcp(desync, kind == "tcp6", port, hop, srv, hello, int(ttl0), errs)
             else:
-                want, what = check_udp(desync, port, hop, srv, udpdata, int(ttl0), errs)
+                tcp = kind.startswith("tcp")
+                want, what = check_l4(desync, tcp, port, hop, srv, hello if tcp else udpdata, int(ttl0), errs)
         except Fail as e:
             errs.append(str(e))
         w = (len(want), hashlib.sha256(want).hexdigest())
