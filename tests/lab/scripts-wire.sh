@@ -61,6 +61,10 @@ tcp rstack-badsum 4017 rst:rstack:badsum
 tcp syndata 4018 syndata:blob=0x53594e44415441:payload=all
 tcp wsize 4019 wsize:wsize=64:scale=0:dir=in:payload=all
 tcp ipfrag-tcp 4020 ipfrag:ipfrag_pos_tcp=48
+tcp fake-autottl 4021 fake:blob=$F:ip_autottl=+1,1-64:badsum
+tcp fake-repeats 4022 fake:blob=$F:repeats=3:ip_ttl=1
+tcp multisplit-repeats 4023 multisplit:pos=midsld:repeats=2
+tcp fake-tcpts 4024 fake:blob=$F:tcp_ts=-1000:ip_ttl=1
 udp udplen 5001 udplen:increment=7:pattern=0x5a5b5c:payload=all
 udp ipfrag 5002 ipfrag:ipfrag_pos_udp=16:payload=all
 udp ipfrag-disorder 5003 ipfrag:ipfrag_pos_udp=24:ipfrag_disorder:payload=all
@@ -72,6 +76,8 @@ tcp6 fakeddisorder6-ttl 4105 fakeddisorder:pos=host:ip6_ttl=1
 tcp6 hostfakesplit6-badseq 4106 hostfakesplit:midhost=midsld:tcp_seq=-10000:tcp_ack=-66000
 tcp6 tcpseg6-md5 4107 tcpseg:pos=sld,endsld:tcp_md5
 tcp6 ipfrag6-tcp 4108 ipfrag:ipfrag_disorder
+tcp6 fake6-autottl 4109 fake:blob=$F:ip6_autottl=-1,1-64
+tcp6 fake6-exthdr 4110 fake:blob=$F:ip6_hopbyhop:ip6_destopt:ip6_ah:ip6_ttl=1
 udp6 udplen6 5101 udplen:increment=5:pattern=0x5a5b5c:payload=all
 udp6 ipfrag6 5102 ipfrag:ipfrag_pos_udp=16:payload=all
 udp6 ipfrag6-disorder 5103 ipfrag:ipfrag_pos_udp=32:ipfrag_disorder:payload=all
@@ -213,8 +219,9 @@ done
   n=300
   while read -r kind name port desync; do
     n=$((n + 1)); echo "    ${kind%6} dport $port queue num $n"
-    # an instance on the server's packets: they are queued too
-    case $desync in *dir=in*) echo "    ${kind%6} sport $port queue num $n" ;; esac
+    # an instance on the server's packets, or autottl (which reads their TTL): they are
+    # queued too
+    case $desync in *dir=in* | *autottl*) echo "    ${kind%6} sport $port queue num $n" ;; esac
   done < "$DIR/cases"
   echo '  }'
   echo '}'

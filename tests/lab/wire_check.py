@@ -65,6 +65,7 @@ class Pkt:
         ip = frame[14:]
         self.v6 = ip[0] >> 4 == 6
         self.frag, self.mf, self.fragoff, self.dport = False, False, 0, None
+        self.exts, self.tsval = [], None
         if self.v6:
             ip = ip[: 40 + struct.unpack("!H", ip[4:6])[0]]
             self.ip_ok, self.id, self.ttl = True, None, ip[7]
@@ -72,6 +73,7 @@ class Pkt:
             nh, off = ip[6], 40
             # extension headers: hop-by-hop, routing, destination options, AH, fragment
             while nh in (0, 43, 60, 51, 44):
+                self.exts.append(nh)
                 if nh == 44:
                     fw = struct.unpack("!H", ip[off + 2 : off + 4])[0]
                     self.frag, self.mf, self.fragoff = True, bool(fw & 1), fw & 0xFFF8
@@ -103,6 +105,8 @@ class Pkt:
             self.flags = l4[13]
             self.opts = l4[20:hl]
             self.payload = l4[hl:]
+            ts = self.option(8)
+            self.tsval = struct.unpack("!I", ts[2:6])[0] if ts and len(ts) == 10 else None
             self.sum_ok = self.l4_ok(l4)
         elif self.proto == 17 and not self.frag:
             self.payload = l4[8:]
@@ -116,7 +120,8 @@ class Pkt:
             pseudo = self.src + self.dst + bytes([0, self.proto]) + struct.pack("!H", len(l4))
         return csum(pseudo + l4) == 0xFFFF
 
-    def md5(self):
+    def option(self, kind):
+        """The TCP option `kind` (its bytes), or None."""
         o, i = self.opts, 0
         while i < len(o):
             if o[i] == 0:
@@ -124,10 +129,13 @@ class Pkt:
             if o[i] == 1:
                 i += 1
                 continue
-            if o[i] == 19:
-                return True
+            if o[i] == kind:
+                return o[i : i + o[i + 1]]
             i += max(o[i + 1], 2)
-        return False
+        return None
+
+    def md5(self):
+        return self.option(19) is not None
 
 
 def load(path, back=False):
@@ -275,7 +283,27 @@ class Fail(Exception):
     pass
 
 
-def check_tcp(name_desync, v6, port, hop, srv, data, ttl0, errs):
+def ip6_exts(a):
+    """The IPv6 extension headers fooling inserts, in the chain's order (nfqws2: hop-by-hop
+    headers at the front, each before the one before; the others at the end, in a fixed
+    order)."""
+    front = [0 for k in ("ip6_hopbyhop", "ip6_hopbyhop2") if k in a]
+    back = [t for k, t in (("ip6_destopt", 60), ("ip6_routing", 43), ("ip6_destopt2", 60), ("ip6_ah", 51)) if k in a]
+    return front + back
+
+
+def autottl(spec, incoming):
+    """nfqws2's autottl: the hops guessed from the incoming TTL, plus delta, clamped."""
+    d, r = spec.split(",")
+    lo, hi = (int(x) for x in r.split("-"))
+    orig = 255 if incoming > 223 else 128 if 96 < incoming <= 128 else 64 if 32 < incoming <= 64 else None
+    hops = orig - incoming
+    fake = min(max(hops + int(d), lo), hi)
+    ok = not (int(d) < 0 and fake >= hops or int(d) >= 0 and fake < hops)
+    return fake if ok else None
+
+
+def check_tcp(name_desync, v6, port, hop, srv, cli_back, data, ttl0, errs):
     name, a = parse_desync(name_desync)
     host = sni(data)
     exp, passes = model(name, a, data, host)
@@ -292,25 +320,40 @@ def check_tcp(name_desync, v6, port, hop, srv, data, ttl0, errs):
     # what the expected packets look like, fooling applied (nfqws2's "standard fooling")
     ttl_arg = "ip6_ttl" if v6 else "ip_ttl"
     ttl_fool = int(a[ttl_arg]) if ttl_arg in a else None
+    auto = a.get("ip6_autottl" if v6 else "ip_autottl")
+    if auto:
+        # the TTL of the server's packets as weir sees them (queued in postrouting, after the
+        # router's hop): as the client receives them
+        sa = [p for p in cli_back if p.proto == 6 and p.sport == port and p.flags & 0x12 == 0x12]
+        if len(sa) != 1:
+            raise Fail("autottl: want one SYN,ACK at the client, got %d" % len(sa))
+        ttl_fool = autottl(auto, sa[0].ttl) or ttl_fool
+    exts = ip6_exts(a) if v6 else []
+    dts = int(a.get("tcp_ts", 0))
+    repeats = int(a.get("repeats", 1))
     dseq = int(a.get("tcp_seq", 0))
     dack = int(a.get("tcp_ack", 0))
     rows = []
     for e in exp:
         f = e.fool
-        rows.append(
-            {
-                "off": e.off + (dseq if f else 0),
-                "len": e.fakehost or len(e.data),
-                "data": e.data,
-                "fakehost": e.fakehost,
-                "ttl": (ttl_fool if f and ttl_fool else ttl0),
-                "sum": not (f and "badsum" in a),
-                "md5": f and "tcp_md5" in a,
-                "ack": None if e.flags & 0x10 == 0 else (dack if f else 0),
-                "flags": e.flags,
-                "orig": e.orig,
-            }
-        )
+        r = {
+            "off": e.off + (dseq if f else 0),
+            "len": e.fakehost or len(e.data),
+            "data": e.data,
+            "fakehost": e.fakehost,
+            "ttl": (ttl_fool if f and ttl_fool else ttl0),
+            "sum": not (f and "badsum" in a),
+            "md5": f and "tcp_md5" in a,
+            "ack": None if e.flags & 0x10 == 0 else (dack if f else 0),
+            "flags": e.flags,
+            "orig": e.orig,
+            "fool": f,
+            "exts": exts if f else [],
+            "ts": dts if f else 0,
+        }
+        # (nfqws2 repeats what it sends with the fooling options: the fakes, and the parts of
+        # multisplit, multidisorder, tcpseg)
+        rows += [dict(r, copy=i) for i in range(repeats if f else 1)]
 
     def got_rows(pkts, ack_base):
         out = []
@@ -327,13 +370,15 @@ def check_tcp(name_desync, v6, port, hop, srv, data, ttl0, errs):
                     "ip_ok": p.ip_ok,
                     "flags": p.flags,
                     "id": p.id,
+                    "exts": p.exts,
+                    "ts": p.tsval,
                 }
             )
         return out
 
     def table(rs):
         return "\n".join(
-            "    off=%d len=%d flags=%#x ttl=%d sum=%s md5=%s ack%s%s"
+            "    off=%d len=%d flags=%#x ttl=%d sum=%s md5=%s ack%s exts=%s%s"
             % (
                 r["off"],
                 r["len"],
@@ -342,6 +387,7 @@ def check_tcp(name_desync, v6, port, hop, srv, data, ttl0, errs):
                 "ok" if r["sum"] else "BAD",
                 r["md5"],
                 "-" if r["ack"] is None else "%+d" % r["ack"],
+                r["exts"],
                 " (orig)" if r.get("orig") else "",
             )
             for r in rs
@@ -353,7 +399,7 @@ def check_tcp(name_desync, v6, port, hop, srv, data, ttl0, errs):
             raise Fail(msg)
         fakehosts = []
         for i, (w, g) in enumerate(zip(want, got)):
-            for k in ("off", "len", "flags", "ttl", "sum", "md5", "ack"):
+            for k in ("off", "len", "flags", "ttl", "sum", "md5", "ack", "exts"):
                 if w[k] != g[k] and not (k == "ack" and w[k] is None):
                     raise Fail("packet %d: %s %s, want %s\n%s" % (i + 1, k, hex(g[k]) if k == "flags" else g[k], hex(w[k]) if k == "flags" else w[k], msg))
             if not g["ip_ok"]:
@@ -367,13 +413,25 @@ def check_tcp(name_desync, v6, port, hop, srv, data, ttl0, errs):
                 raise Fail("packet %d: payload %s, want %s\n%s" % (i + 1, g["payload"][:24].hex(), w["data"][:24].hex(), msg))
         if len(set(fakehosts)) > 1:
             raise Fail("the fake host names differ: %r" % fakehosts)
+        # TCP timestamps: the original's, tcp_ts added where fooled (the original's is that of
+        # a packet not fooled, else the first's less tcp_ts)
+        plain = [g for w, g in zip(want, got) if not w["fool"]]
+        base = plain[0]["ts"] if plain else (got[0]["ts"] or 0) - want[0]["ts"]
+        tsd = [None if g["ts"] is None else (g["ts"] - base + 2**31) % 2**32 - 2**31 for g in got]
+        # (syndata: the SYN's timestamp is not the data's)
+        if name != "syndata" and any(g["ts"] is not None for g in got) and tsd != [w["ts"] for w in want]:
+            raise Fail("%s: TCP timestamps %s from the original's, want %s" % (where, tsd, [w["ts"] for w in want]))
         if not ids_too:
             return
         # IPv4 ids (ip_id=seq): the packets weir sent take the original's id + 1, + 2, ...
         sent = [g for w, g in zip(want, got) if not w["orig"]]
         orig = [g for w, g in zip(want, got) if w["orig"]]
         ids = [g["id"] for g in sent]
-        if ids != [(ids[0] + i) % 65536 for i in range(len(ids))]:
+        # (repeated packets share their id)
+        step = [0]
+        for w in [w for w in want if not w["orig"]][1:]:
+            step.append(step[-1] + (w["copy"] == 0))
+        if ids != [(ids[0] + i) % 65536 for i in step]:
             raise Fail("%s: IPv4 ids %s not consecutive" % (where, ids))
         # (rst: "none", the original's id)
         if orig and orig[0]["id"] != (ids[0] - (name != "rst")) % 65536:
@@ -536,7 +594,7 @@ def main():
             if desync.startswith("wsize:"):
                 what = check_wsize(desync, port, srv_back, cli_back, hop, int(ttl0), errs)
             elif kind.startswith("tcp") and not desync.startswith("ipfrag:"):
-                what = check_tcp(desync, kind == "tcp6", port, hop, srv, hello, int(ttl0), errs)
+                what = check_tcp(desync, kind == "tcp6", port, hop, srv, cli_back, hello, int(ttl0), errs)
             else:
                 tcp = kind.startswith("tcp")
                 want, what = check_l4(desync, tcp, port, hop, srv, hello if tcp else udpdata, int(ttl0), errs)
