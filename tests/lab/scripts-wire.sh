@@ -65,6 +65,14 @@ tcp fake-autottl 4021 fake:blob=$F:ip_autottl=+1,1-64:badsum
 tcp fake-repeats 4022 fake:blob=$F:repeats=3:ip_ttl=1
 tcp multisplit-repeats 4023 multisplit:pos=midsld:repeats=2
 tcp fake-tcpts 4024 fake:blob=$F:tcp_ts=-1000:ip_ttl=1
+tcp fake-tcpopts 4025 fake:blob=$F:tcp_nop_del:tcp_ts_up:tcp_md5:tcp_flags_unset=ACK:tcp_flags_set=FIN,URG:ip_ttl=1
+tcp multidisorder-seqovl 4026 multidisorder:pos=2,midsld:seqovl=1:seqovl_pattern=0x7e
+tcp fakedsplit-seqovl 4027 fakedsplit:pos=midsld:seqovl=3:seqovl_pattern=0x4142:nofake1:nofake4:ip_ttl=1
+tcp fakeddisorder-seqovl 4028 fakeddisorder:pos=midsld:seqovl=sld:nofake2:nofake3:tcp_ts_up:badsum
+tcp tcpseg-seqovl 4029 tcpseg:pos=host,endhost-1:seqovl=4:seqovl_pattern=0x2e
+tcp hostfakesplit-template 4030 hostfakesplit:host=example.com:disorder_after=endhost+3:ip_ttl=1
+tcp hostfakesplit-nofake 4031 hostfakesplit:host=ab.cd:nofake1:disorder_after:tcp_md5
+tcp multisplit-blob 4032 multisplit:blob=$F:pos=5,-3:nodrop:ip_ttl=1
 udp udplen 5001 udplen:increment=7:pattern=0x5a5b5c:payload=all
 udp ipfrag 5002 ipfrag:ipfrag_pos_udp=16:payload=all
 udp ipfrag-disorder 5003 ipfrag:ipfrag_pos_udp=24:ipfrag_disorder:payload=all

@@ -137,6 +137,14 @@ class Pkt:
     def md5(self):
         return self.option(19) is not None
 
+    def optkinds(self):
+        """The kinds of the TCP options, up to end-of-options."""
+        o, i, out = self.opts, 0, []
+        while i < len(o) and o[i] != 0:
+            out.append(o[i])
+            i += 1 if o[i] == 1 else max(o[i + 1], 2)
+        return out
+
 
 def load(path, back=False):
     """The packets of a capture from the client to the server (`back`: the other way)."""
@@ -184,6 +192,8 @@ def resolve(marker, data, host):
         n = int(marker)
         at = len(data) + n if n < 0 else n
     except ValueError:
+        if host is None:
+            return None
         hs, he = host
         h = data[hs:he]
         last = h.rindex(b".")
@@ -233,16 +243,30 @@ def blob(v):
 
 def model(name, a, data, host):
     """The packets an action sends for `data`, in order, and whether the original passes."""
+    orig = data
+    if "blob" in a and name not in ("fake", "syndata"):
+        # the parts of a blob instead of the payload (markers: absolute ones only resolve)
+        data, host = blob(a["blob"]), None
     pos = [resolve(m, data, host) for m in a.get("pos", "2").split(",")]
     pts = sorted({p for p in pos if p is not None and p > 0})
     L = len(data)
+    ovl_pat = blob(a["seqovl_pattern"]) if "seqovl_pattern" in a else b"\0"
+    passes = "nodrop" in a
+    tail = [Exp(0, orig, orig=True)] if passes else []
     if name in ("multisplit", "multidisorder"):
         ends = pts + [L]
         parts = [Exp(s, data[s:e], fool=True) for s, e in zip([0] + pts, ends)]
-        if name == "multisplit" and a.get("seqovl"):
+        if name == "multisplit" and int(a.get("seqovl", 0)) > 0:
+            # N pattern bytes before the first part
             n = int(a["seqovl"])
-            parts[0] = Exp(-n, bytes(n) + parts[0].data, fool=True)
-        return (parts if name == "multisplit" else parts[::-1]), False
+            parts[0] = Exp(-n, pattern(ovl_pat, 0, n) + parts[0].data, fool=True)
+        if name == "multidisorder" and "seqovl" in a and len(parts) > 1:
+            # the pattern before the second part, as long as the marker says (less than the
+            # first split point)
+            n = resolve(a["seqovl"], data, host)
+            if n is not None and 0 < n < pts[0]:
+                parts[1] = Exp(parts[1].off - n, pattern(ovl_pat, 0, n) + parts[1].data, fool=True)
+        return (parts if name == "multisplit" else parts[::-1]) + tail, passes
     if name == "fake":
         return [Exp(0, blob(a["blob"]), fool=True), Exp(0, data, orig=True)], True
     if name in ("fakedsplit", "fakeddisorder"):
@@ -250,19 +274,39 @@ def model(name, a, data, host):
         pat = blob(a["pattern"]) if "pattern" in a else b"\0"
         f1, f2 = Exp(0, pattern(pat, 0, p), fool=True), Exp(p, pattern(pat, p, L - p), fool=True)
         r1, r2 = Exp(0, data[:p]), Exp(p, data[p:])
-        if name == "fakedsplit":
-            return [f1, r1, f1, f2, r2, f2], False
-        return [f2, r2, f2, f1, r1, f1], False
+        if name == "fakedsplit" and int(a.get("seqovl", 0)) > 0:
+            n = int(a["seqovl"])
+            r1 = Exp(-n, pattern(ovl_pat, 0, n) + r1.data)
+        if name == "fakeddisorder" and "seqovl" in a:
+            n = resolve(a["seqovl"], data, host)
+            if n is not None and 0 < n < p:
+                r2 = Exp(p - n, pattern(ovl_pat, 0, n) + r2.data)
+        seq = [f1, r1, f1, f2, r2, f2] if name == "fakedsplit" else [f2, r2, f2, f1, r1, f1]
+        # nofake1..4: the fakes in sending order
+        fakes = iter(range(1, 5))
+        seq = [e for e in seq if not e.fool or "nofake%d" % next(fakes) not in a]
+        return seq + tail, passes
     if name == "hostfakesplit":
         hs, he = host
-        fk = Exp(hs, None, fool=True, fakehost=he - hs)
-        out = [Exp(0, data[:hs]), fk]
+        n = he - hs
+        t = a.get("host")
+        if t and n <= len(t):
+            fk = Exp(hs, t[len(t) - n :].encode(), fool=True)
+        elif t and n == len(t) + 1:
+            fk = Exp(hs, b"." + t.encode(), fool=True)
+        else:
+            fk = Exp(hs, None, fool=True, fakehost=n)
+        out = [Exp(0, data[:hs])] + ([] if "nofake1" in a else [fk])
         mid = resolve(a["midhost"], data, host) if "midhost" in a else None
         if mid is not None and hs < mid < he:
             out += [Exp(hs, data[hs:mid]), Exp(mid, data[mid:he])]
         else:
             out.append(Exp(hs, data[hs:he]))
-        return out + [fk, Exp(he, data[he:])], False
+        out += [] if "nofake2" in a else [fk]
+        d = resolve(a["disorder_after"] or "-1", data, host) if "disorder_after" in a else None
+        if d is not None and d > he:
+            return out + [Exp(d, data[d:]), Exp(he, data[he:d])] + tail, passes
+        return out + [Exp(he, data[he:])] + tail, passes
     if name == "rst":
         flags = 0x14 if "rstack" in a else 0x04
         return [Exp(0, b"", fool=True, flags=flags), Exp(0, data, orig=True)], True
@@ -272,7 +316,9 @@ def model(name, a, data, host):
         return [syn, Exp(0, data, orig=True)], True
     if name == "tcpseg":
         x, y = pos[0] if pos[0] is not None else 0, pos[1] if pos[1] is not None else L - 1
-        return [Exp(x, data[x : y + 1], fool=True), Exp(0, data, orig=True)], True
+        n = int(a.get("seqovl", 0))
+        part = Exp(x - n, pattern(ovl_pat, 0, n) + data[x : y + 1], fool=True)
+        return [part, Exp(0, orig, orig=True)], True
     raise SystemExit("no model for " + name)
 
 
@@ -281,6 +327,11 @@ def model(name, a, data, host):
 
 class Fail(Exception):
     pass
+
+
+def flag_bits(names):
+    bits = {"FIN": 1, "SYN": 2, "RST": 4, "PSH": 8, "PUSH": 8, "ACK": 16, "URG": 32, "ECE": 64, "CWR": 128}
+    return sum(bits[n.upper()] for n in names.split(",") if n)
 
 
 def ip6_exts(a):
@@ -329,6 +380,18 @@ def check_tcp(name_desync, v6, port, hop, srv, cli_back, data, ttl0, errs):
             raise Fail("autottl: want one SYN,ACK at the client, got %d" % len(sa))
         ttl_fool = autottl(auto, sa[0].ttl) or ttl_fool
     exts = ip6_exts(a) if v6 else []
+    # the TCP options: the client's (as in its handshake ACK), changed by fooling in nfqws2's
+    # order (NOPs deleted, MD5 added, the timestamp moved up); the parts not fooled only get
+    # the timestamp moved up
+    base_opts = hs[0].optkinds()
+
+    def ts_up(k):
+        return [8] + [x for x in k if x != 8] if 8 in k and "tcp_ts_up" in a else k
+
+    fool_opts = [x for x in base_opts if "tcp_nop_del" not in a or x != 1]
+    fool_opts = ts_up(fool_opts + ([19] if "tcp_md5" in a and 19 not in fool_opts else []))
+    flags_set = flag_bits(a.get("tcp_flags_set", ""))
+    flags_unset = flag_bits(a.get("tcp_flags_unset", ""))
     dts = int(a.get("tcp_ts", 0))
     repeats = int(a.get("repeats", 1))
     dseq = int(a.get("tcp_seq", 0))
@@ -345,7 +408,9 @@ def check_tcp(name_desync, v6, port, hop, srv, cli_back, data, ttl0, errs):
             "sum": not (f and "badsum" in a),
             "md5": f and "tcp_md5" in a,
             "ack": None if e.flags & 0x10 == 0 else (dack if f else 0),
-            "flags": e.flags,
+            "flags": (e.flags & ~flags_unset | flags_set) if f else e.flags,
+            # (the SYN's options are the SYN's, which weir replaced: not seen)
+            "opts": None if e.flags & 0x02 else base_opts if e.orig else fool_opts if f else ts_up(base_opts),
             "orig": e.orig,
             "fool": f,
             "exts": exts if f else [],
@@ -372,20 +437,21 @@ def check_tcp(name_desync, v6, port, hop, srv, cli_back, data, ttl0, errs):
                     "id": p.id,
                     "exts": p.exts,
                     "ts": p.tsval,
+                    "opts": p.optkinds(),
                 }
             )
         return out
 
     def table(rs):
         return "\n".join(
-            "    off=%d len=%d flags=%#x ttl=%d sum=%s md5=%s ack%s exts=%s%s"
+            "    off=%d len=%d flags=%#x ttl=%d sum=%s opts=%s ack%s exts=%s%s"
             % (
                 r["off"],
                 r["len"],
                 r["flags"],
                 r["ttl"],
                 "ok" if r["sum"] else "BAD",
-                r["md5"],
+                r["opts"],
                 "-" if r["ack"] is None else "%+d" % r["ack"],
                 r["exts"],
                 " (orig)" if r.get("orig") else "",
@@ -399,8 +465,8 @@ def check_tcp(name_desync, v6, port, hop, srv, cli_back, data, ttl0, errs):
             raise Fail(msg)
         fakehosts = []
         for i, (w, g) in enumerate(zip(want, got)):
-            for k in ("off", "len", "flags", "ttl", "sum", "md5", "ack", "exts"):
-                if w[k] != g[k] and not (k == "ack" and w[k] is None):
+            for k in ("off", "len", "flags", "ttl", "sum", "md5", "opts", "ack", "exts"):
+                if w[k] != g[k] and not (k in ("ack", "opts") and w[k] is None):
                     raise Fail("packet %d: %s %s, want %s\n%s" % (i + 1, k, hex(g[k]) if k == "flags" else g[k], hex(w[k]) if k == "flags" else w[k], msg))
             if not g["ip_ok"]:
                 raise Fail("packet %d: bad IPv4 header checksum\n%s" % (i + 1, msg))
