@@ -40,6 +40,9 @@ export PYTHONDONTWRITEBYTECODE=1 # (no __pycache__ in the checkout)
 
 # kind name port desync (one profile each; the checker reads the same lines)
 F=0x46414b45464b4521deadbeef00112233445566778899aabbccddeeff # a fake payload (28 bytes)
+# a fake longer than weir's MSS for what it sends (1300 bytes of another ClientHello)
+BIG=0x$(od -An -v -tx1 -N1300 "$FAKES/tls_clienthello_rutracker_org_kyber.bin" | tr -d ' \n')
+[ ${#BIG} = 2602 ] || { echo "SKIP: $FAKES/tls_clienthello_rutracker_org_kyber.bin is not there"; exit 0; }
 cat > "$DIR/cases" <<E
 tcp multisplit 4001 multisplit:pos=1,midsld
 tcp multisplit-seqovl 4002 multisplit:pos=2,host,midsld:seqovl=5
@@ -73,6 +76,7 @@ tcp tcpseg-seqovl 4029 tcpseg:pos=host,endhost-1:seqovl=4:seqovl_pattern=0x2e
 tcp hostfakesplit-template 4030 hostfakesplit:host=example.com:disorder_after=endhost+3:ip_ttl=1
 tcp hostfakesplit-nofake 4031 hostfakesplit:host=ab.cd:nofake1:disorder_after:tcp_md5
 tcp multisplit-blob 4032 multisplit:blob=$F:pos=5,-3:nodrop:ip_ttl=1
+tcp fake-big 4033 fake:blob=$BIG:ip_ttl=1
 udp udplen 5001 udplen:increment=7:pattern=0x5a5b5c:payload=all
 udp ipfrag 5002 ipfrag:ipfrag_pos_udp=16:payload=all
 udp ipfrag-disorder 5003 ipfrag:ipfrag_pos_udp=24:ipfrag_disorder:payload=all
@@ -86,6 +90,7 @@ tcp6 tcpseg6-md5 4107 tcpseg:pos=sld,endsld:tcp_md5
 tcp6 ipfrag6-tcp 4108 ipfrag:ipfrag_disorder
 tcp6 fake6-autottl 4109 fake:blob=$F:ip6_autottl=-1,1-64
 tcp6 fake6-exthdr 4110 fake:blob=$F:ip6_hopbyhop:ip6_destopt:ip6_ah:ip6_ttl=1
+tcp6 fake6-big 4111 fake:blob=$BIG:tcp_md5:ip6_hopbyhop:ip6_ttl=1
 udp6 udplen6 5101 udplen:increment=5:pattern=0x5a5b5c:payload=all
 udp6 ipfrag6 5102 ipfrag:ipfrag_pos_udp=16:payload=all
 udp6 ipfrag6-disorder 5103 ipfrag:ipfrag_pos_udp=32:ipfrag_disorder:payload=all
