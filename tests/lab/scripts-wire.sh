@@ -77,6 +77,8 @@ tcp hostfakesplit-template 4030 hostfakesplit:host=example.com:disorder_after=en
 tcp hostfakesplit-nofake 4031 hostfakesplit:host=ab.cd:nofake1:disorder_after:tcp_md5
 tcp multisplit-blob 4032 multisplit:blob=$F:pos=5,-3:nodrop:ip_ttl=1
 tcp fake-big 4033 fake:blob=$BIG:ip_ttl=1
+tcp multisplit-ipfrag 4034 multisplit:pos=midsld:ipfrag:ipfrag_pos_tcp=40
+tcp fake-ipfrag 4035 fake:blob=$F:ipfrag:ipfrag_disorder:ip_ttl=1
 udp udplen 5001 udplen:increment=7:pattern=0x5a5b5c:payload=all
 udp ipfrag 5002 ipfrag:ipfrag_pos_udp=16:payload=all
 udp ipfrag-disorder 5003 ipfrag:ipfrag_pos_udp=24:ipfrag_disorder:payload=all
@@ -91,6 +93,7 @@ tcp6 ipfrag6-tcp 4108 ipfrag:ipfrag_disorder
 tcp6 fake6-autottl 4109 fake:blob=$F:ip6_autottl=-1,1-64
 tcp6 fake6-exthdr 4110 fake:blob=$F:ip6_hopbyhop:ip6_destopt:ip6_ah:ip6_ttl=1
 tcp6 fake6-big 4111 fake:blob=$BIG:tcp_md5:ip6_hopbyhop:ip6_ttl=1
+tcp6 multidisorder6-ipfrag 4112 multidisorder:pos=1,midsld:ipfrag:ipfrag_pos_tcp=24
 udp6 udplen6 5101 udplen:increment=5:pattern=0x5a5b5c:payload=all
 udp6 ipfrag6 5102 ipfrag:ipfrag_pos_udp=16:payload=all
 udp6 ipfrag6-disorder 5103 ipfrag:ipfrag_pos_udp=32:ipfrag_disorder:payload=all

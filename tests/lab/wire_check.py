@@ -15,6 +15,7 @@ zapret-antidpi.lua (not after weir's code): the split positions are resolved on 
 ISN), acknowledgment numbers, TTLs, checksums (valid, or bad on purpose), TCP MD5 options,
 IPv4 ids and the order. Packets with a TTL of 1 must reach the first hop and not the server.
 """
+import copy
 import hashlib
 import os
 import re
@@ -66,7 +67,7 @@ class Pkt:
         ip = frame[14:]
         self.v6 = ip[0] >> 4 == 6
         self.frag, self.mf, self.fragoff, self.dport = False, False, 0, None
-        self.exts, self.tsval = [], None
+        self.exts, self.tsval, self.frags = [], None, None
         if self.v6:
             ip = ip[: 40 + struct.unpack("!H", ip[4:6])[0]]
             self.ip_ok, self.id, self.ttl = True, None, ip[7]
@@ -95,9 +96,10 @@ class Pkt:
             self.ttl, self.proto = ip[8], ip[9]
             self.src, self.dst = ip[12:16], ip[16:20]
         self.body = ip[off:]
-        if self.fragoff > 0:
-            return
-        l4 = self.body
+        if self.fragoff == 0:
+            self.parse_l4(self.body)
+
+    def parse_l4(self, l4):
         self.sport, self.dport = struct.unpack("!HH", l4[:4])
         if self.proto == 6:
             self.seq, self.ack = struct.unpack("!II", l4[4:12])
@@ -145,6 +147,42 @@ class Pkt:
             out.append(o[i])
             i += 1 if o[i] == 1 else max(o[i + 1], 2)
         return out
+
+
+def reassemble(pkts):
+    """The fragments of each packet put together, where the first arrived: one packet with
+    `frags`, the (offset, more fragments, length) of its fragments in arrival order (their
+    headers' checksums and TTLs must agree). Incomplete ones stay as they are."""
+    slots, groups = [], {}
+    for p in pkts:
+        if not p.frag:
+            slots.append(p)
+            continue
+        key = (p.src, p.dst, p.proto, p.id)
+        if key not in groups:
+            groups[key] = []
+            slots.append(groups[key])
+        groups[key].append(p)
+    out = []
+    for x in slots:
+        if isinstance(x, Pkt):
+            out.append(x)
+            continue
+        body = b""
+        for f in sorted(x, key=lambda f: f.fragoff):
+            body += f.body if f.fragoff == len(body) else b"\0" * 99999
+        last = max(x, key=lambda f: f.fragoff)
+        if last.mf or len(body) != last.fragoff + len(last.body):
+            out.extend(x)
+            continue
+        q = copy.copy(min(x, key=lambda f: f.fragoff))
+        q.frag, q.mf, q.body = False, False, body
+        q.frags = [(f.fragoff, f.mf, len(f.body)) for f in x]
+        q.exts = [e for e in q.exts if e != 44]
+        q.ip_ok = all(f.ip_ok for f in x) and len({f.ttl for f in x}) == 1
+        q.parse_l4(body)
+        out.append(q)
+    return out
 
 
 def load(path, back=False):
@@ -432,6 +470,16 @@ def check_tcp(name_desync, v6, port, hop, srv, cli_back, data, ttl0, errs):
             cut = [(i, d[i : i + step]) for i in range(0, len(d), step)]
         for i, c in cut or [(0, d)]:
             r2 = dict(r, off=r["off"] + i, data=c, len=len(c) if c is not None else r["len"])
+            # ipfrag: what is sent with all the options (not the fakes among real parts) in two
+            # fragments when it is longer than the position
+            r2["frags"] = None
+            if "ipfrag" in a and f and name in ("multisplit", "multidisorder", "tcpseg", "fake", "rst"):
+                at = int(a.get("ipfrag_pos_tcp", 32))
+                total = 20 + opts_len(r["opts"] or []) + r2["len"]
+                if at < total:
+                    r2["frags"] = [(0, True, at), (at, False, total - at)]
+                    if "ipfrag_disorder" in a:
+                        r2["frags"].reverse()
             # (nfqws2 repeats what it sends with the fooling options: the fakes, and the
             # parts of multisplit, multidisorder, tcpseg)
             rows += [dict(r2, copy=k) for k in range(repeats if f else 1)]
@@ -454,13 +502,14 @@ def check_tcp(name_desync, v6, port, hop, srv, cli_back, data, ttl0, errs):
                     "exts": p.exts,
                     "ts": p.tsval,
                     "opts": p.optkinds(),
+                    "frags": p.frags,
                 }
             )
         return out
 
     def table(rs):
         return "\n".join(
-            "    off=%d len=%d flags=%#x ttl=%d sum=%s opts=%s ack%s exts=%s%s"
+            "    off=%d len=%d flags=%#x ttl=%d sum=%s opts=%s ack%s exts=%s%s%s"
             % (
                 r["off"],
                 r["len"],
@@ -470,6 +519,7 @@ def check_tcp(name_desync, v6, port, hop, srv, cli_back, data, ttl0, errs):
                 r["opts"],
                 "-" if r["ack"] is None else "%+d" % r["ack"],
                 r["exts"],
+                " frags=%s" % (r["frags"],) if r["frags"] else "",
                 " (orig)" if r.get("orig") else "",
             )
             for r in rs
@@ -481,11 +531,11 @@ def check_tcp(name_desync, v6, port, hop, srv, cli_back, data, ttl0, errs):
             raise Fail(msg)
         fakehosts = []
         for i, (w, g) in enumerate(zip(want, got)):
-            for k in ("off", "len", "flags", "ttl", "sum", "md5", "opts", "ack", "exts"):
+            for k in ("off", "len", "flags", "ttl", "sum", "md5", "opts", "ack", "exts", "frags"):
                 if w[k] != g[k] and not (k in ("ack", "opts") and w[k] is None):
                     raise Fail("packet %d: %s %s, want %s\n%s" % (i + 1, k, hex(g[k]) if k == "flags" else g[k], hex(w[k]) if k == "flags" else w[k], msg))
             if not g["ip_ok"]:
-                raise Fail("packet %d: bad IPv4 header checksum\n%s" % (i + 1, msg))
+                raise Fail("packet %d: bad IPv4 header checksum (or its fragments' TTLs differ)\n%s" % (i + 1, msg))
             if w["fakehost"]:
                 h = g["payload"]
                 if h == data[host[0] : host[1]] or not all(c in b"abcdefghijklmnopqrstuvwxyz0123456789." for c in h):
@@ -659,7 +709,8 @@ def main():
     if sys.argv[1] == "sniff":
         return sniff(sys.argv[2], sys.argv[3])
     cases, hop_f, srv_f, cli_f, log_f, hello_f, udp_f, ttl0 = sys.argv[2:10]
-    hop, srv = load(hop_f), load(srv_f)
+    hop_raw, srv_raw = load(hop_f), load(srv_f)
+    hop, srv = reassemble(hop_raw), reassemble(srv_raw)
     srv_back, cli_back = load(srv_f, back=True), load(cli_f, back=True)
     hello, udpdata = open(hello_f, "rb").read(), open(udp_f, "rb").read()
     got = {}
@@ -680,7 +731,7 @@ def main():
                 what = check_tcp(desync, kind == "tcp6", port, hop, srv, cli_back, hello, int(ttl0), errs)
             else:
                 tcp = kind.startswith("tcp")
-                want, what = check_l4(desync, tcp, port, hop, srv, hello if tcp else udpdata, int(ttl0), errs)
+                want, what = check_l4(desync, tcp, port, hop_raw, srv_raw, hello if tcp else udpdata, int(ttl0), errs)
         except Fail as e:
             errs.append(str(e))
         w = (len(want), hashlib.sha256(want).hexdigest())
