@@ -82,6 +82,9 @@ tcp fake-ipfrag 4035 fake:blob=$F:ipfrag:ipfrag_disorder:ip_ttl=1
 udp udplen 5001 udplen:increment=7:pattern=0x5a5b5c:payload=all
 udp ipfrag 5002 ipfrag:ipfrag_pos_udp=16:payload=all
 udp ipfrag-disorder 5003 ipfrag:ipfrag_pos_udp=24:ipfrag_disorder:payload=all
+udp udplen-shrink 5004 udplen:increment=-100:payload=all
+udp udplen-offset 5005 udplen:increment=9:pattern=0x01020304:pattern_offset=2:max=1200:payload=all
+udp udplen-min 5006 udplen:min=1201:increment=4:payload=all
 tcp6 multisplit6 4101 multisplit:pos=1,host,midsld
 tcp6 multidisorder6 4102 multidisorder:pos=1,endhost
 tcp6 fake6-ttl 4103 fake:blob=$F:ip6_ttl=1

@@ -642,8 +642,15 @@ def check_wsize(desync, port, srv, cli, hop, ttl0, errs):
 
 
 def udplen_want(a, data):
+    """nfqws2's udplen: payloads between min and max grow by `increment` bytes of the pattern
+    (from pattern_offset) or shrink (never to nothing)."""
+    inc, n = int(a.get("increment", 2)), len(data)
+    if n < int(a.get("min", 0)) or n > int(a.get("max", 1 << 30)) or inc == 0 or n + inc < 1:
+        return data
+    if inc < 0:
+        return data[: n + inc]
     pat = blob(a["pattern"]) if "pattern" in a else b"\0"
-    return data + pattern(pat, int(a.get("pattern_offset", 0)), int(a.get("increment", 2)))
+    return data + pattern(pat, int(a.get("pattern_offset", 0)), inc)
 
 
 def check_l4(name_desync, tcp, port, hop, srv, data, ttl0, errs):
@@ -661,9 +668,13 @@ def check_l4(name_desync, tcp, port, hop, srv, data, ttl0, errs):
 def check_l4_at(name, a, tcp, port, where, cap, ttl, data):
     proto = 6 if tcp else 17
     flow = [p for p in cap if p.proto == proto and p.dport == port]
-    # fragments of the flow: the first one has the port; the others share its id
-    ids = {p.id for p in flow if p.frag or not tcp}
-    pk = [p for p in cap if p.proto == proto and p.id in ids and (p.dport == port or p.frag)]
+    if name == "udplen":
+        pk = [p for p in flow if not p.frag]
+    else:
+        # fragments of the flow: the first one has the port; the others share its id (which
+        # the next packet of another flow may have, unfragmented)
+        ids = {p.id for p in flow if p.frag}
+        pk = [p for p in cap if p.proto == proto and p.frag and p.id in ids]
     if any(p.ttl != ttl or not p.ip_ok for p in pk):
         raise Fail("%s: TTLs %s or IP checksums %s" % (where, [p.ttl for p in pk], [p.ip_ok for p in pk]))
     if name == "udplen":
@@ -672,8 +683,6 @@ def check_l4_at(name, a, tcp, port, where, cap, ttl, data):
             got = [(len(p.body) - 8, p.frag, getattr(p, "sum_ok", None)) for p in pk]
             raise Fail("%s: want one datagram of %d bytes (a valid checksum), got %s" % (where, len(want), got))
     elif name == "ipfrag":
-        # (an IPv4 id the fragments take, the original's + 1, may be the client's next packet's)
-        pk = [p for p in pk if p.frag]
         pos = int(a.get("ipfrag_pos_tcp" if tcp else "ipfrag_pos_udp", 32 if tcp else 8))
         first = [p for p in pk if p.fragoff == 0]
         # the transport header's length, from the first fragment
