@@ -9,13 +9,13 @@
 #
 # Checks, per case (tests/lab/wire_check.py, whose model of each action follows nfqws2's
 # zapret-antidpi.lua and resolves the positions on the ClientHello itself): exactly which
-# segments arrive, in which order, their sequence offsets from the ISN, lengths, payloads and
-# flags, acknowledgment numbers, TTLs, whether the TCP checksum is valid or bad on purpose, the
-# TCP MD5 option, the IPv4 header checksums and ids; that fakes with TTL 1 reach the hop past
-# weir and not the server; fragments (offsets, MF, one id, the reassembled datagram and its
-# checksum); `wsize`'s SYN,ACK at the client against the server's; and that the server
-# received exactly the payload, once. A NOTE when the client's handshake ACK arrives after
-# weir's packets for the data (WIRE_STRICT_ORDER=1: a failure).
+# segments arrive, in which order, their sequence offsets from the ISN, lengths, payloads,
+# flags, TCP options and timestamps, acknowledgment numbers, TTLs, whether the TCP checksum is
+# valid or bad on purpose, the IPv4 header checksums and ids, IPv6 extension headers; that
+# fakes with TTL 1 reach the hop past weir and not the server; fragments (offsets, MF, one id,
+# the reassembled packet and its checksum); `wsize`'s SYN,ACK at the client against the
+# server's; and that the server received exactly the payload, once. A NOTE when the client's
+# handshake ACK arrives after weir's packets for the data (WIRE_STRICT_ORDER=1: a failure).
 #
 # Checksum offloads are off on the path (so the captures show the real checksums), and
 # receive checksumming at the hop and the server (so that no veth vouches for a checksum: the

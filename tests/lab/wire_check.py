@@ -680,7 +680,7 @@ def check_l4_at(name, a, tcp, port, where, cap, ttl, data):
     if name == "udplen":
         want = udplen_want(a, data)
         if len(pk) != 1 or pk[0].frag or pk[0].payload != want or not pk[0].sum_ok:
-            got = [(len(p.body) - 8, p.frag, getattr(p, "sum_ok", None)) for p in pk]
+            got = [(len(p.body) - 8, "payload " + ("ok" if p.body[8:] == want else "differs"), "checksum " + ("ok" if getattr(p, "sum_ok", None) else "bad")) for p in pk]
             raise Fail("%s: want one datagram of %d bytes (a valid checksum), got %s" % (where, len(want), got))
     elif name == "ipfrag":
         pos = int(a.get("ipfrag_pos_tcp" if tcp else "ipfrag_pos_udp", 32 if tcp else 8))
