@@ -283,7 +283,7 @@ sleep 0.3
 # weir sent everything scripts made (the counts are checked packet by packet below)
 "$WEIR" ctl --socket "$DIR/weir.sock" status > "$DIR/status" || fail "weir ctl status failed"
 grep -Eq "sent by scripts [1-9][0-9]* \(not sent 0\)" "$DIR/status" ||
-  fail "weir did not send all that scripts made: $(grep -o 'sent by scripts.*)' "$DIR/status")"
+  fail "weir did not send all that scripts made: $(grep -Eo 'sent by scripts [0-9]+ \(not sent [0-9]+\)' "$DIR/status")"
 kill $HPID $VPID $CPID
 wait $HPID $VPID $CPID 2>/dev/null || true
 [ -n "${WIRE_DEBUG:-}" ] && cp "$DIR"/*.cap "$DIR/server.log" "$DIR/cases" "$WIRE_DEBUG"/
