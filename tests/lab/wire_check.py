@@ -555,7 +555,9 @@ def check_tcp(name_desync, v6, port, hop, srv, cli_back, data, ttl0, errs):
             raise Fail("%s: TCP timestamps %s from the original's, want %s" % (where, tsd, [w["ts"] for w in want]))
         if not ids_too:
             return
-        # IPv4 ids (ip_id=seq): the packets weir sent take the original's id + 1, + 2, ...
+        # IPv4 ids (ip_id=seq): the packets weir sent take the original's id + 1, + 2, ... as
+        # weir documents it (nfqws2's apply_ip_id gives the first one the original's id itself,
+        # and goes on across the instances of a packet: a difference of weir's, not checked)
         sent = [g for w, g in zip(want, got) if not w["orig"]]
         orig = [g for w, g in zip(want, got) if w["orig"]]
         ids = [g["id"] for g in sent]
