@@ -38,7 +38,8 @@ HELLO=$(readlink -f "$HELLO") QUIC=$(readlink -f "$QUIC")
 CHECK="$HERE/wire_check.py"
 export PYTHONDONTWRITEBYTECODE=1 # (no __pycache__ in the checkout)
 
-# kind name port desync (one profile each; the checker reads the same lines)
+# kind name port desync (one profile each, of one instance per action joined by "|"; the
+# checker reads the same lines)
 F=0x46414b45464b4521deadbeef00112233445566778899aabbccddeeff # a fake payload (28 bytes)
 # a fake longer than weir's MSS for what it sends (1300 bytes of another ClientHello)
 BIG=0x$(od -An -v -tx1 -N1300 "$FAKES/tls_clienthello_rutracker_org_kyber.bin" | tr -d ' \n')
@@ -79,6 +80,8 @@ tcp multisplit-blob 4032 multisplit:blob=$F:pos=5,-3:nodrop:ip_ttl=1
 tcp fake-big 4033 fake:blob=$BIG:ip_ttl=1
 tcp multisplit-ipfrag 4034 multisplit:pos=midsld:ipfrag:ipfrag_pos_tcp=40
 tcp fake-ipfrag 4035 fake:blob=$F:ipfrag:ipfrag_disorder:ip_ttl=1
+tcp seed 4036 fake:blob=$F:ip_ttl=1:badsum|multisplit:pos=1,midsld
+tcp fake-rst-tcpseg 4037 fake:blob=$F:tcp_md5|rst:ip_ttl=1|tcpseg:pos=host,endhost
 udp udplen 5001 udplen:increment=7:pattern=0x5a5b5c:payload=all
 udp ipfrag 5002 ipfrag:ipfrag_pos_udp=16:payload=all
 udp ipfrag-disorder 5003 ipfrag:ipfrag_pos_udp=24:ipfrag_disorder:payload=all
@@ -266,10 +269,13 @@ while read -r kind name port desync; do
 queue = $n
 name = "$name"
 filter_${kind%6} = "$port"
-[[scripts.profile.instance]]
-desync = "$desync"
 T
-  case $desync in *dir=in*) echo 'in_range = "a"' >> "$DIR/weir.toml" ;; esac
+  # one instance per action ("a|b": a profile of two)
+  IFS="|" read -ra insts <<< "$desync"
+  for d in "${insts[@]}"; do
+    printf '[[scripts.profile.instance]]\ndesync = "%s"\n' "$d" >> "$DIR/weir.toml"
+    case $d in *dir=in*) echo 'in_range = "a"' >> "$DIR/weir.toml" ;; esac
+  done
 done < "$DIR/cases"
 
 ip netns exec $R "$WEIR" run --config "$DIR/weir.toml" >"$DIR/weir.log" 2>&1 &

@@ -400,9 +400,8 @@ def autottl(spec, incoming):
 
 
 def check_tcp(name_desync, v6, port, hop, srv, cli_back, data, ttl0, errs):
-    name, a = parse_desync(name_desync)
+    instances = [parse_desync(d) for d in name_desync.split("|")]
     host = sni(data)
-    exp, passes = model(name, a, data, host)
     flow = [p for p in hop if p.proto == 6 and p.dport == port and not p.frag]
     syn = [p for p in flow if p.flags & 0x02]
     hs = [p for p in flow if p.flags == 0x10 and not p.payload]
@@ -413,76 +412,90 @@ def check_tcp(name_desync, v6, port, hop, srv, cli_back, data, ttl0, errs):
     def segs(cap):
         f = [p for p in cap if p.proto == 6 and p.dport == port and not p.frag]
         return [p for p in f if p.payload or p.flags & 0x04]
-    # what the expected packets look like, fooling applied (nfqws2's "standard fooling")
-    ttl_arg = "ip6_ttl" if v6 else "ip_ttl"
-    ttl_fool = int(a[ttl_arg]) if ttl_arg in a else None
-    auto = a.get("ip6_autottl" if v6 else "ip_autottl")
-    if auto:
-        # the TTL of the server's packets as weir sees them (queued in postrouting, after the
-        # router's hop): as the client receives them
-        sa = [p for p in cli_back if p.proto == 6 and p.sport == port and p.flags & 0x12 == 0x12]
-        if len(sa) != 1:
-            raise Fail("autottl: want one SYN,ACK at the client, got %d" % len(sa))
-        ttl_fool = autottl(auto, sa[0].ttl) or ttl_fool
-    exts = ip6_exts(a) if v6 else []
-    # the TCP options: the client's (as in its handshake ACK), changed by fooling in nfqws2's
-    # order (NOPs deleted, MD5 added, the timestamp moved up); the parts not fooled only get
-    # the timestamp moved up
-    base_opts = hs[0].optkinds()
+    def rows_for(name, a, exp, inst):
+        # what the expected packets look like, fooling applied (nfqws2's "standard fooling")
+        ttl_arg = "ip6_ttl" if v6 else "ip_ttl"
+        ttl_fool = int(a[ttl_arg]) if ttl_arg in a else None
+        auto = a.get("ip6_autottl" if v6 else "ip_autottl")
+        if auto:
+            # the TTL of the server's packets as weir sees them (queued in postrouting, after the
+            # router's hop): as the client receives them
+            sa = [p for p in cli_back if p.proto == 6 and p.sport == port and p.flags & 0x12 == 0x12]
+            if len(sa) != 1:
+                raise Fail("autottl: want one SYN,ACK at the client, got %d" % len(sa))
+            ttl_fool = autottl(auto, sa[0].ttl) or ttl_fool
+        exts = ip6_exts(a) if v6 else []
+        # the TCP options: the client's (as in its handshake ACK), changed by fooling in nfqws2's
+        # order (NOPs deleted, MD5 added, the timestamp moved up); the parts not fooled only get
+        # the timestamp moved up
+        base_opts = hs[0].optkinds()
 
-    def ts_up(k):
-        return [8] + [x for x in k if x != 8] if 8 in k and "tcp_ts_up" in a else k
+        def ts_up(k):
+            return [8] + [x for x in k if x != 8] if 8 in k and "tcp_ts_up" in a else k
 
-    fool_opts = [x for x in base_opts if "tcp_nop_del" not in a or x != 1]
-    fool_opts = ts_up(fool_opts + ([19] if "tcp_md5" in a and 19 not in fool_opts else []))
-    flags_set = flag_bits(a.get("tcp_flags_set", ""))
-    flags_unset = flag_bits(a.get("tcp_flags_unset", ""))
-    dts = int(a.get("tcp_ts", 0))
-    repeats = int(a.get("repeats", 1))
-    dseq = int(a.get("tcp_seq", 0))
-    dack = int(a.get("tcp_ack", 0))
-    rows = []
-    for e in exp:
-        f = e.fool
-        r = {
-            "off": e.off + (dseq if f else 0),
-            "len": e.fakehost or len(e.data),
-            "data": e.data,
-            "fakehost": e.fakehost,
-            "ttl": (ttl_fool if f and ttl_fool else ttl0),
-            "sum": not (f and "badsum" in a),
-            "md5": f and "tcp_md5" in a,
-            "ack": None if e.flags & 0x10 == 0 else (dack if f else 0),
-            "flags": (e.flags & ~flags_unset | flags_set) if f else e.flags,
-            # (the SYN's options are the SYN's, which weir replaced: not seen)
-            "opts": None if e.flags & 0x02 else base_opts if e.orig else fool_opts if f else ts_up(base_opts),
-            "orig": e.orig,
-            "fool": f,
-            "exts": exts if f else [],
-            "ts": dts if f else 0,
-        }
-        # what weir sends is cut by nfqws2's DEFAULT_MSS, 1220 less the option bytes (weir
-        # knows no connection's MSS; it never cuts below the original's length)
-        d, cut = e.data, []
-        extra = opts_len(r["opts"] or []) + 8 * len(r["exts"])
-        step = max(1220 - extra, len(data))
-        if not e.orig and d is not None and len(d) > step:
-            cut = [(i, d[i : i + step]) for i in range(0, len(d), step)]
-        for i, c in cut or [(0, d)]:
-            r2 = dict(r, off=r["off"] + i, data=c, len=len(c) if c is not None else r["len"])
-            # ipfrag: what is sent with all the options (not the fakes among real parts) in two
-            # fragments when it is longer than the position
-            r2["frags"] = None
-            if "ipfrag" in a and f and name in ("multisplit", "multidisorder", "tcpseg", "fake", "rst"):
-                at = int(a.get("ipfrag_pos_tcp", 32))
-                total = 20 + opts_len(r["opts"] or []) + r2["len"]
-                if at < total:
-                    r2["frags"] = [(0, True, at), (at, False, total - at)]
-                    if "ipfrag_disorder" in a:
-                        r2["frags"].reverse()
-            # (nfqws2 repeats what it sends with the fooling options: the fakes, and the
-            # parts of multisplit, multidisorder, tcpseg)
-            rows += [dict(r2, copy=k) for k in range(repeats if f else 1)]
+        fool_opts = [x for x in base_opts if "tcp_nop_del" not in a or x != 1]
+        fool_opts = ts_up(fool_opts + ([19] if "tcp_md5" in a and 19 not in fool_opts else []))
+        flags_set = flag_bits(a.get("tcp_flags_set", ""))
+        flags_unset = flag_bits(a.get("tcp_flags_unset", ""))
+        dts = int(a.get("tcp_ts", 0))
+        repeats = int(a.get("repeats", 1))
+        dseq = int(a.get("tcp_seq", 0))
+        dack = int(a.get("tcp_ack", 0))
+        rows = []
+        for e in exp:
+            f = e.fool
+            r = {
+                "off": e.off + (dseq if f else 0),
+                "len": e.fakehost or len(e.data),
+                "data": e.data,
+                "fakehost": e.fakehost,
+                "ttl": (ttl_fool if f and ttl_fool else ttl0),
+                "sum": not (f and "badsum" in a),
+                "md5": f and "tcp_md5" in a,
+                "ack": None if e.flags & 0x10 == 0 else (dack if f else 0),
+                "flags": (e.flags & ~flags_unset | flags_set) if f else e.flags,
+                # (the SYN's options are the SYN's, which weir replaced: not seen)
+                "opts": None if e.flags & 0x02 else base_opts if e.orig else fool_opts if f else ts_up(base_opts),
+                "orig": e.orig,
+                "fool": f,
+                "exts": exts if f else [],
+                "ts": dts if f else 0,
+            }
+            # what weir sends is cut by nfqws2's DEFAULT_MSS, 1220 less the option bytes (weir
+            # knows no connection's MSS; it never cuts below the original's length)
+            d, cut = e.data, []
+            extra = opts_len(r["opts"] or []) + 8 * len(r["exts"])
+            step = max(1220 - extra, len(data))
+            if not e.orig and d is not None and len(d) > step:
+                cut = [(i, d[i : i + step]) for i in range(0, len(d), step)]
+            for i, c in cut or [(0, d)]:
+                r2 = dict(r, off=r["off"] + i, data=c, len=len(c) if c is not None else r["len"])
+                # ipfrag: what is sent with all the options (not the fakes among real parts) in two
+                # fragments when it is longer than the position
+                r2["frags"] = None
+                if "ipfrag" in a and f and name in ("multisplit", "multidisorder", "tcpseg", "fake", "rst"):
+                    at = int(a.get("ipfrag_pos_tcp", 32))
+                    total = 20 + opts_len(r["opts"] or []) + r2["len"]
+                    if at < total:
+                        r2["frags"] = [(0, True, at), (at, False, total - at)]
+                        if "ipfrag_disorder" in a:
+                            r2["frags"].reverse()
+                # (nfqws2 repeats what it sends with the fooling options: the fakes, and the
+                # parts of multisplit, multidisorder, tcpseg)
+                rows += [dict(r2, copy=k, inst=inst, name=name) for k in range(repeats if f else 1)]
+        return rows
+
+    # one instance, or several (a profile's, joined by "|"): what each sends, in turn; the
+    # original goes last if none dropped it
+    rows, passes_all = [], True
+    for inst, (name, a) in enumerate(instances):
+        exp, passes = model(name, a, data, host)
+        passes_all = passes_all and passes
+        rows += [r for r in rows_for(name, a, exp, inst) if not r["orig"]]
+        orig_row = [r for r in rows_for(name, a, exp, inst) if r["orig"]]
+    if passes_all:
+        rows += orig_row
+    syndata = any(n == "syndata" for n, a in instances)
 
     def got_rows(pkts, ack_base):
         out = []
@@ -551,29 +564,34 @@ def check_tcp(name_desync, v6, port, hop, srv, cli_back, data, ttl0, errs):
         base = plain[0]["ts"] if plain else (got[0]["ts"] or 0) - want[0]["ts"]
         tsd = [None if g["ts"] is None else (g["ts"] - base + 2**31) % 2**32 - 2**31 for g in got]
         # (syndata: the SYN's timestamp is not the data's)
-        if name != "syndata" and any(g["ts"] is not None for g in got) and tsd != [w["ts"] for w in want]:
+        if not syndata and any(g["ts"] is not None for g in got) and tsd != [w["ts"] for w in want]:
             raise Fail("%s: TCP timestamps %s from the original's, want %s" % (where, tsd, [w["ts"] for w in want]))
         if not ids_too:
             return
-        # IPv4 ids (ip_id=seq): the packets weir sent take the original's id + 1, + 2, ... as
-        # weir documents it (nfqws2's apply_ip_id gives the first one the original's id itself,
-        # and goes on across the instances of a packet: a difference of weir's, not checked)
-        sent = [g for w, g in zip(want, got) if not w["orig"]]
+        # IPv4 ids (ip_id=seq), each instance's: the packets weir sent take the original's
+        # id + 1, + 2, ... as weir documents it (nfqws2's apply_ip_id gives the first one the
+        # original's id itself, and goes on across the instances of a packet: a difference of
+        # weir's, not checked); rst's ("none"): the original's
         orig = [g for w, g in zip(want, got) if w["orig"]]
-        ids = [g["id"] for g in sent]
-        # (repeated packets share their id)
-        step = [0]
-        for w in [w for w in want if not w["orig"]][1:]:
-            step.append(step[-1] + (w["copy"] == 0))
-        if ids != [(ids[0] + i) % 65536 for i in step]:
-            raise Fail("%s: IPv4 ids %s not consecutive" % (where, ids))
-        # (rst: "none", the original's id)
-        if orig and orig[0]["id"] != (ids[0] - (name != "rst")) % 65536:
-            raise Fail("%s: first id sent %d, the original's %d" % (where, ids[0], orig[0]["id"]))
+        for inst in sorted({w["inst"] for w in want if not w["orig"]}):
+            ws = [(w, g) for w, g in zip(want, got) if not w["orig"] and w["inst"] == inst]
+            ids = [g["id"] for w, g in ws]
+            # (repeated packets share their id)
+            step = [0]
+            for w, g in ws[1:]:
+                step.append(step[-1] + (w["copy"] == 0))
+            if ws[0][0]["name"] == "rst":
+                step = [-1 for _ in step]
+            if orig:
+                ids0 = (orig[0]["id"] + 1) % 65536
+            else:
+                ids0 = (ids[0] - step[0]) % 65536
+            if ids != [(ids0 + i) % 65536 for i in step]:
+                raise Fail("%s: IPv4 ids %s (the original's %s)" % (where, ids, orig[0]["id"] if orig else "not seen"))
 
     data_pkts = segs(hop)
     try:
-        compare("one hop past weir", rows, got_rows(data_pkts, ack0), not v6 and name != "syndata")
+        compare("one hop past weir", rows, got_rows(data_pkts, ack0), not v6 and not syndata)
     except Fail as e:
         errs.append(str(e))
     # the server's side: what had TTL 1 died at the first hop, the rest one TTL lower
