@@ -647,16 +647,17 @@ def check_wsize(desync, port, srv, cli, hop, ttl0, errs):
     have = {"seq": g.seq, "ack": g.ack, "flags": g.flags, "win": g.win, "opts": opts(g), "ttl": g.ttl, "sum": g.sum_ok}
     for k in want:
         if want[k] != have[k]:
-            errs.append("the SYN,ACK the client got: %s %r, want %r (the server sent %r)" % (k, have[k], want[k], getattr(s, k, None)))
+            show = (lambda v: [x.hex() for x in v]) if k == "opts" else (lambda v: v)
+            errs.append("the SYN,ACK the client got: %s %s, want %s (the server sent %s)" % (k, show(have[k]), show(want[k]), show(opts(s)) if k == "opts" else getattr(s, k, None)))
     # the client's first data segment fits the window it was told
     data = [p for p in hop if p.proto == 6 and p.dport == port and p.payload]
     if not data or len(data[0].payload) != want["win"]:
         errs.append("the client's first segment: %s bytes, want %d" % (data and len(data[0].payload), want["win"]))
-    return "the SYN,ACK's window %d -> %d, its options %s -> %s; the client's first segment %d bytes" % (
+    return "the SYN,ACK's window %d -> %d, its last option %s -> %s; the client's first segment %d bytes" % (
         s.win,
         g.win,
-        opts(s)[-1:],
-        opts(g)[-1:],
+        opts(s)[-1].hex(),
+        opts(g)[-1].hex(),
         len(data[0].payload) if data else 0,
     )
 
