@@ -4,10 +4,11 @@
 //! mode over AF_XDP and AF_PACKET (ICMP with TTL, IPv6 with neighbour discovery, ICMP errors
 //! from the router, traces, TCP through masquerade, drops, refusals, clean shutdown); inline
 //! mode as the load balancer of nftlb's testbed (lb.sh: wrk clients, nginx backends, DNAT and
-//! SNAT farms); per-flow scripts against a DPI stand-in (scripts.sh); and `weir bench lab`'s
-//! harness on a short run. They need root, iproute2,
-//! iptables, nftables, iperf3, ping and ethtool (lb.sh also nginx, wrk and curl); a test prints
-//! SKIP and a reason when it cannot run, and passes over it then.
+//! SNAT farms); per-flow scripts against a DPI stand-in (scripts.sh) and each desync action's
+//! packets on the wire (scripts-wire.sh); and `weir bench lab`'s harness on a short run. They
+//! need root, iproute2, iptables, nftables, iperf3, ping and ethtool (lb.sh also nginx, wrk and
+//! curl; the scripts labs python3); a test prints SKIP and a reason when it cannot run, and
+//! passes over it then.
 
 use std::process::Command;
 
@@ -109,6 +110,16 @@ fn nfqueue_netdev_tables_in_the_kernel() {
 #[test]
 fn scripts_against_a_dpi_stand_in() {
     lab("scripts.sh");
+}
+
+/// Each desync action of the per-flow scripts on the wire (scripts-wire.sh), over IPv4 and
+/// IPv6: the segments, their order, sequence offsets from the ISN, payloads, flags, TTLs,
+/// checksums (valid or bad on purpose), MD5 options and IPv4 ids one hop past weir and at the
+/// server, fakes with TTL 1 seen past weir and not at the server, `wsize`'s SYN,ACK at the
+/// client, UDP lengths and IP fragments, and exactly the payload in the server's socket.
+#[test]
+fn scripts_desync_actions_on_the_wire() {
+    lab("scripts-wire.sh");
 }
 
 #[test]
