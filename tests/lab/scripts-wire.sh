@@ -14,8 +14,8 @@
 # valid or bad on purpose, the IPv4 header checksums and ids, IPv6 extension headers; that
 # fakes with TTL 1 reach the hop past weir and not the server; fragments (offsets, MF, one id,
 # the reassembled packet and its checksum); `wsize`'s SYN,ACK at the client against the
-# server's; and that the server received exactly the payload, once. A NOTE when the client's
-# handshake ACK arrives after weir's packets for the data (WIRE_STRICT_ORDER=1: a failure).
+# server's; that the server received exactly the payload, once; and that the client's
+# handshake ACK arrives before weir's packets for the data (WIRE_LAX_ORDER=1: only a note).
 #
 # Checksum offloads are off on the path (so the captures show the real checksums), and
 # receive checksumming at the hop and the server (so that no veth vouches for a checksum: the

@@ -254,10 +254,28 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
             if let Some(n) = &narrowed {
                 println!("# {n}");
             }
-            kernel::kernel_rules(cfg.nfqueue.queue, workers, &hooks, scope.as_ref(), true)
+            let mut cmds =
+                kernel::kernel_rules(cfg.nfqueue.queue, workers, &hooks, scope.as_ref(), true);
+            if !listening.is_empty() {
+                cmds.extend(kernel::scripts_notrack(true));
+            }
+            cmds
         };
         for c in cmds {
-            println!("{}", c.join(" "));
+            // as a shell reads it: arguments with spaces or shell characters quoted
+            let words: Vec<String> = c
+                .iter()
+                .map(|a| {
+                    if a.contains(|ch: char| ch.is_whitespace() || ";{}!*&|<>'\"$".contains(ch))
+                        && a != "!"
+                    {
+                        format!("'{}'", a.replace('\'', "'\\''"))
+                    } else {
+                        a.clone()
+                    }
+                })
+                .collect();
+            println!("{}", words.join(" "));
         }
         if !netdev_tables.is_empty() {
             println!("nft -f - <<'EOF'");
@@ -289,9 +307,22 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         )?)
     } else if cfg.nfqueue.install {
         let q = cfg.nfqueue.queue;
+        let scripts = !listening.is_empty();
+        let with_notrack = |mut cmds: Vec<Vec<String>>, add: bool| {
+            if scripts {
+                cmds.extend(kernel::scripts_notrack(add));
+            }
+            cmds
+        };
         Some(kernel::install(
-            kernel::kernel_rules(q, workers, &hooks, scope.as_ref(), true),
-            kernel::kernel_rules(q, workers, &hooks, scope.as_ref(), false),
+            with_notrack(
+                kernel::kernel_rules(q, workers, &hooks, scope.as_ref(), true),
+                true,
+            ),
+            with_notrack(
+                kernel::kernel_rules(q, workers, &hooks, scope.as_ref(), false),
+                false,
+            ),
         )?)
     } else {
         None

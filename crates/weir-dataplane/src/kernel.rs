@@ -122,6 +122,45 @@ pub fn kernel_rules(
     cmds
 }
 
+/// What per-flow scripts send (marked [`weir_io::raw::SCRIPT_MARK`]) is not tracked by the
+/// kernel's connection tracking: an nft chain at the output hook ahead of defragmentation
+/// (priority -500; defragmentation is -400, iptables' raw table -300) marks it untracked, so
+/// the fragments and out-of-window segments the scripts make leave as made (with conntrack
+/// loaded, the kernel would gather fragments at the output hook and send them again in
+/// order).
+pub fn scripts_notrack(add: bool) -> Vec<Vec<String>> {
+    let mark = format!("{:#x}", weir_io::raw::SCRIPT_MARK);
+    let v = |a: &[&str]| a.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    if add {
+        vec![
+            v(&["nft", "add", "table", "inet", "weir_scripts"]),
+            v(&[
+                "nft",
+                "add",
+                "chain",
+                "inet",
+                "weir_scripts",
+                "out",
+                "{ type filter hook output priority -500 ; }",
+            ]),
+            v(&[
+                "nft",
+                "add",
+                "rule",
+                "inet",
+                "weir_scripts",
+                "out",
+                "meta",
+                "mark",
+                &mark,
+                "notrack",
+            ]),
+        ]
+    } else {
+        vec![v(&["nft", "delete", "table", "inet", "weir_scripts"])]
+    }
+}
+
 /// Inline mode: the kernel keeps ARP and neighbour discovery on weir's interfaces but leaves
 /// their IP traffic to weir (AF_PACKET reads frames before netfilter; the kernel's `raw`
 /// table drops its own copy, so it neither answers nor resets what weir forwards). What weir

@@ -39,9 +39,9 @@ impl Nfq {
         // one clock read per batch
         let now = now_ns();
         self.ifs.refresh(now);
-        let mut rewritten: Vec<(u32, Vec<u8>)> = Vec::new();
-        let mut verdicts: Vec<(u32, Verdict)> = Vec::new();
-        let mut outbox: Vec<Vec<u8>> = Vec::new();
+        // each packet's verdict (and rewritten bytes), what scripts sent for it, and its
+        // direction's key
+        let mut items: Vec<Item> = Vec::new();
         for (p, payload) in q.packets_mut() {
             let traced = w.trace.is_some()
                 && trace::wants(
@@ -61,44 +61,103 @@ impl Nfq {
             }
             let c = &mut w.counts;
             c.packets += 1;
-            match dec {
+            let (verdict, bytes) = match dec {
                 Decision::Accept => {
                     c.accepted += 1;
-                    if changed {
+                    let bytes = changed.then(|| {
                         c.rewritten += 1;
-                        rewritten.push((p.id, payload.to_vec()));
-                    }
-                    verdicts.push((p.id, Verdict::Accept));
+                        payload.to_vec()
+                    });
+                    (Verdict::Accept, bytes)
                 }
                 Decision::Drop(r) => {
                     c.dropped.add(Reason::of(r), 1);
-                    verdicts.push((p.id, Verdict::Drop));
+                    (Verdict::Drop, None)
                 }
-            }
+            };
             if let Some(a) = answer {
                 self.answers.send(&mut w.sf, c, a, now);
             }
-            // what per-flow scripts sent: out with the batch's, before the verdicts (a fake
-            // before the packet it precedes), marked as weir's own so that it is not queued
-            // again
-            if w.sf.queue_out_pending() {
-                outbox.extend(w.sf.take_queue_out());
+            // what per-flow scripts sent, marked as weir's own so that it is not queued again
+            let out = if w.sf.queue_out_pending() {
+                w.sf.take_queue_out()
+            } else {
+                Vec::new()
+            };
+            items.push(Item {
+                id: p.id,
+                verdict,
+                bytes,
+                key: direction_key(payload),
+                out,
+            });
+        }
+        // on the wire in the order the packets came: what scripts sent for a packet goes
+        // before its verdict; and when an earlier packet of the same direction of a flow is
+        // accepted in this batch, its verdict goes first (the verdicts so far are issued,
+        // then the scripts' packets sent). Verdicts and sends stay batched otherwise.
+        let mut outbox: Vec<Vec<u8>> = Vec::new();
+        let mut from = 0;
+        let mut accepted_keys: Vec<u64> = Vec::new();
+        for i in 0..items.len() {
+            if !items[i].out.is_empty() && accepted_keys.contains(&items[i].key) {
+                if !outbox.is_empty() {
+                    self.answers.send_raw(&mut w.counts, &outbox);
+                    outbox.clear();
+                }
+                for it in &items[from..i] {
+                    q.verdict(it.id, it.verdict, it.bytes.as_deref(), None);
+                }
+                q.flush()?;
+                from = i;
+                accepted_keys.clear();
+            }
+            outbox.append(&mut items[i].out);
+            if items[i].verdict == Verdict::Accept {
+                accepted_keys.push(items[i].key);
             }
         }
         if !outbox.is_empty() {
             self.answers.send_raw(&mut w.counts, &outbox);
         }
-        for &(id, v) in &verdicts {
-            let payload = rewritten
-                .iter()
-                .find(|(i, _)| *i == id)
-                .map(|(_, b)| b.as_slice());
-            q.verdict(id, v, payload, None);
+        for it in &items[from..] {
+            q.verdict(it.id, it.verdict, it.bytes.as_deref(), None);
         }
         q.flush()?;
         w.sf.ct_mut().gc(now, 64);
         Ok(())
     }
+}
+
+/// One packet of a batch, decided.
+struct Item {
+    id: u32,
+    verdict: Verdict,
+    /// The packet as weir rewrote it, if it did.
+    bytes: Option<Vec<u8>>,
+    /// What per-flow scripts sent for it (before it).
+    out: Vec<Vec<u8>>,
+    /// Its direction of its flow ([`direction_key`]).
+    key: u64,
+}
+
+/// A key of an IP packet's direction of its flow: its addresses and the first four bytes
+/// after the fixed IP header (the ports of TCP, UDP and the like; IPv6 extension headers
+/// are not walked, which keeps the key the same for every packet of a direction).
+fn direction_key(ip: &[u8]) -> u64 {
+    let (addrs, l4) = match ip.first().map(|b| b >> 4) {
+        Some(4) => {
+            let ihl = (ip[0] & 0x0f) as usize * 4;
+            (ip.get(12..20), ip.get(ihl..ihl + 4))
+        }
+        Some(6) => (ip.get(8..40), ip.get(40..44)),
+        _ => (None, None),
+    };
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    use std::hash::{Hash, Hasher};
+    addrs.hash(&mut h);
+    l4.hash(&mut h);
+    h.finish()
 }
 
 /// Bytes of a queued packet copied to weir when only its headers are read: IPv4 or IPv6 with
