@@ -62,8 +62,8 @@ tcp tcpseg 4014 tcpseg:pos=1,midsld
 tcp tcpseg-badsum 4015 tcpseg:pos=host,endhost:badsum
 tcp rst-ttl 4016 rst:ip_ttl=1
 tcp rstack-badsum 4017 rst:rstack:badsum
-tcp syndata 4018 syndata:blob=0x53594e44415441:payload=all
-tcp wsize 4019 wsize:wsize=64:scale=0:dir=in:payload=all
+tcp syndata 4018 syndata:blob=0x53594e44415441
+tcp wsize 4019 wsize:wsize=64:scale=0
 tcp ipfrag-tcp 4020 ipfrag:ipfrag_pos_tcp=48
 tcp fake-autottl 4021 fake:blob=$F:ip_autottl=+1,1-64:badsum
 tcp fake-repeats 4022 fake:blob=$F:repeats=3:ip_ttl=1
@@ -243,7 +243,7 @@ done
     n=$((n + 1)); echo "    ${kind%6} dport $port queue num $n"
     # an instance on the server's packets, or autottl (which reads their TTL): they are
     # queued too
-    case $desync in *dir=in* | *autottl*) echo "    ${kind%6} sport $port queue num $n" ;; esac
+    case $desync in *dir=in* | *autottl* | wsize*) echo "    ${kind%6} sport $port queue num $n" ;; esac
   done < "$DIR/cases"
   echo '  }'
   echo '}'
@@ -274,7 +274,8 @@ T
   IFS="|" read -ra insts <<< "$desync"
   for d in "${insts[@]}"; do
     printf '[[scripts.profile.instance]]\ndesync = "%s"\n' "$d" >> "$DIR/weir.toml"
-    case $d in *dir=in*) echo 'in_range = "a"' >> "$DIR/weir.toml" ;; esac
+    # (wsize acts on the server's SYN,ACK: its range in)
+    case $d in *dir=in*|wsize*) echo 'in_range = "a"' >> "$DIR/weir.toml" ;; esac
   done
 done < "$DIR/cases"
 

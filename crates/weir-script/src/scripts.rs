@@ -212,15 +212,15 @@ impl Scripts {
                 // `oob` takes every packet of both directions from the SYN on (it cannot be
                 // filtered: once begun, the byte must go in); it has no such arguments
                 let lasting = name == "oob";
+                let (def_payload, def_dir) = desync::defaults(&name);
                 let payload = match take("payload") {
                     Some(v) if !lasting => PayloadFilter::parse(&v).map_err(ctx)?,
                     Some(_) => return Err(ctx("oob: cannot be filtered by payload".into())),
-                    None if lasting => PayloadFilter::All,
-                    None => PayloadFilter::Known,
+                    None => def_payload,
                 };
                 let dir = match take("dir").as_deref() {
-                    None if lasting => Direction::Any,
-                    None | Some("out") => Direction::Out,
+                    None => def_dir,
+                    Some("out") => Direction::Out,
                     Some("in") => Direction::In,
                     Some("any") => Direction::Any,
                     Some(o) => return Err(ctx(format!("dir={o}: out, in or any"))),
@@ -528,8 +528,14 @@ impl FlowHook for Scripts {
         if !outgoing {
             flow.incoming_ttl = ttl;
         }
+        // the connection entry keeps a direction's bit only once no instance may act on
+        // the flow any more in either direction: while the other direction's instances may
+        // act, they read this one's counters (`oob`'s reverse position, Lua's `rn`...), so
+        // its packets are still counted here
+        let num = q.num;
+        let both = |st: &FlowState| queues.get(&num).is_some_and(|p| !p.active(st));
         if flow.st.done(outgoing) {
-            *q.done = true;
+            *q.done = both(&flow.st);
             stats.done += 1;
             return QueueVerdict::Accept;
         }
@@ -657,7 +663,7 @@ impl FlowHook for Scripts {
             let (p, mask) = profiles.plan(&mut flow.st, &key, outgoing, det.ptype, &counters)?;
             (mask != 0).then_some((profiles, p, mask))
         });
-        *q.done = flow.st.done(outgoing);
+        *q.done = both(&flow.st);
         let Some((profiles, p, mask)) = planned else {
             if whole.is_some() {
                 // nothing acts on the whole: the parts go as they came
@@ -756,7 +762,7 @@ impl FlowHook for Scripts {
             }
         }
         profiles.settle(&mut flow.st, outgoing);
-        *q.done = flow.st.done(outgoing);
+        *q.done = both(&flow.st);
         if joined {
             return Self::after_whole(flow, stats, q.send, verdict, packet, end - l3);
         }

@@ -635,6 +635,21 @@ impl<'a> Ctx<'a> {
     }
 }
 
+/// The payload filter and direction an action takes when its instance does not say
+/// (`payload=`, `dir=`), as nfqws2's functions default them: `known` payloads going out for
+/// most; every packet of both directions for `drop`, `send`, `pktmod`, `wsize` (the
+/// server's SYN,ACK), `syndata` (the SYN) and `oob`; `rst` both directions, known payloads.
+/// A Lua function: `known`, out.
+pub fn defaults(name: &str) -> (crate::profile::PayloadFilter, crate::scripts::Direction) {
+    use crate::profile::PayloadFilter as P;
+    use crate::scripts::Direction as D;
+    match name {
+        "drop" | "send" | "pktmod" | "wsize" | "syndata" | "oob" => (P::All, D::Any),
+        "rst" => (P::Known, D::Any),
+        _ => (P::Known, D::Out),
+    }
+}
+
 /// Run `action` on the packet of `input`. Never panics; see the module's ordering contract.
 pub fn apply(action: &Action, input: &Input, blobs: &Blobs) -> Output {
     apply_at(action, input, FlowPos::default(), blobs)

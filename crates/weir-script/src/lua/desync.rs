@@ -183,10 +183,15 @@ fn prepare(spec: &str, extra: Vec<(String, String)>) -> Result<Prepared, String>
     };
     let payload = match take("payload") {
         Some(v) => PayloadFilter::parse(&v)?,
-        None => PayloadFilter::Known,
+        None => desync::defaults(&name).0,
     };
     let dir = match take("dir").as_deref() {
-        None | Some("out") => (true, false),
+        None => match desync::defaults(&name).1 {
+            crate::scripts::Direction::Out => (true, false),
+            crate::scripts::Direction::In => (false, true),
+            crate::scripts::Direction::Any => (true, true),
+        },
+        Some("out") => (true, false),
         Some("in") => (false, true),
         Some("any") => (true, true),
         Some(o) => return Err(format!("{name}: dir={o}: out, in or any")),
