@@ -397,6 +397,38 @@ fields! {
     IgmpMrt => "igmp mrt", T::Integer(8), L::Transport(2);
     IgmpChecksum => "igmp checksum", T::Integer(16), L::Transport(2);
     IgmpGroup => "igmp group", T::Ipv4Addr, L::Transport(2);
+    // IPv6 extension headers, found as the kernel's ipv6_find_hdr finds them (the first of
+    // the type in the chain; none past a later fragment); `exthdr X` is their presence
+    HbhNexthdr => "hbh nexthdr", T::InetProto, L::Ip6;
+    HbhHdrlength => "hbh hdrlength", T::Integer(8), L::Ip6;
+    RtNexthdr => "rt nexthdr", T::InetProto, L::Ip6;
+    RtHdrlength => "rt hdrlength", T::Integer(8), L::Ip6;
+    RtType => "rt type", T::Integer(8), L::Ip6;
+    RtSegLeft => "rt seg-left", T::Integer(8), L::Ip6;
+    Rt0Reserved => "rt0 reserved", T::Integer(32), L::Ip6;
+    Rt2Reserved => "rt2 reserved", T::Integer(32), L::Ip6;
+    Rt2Addr => "rt2 addr", T::Ipv6Addr, L::Ip6;
+    SrhLastEntry => "srh last-entry", T::Integer(8), L::Ip6;
+    SrhFlags => "srh flags", T::Integer(8), L::Ip6;
+    SrhTag => "srh tag", T::Integer(16), L::Ip6;
+    FragNexthdr => "frag nexthdr", T::InetProto, L::Ip6;
+    FragReserved => "frag reserved", T::Integer(8), L::Ip6;
+    FragFragOff => "frag frag-off", T::Integer(13), L::Ip6;
+    FragReserved2 => "frag reserved2", T::Integer(2), L::Ip6;
+    FragMoreFragments => "frag more-fragments", T::Integer(1), L::Ip6;
+    FragId => "frag id", T::Integer(32), L::Ip6;
+    DstNexthdr => "dst nexthdr", T::InetProto, L::Ip6;
+    DstHdrlength => "dst hdrlength", T::Integer(8), L::Ip6;
+    MhNexthdr => "mh nexthdr", T::InetProto, L::Ip6;
+    MhHdrlength => "mh hdrlength", T::Integer(8), L::Ip6;
+    MhType => "mh type", T::MhType, L::Ip6;
+    MhReserved => "mh reserved", T::Integer(8), L::Ip6;
+    MhChecksum => "mh checksum", T::Integer(16), L::Ip6;
+    ExthdrHbh => "exthdr hbh", T::Boolean, L::Ip6;
+    ExthdrRt => "exthdr rt", T::Boolean, L::Ip6;
+    ExthdrFrag => "exthdr frag", T::Boolean, L::Ip6;
+    ExthdrDst => "exthdr dst", T::Boolean, L::Ip6;
+    ExthdrMh => "exthdr mh", T::Boolean, L::Ip6;
     // ---- loaded and checked, not evaluated yet (see `Field::evaluated`) ----
     // metadata
     MetaHour => "meta hour", T::Hour, L::Meta;
@@ -426,40 +458,10 @@ fields! {
     SctpChunkField => "sctp chunk field", T::Integer(32), L::Transport(132);
     TcpOption => "tcp option", T::Boolean, L::Transport(6);
     TcpOptionField => "tcp option field", T::Integer(32), L::Transport(6);
-    // IPv6 extension headers
-    HbhNexthdr => "hbh nexthdr", T::InetProto, L::Ip6;
-    HbhHdrlength => "hbh hdrlength", T::Integer(8), L::Ip6;
-    RtNexthdr => "rt nexthdr", T::InetProto, L::Ip6;
-    RtHdrlength => "rt hdrlength", T::Integer(8), L::Ip6;
-    RtType => "rt type", T::Integer(8), L::Ip6;
-    RtSegLeft => "rt seg-left", T::Integer(8), L::Ip6;
-    Rt0Reserved => "rt0 reserved", T::Integer(32), L::Ip6;
-    Rt2Reserved => "rt2 reserved", T::Integer(32), L::Ip6;
-    Rt2Addr => "rt2 addr", T::Ipv6Addr, L::Ip6;
-    SrhLastEntry => "srh last-entry", T::Integer(8), L::Ip6;
-    SrhFlags => "srh flags", T::Integer(8), L::Ip6;
-    SrhTag => "srh tag", T::Integer(16), L::Ip6;
-    FragNexthdr => "frag nexthdr", T::InetProto, L::Ip6;
-    FragReserved => "frag reserved", T::Integer(8), L::Ip6;
-    FragFragOff => "frag frag-off", T::Integer(13), L::Ip6;
-    FragReserved2 => "frag reserved2", T::Integer(2), L::Ip6;
-    FragMoreFragments => "frag more-fragments", T::Integer(1), L::Ip6;
-    FragId => "frag id", T::Integer(32), L::Ip6;
-    DstNexthdr => "dst nexthdr", T::InetProto, L::Ip6;
-    DstHdrlength => "dst hdrlength", T::Integer(8), L::Ip6;
-    MhNexthdr => "mh nexthdr", T::InetProto, L::Ip6;
-    MhHdrlength => "mh hdrlength", T::Integer(8), L::Ip6;
-    MhType => "mh type", T::MhType, L::Ip6;
-    MhReserved => "mh reserved", T::Integer(8), L::Ip6;
-    MhChecksum => "mh checksum", T::Integer(16), L::Ip6;
-    ExthdrHbh => "exthdr hbh", T::Boolean, L::Ip6;
-    ExthdrRt => "exthdr rt", T::Boolean, L::Ip6;
+    // IPv6 extension headers: the routing header's types as headers of their own
     ExthdrRt0 => "exthdr rt0", T::Boolean, L::Ip6;
     ExthdrRt2 => "exthdr rt2", T::Boolean, L::Ip6;
     ExthdrSrh => "exthdr srh", T::Boolean, L::Ip6;
-    ExthdrFrag => "exthdr frag", T::Boolean, L::Ip6;
-    ExthdrDst => "exthdr dst", T::Boolean, L::Ip6;
-    ExthdrMh => "exthdr mh", T::Boolean, L::Ip6;
     // tunnel headers (the inner packet's fields: `vxlan ip saddr`, see the checker)
     VxlanVni => "vxlan vni", T::Integer(24), L::Transport(17);
     VxlanFlags => "vxlan flags", T::Integer(8), L::Transport(17);

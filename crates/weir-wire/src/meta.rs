@@ -834,6 +834,36 @@ impl PacketMeta {
 
             F::SctpSport if sctp => b16(frame, l4)? as u128,
             F::SctpDport if sctp => b16(frame, l4 + 2)? as u128,
+            F::HbhNexthdr if v6 => self.exthdr(frame, proto::HOPOPTS, 0, 1)?,
+            F::HbhHdrlength if v6 => self.exthdr(frame, proto::HOPOPTS, 1, 1)?,
+            F::RtNexthdr if v6 => self.exthdr(frame, proto::ROUTING, 0, 1)?,
+            F::RtHdrlength if v6 => self.exthdr(frame, proto::ROUTING, 1, 1)?,
+            F::RtType if v6 => self.exthdr(frame, proto::ROUTING, 2, 1)?,
+            F::RtSegLeft if v6 => self.exthdr(frame, proto::ROUTING, 3, 1)?,
+            F::Rt0Reserved | F::Rt2Reserved if v6 => self.exthdr(frame, proto::ROUTING, 4, 4)?,
+            F::Rt2Addr if v6 => self.exthdr(frame, proto::ROUTING, 8, 16)?,
+            F::SrhLastEntry if v6 => self.exthdr(frame, proto::ROUTING, 4, 1)?,
+            F::SrhFlags if v6 => self.exthdr(frame, proto::ROUTING, 5, 1)?,
+            F::SrhTag if v6 => self.exthdr(frame, proto::ROUTING, 6, 2)?,
+            F::FragNexthdr if v6 => self.exthdr(frame, proto::FRAGMENT, 0, 1)?,
+            F::FragReserved if v6 => self.exthdr(frame, proto::FRAGMENT, 1, 1)?,
+            F::FragFragOff if v6 => self.exthdr(frame, proto::FRAGMENT, 2, 2)? >> 3,
+            F::FragReserved2 if v6 => (self.exthdr(frame, proto::FRAGMENT, 3, 1)? >> 1) & 3,
+            F::FragMoreFragments if v6 => self.exthdr(frame, proto::FRAGMENT, 3, 1)? & 1,
+            F::FragId if v6 => self.exthdr(frame, proto::FRAGMENT, 4, 4)?,
+            F::DstNexthdr if v6 => self.exthdr(frame, proto::DSTOPTS, 0, 1)?,
+            F::DstHdrlength if v6 => self.exthdr(frame, proto::DSTOPTS, 1, 1)?,
+            F::MhNexthdr if v6 => self.exthdr(frame, proto::MOBILITY, 0, 1)?,
+            F::MhHdrlength if v6 => self.exthdr(frame, proto::MOBILITY, 1, 1)?,
+            F::MhType if v6 => self.exthdr(frame, proto::MOBILITY, 2, 1)?,
+            F::MhReserved if v6 => self.exthdr(frame, proto::MOBILITY, 3, 1)?,
+            F::MhChecksum if v6 => self.exthdr(frame, proto::MOBILITY, 4, 2)?,
+            F::ExthdrHbh if v6 => self.find_exthdr(frame, proto::HOPOPTS).is_some() as u128,
+            F::ExthdrRt if v6 => self.find_exthdr(frame, proto::ROUTING).is_some() as u128,
+            F::ExthdrFrag if v6 => self.find_exthdr(frame, proto::FRAGMENT).is_some() as u128,
+            F::ExthdrDst if v6 => self.find_exthdr(frame, proto::DSTOPTS).is_some() as u128,
+            F::ExthdrMh if v6 => self.find_exthdr(frame, proto::MOBILITY).is_some() as u128,
+
             F::SctpVtag if sctp => b32(frame, l4 + 4)? as u128,
             F::SctpChecksum if sctp => b32(frame, l4 + 8)? as u128,
 
@@ -875,6 +905,63 @@ impl PacketMeta {
             _ => return None,
         };
         Some(v)
+    }
+
+    /// Where the first IPv6 extension header of type `target` starts, found as the kernel's
+    /// `ipv6_find_hdr` finds it: walking hop-by-hop, routing, fragment, AH and destination
+    /// options headers from the fixed header; a header of another type (or no next header)
+    /// ends the walk, found if it is the target; past a fragment header of a later fragment
+    /// nothing is found; a header cut short by the packet's end is not found.
+    pub fn find_exthdr(&self, frame: &[u8], target: u8) -> Option<usize> {
+        if self.l3 != L3::Ipv6 || !self.l3_ok() {
+            return None;
+        }
+        let l3 = self.l3_off as usize;
+        let end = self.l3_end().min(frame.len());
+        let ip = frame.get(..end)?;
+        let mut nh = b8(ip, l3 + 6)?;
+        let mut at = l3 + 40;
+        for _ in 0..=MAX_EXT_HEADERS {
+            let found = nh == target;
+            let ext = matches!(
+                nh,
+                proto::HOPOPTS | proto::ROUTING | proto::FRAGMENT | proto::AH | proto::DSTOPTS
+            );
+            if !ext {
+                // (no next header, 59, is not a header to find either)
+                return (found && nh != proto::NONE).then_some(at);
+            }
+            let (next, len) = (b8(ip, at)?, b8(ip, at + 1)?);
+            let hlen = match nh {
+                proto::FRAGMENT => {
+                    if b16(ip, at + 2)? & !7 != 0 && !found {
+                        return None;
+                    }
+                    8
+                }
+                proto::AH => (len as usize + 2) * 4,
+                _ => (len as usize + 1) * 8,
+            };
+            if found {
+                return Some(at);
+            }
+            nh = next;
+            at += hlen;
+        }
+        None
+    }
+
+    /// `len` bytes (1, 2, 4 or 16) at `off` in the first extension header of type `target`
+    /// ([`PacketMeta::find_exthdr`]), if they lie inside the IP packet.
+    fn exthdr(&self, frame: &[u8], target: u8, off: usize, len: usize) -> Option<u128> {
+        let at = self.find_exthdr(frame, target)? + off;
+        let ip = frame.get(..self.l3_end().min(frame.len()))?;
+        match len {
+            1 => b8(ip, at).map(u128::from),
+            2 => b16(ip, at).map(u128::from),
+            4 => b32(ip, at).map(u128::from),
+            _ => b128(ip, at),
+        }
     }
 
     /// A 16-bit word of the ICMP header at `at`, if it lies inside the IP packet.

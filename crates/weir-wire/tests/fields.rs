@@ -100,6 +100,12 @@ fn ip6(tos: (u8, u8), flow: u32, plen: u16, nh: u8, hl: u8) -> Vec<(Field, u128)
         (Field::Ip6Hoplimit, hl as u128),
         (Field::Ip6Saddr, u128::from(a6())),
         (Field::Ip6Daddr, u128::from(b6())),
+        // no extension header: each absent (the chain is walked for every IPv6 packet)
+        (Field::ExthdrHbh, 0),
+        (Field::ExthdrRt, 0),
+        (Field::ExthdrFrag, 0),
+        (Field::ExthdrDst, 0),
+        (Field::ExthdrMh, 0),
     ]
 }
 
@@ -308,6 +314,12 @@ fn every_header_field_read_back() {
     let mut e = ether(0x88a8);
     e.push((Field::VlanId, 7));
     e.extend(ip6((10, 1), 0xabcde, 28, 0, 255));
+    e.retain(|(f, _)| *f != Field::ExthdrHbh);
+    e.extend([
+        (Field::ExthdrHbh, 1),
+        (Field::HbhNexthdr, 6),
+        (Field::HbhHdrlength, 0),
+    ]);
     e.extend([
         (Field::TcpSport, 1),
         (Field::TcpDport, 65535),
@@ -360,6 +372,79 @@ fn every_header_field_read_back() {
     e.extend(ip6((0, 0), 0, 24, 58, 64));
     e.extend([(Field::Icmp6Type, 135), (Field::Icmp6Code, 0)]);
     check(&mut seen, "icmpv6 ns", &f, LinkType::Ethernet, &e);
+
+    // IPv6 through hop-by-hop, routing (a segment routing header), fragment (the first),
+    // destination options, then a mobility header: each found as the kernel finds it.
+    let mut p = vec![0x60, 0, 0, 0, 0, 0, 0, 64];
+    p.extend_from_slice(&a6().octets());
+    p.extend_from_slice(&b6().octets());
+    p[6] = 0; // hop-by-hop
+    p.extend_from_slice(&[43, 0, 1, 4, 0, 0, 0, 0]); // hbh -> routing
+    let mut rt = vec![44, 2, 4, 1, 9, 0x80, 0x12, 0x34]; // routing -> fragment, 24 bytes
+    rt.extend_from_slice(&b6().octets());
+    p.extend_from_slice(&rt);
+    p.extend_from_slice(&[60, 0x55, 0x00, 0x05, 0xde, 0xad, 0xbe, 0xef]); // frag: off 0, res2 2, M
+    p.extend_from_slice(&[135, 0, 1, 4, 0, 0, 0, 0]); // destination options -> mobility
+    p.extend_from_slice(&[59, 1, 5, 0, 0xab, 0xcd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]); // MH
+    let plen = (p.len() - 40) as u16;
+    p[4..6].copy_from_slice(&plen.to_be_bytes());
+    let mut e = ip6((0, 0), 0, plen, 0, 64);
+    e.retain(|(f, _)| !f.name().starts_with("exthdr"));
+    e.extend([
+        (Field::HbhNexthdr, 43),
+        (Field::HbhHdrlength, 0),
+        (Field::RtNexthdr, 44),
+        (Field::RtHdrlength, 2),
+        (Field::RtType, 4),
+        (Field::RtSegLeft, 1),
+        (Field::Rt0Reserved, 0x0980_1234),
+        (Field::Rt2Reserved, 0x0980_1234),
+        (Field::Rt2Addr, u128::from(b6())),
+        (Field::SrhLastEntry, 9),
+        (Field::SrhFlags, 0x80),
+        (Field::SrhTag, 0x1234),
+        (Field::FragNexthdr, 60),
+        (Field::FragReserved, 0x55),
+        (Field::FragFragOff, 0),
+        (Field::FragReserved2, 2),
+        (Field::FragMoreFragments, 1),
+        (Field::FragId, 0xdead_beef),
+        (Field::DstNexthdr, 135),
+        (Field::DstHdrlength, 0),
+        (Field::MhNexthdr, 59),
+        (Field::MhHdrlength, 1),
+        (Field::MhType, 5),
+        (Field::MhReserved, 0),
+        (Field::MhChecksum, 0xabcd),
+        (Field::ExthdrHbh, 1),
+        (Field::ExthdrRt, 1),
+        (Field::ExthdrFrag, 1),
+        (Field::ExthdrDst, 1),
+        (Field::ExthdrMh, 1),
+    ]);
+    let m = PacketMeta::parse(&p, LinkType::RawIp);
+    // (weir's own walk takes the mobility header as an extension header: no transport)
+    for (f, want) in &e {
+        assert_eq!(m.get(&p, *f), Some(*want), "{}", f.name());
+        seen.insert(*f);
+    }
+    // a later fragment: nothing found past its fragment header
+    let mut later = p.clone();
+    later[40 + 8 + 24 + 3] = 0x08 | 1; // offset 1
+    let m = PacketMeta::parse(&later, LinkType::RawIp);
+    assert_eq!(m.get(&later, Field::ExthdrDst), Some(0));
+    assert_eq!(m.get(&later, Field::DstNexthdr), None);
+    assert_eq!(m.get(&later, Field::FragFragOff), Some(1));
+    assert_eq!(m.get(&later, Field::ExthdrRt), Some(1));
+    // none at all: absent, and their fields not there
+    let f = Builder::raw().udp(a6(), b6(), 1, 2, b"x");
+    let m = PacketMeta::parse(&f, LinkType::RawIp);
+    assert_eq!(m.get(&f, Field::ExthdrHbh), Some(0));
+    assert_eq!(m.get(&f, Field::HbhNexthdr), None);
+    // IPv4: not read at all
+    let f = build::tcp4(A4, B4, 1, 2, tf::SYN, b"x");
+    let m = PacketMeta::parse(&f, LinkType::Ethernet);
+    assert_eq!(m.get(&f, Field::ExthdrHbh), None);
 
     let missing: Vec<&str> = Field::ALL
         .iter()
