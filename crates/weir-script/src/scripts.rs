@@ -470,6 +470,15 @@ impl FlowHook for Scripts {
         Some(self)
     }
 
+    fn tick(&mut self, now_ns: u64, send: &mut Vec<Vec<u8>>) -> bool {
+        // the Lua timers (crate::lua::timers)
+        let Some(rt) = &mut self.lua else {
+            return false;
+        };
+        send.extend(rt.run_timers(now_ns));
+        rt.timers() > 0
+    }
+
     fn holds(&self, orig: &Tuple) -> bool {
         self.flows
             .get(orig)

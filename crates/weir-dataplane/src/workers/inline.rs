@@ -250,7 +250,17 @@ impl Inline {
                 })
                 .collect();
         }
-        il.refresh_mtu(now_ns(), w.idx == 0);
+        let now = now_ns();
+        il.refresh_mtu(now, w.idx == 0);
+        // per-flow scripts' timers (at most every TICK_NS), between batches: what they send
+        // goes out by its routes now
+        w.sf.tick(now);
+        if w.sf.queue_out_pending() {
+            il.send_scripted(&mut w.sf, &mut w.counts);
+            for p in il.ports.iter_mut() {
+                p.flush()?;
+            }
+        }
         let mut fds = std::mem::take(&mut il.fds);
         for f in fds.iter_mut() {
             f.revents = 0;
@@ -277,7 +287,14 @@ impl Inline {
         let now = now_ns();
         if !ready || now.saturating_sub(il.polled) >= 1_000_000 {
             il.polled = now;
-            let wait = if ready { 0 } else { 100 };
+            let wait = if ready {
+                0
+            } else if w.sf.ticking() {
+                // timers to run: back by their tick
+                10
+            } else {
+                100
+            };
             // SAFETY: poll over live pollfds of our own sockets.
             let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
             if r <= 0 && !ready {

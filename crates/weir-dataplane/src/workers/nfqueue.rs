@@ -35,7 +35,9 @@ impl Nfq {
             q.set_copy_range(want)?;
             self.copy = want;
         }
-        q.recv_batch(100)?;
+        // per-flow scripts' timers run between batches: with timers, wait for packets no
+        // longer than their tick
+        q.recv_batch(if w.sf.ticking() { 10 } else { 100 })?;
         // one clock read per batch
         let now = now_ns();
         self.ifs.refresh(now);
@@ -84,6 +86,12 @@ impl Nfq {
             if w.sf.queue_out_pending() {
                 outbox.extend(w.sf.take_queue_out());
             }
+        }
+        // per-flow scripts' timers (at most every TICK_NS): what they send goes with the
+        // batch's
+        w.sf.tick(now);
+        if w.sf.queue_out_pending() {
+            outbox.extend(w.sf.take_queue_out());
         }
         if !outbox.is_empty() {
             self.answers.send_raw(&mut w.counts, &outbox);
