@@ -257,10 +257,7 @@ fn parse_errors_name_the_argument() {
             arg: "poss".into()
         }
     );
-    assert!(matches!(
-        err("synack", &[]),
-        ActionError::Unsupported { .. }
-    ));
+    assert!(matches!(err("synack", &[]), ActionError::Unsupported { .. }));
     assert!(matches!(
         err("fakedsplit", &[("pos", "1,2")]),
         ActionError::BadArg { .. }
