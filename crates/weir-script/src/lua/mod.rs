@@ -25,9 +25,11 @@
 //! packet unchanged (restored if the script had changed it), sends nothing, is counted in
 //! [`Runtime::stats`], and the runtime goes on working.
 
+pub mod costs;
 pub mod desync;
 pub mod flow;
 pub mod packet;
+pub mod pattern;
 pub mod sandbox;
 pub mod stats;
 pub mod timers;
@@ -40,6 +42,7 @@ use std::sync::Arc;
 
 use mlua::{AnyUserData, ChunkMode, Function, Lua, Table, Value};
 
+pub use costs::BYTES_PER_INSTRUCTION;
 pub use desync::{DESYNC_CACHE, DESYNC_COST};
 pub use flow::FlowId;
 pub use packet::{Counters, PacketView, MAX_PACKET, MAX_SEND};
@@ -208,7 +211,7 @@ fn describe(e: &mlua::Error) -> String {
     }
 }
 
-fn is_memory(e: &mlua::Error) -> bool {
+pub(crate) fn is_memory(e: &mlua::Error) -> bool {
     match e {
         mlua::Error::MemoryError(_) => true,
         mlua::Error::CallbackError { cause, .. } => is_memory(cause),
