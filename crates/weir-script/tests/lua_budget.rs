@@ -244,3 +244,29 @@ fn pattern_functions_give_what_luas_give() {
     }
     assert_eq!(w.len(), g.len());
 }
+
+/// Lua functions called from the wrapped ones (a `gsub` replacement, a `sort` comparator,
+/// inside a coroutine too) are counted as they run.
+#[test]
+fn lua_called_back_from_wrapped_functions_is_counted() {
+    let mut rt = runtime_with(
+        &LuaConfig::default(),
+        r#"
+        function gsub_fn() return ('abc'):gsub('.', function() while true do end end) end
+        function sort_cmp()
+          local t = {3, 2, 1}
+          table.sort(t, function(a, b) while true do end end)
+        end
+        function in_coroutine()
+          local co = coroutine.wrap(function()
+            return ('abc'):gsub('.', function() while true do end end)
+          end)
+          co()
+        end
+        function rep_empty() return string.rep('', 1e15) end
+        "#,
+    );
+    for f in ["gsub_fn", "sort_cmp", "in_coroutine", "rep_empty"] {
+        overruns(&mut rt, f, Duration::from_secs(10));
+    }
+}

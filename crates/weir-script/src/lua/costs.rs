@@ -11,7 +11,7 @@
 //!
 //! | function | charged |
 //! | --- | --- |
-//! | `string.rep(s, n, sep)` | the result's bytes |
+//! | `string.rep(s, n, sep)` | the result's bytes (at least `n`'s worth: it loops `n` times) |
 //! | `string.format(fmt, ...)` | `fmt`'s bytes and 4x the string arguments' (`%q` may quadruple), plus one per argument |
 //! | `string.sub`, `upper`, `lower`, `reverse` | the result's bytes |
 //! | `string.byte(s, i, j)`, `string.char(...)`, `utf8.char(...)` | one per value |
@@ -114,7 +114,8 @@ type Cost = fn(&Lua, &[Value]) -> u64;
 
 fn cost_rep(_: &Lua, a: &[Value]) -> u64 {
     let n = int_of(a.get(1)).unwrap_or(0).max(0) as u64;
-    bytes(n.saturating_mul(len_of(a.first()) + len_of(a.get(2))))
+    // (Lua loops `n` times even over empty strings)
+    bytes(n.saturating_mul(len_of(a.first()) + len_of(a.get(2)))).max(bytes(n))
 }
 
 fn cost_format(_: &Lua, a: &[Value]) -> u64 {

@@ -24,6 +24,18 @@
 //! that fails (an error, its instruction budget spent, the memory limit reached) passes the
 //! packet unchanged (restored if the script had changed it), sends nothing, is counted in
 //! [`Runtime::stats`], and the runtime goes on working.
+//!
+//! Timers (nfqws2's `timer_set`, `timer_del`, `timer_info`, `timer_enum`; see [`timers`])
+//! call Lua functions by time: the caller runs those due with [`Runtime::run_timers`]
+//! between batches, on its own clock, and sends what they queued with the global
+//! `rawsend(packet)` (usable in packets' calls too, where it joins `pkt:send`'s). Each timer
+//! call has its own budget; one that fails is deleted and counted
+//! ([`Runtime::timer_stats`]). Packets `rawsend` queues at load time are dropped.
+//!
+//! The budget also covers Lua's own C functions, which the count hook cannot see: the
+//! pattern functions are weir's, charged per matcher step ([`pattern`]), and the others
+//! whose work grows with their arguments are charged by that work before they run
+//! ([`costs`]).
 
 pub mod costs;
 pub mod desync;
