@@ -270,3 +270,56 @@ fn lua_called_back_from_wrapped_functions_is_counted() {
         overruns(&mut rt, f, Duration::from_secs(10));
     }
 }
+
+/// What the charging costs: loops of common string calls in the sandbox against a plain
+/// Lua state (`cargo test --release -p weir-script --test lua_budget -- --ignored
+/// --nocapture cost`).
+#[test]
+#[ignore]
+fn cost() {
+    const N: u32 = 1_000_000;
+    let cases = [
+        ("s:sub(2, 5)", "local r = s:sub(2, 5)"),
+        ("s:byte(3)", "local r = s:byte(3)"),
+        (
+            "s:find('Host', 1, true)",
+            "local r = s:find('Host', 1, true)",
+        ),
+        (
+            "s:find('Host: ([^\\r]+)')",
+            "local r = s:find('Host: ([^\\r]+)')",
+        ),
+        ("s:match('%d+')", "local r = s:match('%d+')"),
+        ("s:gsub('o', '0')", "local r = s:gsub('o', '0')"),
+        ("('%d'):format(i)", "local r = ('%d'):format(i)"),
+        ("table.concat(t)", "local r = table.concat(t)"),
+        ("nothing", "local r = i"),
+        ("s:len() (not wrapped)", "local r = s:len()"),
+    ];
+    for (name, body) in cases {
+        let code = format!(
+            "function f() local s = 'GET / HTTP/1.1\\r\\nHost: example.com\\r\\nUser-Agent: x 123\\r\\n\\r\\n' \
+             local t = {{'a', 'b', 'c'}} for i = 1, {N} do {body} end end"
+        );
+        let lua = mlua::Lua::new();
+        lua.load(&code).exec().unwrap();
+        let f: mlua::Function = lua.globals().get("f").unwrap();
+        let t = Instant::now();
+        f.call::<()>(()).unwrap();
+        let plain = t.elapsed();
+        let cfg = LuaConfig {
+            instruction_budget: u32::MAX,
+            ..LuaConfig::default()
+        };
+        let mut rt = runtime_with(&cfg, &code);
+        let t = Instant::now();
+        assert_eq!(call(&mut rt, "f").error, None);
+        let ours = t.elapsed();
+        let ns = |d: Duration| d.as_nanos() as f64 / N as f64;
+        println!(
+            "{name:28} plain Lua {:7.1} ns/iteration, sandboxed {:7.1}",
+            ns(plain),
+            ns(ours)
+        );
+    }
+}

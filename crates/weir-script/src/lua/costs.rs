@@ -12,9 +12,8 @@
 //! | function | charged |
 //! | --- | --- |
 //! | `string.rep(s, n, sep)` | the result's bytes (at least `n`'s worth: it loops `n` times) |
-//! | `string.format(fmt, ...)` | `fmt`'s bytes and 4x the string arguments' (`%q` may quadruple), plus one per argument |
-//! | `string.sub`, `upper`, `lower`, `reverse` | the result's bytes |
-//! | `string.byte(s, i, j)`, `string.char(...)`, `utf8.char(...)` | one per value |
+//! | `string.format`, `sub`, `upper`, `lower`, `reverse`, `char` | the result's bytes, after the call ([`LUA_SIDE`]) |
+//! | `string.byte(s, i, j)`, `utf8.char(...)` | one per value (`string.byte(s, i)`: its wrapper's instructions) |
 //! | `string.pack`, `packsize` | `fmt`'s bytes, the sizes written in it and the string arguments' bytes |
 //! | `string.unpack(fmt, s)` | `fmt`'s and `s`'s bytes |
 //! | `utf8.len`, `utf8.offset` | the subject's bytes |
@@ -24,13 +23,15 @@
 //! | `table.insert(t, pos, v)`, `table.remove(t, pos)` | one per element moved (`#t - pos`) |
 //! | `table.move(a, f, e, t)` | one per element |
 //! | `table.sort(t)` | `n log2 n` for `n = #t` (a Lua comparator is counted as it runs) |
-//! | `load(s)` | `s`'s bytes |
+//! | `load(s)`, `tonumber(s)` | `s`'s bytes |
 //! | `os.date(fmt)` | 64x `fmt`'s bytes |
 //! | `collectgarbage()` ("collect", "step") | the state's memory in use / 64 |
 //!
-//! Not counted by size: the `..` operator (one VM instruction however long its operands)
-//! and the other functions (constant or logarithmic time). `tostring` and a `__tostring`
-//! or other metamethod written in Lua are counted as Lua.
+//! Not counted by size: the operators (one VM instruction however long their operands:
+//! `..` copies both, `==`, `<` and `<=` between long strings compare them byte by byte),
+//! reading a file (`io.open(...):read("a")`: the script directory's files, at most
+//! [`super::sandbox::MAX_OPENS`] opens per call) and the other functions (constant or
+//! logarithmic time). A `__tostring` or other metamethod written in Lua is counted as Lua.
 
 use std::sync::Arc;
 
@@ -116,17 +117,6 @@ fn cost_rep(_: &Lua, a: &[Value]) -> u64 {
     let n = int_of(a.get(1)).unwrap_or(0).max(0) as u64;
     // (Lua loops `n` times even over empty strings)
     bytes(n.saturating_mul(len_of(a.first()) + len_of(a.get(2)))).max(bytes(n))
-}
-
-fn cost_format(_: &Lua, a: &[Value]) -> u64 {
-    let args: u64 = a.iter().skip(1).map(|v| len_of(Some(v))).sum();
-    bytes(len_of(a.first()) + 4 * args) + a.len() as u64
-}
-
-fn cost_sub(_: &Lua, a: &[Value]) -> u64 {
-    let len = raw_len(a.first());
-    let (i, j) = str_range(len, int_of(a.get(1)), int_of(a.get(2)), -1);
-    bytes(span(i, j))
 }
 
 fn cost_len(_: &Lua, a: &[Value]) -> u64 {
@@ -250,30 +240,69 @@ fn wrap(lua: &Lua, b: &Arc<Budget>, t: &Table, names: &[&str], cost: Cost) -> ml
     Ok(())
 }
 
+/// Bytes the Lua-side wrappers gather before charging them ([`LUA_SIDE`]).
+pub const PAY_CHUNK: u64 = 4096;
+
+/// The hot, cheap functions are wrapped in Lua (a Rust call costs about 0.2 us, more than
+/// they do): they run, then pay for what they made (their result's bytes), gathered and
+/// charged by [`PAY_CHUNK`] bytes (what a call leaves unpaid is paid by the next ones).
+/// Their work is bounded by the strings that exist already (the memory limit), so one call
+/// overruns by at most that. `string.byte` with a range goes to the Rust wrapper (charged
+/// before: it may push a value per byte).
+const LUA_SIDE: &str = r#"
+local pay_rust, byte_range, string = ...
+local sub, byte, char, format = string.sub, string.byte, string.char, string.format
+local upper, lower, reverse = string.upper, string.lower, string.reverse
+local pending = 0
+local function paid(r)
+  pending = pending + #r
+  if pending >= CHUNK then
+    local p = pending
+    pending = 0
+    pay_rust(p)
+  end
+  return r
+end
+string.sub = function(...) return paid(sub(...)) end
+string.char = function(...) return paid(char(...)) end
+string.format = function(...) return paid(format(...)) end
+string.upper = function(...) return paid(upper(...)) end
+string.lower = function(...) return paid(lower(...)) end
+string.reverse = function(...) return paid(reverse(...)) end
+string.byte = function(s, i, j, ...)
+  if j == nil then return byte(s, i) end
+  return byte_range(s, i, j, ...)
+end
+"#;
+
 /// Wraps the library's functions in `g` (before the sandbox's own Lua wrappers are made,
 /// which take `load` and `collectgarbage` as they are then).
 pub(crate) fn install(lua: &Lua, g: &Table, b: &Arc<Budget>) -> mlua::Result<()> {
     let string: Table = g.get("string")?;
+    let table: Table = g.get("table")?;
+    // weir's matcher for the pattern functions
+    super::pattern::install(lua, &string, b)?;
     wrap(lua, b, &string, &["rep"], cost_rep)?;
-    wrap(lua, b, &string, &["format"], cost_format)?;
-    wrap(lua, b, &string, &["sub"], cost_sub)?;
-    wrap(lua, b, &string, &["upper", "lower", "reverse"], cost_len)?;
-    wrap(lua, b, &string, &["byte"], cost_byte)?;
-    wrap(lua, b, &string, &["char"], cost_args)?;
+    let bb = b.clone();
+    let pay = lua.create_function(move |_, n: u64| bb.charge(n / BYTES_PER_INSTRUCTION))?;
+    let byte_range = charged(lua, b, string.get("byte")?, cost_byte)?;
+    let code = LUA_SIDE.replace("CHUNK", &PAY_CHUNK.to_string());
+    lua.load(code)
+        .set_name("=costs")
+        .call::<()>((pay, byte_range, string.clone()))?;
+    wrap(lua, b, &table, &["concat"], cost_concat)?;
     wrap(lua, b, &string, &["pack", "packsize"], cost_pack)?;
     wrap(lua, b, &string, &["unpack"], cost_unpack)?;
     let utf8: Table = g.get("utf8")?;
     wrap(lua, b, &utf8, &["char"], cost_args)?;
     wrap(lua, b, &utf8, &["len", "offset"], cost_len)?;
     wrap(lua, b, &utf8, &["codepoint"], cost_codepoint)?;
-    let table: Table = g.get("table")?;
-    wrap(lua, b, &table, &["concat"], cost_concat)?;
     wrap(lua, b, &table, &["unpack"], cost_unpack_t)?;
     wrap(lua, b, &table, &["insert"], cost_insert)?;
     wrap(lua, b, &table, &["remove"], cost_remove)?;
     wrap(lua, b, &table, &["move"], cost_move)?;
     wrap(lua, b, &table, &["sort"], cost_sort)?;
-    wrap(lua, b, g, &["load"], cost_load)?;
+    wrap(lua, b, g, &["load", "tonumber"], cost_load)?;
     wrap(lua, b, g, &["collectgarbage"], cost_gc)?;
     let os: Table = g.get("os")?;
     wrap(lua, b, &os, &["date"], cost_date)?;

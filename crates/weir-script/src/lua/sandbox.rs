@@ -314,10 +314,9 @@ pub(crate) fn build(cfg: &LuaConfig, budget: &Arc<Budget>) -> mlua::Result<Lua> 
     let co: Table = g.get("coroutine")?;
     let string: Table = g.get("string")?;
     string.set("dump", Value::Nil)?;
-    // C functions charged by the work they are asked (before `load` and `collectgarbage`
-    // are taken by WRAPPERS), and the pattern functions counted per step
+    // C functions charged by the work they are asked, the pattern functions counted per
+    // step (before `load` and `collectgarbage` are taken by WRAPPERS)
     super::costs::install(&lua, &g, budget)?;
-    super::pattern::install(&lua, &string, budget)?;
     lua.load(WRAPPERS)
         .set_name("=sandbox")
         .set_mode(ChunkMode::Text)
