@@ -222,19 +222,41 @@ fn cost_gc(lua: &Lua, a: &[Value]) -> u64 {
 }
 
 /// `f` charged `cost(args)` before each call.
-fn charged(lua: &Lua, b: &Arc<Budget>, f: Function, cost: Cost) -> mlua::Result<Function> {
+///
+/// Called from Rust, the C function cannot tell its name: its argument errors say `'?'`,
+/// put back as `name`. (Neither can it tell the script's line: the messages of errors
+/// raised by the wrapped functions have no position.)
+fn charged(
+    lua: &Lua,
+    b: &Arc<Budget>,
+    name: &'static str,
+    f: Function,
+    cost: Cost,
+) -> mlua::Result<Function> {
     let b = b.clone();
     lua.create_function(move |lua, a: MultiValue| {
         let a = a.into_vec();
         b.charge(cost(lua, &a))?;
         f.call::<MultiValue>(MultiValue::from_vec(a))
+            .map_err(|e| match e {
+                mlua::Error::RuntimeError(m) if m.contains(" to '?'") => {
+                    mlua::Error::RuntimeError(m.replacen(" to '?'", &format!(" to '{name}'"), 1))
+                }
+                e => e,
+            })
     })
 }
 
-fn wrap(lua: &Lua, b: &Arc<Budget>, t: &Table, names: &[&str], cost: Cost) -> mlua::Result<()> {
+fn wrap(
+    lua: &Lua,
+    b: &Arc<Budget>,
+    t: &Table,
+    names: &[&'static str],
+    cost: Cost,
+) -> mlua::Result<()> {
     for &k in names {
         if let Value::Function(f) = t.get::<Value>(k)? {
-            t.set(k, charged(lua, b, f, cost)?)?;
+            t.set(k, charged(lua, b, k, f, cost)?)?;
         }
     }
     Ok(())
@@ -285,7 +307,7 @@ pub(crate) fn install(lua: &Lua, g: &Table, b: &Arc<Budget>) -> mlua::Result<()>
     wrap(lua, b, &string, &["rep"], cost_rep)?;
     let bb = b.clone();
     let pay = lua.create_function(move |_, n: u64| bb.charge(n / BYTES_PER_INSTRUCTION))?;
-    let byte_range = charged(lua, b, string.get("byte")?, cost_byte)?;
+    let byte_range = charged(lua, b, "byte", string.get("byte")?, cost_byte)?;
     let code = LUA_SIDE.replace("CHUNK", &PAY_CHUNK.to_string());
     lua.load(code)
         .set_name("=costs")
