@@ -44,6 +44,12 @@ impl Nfq {
         let mut rewritten: Vec<(u32, Vec<u8>)> = Vec::new();
         let mut verdicts: Vec<(u32, Verdict)> = Vec::new();
         let mut outbox: Vec<Vec<u8>> = Vec::new();
+        // per-flow scripts' timers (at most every TICK_NS), before the batch's packets (their
+        // scripts' timer_set see this clock): what they send goes with the batch's
+        w.sf.tick(now);
+        if w.sf.queue_out_pending() {
+            outbox.extend(w.sf.take_queue_out());
+        }
         for (p, payload) in q.packets_mut() {
             let traced = w.trace.is_some()
                 && trace::wants(
@@ -86,12 +92,6 @@ impl Nfq {
             if w.sf.queue_out_pending() {
                 outbox.extend(w.sf.take_queue_out());
             }
-        }
-        // per-flow scripts' timers (at most every TICK_NS): what they send goes with the
-        // batch's
-        w.sf.tick(now);
-        if w.sf.queue_out_pending() {
-            outbox.extend(w.sf.take_queue_out());
         }
         if !outbox.is_empty() {
             self.answers.send_raw(&mut w.counts, &outbox);
