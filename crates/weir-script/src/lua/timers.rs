@@ -8,7 +8,8 @@
 //!   function, looked up now (not when the timer fires). `period_ms` is an integer >= 0;
 //!   `oneshot` (default false) makes the timer fire once, after `period_ms`, and go;
 //!   `data` is any Lua value, handed to the function. At most [`MAX_TIMERS`] timers:
-//!   setting one more raises an error (replacing one does not).
+//!   setting one more raises an error (replacing one does not); names of at most
+//!   [`MAX_NAME`] bytes.
 //! - `timer_del(name)`: deletes the timer (true if there was one).
 //! - `timer_info(name)`: nil, or a table `{name, func, period, oneshot, fires, next}`:
 //!   `period` in ms, `fires` the calls made, `next` the ms until it is due (0: due now).
