@@ -295,6 +295,10 @@ fn cost() {
         ("table.concat(t)", "local r = table.concat(t)"),
         ("nothing", "local r = i"),
         ("s:len() (not wrapped)", "local r = s:len()"),
+        (
+            "timer_info('x') (a Rust call)",
+            "local r = timer_info and timer_info('x')",
+        ),
     ];
     for (name, body) in cases {
         let code = format!(
