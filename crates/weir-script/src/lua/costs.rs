@@ -12,7 +12,7 @@
 //! | function | charged |
 //! | --- | --- |
 //! | `string.rep(s, n, sep)` | the result's bytes (at least `n`'s worth: it loops `n` times) |
-//! | `string.format`, `sub`, `upper`, `lower`, `reverse`, `char` | the result's bytes, after the call ([`LUA_SIDE`]) |
+//! | `string.format`, `sub`, `upper`, `lower`, `reverse`, `char` | the result's bytes, after the call, gathered by [`PAY_CHUNK`] bytes |
 //! | `string.byte(s, i, j)`, `utf8.char(...)` | one per value (`string.byte(s, i)`: its wrapper's instructions) |
 //! | `string.pack`, `packsize` | `fmt`'s bytes, the sizes written in it and the string arguments' bytes |
 //! | `string.unpack(fmt, s)` | `fmt`'s and `s`'s bytes |
@@ -262,7 +262,7 @@ fn wrap(
     Ok(())
 }
 
-/// Bytes the Lua-side wrappers gather before charging them ([`LUA_SIDE`]).
+/// Bytes the Lua-side wrappers of the hot string functions gather before charging them.
 pub const PAY_CHUNK: u64 = 4096;
 
 /// The hot, cheap functions are wrapped in Lua (a Rust call costs about 0.2 us, more than
