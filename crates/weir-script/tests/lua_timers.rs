@@ -1,7 +1,8 @@
 //! Lua timers (`timer_set`, `timer_del`, `timer_info`, `timer_enum`, `rawsend`) on a fake
 //! clock: periodic and one-shot timers fire when due, replacing restarts the countdown,
 //! failing timers are deleted and counted, the number of timers is bounded, and what a
-//! timer sends comes out of the engine's queue-out through `Stateful::tick`.
+//! timer sends comes out of the engine's queue-out through `Stateful::tick` (also for a
+//! timer a packet's function set).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -306,5 +307,39 @@ fn timer_sends_leave_through_stateful_tick() {
     assert!(!sf.queue_out_pending());
     assert!(sf.tick(T0 + 150 * MS + TICK_NS));
     assert_eq!(sf.take_queue_out().len(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn timer_set_by_a_packets_function_fires_through_the_engine() {
+    // the client's SYN, sent again by a one-shot timer 200 ms after it passed
+    let code = r#"
+        function arm(pkt)
+          if pkt.tcp_flags == 2 then
+            timer_set('again', function(name, raw) rawsend(raw) end, 200, true, pkt:bytes(1))
+          end
+        end
+    "#;
+    let dir = scratch("arm", code);
+    let cfg: ScriptsConfig = serde_json::from_str(
+        r#"{"lua": ["t.lua"], "profile": [{"queue": 200, "name": "p",
+            "instance": [{"desync": "arm:payload=all"}]}]}"#,
+    )
+    .unwrap();
+    let mut sf = engine(RULES);
+    sf.set_flow_hook(Some(Box::new(Scripts::new(&cfg, &dir).unwrap())));
+    // no timers yet
+    assert!(!sf.tick(T0));
+    let sent = handshake_at(&mut sf, T0 + MS);
+    assert!(sent.iter().all(|s| s.is_empty()));
+    // set from the tick's clock (T0): due at T0 + 200 ms
+    assert!(sf.tick(T0 + 150 * MS));
+    assert!(!sf.queue_out_pending());
+    assert!(!sf.tick(T0 + 200 * MS), "the one-shot is gone");
+    let out = sf.take_queue_out();
+    assert_eq!(out.len(), 1);
+    let (seq, _, payload, csum_ok) = seg(&out[0]);
+    assert_eq!((seq, payload.len(), csum_ok), (ISN - 1, 0, true));
+    assert_eq!(out[0][9], 6);
     let _ = std::fs::remove_dir_all(&dir);
 }
