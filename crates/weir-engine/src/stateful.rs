@@ -30,7 +30,7 @@ mod access;
 mod fast;
 mod queue;
 
-pub use queue::{FlowHook, QueueVerdict, Queued, QueuedConn};
+pub use queue::{FlowHook, QueueVerdict, Queued, QueuedConn, TICK_NS};
 
 /// Engine data kept in each connection entry.
 #[derive(Clone, Copy, Debug, Default)]
@@ -251,6 +251,9 @@ pub struct Stateful {
     flow_hook: Option<Box<dyn FlowHook>>,
     /// What it asked to send.
     queue_out: Vec<Vec<u8>>,
+    /// When its timers last ran, and whether it had any then ([`Stateful::tick`]).
+    ticked: Option<u64>,
+    ticking: bool,
 }
 
 /// A saved state of a [`Stateful`] ([`Stateful::save`]).
@@ -451,6 +454,8 @@ impl Stateful {
             ruleset_id: next_ruleset_id(),
             flow_hook: None,
             queue_out: Vec::new(),
+            ticked: None,
+            ticking: false,
         }
     }
 

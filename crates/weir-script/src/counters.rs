@@ -26,6 +26,9 @@ impl AddAssign<&ScriptStats> for ScriptStats {
             lua_errors,
             lua_budget,
             lua_memory,
+            timer_calls,
+            timer_failed,
+            timer_sent,
         } = *o;
         self.packets += packets;
         self.done += done;
@@ -44,12 +47,15 @@ impl AddAssign<&ScriptStats> for ScriptStats {
         self.lua_errors += lua_errors;
         self.lua_budget += lua_budget;
         self.lua_memory += lua_memory;
+        self.timer_calls += timer_calls;
+        self.timer_failed += timer_failed;
+        self.timer_sent += timer_sent;
     }
 }
 
 impl ScriptStats {
     /// Each counter: its metric's name (`weir_scripts_...`), its help, its value.
-    pub fn named(&self) -> [(&'static str, &'static str, u64); 17] {
+    pub fn named(&self) -> [(&'static str, &'static str, u64); 20] {
         [
             (
                 "weir_scripts_packets",
@@ -131,6 +137,21 @@ impl ScriptStats {
                 "weir_scripts_lua_memory",
                 "Lua calls stopped by the memory limit (the packet passed unchanged).",
                 self.lua_memory,
+            ),
+            (
+                "weir_scripts_timer_calls",
+                "Lua timer calls.",
+                self.timer_calls,
+            ),
+            (
+                "weir_scripts_timer_failed",
+                "Lua timer calls that failed (an error, the budget, the memory limit): the timer deleted.",
+                self.timer_failed,
+            ),
+            (
+                "weir_scripts_timer_sent",
+                "Packets Lua timers sent.",
+                self.timer_sent,
             ),
         ]
     }

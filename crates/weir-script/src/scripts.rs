@@ -115,6 +115,11 @@ pub struct ScriptStats {
     pub lua_errors: u64,
     pub lua_budget: u64,
     pub lua_memory: u64,
+    /// Lua timer calls, those that failed (an error, the budget or the memory limit: the
+    /// timer is deleted), and the packets timers sent.
+    pub timer_calls: u64,
+    pub timer_failed: u64,
+    pub timer_sent: u64,
 }
 
 #[derive(Default)]
@@ -287,7 +292,14 @@ impl Scripts {
     }
 
     pub fn stats(&self) -> ScriptStats {
-        self.stats
+        let mut s = self.stats;
+        if let Some(rt) = &self.lua {
+            let t = rt.timer_stats();
+            s.timer_calls = t.calls;
+            s.timer_failed = t.errors + t.budget_exceeded + t.memory_exceeded;
+            s.timer_sent = t.sent;
+        }
+        s
     }
 
     /// The queues that have profiles.
@@ -468,6 +480,15 @@ impl FlowHook for Scripts {
 
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         Some(self)
+    }
+
+    fn tick(&mut self, now_ns: u64, send: &mut Vec<Vec<u8>>) -> bool {
+        // the Lua timers (crate::lua::timers)
+        let Some(rt) = &mut self.lua else {
+            return false;
+        };
+        send.extend(rt.run_timers(now_ns));
+        rt.timers() > 0
     }
 
     fn holds(&self, orig: &Tuple) -> bool {

@@ -503,6 +503,8 @@ function get_n(pkt) pkt:send(tostring(n)) end
 fn the_memory_limit_still_holds() {
     let cfg = LuaConfig {
         memory_limit: 8 << 20,
+        // (string.rep is charged by its result's size: a budget the 64 MiB fit in)
+        instruction_budget: 100_000_000,
         ..LuaConfig::default()
     };
     let mut rt = rt_with(

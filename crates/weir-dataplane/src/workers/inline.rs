@@ -108,6 +108,21 @@ impl Inline {
         }
     }
 
+    /// Per-flow scripts' timers (at most every `TICK_NS`), between batches: what they send
+    /// goes out by its routes now (the ports flushed if `flush`, else by the batch).
+    fn tick(&mut self, w: &mut State, now: u64, flush: bool) -> std::io::Result<()> {
+        w.sf.tick(now);
+        if w.sf.queue_out_pending() {
+            self.send_scripted(&mut w.sf, &mut w.counts);
+            if flush {
+                for p in self.ports.iter_mut() {
+                    p.flush()?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// What per-flow scripts sent for the frame just decided (split segments, fakes): out
     /// by their routes now, before the frame itself.
     fn send_scripted(&mut self, sf: &mut Stateful, c: &mut Counts) {
@@ -277,11 +292,19 @@ impl Inline {
         let now = now_ns();
         if !ready || now.saturating_sub(il.polled) >= 1_000_000 {
             il.polled = now;
-            let wait = if ready { 0 } else { 100 };
+            let wait = if ready {
+                0
+            } else if w.sf.ticking() {
+                // timers to run: back by their tick
+                10
+            } else {
+                100
+            };
             // SAFETY: poll over live pollfds of our own sockets.
             let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
             if r <= 0 && !ready {
-                return Ok(());
+                // idle: the timers still run
+                return il.tick(w, now_ns(), true);
             }
         }
         for (pi, p) in il.ports.iter().enumerate() {
@@ -292,6 +315,8 @@ impl Inline {
             }
         }
         let now = if ready { now } else { now_ns() };
+        // timers before the batch's frames (their scripts' timer_set see this clock)
+        il.tick(w, now, false)?;
         // what the kernel itself sent (a service on the router answering, a connection it
         // opens) is tracked before the frames read from the ports that need it: its replies,
         // which cannot have been read before it left, find their connection. One worker

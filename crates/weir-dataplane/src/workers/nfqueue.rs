@@ -35,10 +35,20 @@ impl Nfq {
             q.set_copy_range(want)?;
             self.copy = want;
         }
-        q.recv_batch(100)?;
+        // per-flow scripts' timers run between batches: with timers, wait for packets no
+        // longer than their tick
+        q.recv_batch(if w.sf.ticking() { 10 } else { 100 })?;
         // one clock read per batch
         let now = now_ns();
         self.ifs.refresh(now);
+        // per-flow scripts' timers (at most every TICK_NS), before the batch's packets (their
+        // scripts' timer_set see this clock): what they send goes first, with the batch's
+        w.sf.tick(now);
+        let timers_out = if w.sf.queue_out_pending() {
+            w.sf.take_queue_out()
+        } else {
+            Vec::new()
+        };
         // each packet's verdict (and rewritten bytes), what scripts sent for it, and its
         // direction's key
         let mut items: Vec<Item> = Vec::new();
@@ -96,7 +106,7 @@ impl Nfq {
         // before its verdict; and when an earlier packet of the same direction of a flow is
         // accepted in this batch, its verdict goes first (the verdicts so far are issued,
         // then the scripts' packets sent). Verdicts and sends stay batched otherwise.
-        let mut outbox: Vec<Vec<u8>> = Vec::new();
+        let mut outbox: Vec<Vec<u8>> = timers_out;
         let mut from = 0;
         let mut accepted_keys: Vec<u64> = Vec::new();
         for i in 0..items.len() {

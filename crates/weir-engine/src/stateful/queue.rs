@@ -15,6 +15,9 @@ use weir_conntrack::{Dir, Tuple};
 use weir_lang::ir::{Hook, Queue};
 use weir_wire::PacketMeta;
 
+/// The least time between two runs of the listener's timers ([`Stateful::tick`]), ns.
+pub const TICK_NS: u64 = 10_000_000;
+
 /// The connection of a queued packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueuedConn {
@@ -73,6 +76,13 @@ pub trait FlowHook: Send {
         let _ = orig;
         false
     }
+    /// Time passes (`now_ns`, the engine's clock), between batches: the listener runs
+    /// what is due (timers) and puts what it sends in `send` (IP packets, in order).
+    /// Returns whether it has anything timed left (the caller should tick again soon).
+    fn tick(&mut self, now_ns: u64, send: &mut Vec<Vec<u8>>) -> bool {
+        let _ = (now_ns, send);
+        false
+    }
     /// The listener itself, for its owner to read its state (statistics) by downcasting.
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         None
@@ -83,11 +93,39 @@ impl Stateful {
     /// Give the packets of `queue` statements to `hook` (None: nobody listens).
     pub fn set_flow_hook(&mut self, hook: Option<Box<dyn FlowHook>>) {
         self.flow_hook = hook;
+        // a new listener ticks at the next call
+        self.ticked = None;
+        self.ticking = false;
     }
 
     /// The listener, to read its state (statistics) through a downcast by its owner.
     pub fn flow_hook(&self) -> Option<&dyn FlowHook> {
         self.flow_hook.as_deref()
+    }
+
+    /// Lets the listener's timers run ([`FlowHook::tick`]) if [`TICK_NS`] has passed
+    /// since they last did; what they send joins the queue-out ([`Stateful::take_queue_out`]).
+    /// For the workers, between batches, with the batch's clock reading. Returns whether
+    /// the listener has timers (then the caller should not wait much longer than
+    /// [`TICK_NS`] for packets).
+    pub fn tick(&mut self, now_ns: u64) -> bool {
+        if self
+            .ticked
+            .is_some_and(|t| now_ns.saturating_sub(t) < TICK_NS)
+        {
+            return self.ticking;
+        }
+        self.ticked = Some(now_ns);
+        self.ticking = match self.flow_hook.as_mut() {
+            Some(h) => h.tick(now_ns, &mut self.queue_out),
+            None => false,
+        };
+        self.ticking
+    }
+
+    /// Whether the listener had timers when they last ran ([`Stateful::tick`]).
+    pub fn ticking(&self) -> bool {
+        self.ticking
     }
 
     /// Whether the listener asked to send anything not yet taken.

@@ -24,12 +24,27 @@
 //! that fails (an error, its instruction budget spent, the memory limit reached) passes the
 //! packet unchanged (restored if the script had changed it), sends nothing, is counted in
 //! [`Runtime::stats`], and the runtime goes on working.
+//!
+//! Timers (nfqws2's `timer_set`, `timer_del`, `timer_info`, `timer_enum`; see [`timers`])
+//! call Lua functions by time: the caller runs those due with [`Runtime::run_timers`]
+//! between batches, on its own clock, and sends what they queued with the global
+//! `rawsend(packet)` (usable in packets' calls too, where it joins `pkt:send`'s). Each timer
+//! call has its own budget; one that fails is deleted and counted
+//! ([`Runtime::timer_stats`]). Packets `rawsend` queues at load time are dropped.
+//!
+//! The budget also covers Lua's own C functions, which the count hook cannot see: the
+//! pattern functions are weir's, charged per matcher step ([`pattern`]), and the others
+//! whose work grows with their arguments are charged by that work before they run
+//! ([`costs`]).
 
+pub mod costs;
 pub mod desync;
 pub mod flow;
 pub mod packet;
+pub mod pattern;
 pub mod sandbox;
 pub mod stats;
+pub mod timers;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -39,14 +54,17 @@ use std::sync::Arc;
 
 use mlua::{AnyUserData, ChunkMode, Function, Lua, Table, Value};
 
+pub use costs::BYTES_PER_INSTRUCTION;
 pub use desync::{DESYNC_CACHE, DESYNC_COST};
 pub use flow::FlowId;
 pub use packet::{Counters, PacketView, MAX_PACKET, MAX_SEND};
 pub use stats::{FlowStats, FnStats};
+pub use timers::{TimerStats, MAX_TIMERS};
 
 use crate::desync::Blobs;
 use packet::{lock, Pkt, Shared};
 use sandbox::Budget;
+use timers::SharedTimers;
 
 /// Argument sets whose tables are kept for reuse.
 pub const ARGS_CACHE: usize = 1024;
@@ -188,6 +206,7 @@ pub struct Runtime {
     st: Shared,
     fns: std::cell::RefCell<Vec<Entry>>,
     args: HashMap<Vec<(String, String)>, Table>,
+    timers: SharedTimers,
 }
 
 /// An error's message: the text Lua gave, without mlua's wrapping or a traceback.
@@ -204,7 +223,7 @@ fn describe(e: &mlua::Error) -> String {
     }
 }
 
-fn is_memory(e: &mlua::Error) -> bool {
+pub(crate) fn is_memory(e: &mlua::Error) -> bool {
     match e {
         mlua::Error::MemoryError(_) => true,
         mlua::Error::CallbackError { cause, .. } => is_memory(cause),
@@ -245,6 +264,13 @@ impl Runtime {
         let lua = sandbox::build(cfg, &budget)?;
         let (pkt, st) = Pkt::new(&lua, cfg.max_flows, budget.clone())?;
         let pkt = lua.create_userdata(pkt)?;
+        let timers = SharedTimers::default();
+        timers::install(&lua, &timers)?;
+        let s = st.clone();
+        let rawsend = lua.create_function(move |_, (raw, _opts): (mlua::String, Value)| {
+            packet::try_lock(&s)?.queue_send(&raw.as_bytes())
+        })?;
+        lua.globals().set("rawsend", rawsend)?;
         lua.set_memory_limit(cfg.memory_limit)?;
         Ok(Runtime {
             lua,
@@ -253,7 +279,19 @@ impl Runtime {
             st,
             fns: Default::default(),
             args: HashMap::new(),
+            timers,
         })
+    }
+
+    /// How a call ended: its value, or why it failed (the budget and memory flags read).
+    fn outcome(&self, r: mlua::Result<Value>) -> Result<Value, CallError> {
+        match r {
+            Ok(_) if self.budget.exceeded.load(Relaxed) => Err(CallError::Budget),
+            Ok(v) => Ok(v),
+            Err(_) if self.budget.exceeded.load(Relaxed) => Err(CallError::Budget),
+            Err(e) if self.budget.oom.load(Relaxed) || is_memory(&e) => Err(CallError::Memory),
+            Err(e) => Err(CallError::Script(describe(&e))),
+        }
     }
 
     /// The blobs `pkt:desync`'s actions read (a new runtime has the `fake_default_*` ones).
@@ -265,12 +303,16 @@ impl Runtime {
     /// functions. Errors name `chunk_name` and the line.
     pub fn load(&mut self, chunk_name: &str, code: &str) -> Result<(), LoadError> {
         self.budget.reset(&self.lua);
-        self.lua
+        let r = self
+            .lua
             .load(code)
             .set_name(format!("={chunk_name}"))
             .set_mode(ChunkMode::Text)
             .exec()
-            .map_err(|e| LoadError::from_lua(chunk_name, &e))
+            .map_err(|e| LoadError::from_lua(chunk_name, &e));
+        // packets `rawsend` queued at load time go nowhere
+        lock(&self.st).send.clear();
+        r
     }
 
     /// [`Runtime::load`] of a file (read by the daemon, not the sandbox: any path), named
@@ -357,14 +399,11 @@ impl Runtime {
         p.drop = false;
         drop(p);
 
+        let outcome = self
+            .outcome(r)
+            .and_then(|v| verdict_of(&v).map_err(CallError::BadReturn));
+        let entry = &mut self.fns.get_mut()[f.0 as usize];
         entry.stats.calls += 1;
-        let outcome = match r {
-            Ok(_) if self.budget.exceeded.load(Relaxed) => Err(CallError::Budget),
-            Ok(v) => verdict_of(&v).map_err(CallError::BadReturn),
-            Err(_) if self.budget.exceeded.load(Relaxed) => Err(CallError::Budget),
-            Err(e) if self.budget.oom.load(Relaxed) || is_memory(&e) => Err(CallError::Memory),
-            Err(e) => Err(CallError::Script(describe(&e))),
-        };
         match outcome {
             Ok(v) => {
                 let verdict = if dropped || v == Verdict::Drop {
@@ -426,6 +465,63 @@ impl Runtime {
     /// The (spec, args) pairs of `pkt:desync` whose parsed action (or error) is kept.
     pub fn desync_actions(&self) -> usize {
         lock(&self.st).actions.len()
+    }
+
+    /// Calls the timers due at `now_ns` (the caller's clock: see [`timers`]); what they
+    /// sent, in order.
+    pub fn run_timers(&mut self, now_ns: u64) -> Vec<Vec<u8>> {
+        let due = timers::lock(&self.timers).due(now_ns);
+        let mut out = Vec::new();
+        for (name, generation) in due {
+            let Some((f, data)) = timers::lock(&self.timers).fire(&name, generation, now_ns) else {
+                continue;
+            };
+            self.budget.reset(&self.lua);
+            let r = self
+                .lua
+                .create_string(&name)
+                .and_then(|n| f.call::<Value>((n, data)));
+            let outcome = self.outcome(r);
+            let mut p = lock(&self.st);
+            let send = std::mem::take(&mut p.send);
+            // (`pkt` is not a timer's: whatever a timer did to it is forgotten)
+            p.backup = None;
+            p.view.modified = false;
+            p.cutoff = false;
+            p.drop = false;
+            drop(p);
+            let mut t = timers::lock(&self.timers);
+            match outcome {
+                Ok(_) => {
+                    t.stats.sent += send.len() as u64;
+                    out.extend(send);
+                }
+                Err(e) => {
+                    match e {
+                        CallError::Budget => t.stats.budget_exceeded += 1,
+                        CallError::Memory => t.stats.memory_exceeded += 1,
+                        _ => t.stats.errors += 1,
+                    }
+                    let old = t.remove_if(&name, generation);
+                    drop(t);
+                    drop(old);
+                    if e == CallError::Memory {
+                        let _ = self.lua.gc_collect();
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The timers there are now.
+    pub fn timers(&self) -> usize {
+        timers::lock(&self.timers).timers.len()
+    }
+
+    /// What the timers did.
+    pub fn timer_stats(&self) -> TimerStats {
+        timers::lock(&self.timers).stats
     }
 
     /// Bytes the Lua state uses now.

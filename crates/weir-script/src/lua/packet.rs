@@ -217,7 +217,7 @@ pub(crate) fn lock(st: &Shared) -> MutexGuard<'_, PktState> {
 }
 
 /// Locks the state for a method or a field, failing if it is held (re-entry).
-fn try_lock(st: &Shared) -> mlua::Result<MutexGuard<'_, PktState>> {
+pub(crate) fn try_lock(st: &Shared) -> mlua::Result<MutexGuard<'_, PktState>> {
     match st.try_lock() {
         Ok(g) => Ok(g),
         Err(TryLockError::Poisoned(e)) => Ok(e.into_inner()),
@@ -250,6 +250,17 @@ impl PktState {
         (self.view.l4proto == 6)
             .then(|| self.l4_be(at, n))
             .flatten()
+    }
+
+    /// Queues a packet to send (`pkt:send`, `rawsend`).
+    pub(crate) fn queue_send(&mut self, s: &[u8]) -> mlua::Result<()> {
+        if self.send.len() >= MAX_SEND || s.len() > MAX_PACKET {
+            return Err(mlua::Error::runtime(format!(
+                "send: at most {MAX_SEND} packets of at most {MAX_PACKET} bytes per call"
+            )));
+        }
+        self.send.push(s.to_vec());
+        Ok(())
     }
 
     /// Saves the packet before the first change, and marks it changed.
@@ -363,16 +374,7 @@ impl Pkt {
                 fix_lengths_and_checksums(&mut v.packet, v.l4proto, v.l4_offset);
                 Ok(())
             })?,
-            method(lua, &st, |_, p, s: LuaString| {
-                let s = s.as_bytes();
-                if p.send.len() >= MAX_SEND || s.len() > MAX_PACKET {
-                    return Err(mlua::Error::runtime(format!(
-                        "send: at most {MAX_SEND} packets of at most {MAX_PACKET} bytes per call"
-                    )));
-                }
-                p.send.push(s.to_vec());
-                Ok(())
-            })?,
+            method(lua, &st, |_, p, s: LuaString| p.queue_send(&s.as_bytes()))?,
             method(lua, &st, |_, p, ()| {
                 p.cutoff = true;
                 Ok(())

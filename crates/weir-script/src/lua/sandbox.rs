@@ -125,11 +125,17 @@ impl Budget {
         if self.exceeded.load(Relaxed) {
             return Err(mlua::Error::runtime(BUDGET_MESSAGE));
         }
-        if let (Some(Value::Boolean(false)), Some(Value::String(s))) = (r.front(), r.get(1)) {
-            if s.as_bytes() == &b"not enough memory"[..] {
-                self.oom.store(true, Relaxed);
-                return Err(mlua::Error::MemoryError("not enough memory".into()));
+        let oom = match (r.front(), r.get(1)) {
+            (Some(Value::Boolean(false)), Some(Value::String(s))) => {
+                s.as_bytes() == &b"not enough memory"[..]
             }
+            // raised through a Rust function (the charged and pattern functions)
+            (Some(Value::Boolean(false)), Some(Value::Error(e))) => super::is_memory(e),
+            _ => false,
+        };
+        if oom {
+            self.oom.store(true, Relaxed);
+            return Err(mlua::Error::MemoryError("not enough memory".into()));
         }
         Ok(r)
     }
@@ -308,6 +314,9 @@ pub(crate) fn build(cfg: &LuaConfig, budget: &Arc<Budget>) -> mlua::Result<Lua> 
     let co: Table = g.get("coroutine")?;
     let string: Table = g.get("string")?;
     string.set("dump", Value::Nil)?;
+    // C functions charged by the work they are asked, the pattern functions counted per
+    // step (before `load` and `collectgarbage` are taken by WRAPPERS)
+    super::costs::install(&lua, &g, budget)?;
     lua.load(WRAPPERS)
         .set_name("=sandbox")
         .set_mode(ChunkMode::Text)
