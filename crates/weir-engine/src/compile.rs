@@ -285,6 +285,12 @@ fn key_layers(k: &Key, out: &mut Vec<Layer>) {
         match &p.src {
             Source::Field(f) => out.push(f.layer()),
             Source::Jhash { key, .. } => key_layers(key, out),
+            // (presence needs no protocol: the kernel answers 0 for a packet of another one)
+            Source::Exthdr {
+                proto,
+                present: false,
+                ..
+            } => out.push(weir_wire::field::Layer::Transport(*proto)),
             _ => {}
         }
     }

@@ -619,6 +619,20 @@ impl<'a> Pkt<'a> {
                 let h = jhash_key(&vals[..n], key, *seed);
                 (((h as u64 * *modulus as u64) >> 32) as u32 + offset) as u128
             }
+            Source::Exthdr {
+                proto,
+                kind,
+                offset,
+                len,
+                present,
+            } => self.pm.exthdr_l4(
+                self.frame,
+                *proto,
+                *kind,
+                *offset as usize,
+                *len as usize,
+                *present,
+            )?,
             Source::Symhash { modulus, offset } => {
                 let h = symhash(self.pm);
                 (((h as u64 * *modulus as u64) >> 32) as u32 + offset) as u128

@@ -170,6 +170,17 @@ pub enum Source {
         modulus: u32,
         offset: u32,
     },
+    /// A TCP option's or an SCTP chunk's bytes (nft_exthdr's `tcpopt` and `sctp`): in the
+    /// first option or chunk of `kind` in the packet's TCP options (`proto` 6) or SCTP
+    /// chunks (132), `len` bytes at `offset`, big-endian; with `present`, 1 when there is
+    /// one and 0 when not (`tcp option sack-perm exists`).
+    Exthdr {
+        proto: u8,
+        kind: u8,
+        offset: u8,
+        len: u8,
+        present: bool,
+    },
 }
 
 /// A key: one or more components (a concatenation).

@@ -951,6 +951,82 @@ impl PacketMeta {
         None
     }
 
+    /// A TCP option's (`proto` 6) or an SCTP chunk's (132) bytes, as nft_exthdr reads them:
+    /// in the first option or chunk of type `kind`, `len` bytes (at most 16) at `offset`,
+    /// big-endian; with `present`, 1 when there is one and 0 when not (also for a packet
+    /// of another protocol, or a later fragment: the kernel finds no option there). TCP
+    /// options are walked over the whole header (`doff`): an option of kind 0 or 1, or of
+    /// length 0, counts one byte, and an end-of-list does not stop the walk; SCTP chunks
+    /// from after the common header, padded to 4 bytes, until one of length 0 or the
+    /// packet's end; bytes past the option's header or the chunk's length are not read.
+    pub fn exthdr_l4(
+        &self,
+        frame: &[u8],
+        proto: u8,
+        kind: u8,
+        offset: usize,
+        len: usize,
+        present: bool,
+    ) -> Option<u128> {
+        let found = self.find_l4_ext(frame, proto, kind, (!present).then_some(offset + len));
+        if present {
+            return Some(found.is_some() as u128);
+        }
+        let at = found? + offset;
+        let b = frame.get(at..at + len)?;
+        Some(b.iter().fold(0u128, |a, x| (a << 8) | *x as u128))
+    }
+
+    /// Where the option or chunk of `kind` starts, when `need` bytes from there lie inside
+    /// it (TCP: inside the header; SCTP: inside the chunk and the packet; None: presence
+    /// only).
+    fn find_l4_ext(&self, frame: &[u8], proto: u8, kind: u8, need: Option<usize>) -> Option<usize> {
+        if !self.has_l4 || !self.l3_ok() || self.l4proto != proto {
+            return None;
+        }
+        let l4 = self.l4_off as usize;
+        let end = self.l3_end().min(frame.len());
+        if proto == proto::TCP {
+            let hlen = (b8(frame, l4 + 12)? >> 4) as usize * 4;
+            if hlen < 20 || l4 + hlen > end {
+                return None;
+            }
+            let opt = &frame[l4..l4 + hlen];
+            let mut i = 20;
+            while i + 1 < hlen {
+                let l = if opt[i] <= 1 || opt[i + 1] == 0 {
+                    1
+                } else {
+                    opt[i + 1] as usize
+                };
+                if opt[i] == kind {
+                    return (i + need.unwrap_or(1) <= hlen).then_some(l4 + i);
+                }
+                i += l;
+            }
+            None
+        } else if proto == proto::SCTP {
+            let mut at = l4 + 12;
+            while at < end {
+                let ty = b8(frame, at).filter(|_| at + 4 <= end)?;
+                let clen = b16(frame, at + 2)? as usize;
+                if clen == 0 {
+                    return None;
+                }
+                if ty == kind {
+                    // (presence needs only the chunk's header)
+                    return need
+                        .is_none_or(|n| n <= clen && at + clen <= end)
+                        .then_some(at);
+                }
+                at += (clen + 3) & !3;
+            }
+            None
+        } else {
+            None
+        }
+    }
+
     /// `len` bytes (1, 2, 4 or 16) at `off` in the first extension header of type `target`
     /// ([`PacketMeta::find_exthdr`]), if they lie inside the IP packet.
     fn exthdr(&self, frame: &[u8], target: u8, off: usize, len: usize) -> Option<u128> {

@@ -42,6 +42,11 @@ const SCTP_CHUNKS: &[(&str, &[(&str, u8)])] = &[
     ("forward-tsn", &[("new-cum-tsn", 32)]),
     ("asconf", &[("seqno", 32)]),
 ];
+/// The chunk type of each of [`SCTP_CHUNKS`], in the same order (RFC 4960, 3758, 5061).
+const SCTP_CHUNK_TYPES: &[u8] = &[
+    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 128, 192, 193,
+];
+
 const INIT_FIELDS: &[(&str, u8)] = &[
     ("init-tag", 32),
     ("a-rwnd", 32),
@@ -124,10 +129,22 @@ pub(super) fn special_key(cx: &mut Cx, words: &[ast::Ident], span: Span) -> Opti
         }
         p
     };
+    let ext = |proto: u8, kind: u8, offset: u8, len: u8, dtype: DataType| KeyPart {
+        src: Source::Exthdr {
+            proto,
+            kind,
+            offset,
+            len,
+            present: dtype == DataType::Boolean,
+        },
+        and: u128::MAX,
+        xor: 0,
+        shift: 0,
+        dtype,
+    };
     match w.as_slice() {
         ["sctp", "chunk", chunk, rest @ ..] => {
-            cx.uneval.push("sctp chunk");
-            let Some((_, fields)) = SCTP_CHUNKS.iter().find(|(n, _)| n == chunk) else {
+            let Some(ci) = SCTP_CHUNKS.iter().position(|(n, _)| n == chunk) else {
                 let names: Vec<&str> = SCTP_CHUNKS.iter().map(|c| c.0).collect();
                 err(
                     cx,
@@ -139,16 +156,33 @@ pub(super) fn special_key(cx: &mut Cx, words: &[ast::Ident], span: Span) -> Opti
                 );
                 return Some(None);
             };
+            let (_, fields) = SCTP_CHUNKS[ci];
+            let kind = SCTP_CHUNK_TYPES[ci];
             Some(match rest {
-                [] => Some(vec![part(Field::SctpChunk, None)]),
+                [] => Some(vec![ext(132, kind, 0, 1, DataType::Boolean)]),
                 [f] => {
-                    let bits = match *f {
-                        "type" | "flags" => Some(8),
-                        "length" => Some(16),
-                        f => fields.iter().find(|(n, _)| *n == f).map(|x| x.1),
+                    // a chunk's fields follow its 4-byte header, in order
+                    let at = match *f {
+                        "type" => Some((0, 8)),
+                        "flags" => Some((1, 8)),
+                        "length" => Some((2, 16)),
+                        f => {
+                            let mut off = 4u8;
+                            let mut found = None;
+                            for (n, b) in fields.iter() {
+                                if *n == f {
+                                    found = Some((off, *b));
+                                    break;
+                                }
+                                off += b / 8;
+                            }
+                            found
+                        }
                     };
-                    match bits {
-                        Some(b) => Some(vec![part(Field::SctpChunkField, Some(b))]),
+                    match at {
+                        Some((off, b)) => {
+                            Some(vec![ext(132, kind, off, b / 8, DataType::Integer(b))])
+                        }
                         None => {
                             err(
                                 cx,
@@ -208,12 +242,22 @@ pub(super) fn special_key(cx: &mut Cx, words: &[ast::Ident], span: Span) -> Opti
         }
         // raw option bytes: `tcp option @255,8,8`
         ["tcp", "option", raw, off, len] if raw.starts_with('@') => {
-            cx.uneval.push("tcp option");
             let kind = values::parse_number(&raw[1..]).filter(|&k| k <= 255);
             let off = values::parse_number(off);
             let len = values::parse_number(len).filter(|&l| (1..=128).contains(&l));
             match (kind, off, len) {
+                // whole bytes: evaluated
+                (Some(k), Some(o), Some(l)) if o % 8 == 0 && l % 8 == 0 && o / 8 < 40 => {
+                    Some(Some(vec![ext(
+                        6,
+                        k as u8,
+                        (o / 8) as u8,
+                        (l / 8) as u8,
+                        DataType::Integer(l as u8),
+                    )]))
+                }
                 (Some(_), Some(_), Some(l)) => {
+                    cx.uneval.push("tcp option");
                     Some(Some(vec![part(Field::TcpOptionField, Some(l as u8))]))
                 }
                 _ => {
@@ -242,8 +286,12 @@ pub(super) fn special_key(cx: &mut Cx, words: &[ast::Ident], span: Span) -> Opti
             Some(Some(vec![p]))
         }
         ["tcp", "option", opt, rest @ ..] => {
-            cx.uneval.push("tcp option");
             let known = TCP_OPTIONS.iter().find(|(n, _, _)| n == opt);
+            let kind = match (known, values::parse_number(opt)) {
+                (Some((_, k, _)), _) => *k,
+                (None, Some(k)) if k <= 255 => k as u8,
+                _ => 0,
+            };
             let fields: &[(&str, u8)] = match (known, values::parse_number(opt)) {
                 (Some((_, _, f)), _) => f,
                 (None, Some(k)) if k <= 255 => &[],
@@ -270,17 +318,40 @@ pub(super) fn special_key(cx: &mut Cx, words: &[ast::Ident], span: Span) -> Opti
             };
             let single = matches!(*opt, "eol" | "nop");
             Some(match rest {
-                [] => Some(vec![part(Field::TcpOption, None)]),
+                [] => Some(vec![ext(6, kind, 0, 1, DataType::Boolean)]),
                 [f] => {
-                    let bits = match *f {
-                        "kind" | "length" if !single => Some(8),
-                        f => fields.iter().find(|(n, _)| *n == f).map(|x| x.1),
+                    // an option's fields follow its kind and length bytes, in order (the
+                    // SACK blocks sack0..3 at 2, 10, 18, 26)
+                    let base = match *opt {
+                        "sack1" => 10,
+                        "sack2" => 18,
+                        "sack3" => 26,
+                        _ => 2u8,
                     };
-                    match bits {
-                        Some(b) => {
-                            let mut p = part(Field::TcpOptionField, Some(b));
+                    let at = match *f {
+                        "kind" if !single => Some((0, 8)),
+                        "length" if !single => Some((1, 8)),
+                        f => {
+                            let mut off = base;
+                            let mut found = None;
+                            for (n, b) in fields.iter() {
+                                if *n == f {
+                                    found = Some((off, *b));
+                                    break;
+                                }
+                                off += b.div_ceil(8);
+                            }
+                            found
+                        }
+                    };
+                    match at {
+                        Some((off, b)) => {
+                            let mut p = ext(6, kind, off, b.div_ceil(8), DataType::Integer(b));
                             if *opt == "mptcp" && *f == "subtype" {
+                                // the high 4 bits of the byte after the length
                                 p.dtype = DataType::MptcpSubtype;
+                                p.and = 0xf0;
+                                p.shift = 4;
                             }
                             Some(vec![p])
                         }

@@ -941,6 +941,11 @@ fn lower_item(
                     src: Source::Field(f),
                     ..
                 }] if tk[0].is_plain() => *f,
+                // `tcp option maxseg size set ...`: a TCP option's field
+                [KeyPart {
+                    src: Source::Exthdr { proto: 6, .. },
+                    ..
+                }] => Field::TcpOptionField,
                 _ => {
                     err(cx, target.span(), "only a single field can be set");
                     return false;
