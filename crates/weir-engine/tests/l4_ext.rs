@@ -21,7 +21,7 @@ fn packet(p: u8, l4: &[u8]) -> Vec<u8> {
 /// A TCP header (ports 1000 -> 443, SYN) with these option bytes (padded to 4).
 fn tcp(opts: &[u8]) -> Vec<u8> {
     let mut o = opts.to_vec();
-    while o.len() % 4 != 0 {
+    while !o.len().is_multiple_of(4) {
         o.push(0);
     }
     let doff = (20 + o.len()) / 4;
@@ -59,7 +59,7 @@ fn sctp(chunks: &[(u8, &[u8])]) -> Vec<u8> {
         h.extend([*t, 0]);
         h.extend((len as u16).to_be_bytes());
         h.extend(*body);
-        while h.len() % 4 != 0 {
+        while !h.len().is_multiple_of(4) {
             h.push(0);
         }
     }

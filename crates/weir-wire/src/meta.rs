@@ -1016,7 +1016,7 @@ impl PacketMeta {
                 if ty == kind {
                     // (presence needs only the chunk's header)
                     return need
-                        .is_none_or(|n| n <= clen && at + clen <= end)
+                        .map_or(true, |n| n <= clen && at + clen <= end)
                         .then_some(at);
                 }
                 at += (clen + 3) & !3;
