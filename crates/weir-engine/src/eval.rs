@@ -146,6 +146,9 @@ pub struct Meta {
     /// when the base chain ends.
     pub writes: [Option<(Field, u128)>; MAX_WRITES],
     pub nwrites: u8,
+    /// The packet's wall-clock time, nanoseconds since the epoch (`meta time`, `day`,
+    /// `hour`); 0: unknown, the evaluation's `now_ns` is taken as it (a capture's time).
+    pub wall_ns: u64,
 }
 
 /// Header writes a base chain can make before they are applied.
@@ -487,6 +490,15 @@ impl<'a> Pkt<'a> {
         v
     }
 
+    /// The packet's wall-clock time ([`Meta::wall_ns`], or `now_ns`).
+    fn wall_ns(&self) -> u64 {
+        if self.meta.wall_ns != 0 {
+            self.meta.wall_ns
+        } else {
+            self.now_ns
+        }
+    }
+
     /// A field as the packet's headers and metadata hold it (no pending writes).
     #[inline]
     fn read(&self, f: Field) -> Option<u128> {
@@ -519,6 +531,12 @@ impl<'a> Pkt<'a> {
             Field::MetaProtocol => Some(pm.l3.ethertype() as u128),
             Field::MetaLength => Some(self.bytes() as u128),
             Field::MetaMark => Some(self.meta.mark as u128),
+            // the wall clock, as the kernel's nft_meta reads it (UTC: the kernel's timezone
+            // is 0 unless set): nanoseconds since the epoch, the day of the week (0 is
+            // Sunday; 1970-01-01 was a Thursday), seconds since midnight
+            Field::MetaTime => Some(self.wall_ns() as u128),
+            Field::MetaDay => Some(((self.wall_ns() / 1_000_000_000 / 86_400 + 4) % 7) as u128),
+            Field::MetaHour => Some((self.wall_ns() / 1_000_000_000 % 86_400) as u128),
             Field::MetaPriority => Some(self.meta.priority as u128),
             // a hook without an input or output device compares the empty name / index 0
             Field::MetaIif => Some(self.meta.iif as u128),

@@ -240,6 +240,9 @@ pub struct Stateful {
     nat_v6: bool,
     /// The ruleset's flowtables: (table, flowtable in the table, devices).
     flowtables: Vec<(usize, usize, Vec<String>)>,
+    /// The wall clock less the `now_ns` clock (`meta time`, `day`, `hour`): 0 when `now_ns`
+    /// is wall-clock time already (a capture's).
+    wall_offset_ns: i64,
     /// The entry the current packet ended (a RST before any reply): gone from the table, but
     /// the packet still carries it through the chains, as the kernel's skb keeps its ct.
     dying: Option<weir_conntrack::Killed<CtExt>>,
@@ -450,6 +453,7 @@ impl Stateful {
             nat_v6: n6,
             flowtables,
             dying: None,
+            wall_offset_ns: 0,
             frags: frag::Table::default(),
             ruleset_id: next_ruleset_id(),
             flow_hook: None,
@@ -674,6 +678,13 @@ impl Stateful {
         self.run_hook(hook, Buf::Ro(p.frame), &mut pm, p.meta, p.now_ns, pc)
     }
 
+    /// Set the wall clock's offset from the `now_ns` clock the hooks are given (a daemon
+    /// on CLOCK_MONOTONIC: CLOCK_REALTIME less CLOCK_MONOTONIC, set again as the clock
+    /// moves); `meta time`, `day` and `hour` read `now_ns` plus it.
+    pub fn set_wall_offset(&mut self, offset_ns: i64) {
+        self.wall_offset_ns = offset_ns;
+    }
+
     /// [`Stateful::hook`] on a writable frame: NAT rewrites the packet (at priority -100 for
     /// destination NAT at prerouting / output, +100 for source NAT at postrouting / input,
     /// where netfilter's NAT hooks sit) and `pm` is parsed again after each rewrite, so the
@@ -805,6 +816,9 @@ impl Stateful {
         now_ns: u64,
         pc: &mut PacketCt,
     ) -> Decision {
+        if self.wall_offset_ns != 0 {
+            meta.wall_ns = (now_ns as i64).saturating_add(self.wall_offset_ns).max(1) as u64;
+        }
         let ct_point = matches!(hook, Hook::Prerouting | Hook::Output);
         if ct_point && !matches!(pc.ct, CtPkt::Attached { .. }) {
             pc.ct = CtPkt::NotYet;

@@ -429,11 +429,12 @@ fields! {
     ExthdrFrag => "exthdr frag", T::Boolean, L::Ip6;
     ExthdrDst => "exthdr dst", T::Boolean, L::Ip6;
     ExthdrMh => "exthdr mh", T::Boolean, L::Ip6;
-    // ---- loaded and checked, not evaluated yet (see `Field::evaluated`) ----
-    // metadata
+    // the wall clock (the engine's: tests set it)
     MetaHour => "meta hour", T::Hour, L::Meta;
     MetaDay => "meta day", T::Day, L::Meta;
     MetaTime => "meta time", T::Date, L::Meta;
+    // ---- loaded and checked, not evaluated yet (see `Field::evaluated`) ----
+    // metadata
     MetaSkuid => "meta skuid", T::Uid, L::Meta;
     MetaSkgid => "meta skgid", T::Gid, L::Meta;
     MetaIifgroup => "meta iifgroup", T::Devgroup, L::Meta;
@@ -542,7 +543,7 @@ impl Field {
     /// understood and printed, but the engine does not evaluate them yet: the checker marks
     /// each rule that reads one as not evaluated, and `weir run` refuses such a ruleset.
     pub fn evaluated(self) -> bool {
-        self < Field::MetaHour
+        self < Field::MetaSkuid
     }
 
     /// Width in bits of the field's values.

@@ -16,6 +16,19 @@ use weir_engine::stateful::Stateful;
 use weir_engine::Engine;
 
 /// The clock of the dataplane (monotonic, ns).
+/// CLOCK_REALTIME less CLOCK_MONOTONIC ([`now_ns`]): what the engine adds to `now_ns` for
+/// `meta time`, `day` and `hour` (set again each batch: the wall clock may be stepped).
+pub fn wall_offset() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime fills the live timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    let real = ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64;
+    real - now_ns() as i64
+}
+
 pub fn now_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

@@ -468,10 +468,11 @@ fn ct_helpers_load_as_not_evaluated() {
     assert!(rs.refuse_unevaluated().is_ok());
 }
 
-/// Headers and metadata keys the engine does not read yet (time of day, socket owner, a TCP
-/// option's write, tunnels) load with their types checked, and each rule reading one is
-/// listed as not evaluated; bad values are refused as nft refuses them. TCP options, SCTP
-/// chunks, IPv6 extension headers and the IPsec headers are evaluated now.
+/// Headers and metadata keys the engine does not read yet (socket owner, a time of day across
+/// midnight, a TCP option's write, tunnels) load with their types checked, and each rule
+/// reading one is listed as not evaluated; bad values are refused as nft refuses them. TCP
+/// options, SCTP chunks, IPv6 extension headers, the IPsec headers and the wall clock are
+/// evaluated now.
 #[test]
 fn fields_not_evaluated_yet_load_typed_and_listed() {
     let evaluated = [
@@ -480,6 +481,8 @@ fn fields_not_evaluated_yet_load_typed_and_listed() {
         "ip6 nexthdr tcp hbh nexthdr 6 exthdr frag missing accept",
         "ah spi 7 esp sequence 1 comp cpi 2 drop",
         "tcp option @2,16,16 1460 tcp option mptcp subtype 1 accept",
+        "meta hour \"17:00\"-\"19:00\" meta day { Monday, \"Friday\" } drop",
+        "meta time < \"2022-07-01 11:00:00\" meta priority 1:abcd drop",
     ];
     let body: String = evaluated.iter().map(|r| format!("  {r}\n")).collect();
     let text = format!("table inet t {{\n chain c {{\n{body} }}\n}}\n");
@@ -488,9 +491,9 @@ fn fields_not_evaluated_yet_load_typed_and_listed() {
         .unwrap();
     assert!(rs.unevaluated().is_empty(), "{:?}", rs.unevaluated());
     let rules = [
-        "meta hour \"17:00\"-\"19:00\" meta day { Monday, \"Friday\" } drop",
+        "meta hour \"21:00\"-\"02:00\" drop",
         "meta skuid root meta skgid 0 meta cpu 1 meta iifgroup default accept",
-        "meta time < \"2022-07-01 11:00:00\" meta priority 1:abcd drop",
+        "meta cgroup 1 drop",
         "tcp option maxseg size set 1400",
         "udp dport 4789 vxlan ip saddr 198.18.0.1 vxlan vni 10 drop",
         "tcp option @2,3,5 1 accept",
@@ -502,9 +505,9 @@ fn fields_not_evaluated_yet_load_typed_and_listed() {
         .unwrap();
     let u = rs.unevaluated();
     for (i, what) in [
-        "meta hour",
+        "meta hour across midnight",
         "meta skuid",
-        "meta time",
+        "meta cgroup",
         "tcp option maxseg size set",
         "vxlan",
         "tcp option",
