@@ -25,7 +25,7 @@ pub fn wall_offset() -> i64 {
     };
     // SAFETY: clock_gettime fills the live timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    let real = ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64;
+    let real = ts.tv_sec * 1_000_000_000 + ts.tv_nsec;
     real - now_ns() as i64
 }
 
