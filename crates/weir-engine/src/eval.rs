@@ -651,6 +651,10 @@ impl<'a> Pkt<'a> {
                 *len as usize,
                 *present,
             )?,
+            Source::Raw { base, offset, len } => {
+                self.pm
+                    .raw(self.frame, *base, *offset as usize, *len as usize)?
+            }
             Source::Symhash { modulus, offset } => {
                 let h = symhash(self.pm);
                 (((h as u64 * *modulus as u64) >> 32) as u32 + offset) as u128

@@ -135,3 +135,41 @@ fn tcp_options_and_sctp_chunks_in_rules() {
         assert_eq!(mark(&mut sf, packet(132, &p)), 0x4 | 0x800);
     }
 }
+
+/// Raw payload (`@th,16,16`, `@nh,72,8`, `@ih,0,8`, `@ll,96,16`, bits off a byte), as
+/// nft_payload loads it.
+#[test]
+fn raw_payload_in_rules() {
+    let rules = "table ip t {
+  chain c {
+    type filter hook input priority 0;
+    @th,16,16 443 meta mark set meta mark | 0x1
+    @nh,72,8 6 meta mark set meta mark | 0x2
+    @ih,0,8 0x47 meta mark set meta mark | 0x4
+    @th,110,1 1 meta mark set meta mark | 0x8
+    @th,96,4 5 meta mark set meta mark | 0x10
+    @ih,0,64 0x474554202f204854 meta mark set meta mark | 0x20
+  }
+}
+";
+    for mode in [Mode::Compiled, Mode::Linear] {
+        let rs = weir_lang::load_str("t.nft", rules).unwrap().0;
+        assert!(rs.refuse_unevaluated().is_ok(), "{:?}", rs.unevaluated());
+        let mut sf = Stateful::new(Engine::new(Compiled::build(&rs, mode)), Config::default());
+        // a SYN to 443 with "GET / HTT" as its payload: dport, protocol, the payload's first
+        // byte, the SYN bit (bit 6 of byte 13: 110), the data offset (5)
+        let mut l4 = tcp(&[]);
+        l4.extend_from_slice(b"GET / HTT");
+        assert_eq!(
+            mark(&mut sf, packet(6, &l4)),
+            0x1 | 0x2 | 0x4 | 0x8 | 0x10 | 0x20
+        );
+        // UDP: the payload starts after 8 bytes; nothing of TCP's
+        let udp = [
+            0, 1, 1, 0xbb, 0, 17, 0, 0, b'G', b'E', b'T', b' ', b'/', b' ', b'H', b'T', b'T',
+        ];
+        assert_eq!(mark(&mut sf, packet(17, &udp)), 0x1 | 0x4 | 0x20);
+        // a field past the packet's end is not read
+        assert_eq!(mark(&mut sf, packet(17, &[0, 1, 1, 0xbb, 0, 8, 0, 0])), 0x1);
+    }
+}

@@ -181,6 +181,13 @@ pub enum Source {
         len: u8,
         present: bool,
     },
+    /// Raw payload (`@th,16,16`): `len` bits at `offset` bits from a header's start (`base`
+    /// 0 link layer, 1 network, 2 transport, 3 the transport's payload), big-endian.
+    Raw {
+        base: u8,
+        offset: u16,
+        len: u8,
+    },
 }
 
 /// A key: one or more components (a concatenation).

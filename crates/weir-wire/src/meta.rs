@@ -951,6 +951,49 @@ impl PacketMeta {
         None
     }
 
+    /// Raw payload (`@th,16,16`), as nft_payload loads it: `len` bits (1 to 128) at `off`
+    /// bits from the start of `base` (0 the link layer header: Ethernet frames only; 1 the
+    /// network header; 2 the transport header, absent in later fragments; 3 after the
+    /// TCP or UDP header), big-endian; None when the bytes holding them pass the IP
+    /// packet's end.
+    pub fn raw(&self, frame: &[u8], base: u8, off: usize, len: usize) -> Option<u128> {
+        let ip = self.l3_ok();
+        if !ip && base != 0 {
+            return None;
+        }
+        let l4 = self.l4_off as usize;
+        let start = match base {
+            0 if self.link == LinkType::Ethernet => 0,
+            1 => self.l3_off as usize,
+            2 if self.has_l4 => l4,
+            3 if self.has_l4 => match self.l4proto {
+                proto::TCP => l4 + (b8(frame, l4 + 12)? >> 4) as usize * 4,
+                proto::UDP => l4 + 8,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        // (a frame that is not IP: the link layer's bytes up to its end)
+        let end = if ip {
+            self.l3_end().min(frame.len())
+        } else {
+            frame.len()
+        };
+        let first = start + off / 8;
+        let nbytes = (off % 8 + len).div_ceil(8);
+        if len == 0 || len > 128 || first + nbytes > end {
+            return None;
+        }
+        let b = &frame[first..first + nbytes];
+        let skip = off % 8;
+        let mut v: u128 = 0;
+        for i in 0..len {
+            let bit = skip + i;
+            v = (v << 1) | ((b[bit / 8] >> (7 - bit % 8)) & 1) as u128;
+        }
+        Some(v)
+    }
+
     /// A TCP option's (`proto` 6) or an SCTP chunk's (132) bytes, as nft_exthdr reads them:
     /// in the first option or chunk of type `kind`, `len` bytes (at most 16) at `offset`,
     /// big-endian; with `present`, 1 when there is one and 0 when not (also for a packet

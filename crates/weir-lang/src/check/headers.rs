@@ -498,11 +498,25 @@ pub(super) fn special_key(cx: &mut Cx, words: &[ast::Ident], span: Span) -> Opti
             }
         }
         [base @ ("@ll" | "@nh" | "@th" | "@ih"), off, len] => {
-            cx.uneval.push("raw payload");
-            let off_ok = values::parse_number(off).is_some_and(|o| o < 1 << 16);
+            let off = values::parse_number(off).filter(|&o| o < 1 << 16);
             let len = values::parse_number(len).filter(|l| (1..=128).contains(l));
-            match (off_ok, len) {
-                (true, Some(l)) => Some(Some(vec![part(Field::RawPayload, Some(l as u8))])),
+            match (off, len) {
+                (Some(o), Some(l)) => Some(Some(vec![KeyPart {
+                    src: Source::Raw {
+                        base: match *base {
+                            "@ll" => 0,
+                            "@nh" => 1,
+                            "@th" => 2,
+                            _ => 3,
+                        },
+                        offset: o as u16,
+                        len: l as u8,
+                    },
+                    and: u128::MAX,
+                    xor: 0,
+                    shift: 0,
+                    dtype: DataType::Integer(l as u8),
+                }])),
                 _ => {
                     err(
                         cx,

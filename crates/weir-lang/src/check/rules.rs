@@ -946,6 +946,11 @@ fn lower_item(
                     src: Source::Exthdr { proto: 6, .. },
                     ..
                 }] => Field::TcpOptionField,
+                // `@th,16,16 set ...`: raw payload
+                [KeyPart {
+                    src: Source::Raw { .. },
+                    ..
+                }] => Field::RawPayload,
                 _ => {
                     err(cx, target.span(), "only a single field can be set");
                     return false;
