@@ -152,7 +152,7 @@ pub struct Meta {
 }
 
 /// Header writes a base chain can make before they are applied.
-pub const MAX_WRITES: usize = 4;
+pub const MAX_WRITES: usize = 8;
 
 /// The port fields that read the same bytes (`th dport`, `tcp dport`, `udp dport` ...).
 fn same_bytes(a: Field, b: Field) -> bool {

@@ -499,7 +499,8 @@ pub fn set_header_field(frame: &mut [u8], pm: &PacketMeta, f: weir_wire::Field, 
         F::Ip6Daddr if v6 => (Manip::Dst, false),
         F::TcpSport | F::UdpSport | F::ThSport if pm.has_ports => (Manip::Src, true),
         F::TcpDport | F::UdpDport | F::ThDport if pm.has_ports => (Manip::Dst, true),
-        _ => return false,
+        // the other header fields: written in place, their checksum updated
+        _ => return crate::payload_set::set_field(frame, pm, f, v),
     };
     if !pm.l3_ok() {
         return false;
