@@ -1,0 +1,426 @@
+//! The comparison: one rule of a `.t` file loaded alone in its table (with the file's sets and
+//! chains, as `nft-test.py` builds it) and evaluated by weir's engine at the chain's hook, and
+//! the rule's bytecode evaluated by the oracle, on the same generated packets. "Matched" is,
+//! on both sides, "the rule ran to its end": the kernel did not break out of it, weir counted
+//! a hit for it (`State::rule_hits`, which counts what reaches the rule's verdict or end).
+
+use super::bytecode::{parse_file, Block, Expr};
+use super::gen;
+use super::interp::{self, deliverable, Env, Family, Outcome, Packet};
+use crate::rng::Rng;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use weir_engine::{Compiled, Engine, Meta, Mode, Pkt};
+use weir_lang::ir::Hook;
+use weir_wire::{LinkType, PacketMeta};
+
+/// The blocks of every `.t.payload*` file next to a `.t` file (bridge and arp left out),
+/// by (family, rule text); the first block of each.
+pub fn blocks_for(t_file: &Path) -> HashMap<(String, String), Block> {
+    let mut out = HashMap::new();
+    let (Some(dir), Some(name)) = (t_file.parent(), t_file.file_name()) else {
+        return out;
+    };
+    let prefix = format!("{}.payload", name.to_string_lossy());
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
+                })
+                .filter(|p| {
+                    let n = p.to_string_lossy();
+                    !n.ends_with(".bridge") && !n.ends_with(".arp")
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    for f in files {
+        let src = std::fs::read_to_string(&f).unwrap_or_default();
+        for b in parse_file(&src) {
+            out.entry((b.family.clone(), b.rule.clone())).or_insert(b);
+        }
+    }
+    out
+}
+
+/// The hook of the first chain of a case's table text (`... hook input ...`).
+pub fn first_hook(text: &str) -> Option<Hook> {
+    let mut w = text.split_whitespace();
+    while let Some(x) = w.next() {
+        if x == "hook" {
+            let h = w.next()?.trim_end_matches(';');
+            return Some(match h {
+                "ingress" => Hook::Ingress,
+                "prerouting" => Hook::Prerouting,
+                "input" => Hook::Input,
+                "forward" => Hook::Forward,
+                "output" => Hook::Output,
+                "postrouting" => Hook::Postrouting,
+                "egress" => Hook::Egress,
+                _ => return None,
+            });
+        }
+    }
+    None
+}
+
+/// Why a rule is not compared, or None when the oracle knows its whole block.
+pub fn unknown_reason(b: &Block, env: &Env) -> Option<String> {
+    if let Some(e) = &b.error {
+        return Some(match e.strip_prefix("unknown: ") {
+            Some(r) => r.split_whitespace().take(2).collect::<Vec<_>>().join(" "),
+            None => "block not read".into(),
+        });
+    }
+    for e in &b.exprs {
+        let r = match e {
+            Expr::Unknown(k) => {
+                let k0 = k.split_whitespace().next().unwrap_or("");
+                match k0 {
+                    "meta" | "ct" | "exthdr" | "rt" | "fib" => {
+                        k.split_whitespace().take(2).collect::<Vec<_>>().join(" ")
+                    }
+                    _ => k0.to_string(),
+                }
+            }
+            Expr::Ct { .. } => "ct (stateful)".into(),
+            Expr::Meta { key, .. }
+                if !matches!(
+                    key.as_str(),
+                    "l4proto" | "nfproto" | "protocol" | "mark" | "priority" | "len"
+                ) =>
+            {
+                format!("meta {key}")
+            }
+            Expr::MetaSet { key, .. } if key != "mark" => format!("meta set {key}"),
+            Expr::Payload {
+                base: super::bytecode::Base::Inner,
+                ..
+            } => "inner header".into(),
+            Expr::Payload {
+                base: super::bytecode::Base::Link,
+                ..
+            } if !env.has_link() => "link header at a hook without one".into(),
+            Expr::Verdict(v)
+                if !matches!(v.as_str(), "accept" | "drop" | "continue" | "return") =>
+            {
+                "jump/goto verdict".into()
+            }
+            Expr::Lookup {
+                dreg: Some(0), set, ..
+            } if b.sets[*set].elems.iter().any(|e| {
+                matches!(&e.data, Some(super::bytecode::ElemData::Verdict(v))
+                        if !matches!(v.as_str(), "accept" | "drop" | "continue" | "return"))
+            }) =>
+            {
+                "jump/goto verdict".into()
+            }
+            Expr::Lookup { set, .. } if b.sets[*set].elems.is_empty() => "empty set".into(),
+            _ => continue,
+        };
+        return Some(r);
+    }
+    None
+}
+
+/// Weir's side: the engines (compiled and linear) of a case's table.
+pub struct Weir {
+    engines: Vec<Engine>,
+    hook: Hook,
+}
+
+impl Weir {
+    pub fn load(text: &str, hook: Hook) -> Result<Weir, String> {
+        let (rs, _) = weir_lang::load_str("t.nft", text).map_err(|(_, d)| {
+            d.first()
+                .map(|d| d.message.clone())
+                .unwrap_or_else(|| "refused".into())
+        })?;
+        // what weir loads but does not evaluate yet (it refuses to run such a ruleset)
+        for t in &rs.tables {
+            for c in &t.chains {
+                for r in &c.rules {
+                    for e in &r.exprs {
+                        if let weir_lang::ir::Expr::Unevaluated(what) = e {
+                            return Err(format!("weir does not evaluate {what}"));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Weir {
+            engines: vec![
+                Engine::new(Compiled::build(&rs, Mode::Compiled)),
+                Engine::new(Compiled::build(&rs, Mode::Linear)),
+            ],
+            hook,
+        })
+    }
+
+    /// Whether the rule ran to its end on the packet, in each mode.
+    pub fn matches(&mut self, p: &Packet) -> Vec<bool> {
+        let pm = PacketMeta::parse(&p.frame, LinkType::Ethernet);
+        let (iif, oif) = match self.hook {
+            Hook::Ingress | Hook::Prerouting | Hook::Input => ("lo", ""),
+            Hook::Forward => ("lo", "lo"),
+            _ => ("", "lo"),
+        };
+        let mut out = Vec::new();
+        for e in &mut self.engines {
+            let before: u64 = e.st.rule_hits.iter().map(|h| h.0).sum();
+            let mut meta = Meta {
+                mark: p.mark,
+                priority: p.priority,
+                ..Meta::with_ifnames(iif, oif)
+            };
+            let mut pkt = Pkt {
+                frame: &p.frame,
+                pm: &pm,
+                meta: &mut meta,
+                now_ns: 1_000_000_000,
+                conns: None,
+            };
+            e.process(self.hook, &mut pkt);
+            let after: u64 = e.st.rule_hits.iter().map(|h| h.0).sum();
+            out.push(after > before);
+        }
+        out
+    }
+}
+
+/// One difference between the oracle and weir.
+#[derive(Clone, Debug)]
+pub struct Difference {
+    pub at: String,
+    pub rule: String,
+    pub family: String,
+    pub packet: Packet,
+    pub oracle: bool,
+    /// The bytecode, one expression a line.
+    pub bytecode: String,
+    /// Compiled, linear.
+    pub weir: Vec<bool>,
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hex: String = self
+            .packet
+            .frame
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        write!(
+            f,
+            "{} ({}): {}\n    packet {hex} mark {:#x} priority {:#x}\n    kernel (oracle): {}, weir (compiled, linear): {:?}",
+            self.at,
+            self.family,
+            self.rule,
+            self.packet.mark,
+            self.packet.priority,
+            if self.oracle { "match" } else { "no match" },
+            self.weir
+        )?;
+        if std::env::var_os("WEIR_ORACLE_BYTECODE").is_some() {
+            write!(f, "{}", self.bytecode)?;
+        }
+        Ok(())
+    }
+}
+
+/// The figures of a run.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub rules_compared: usize,
+    /// Rules compared with the block of another family ([`borrow`]).
+    pub borrowed: usize,
+    pub rules_with_hit: usize,
+    pub packets: usize,
+    pub packets_matching: usize,
+    /// Generated packets the kernel would not deliver to the hook (bad IPv4 header ...).
+    pub packets_undeliverable: usize,
+    pub differences: Vec<Difference>,
+    /// Rules not compared, by reason.
+    pub skipped: BTreeMap<String, usize>,
+}
+
+impl Report {
+    pub fn skip(&mut self, why: impl Into<String>) {
+        *self.skipped.entry(why.into()).or_default() += 1;
+    }
+}
+
+/// The block of another family of the same rule, when its meaning is the same in `family`:
+/// an `inet` block in an `ip` or `ip6` table (an inet chain evaluates IPv4 packets as an ip
+/// chain does); an `inet` block in a `netdev` table with its `meta nfproto` checks turned into
+/// the `meta protocol` checks nft puts there; a block of any family that reads no header and
+/// neither `meta nfproto` nor `meta protocol` (the same in every family).
+pub fn borrow(
+    blocks: &HashMap<(String, String), Block>,
+    family: Family,
+    rule: &str,
+) -> Option<Block> {
+    let get = |f: &str| blocks.get(&(f.to_string(), rule.to_string()));
+    let neutral = |b: &Block| {
+        b.error.is_none()
+            && b.exprs.iter().all(|e| match e {
+                Expr::Payload { .. } => false,
+                Expr::Meta { key, .. } => key != "nfproto" && key != "protocol",
+                _ => true,
+            })
+    };
+    if matches!(family, Family::Ip | Family::Ip6) {
+        if let Some(b) = get("inet") {
+            return Some(b.clone());
+        }
+    }
+    if family == Family::Netdev {
+        if let Some(b) = get("inet") {
+            let mut b = b.clone();
+            let mut ok = true;
+            for i in 0..b.exprs.len() {
+                if let Expr::Meta { key, dreg } = &b.exprs[i] {
+                    if key == "nfproto" {
+                        let dreg = *dreg;
+                        let next = b.exprs.get_mut(i + 1);
+                        match next {
+                            Some(Expr::Cmp {
+                                op: super::bytecode::CmpOp::Eq,
+                                sreg,
+                                data,
+                            }) if *sreg == dreg && data.len() == 1 && matches!(data[0], 2 | 10) => {
+                                *data = if data[0] == 2 {
+                                    vec![0x08, 0x00]
+                                } else {
+                                    vec![0x86, 0xdd]
+                                };
+                            }
+                            _ => ok = false,
+                        }
+                        b.exprs[i] = Expr::Meta {
+                            key: "protocol".into(),
+                            dreg,
+                        };
+                    }
+                }
+            }
+            if ok {
+                return Some(b);
+            }
+        }
+    }
+    for f in ["ip", "ip6", "inet", "netdev"] {
+        if let Some(b) = get(f) {
+            if neutral(b) {
+                return Some(b.clone());
+            }
+        }
+    }
+    None
+}
+
+/// Compare one case (`file:line`, the table text with the rule, its family's block).
+pub fn compare_case(
+    r: &mut Report,
+    at: &str,
+    rule: &str,
+    text: &str,
+    blocks: &HashMap<(String, String), Block>,
+    seed: u64,
+) {
+    let fam_name = text.split_whitespace().nth(1).unwrap_or("").to_string();
+    let Some(family) = Family::from_name(&fam_name) else {
+        return r.skip("family");
+    };
+    let borrowed;
+    let b = match blocks.get(&(fam_name.clone(), rule.to_string())) {
+        Some(b) => b,
+        None => match borrow(blocks, family, rule) {
+            Some(b) => {
+                borrowed = b;
+                &borrowed
+            }
+            None => return r.skip("no payload block for the family"),
+        },
+    };
+    let Some(hook) = first_hook(text) else {
+        return r.skip("no base chain");
+    };
+    if hook == Hook::Egress {
+        return r.skip("egress hook");
+    }
+    let env = Env { family, hook };
+    if let Some(why) = unknown_reason(b, &env) {
+        return r.skip(format!("oracle: {why}"));
+    }
+    let mut weir = match Weir::load(text, hook) {
+        Ok(w) => w,
+        Err(m) if m.starts_with("weir does not evaluate") => {
+            let what: Vec<&str> = m.split_whitespace().take(6).collect();
+            return r.skip(what.join(" "));
+        }
+        Err(_) => return r.skip("weir does not load the rule"),
+    };
+    let mut rng = Rng::for_item(seed, fxhash(at) ^ fxhash(&fam_name));
+    let mut packets: Vec<Packet> = Vec::new();
+    let mut any_hit = false;
+    for _ in 0..2 {
+        if let Some(h) = gen::hit(b, &env, &mut rng) {
+            any_hit = true;
+            packets.extend(gen::misses(b, &env, &h, &mut rng));
+            packets.push(h.packet);
+        }
+    }
+    if !any_hit {
+        // what the oracle says of plain packets is compared all the same
+        packets.push(gen::template(false, &mut rng));
+        packets.push(gen::template(true, &mut rng));
+    }
+    packets.dedup();
+    r.rules_compared += 1;
+    r.rules_with_hit += any_hit as usize;
+    r.borrowed += !blocks.contains_key(&(fam_name.clone(), rule.to_string())) as usize;
+    for p in packets {
+        if !deliverable(&p) {
+            r.packets_undeliverable += 1;
+            continue;
+        }
+        let o = interp::eval(b, &p, &env).outcome;
+        let oracle = match o {
+            Outcome::Match => true,
+            Outcome::Break(_) | Outcome::NotSeen => false,
+            Outcome::Unknown(_) => {
+                r.packets_undeliverable += 1;
+                continue;
+            }
+        };
+        r.packets += 1;
+        r.packets_matching += oracle as usize;
+        let w = weir.matches(&p);
+        if w.iter().any(|&m| m != oracle) {
+            r.differences.push(Difference {
+                at: at.to_string(),
+                rule: rule.to_string(),
+                family: fam_name.clone(),
+                packet: p,
+                oracle,
+                bytecode: b.exprs.iter().map(|e| format!("\n      {e:?}")).collect(),
+                weir: w,
+            });
+        }
+    }
+}
+
+/// A stable hash of a string (FNV-1a), for per-rule seeds.
+fn fxhash(s: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}

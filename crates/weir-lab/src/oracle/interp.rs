@@ -1,0 +1,556 @@
+//! The kernel's evaluation of one rule's expressions on a packet (`nft_do_chain` on one rule):
+//! registers as `struct nft_regs` (bytes, in the machine's order: little-endian), payload
+//! loads against the offsets `nft_set_pktinfo*` computes, `NFT_BREAK` when a load falls outside
+//! the packet or a comparison fails.
+//!
+//! Each register byte also remembers where it came from ([`Prov`]: a byte of the frame, of the
+//! mark, ... through the masks and xors of `bitwise`), so that the generator can write the
+//! packet bytes a comparison wants.
+
+use super::bytecode::{Base, Block, ElemData, Expr, Set, WORDS};
+use std::cmp::Ordering;
+use weir_lang::ir::Hook;
+
+/// Length of the Ethernet header every generated frame starts with.
+pub const ETH: usize = 14;
+
+/// The family of the table a rule is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    Ip,
+    Ip6,
+    Inet,
+    Netdev,
+}
+
+impl Family {
+    pub fn from_name(s: &str) -> Option<Family> {
+        Some(match s {
+            "ip" => Family::Ip,
+            "ip6" => Family::Ip6,
+            "inet" => Family::Inet,
+            "netdev" => Family::Netdev,
+            _ => return None,
+        })
+    }
+}
+
+/// Where the rule runs.
+#[derive(Clone, Copy, Debug)]
+pub struct Env {
+    pub family: Family,
+    pub hook: Hook,
+}
+
+impl Env {
+    /// The hook has a link-layer header in front of the network header (`skb_mac_header`).
+    pub fn has_link(&self) -> bool {
+        matches!(
+            self.hook,
+            Hook::Ingress | Hook::Prerouting | Hook::Input | Hook::Forward
+        )
+    }
+}
+
+/// A packet: an Ethernet frame and the metadata rules can read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Packet {
+    pub frame: Vec<u8>,
+    pub mark: u32,
+    pub priority: u32,
+}
+
+/// Where a register byte came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loc {
+    Frame(usize),
+    Mark(u8),
+    Priority(u8),
+    /// `meta l4proto`: the IPv4 protocol or IPv6 next header.
+    L4proto,
+    /// `meta nfproto` / `meta protocol` (byte i): the network protocol.
+    Nfproto,
+    Protocol(u8),
+    /// `meta len` byte i (little-endian).
+    Len(u8),
+}
+
+/// A register byte is `(byte at loc & mask) ^ xor`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Prov {
+    pub loc: Loc,
+    pub mask: u8,
+    pub xor: u8,
+}
+
+/// What `nft_set_pktinfo_*` computes for the packet.
+#[derive(Clone, Copy, Debug)]
+pub struct Pktinfo {
+    pub ethertype: u16,
+    /// The transport header's offset in the frame (NFT_PKTINFO_L4PROTO), and its protocol.
+    pub l4: Option<(usize, u8)>,
+    pub fragoff: bool,
+    /// `skb->len` at the hook.
+    pub len: usize,
+    /// `meta nfproto` (the hook's family: 2, 10, or 5 for netdev).
+    pub nfproto: u8,
+}
+
+/// The result of the rule on a packet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The rule ran to its end (its verdict or statements).
+    Match,
+    /// NFT_BREAK at this expression.
+    Break(usize),
+    /// The family's hook does not see this packet.
+    NotSeen,
+    /// Something the oracle does not model.
+    Unknown(String),
+}
+
+/// IPv6 next-header values that are extension headers (`ipv6_ext_hdr`, and ESP/none).
+pub fn ipv6_ext(nh: u8) -> bool {
+    matches!(nh, 0 | 43 | 44 | 50 | 51 | 59 | 60 | 135)
+}
+
+fn ipv4_info(f: &[u8], validate: bool) -> Option<(usize, u8, bool)> {
+    let h = f.get(ETH..ETH + 20)?;
+    let ihl = (h[0] & 0xf) as usize * 4;
+    let tot = u16::from_be_bytes([h[2], h[3]]) as usize;
+    if validate && (h[0] >> 4 != 4 || ihl < 20 || tot < ihl || f.len() - ETH < tot) {
+        return None;
+    }
+    let fragoff = u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0;
+    Some((ETH + ihl, h[9], fragoff))
+}
+
+fn ipv6_info(f: &[u8], validate: bool) -> Option<(usize, u8)> {
+    let h = f.get(ETH..ETH + 40)?;
+    let plen = u16::from_be_bytes([h[4], h[5]]) as usize;
+    if validate && (h[0] >> 4 != 6 || plen + 40 > f.len() - ETH) {
+        return None;
+    }
+    Some((ETH + 40, h[6]))
+}
+
+/// The packet as the hook sees it; None when the hook does not see it, Err when the oracle
+/// does not model it.
+pub fn pktinfo(p: &Packet, env: &Env) -> Result<Option<Pktinfo>, String> {
+    let f = &p.frame;
+    if f.len() < ETH {
+        return Ok(None);
+    }
+    let ethertype = u16::from_be_bytes([f[12], f[13]]);
+    let l3len = f.len() - ETH;
+    let v4 = ethertype == 0x0800;
+    let v6 = ethertype == 0x86dd;
+    let seen = match env.family {
+        Family::Ip => v4,
+        Family::Ip6 => v6,
+        Family::Inet => v4 || v6,
+        Family::Netdev => true,
+    };
+    if !seen {
+        return Ok(None);
+    }
+    let validate = env.family == Family::Netdev;
+    let mut info = Pktinfo {
+        ethertype,
+        l4: None,
+        fragoff: false,
+        len: l3len,
+        nfproto: if env.family == Family::Netdev {
+            5
+        } else if v4 {
+            2
+        } else {
+            10
+        },
+    };
+    if v4 {
+        if let Some((th, proto, frag)) = ipv4_info(f, validate) {
+            info.l4 = Some((th, proto));
+            info.fragoff = frag;
+        }
+    } else if v6 {
+        if let Some((th, nh)) = ipv6_info(f, validate) {
+            if ipv6_ext(nh) {
+                return Err("IPv6 extension header".into());
+            }
+            info.l4 = Some((th, nh));
+        }
+    }
+    Ok(Some(info))
+}
+
+/// Whether the kernel delivers the packet to the IP hooks at all (`ip_rcv_core`,
+/// `ipv6_rcv`): a well-formed IPv4 header with a right checksum, lengths that agree with the
+/// frame; an IPv6 header whose payload length agrees.
+pub fn deliverable(p: &Packet) -> bool {
+    let f = &p.frame;
+    if f.len() < ETH + 20 {
+        return false;
+    }
+    match u16::from_be_bytes([f[12], f[13]]) {
+        0x0800 => {
+            let h = &f[ETH..];
+            let ihl = (h[0] & 0xf) as usize * 4;
+            let tot = u16::from_be_bytes([h[2], h[3]]) as usize;
+            h[0] >> 4 == 4
+                && ihl >= 20
+                && tot >= ihl
+                && tot == h.len()
+                && ip_checksum(&h[..ihl]) == 0
+                && h[20..ihl].iter().all(|&b| b == 0)
+        }
+        0x86dd => {
+            f.len() >= ETH + 40
+                && f[ETH] >> 4 == 6
+                && u16::from_be_bytes([f[ETH + 4], f[ETH + 5]]) as usize + 40 == f.len() - ETH
+        }
+        _ => false,
+    }
+}
+
+/// The Internet checksum of `b` (0 over a header with a right checksum).
+pub fn ip_checksum(b: &[u8]) -> u16 {
+    let mut s: u32 = 0;
+    for c in b.chunks(2) {
+        s += u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32;
+    }
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+/// The registers.
+#[derive(Clone)]
+pub struct Regs {
+    pub data: [u8; WORDS * 4],
+    pub prov: [Option<Prov>; WORDS * 4],
+}
+
+impl Regs {
+    fn new() -> Regs {
+        Regs {
+            data: [0; WORDS * 4],
+            prov: [None; WORDS * 4],
+        }
+    }
+
+    /// Store `n` bytes at word `w`, zeroing the rest of the last word (as the kernel's loads).
+    fn store(&mut self, w: usize, bytes: &[u8], prov: &[Option<Prov>]) -> Option<()> {
+        let o = w * 4;
+        let end = o + bytes.len().div_ceil(4) * 4;
+        if end > self.data.len() {
+            return None;
+        }
+        self.data[o..end].fill(0);
+        self.prov[o..end].fill(None);
+        self.data[o..o + bytes.len()].copy_from_slice(bytes);
+        self.prov[o..o + bytes.len()].copy_from_slice(prov);
+        Some(())
+    }
+
+    pub fn get(&self, w: usize, n: usize) -> &[u8] {
+        &self.data[w * 4..(w * 4 + n).min(self.data.len())]
+    }
+}
+
+/// A trace of one evaluation: the outcome and the registers when it ended (for the
+/// generator: the provenance of the bytes a failed comparison read).
+pub struct Trace {
+    pub outcome: Outcome,
+    pub regs: Regs,
+    /// The transport header offset the packet had (for extending it).
+    pub info: Option<Pktinfo>,
+}
+
+/// Whether a set holds `key` (register layout); its element when it does.
+pub fn set_lookup<'a>(set: &'a Set, key: &[u8]) -> Option<&'a super::bytecode::Elem> {
+    let n = set.elems.first()?.key.len();
+    let key = &key[..n.min(key.len())];
+    if set.elems.iter().any(|e| e.end.is_some()) {
+        return set.elems.iter().find(|e| {
+            let end = e.end.as_ref().unwrap_or(&e.key);
+            let mut o = 0;
+            e.comps.iter().all(|&c| {
+                let (k, lo, hi) = (&key[o..o + c], &e.key[o..o + c], &end[o..o + c]);
+                o += c;
+                k >= lo && k <= hi
+            })
+        });
+    }
+    if set.interval() {
+        // the greatest element at or below the key: an interval's start (member) or the end
+        // of one (not)
+        let mut best: Option<&super::bytecode::Elem> = None;
+        for e in &set.elems {
+            if e.key.as_slice() <= key
+                && best.map_or(true, |b| {
+                    e.key > b.key || (e.key == b.key && b.interval_end && !e.interval_end)
+                })
+            {
+                best = Some(e);
+            }
+        }
+        return best.filter(|e| !e.interval_end);
+    }
+    set.elems.iter().find(|e| e.key == key)
+}
+
+/// Evaluate a block's expressions on a packet.
+pub fn eval(b: &Block, p: &Packet, env: &Env) -> Trace {
+    eval_upto(b, p, env, usize::MAX)
+}
+
+/// Evaluate the expressions before `upto` (Match when they all pass): the registers as the
+/// expression `upto` finds them.
+pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
+    let mut regs = Regs::new();
+    let info = match pktinfo(p, env) {
+        Ok(Some(i)) => i,
+        Ok(None) => {
+            return Trace {
+                outcome: Outcome::NotSeen,
+                regs,
+                info: None,
+            }
+        }
+        Err(m) => {
+            return Trace {
+                outcome: Outcome::Unknown(m),
+                regs,
+                info: None,
+            }
+        }
+    };
+    let mut mark = p.mark;
+    let f = &p.frame;
+    let out = |outcome, regs| Trace {
+        outcome,
+        regs,
+        info: Some(info),
+    };
+    for (i, e) in b.exprs.iter().enumerate().take(upto) {
+        match e {
+            Expr::Payload {
+                base,
+                off,
+                len,
+                dreg,
+            } => {
+                let start = match base {
+                    Base::Link if env.has_link() => 0,
+                    Base::Link => return out(Outcome::Break(i), regs),
+                    Base::Network => ETH,
+                    Base::Transport => match info.l4 {
+                        Some((th, _)) if !info.fragoff => th,
+                        _ => return out(Outcome::Break(i), regs),
+                    },
+                    Base::Inner => return out(Outcome::Unknown("inner header".into()), regs),
+                };
+                let (a, z) = (start + off, start + off + len);
+                if z > f.len() {
+                    return out(Outcome::Break(i), regs);
+                }
+                let prov: Vec<Option<Prov>> = (a..z)
+                    .map(|o| {
+                        Some(Prov {
+                            loc: Loc::Frame(o),
+                            mask: 0xff,
+                            xor: 0,
+                        })
+                    })
+                    .collect();
+                if regs.store(*dreg, &f[a..z], &prov).is_none() {
+                    return out(Outcome::Unknown("register out of range".into()), regs);
+                }
+            }
+            Expr::Meta { key, dreg } => {
+                let pv = |l: Loc| {
+                    Some(Prov {
+                        loc: l,
+                        mask: 0xff,
+                        xor: 0,
+                    })
+                };
+                let (v, prov): (Vec<u8>, Vec<Option<Prov>>) = match key.as_str() {
+                    "l4proto" => match info.l4 {
+                        Some((_, proto)) => (vec![proto], vec![pv(Loc::L4proto)]),
+                        None => return out(Outcome::Break(i), regs),
+                    },
+                    "nfproto" => (vec![info.nfproto], vec![pv(Loc::Nfproto)]),
+                    "protocol" => (
+                        info.ethertype.to_be_bytes().to_vec(),
+                        vec![pv(Loc::Protocol(0)), pv(Loc::Protocol(1))],
+                    ),
+                    "mark" => (
+                        mark.to_le_bytes().to_vec(),
+                        (0..4).map(|j| pv(Loc::Mark(j))).collect(),
+                    ),
+                    "priority" => (
+                        p.priority.to_le_bytes().to_vec(),
+                        (0..4).map(|j| pv(Loc::Priority(j))).collect(),
+                    ),
+                    "len" => (
+                        (info.len as u32).to_le_bytes().to_vec(),
+                        (0..4).map(|j| pv(Loc::Len(j))).collect(),
+                    ),
+                    k => return out(Outcome::Unknown(format!("meta {k}")), regs),
+                };
+                if regs.store(*dreg, &v, &prov).is_none() {
+                    return out(Outcome::Unknown("register out of range".into()), regs);
+                }
+            }
+            Expr::MetaSet { key, sreg } => match key.as_str() {
+                "mark" => {
+                    let v = regs.get(*sreg, 4);
+                    mark = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+                }
+                k => return out(Outcome::Unknown(format!("meta set {k}")), regs),
+            },
+            Expr::Ct { key, .. } => return out(Outcome::Unknown(format!("ct {key}")), regs),
+            Expr::Bitwise {
+                dreg,
+                sreg,
+                mask,
+                xor,
+            } => {
+                let n = mask.len();
+                let (s, d) = (sreg * 4, dreg * 4);
+                if s + n > regs.data.len() || d + n > regs.data.len() {
+                    return out(Outcome::Unknown("register out of range".into()), regs);
+                }
+                for j in 0..n {
+                    let v = (regs.data[s + j] & mask[j]) ^ xor[j];
+                    let pr = regs.prov[s + j].map(|p| Prov {
+                        loc: p.loc,
+                        mask: p.mask & mask[j],
+                        xor: (p.xor & mask[j]) ^ xor[j],
+                    });
+                    regs.data[d + j] = v;
+                    regs.prov[d + j] = pr;
+                }
+            }
+            Expr::Shift {
+                dreg,
+                sreg,
+                left,
+                n,
+                len,
+            } => {
+                let words = len.div_ceil(4);
+                if (sreg.max(dreg) + words) * 4 > regs.data.len() || *n >= 32 {
+                    return out(Outcome::Unknown("shift".into()), regs);
+                }
+                let src: Vec<u32> = (0..words)
+                    .map(|k| {
+                        let o = (sreg + k) * 4;
+                        u32::from_le_bytes(regs.data[o..o + 4].try_into().unwrap())
+                    })
+                    .collect();
+                let mut dst = vec![0u32; words];
+                let mut carry = 0u32;
+                let back = |x: u32, s: u32| if s == 0 { 0 } else { x >> (32 - s) };
+                let fwd = |x: u32, s: u32| if s == 0 { 0 } else { x << (32 - s) };
+                if *left {
+                    for k in (0..words).rev() {
+                        dst[k] = (src[k] << n) | carry;
+                        carry = back(src[k], *n);
+                    }
+                } else {
+                    for k in 0..words {
+                        dst[k] = carry | (src[k] >> n);
+                        carry = fwd(src[k], *n);
+                    }
+                }
+                for (k, v) in dst.iter().enumerate() {
+                    let o = (dreg + k) * 4;
+                    regs.data[o..o + 4].copy_from_slice(&v.to_le_bytes());
+                    regs.prov[o..o + 4].fill(None);
+                }
+            }
+            Expr::Byteorder {
+                dreg,
+                sreg,
+                len,
+                size,
+            } => {
+                let (s, d) = (sreg * 4, dreg * 4);
+                if s + len > regs.data.len() || d + len > regs.data.len() || *size == 0 {
+                    return out(Outcome::Unknown("byteorder".into()), regs);
+                }
+                let v: Vec<u8> = regs.data[s..s + len].to_vec();
+                let pr: Vec<Option<Prov>> = regs.prov[s..s + len].to_vec();
+                for c in 0..len / size {
+                    for j in 0..*size {
+                        regs.data[d + c * size + j] = v[c * size + size - 1 - j];
+                        regs.prov[d + c * size + j] = pr[c * size + size - 1 - j];
+                    }
+                }
+            }
+            Expr::Cmp { op, sreg, data } => {
+                let d = regs.get(*sreg, data.len()).cmp(data.as_slice());
+                if !op.holds(d) {
+                    return out(Outcome::Break(i), regs);
+                }
+            }
+            Expr::Range {
+                neq,
+                sreg,
+                from,
+                to,
+            } => {
+                let v = regs.get(*sreg, from.len());
+                let inside = v >= from.as_slice() && v <= to.as_slice();
+                if inside == *neq {
+                    return out(Outcome::Break(i), regs);
+                }
+            }
+            Expr::Lookup {
+                sreg,
+                set,
+                dreg,
+                invert,
+            } => {
+                let s = &b.sets[*set];
+                let n = s.elems.first().map_or(0, |e| e.key.len());
+                let key = regs.get(*sreg, n).to_vec();
+                let found = set_lookup(s, &key);
+                if found.is_some() == *invert {
+                    return out(Outcome::Break(i), regs);
+                }
+                if let (Some(d), Some(e)) = (dreg, found) {
+                    match &e.data {
+                        Some(ElemData::Verdict(_)) if *d == 0 => {}
+                        Some(ElemData::Bytes(v)) if *d != 0 => {
+                            let pr = vec![None; v.len()];
+                            if regs.store(*d, v, &pr).is_none() {
+                                return out(Outcome::Unknown("register".into()), regs);
+                            }
+                        }
+                        _ => return out(Outcome::Unknown("map data".into()), regs),
+                    }
+                }
+            }
+            Expr::Immediate { dreg, data } => {
+                let pr = vec![None; data.len()];
+                if regs.store(*dreg, data, &pr).is_none() {
+                    return out(Outcome::Unknown("register out of range".into()), regs);
+                }
+            }
+            Expr::Verdict(_) | Expr::Counter => {}
+            Expr::Unknown(k) => return out(Outcome::Unknown(k.clone()), regs),
+        }
+    }
+    out(Outcome::Match, regs)
+}
+
+/// The order of two byte strings as `memcmp` (shorter: compared on the common length).
+pub fn memcmp(a: &[u8], b: &[u8]) -> Ordering {
+    let n = a.len().min(b.len());
+    a[..n].cmp(&b[..n])
+}
