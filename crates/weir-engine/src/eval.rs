@@ -1054,7 +1054,19 @@ impl Engine {
                         return Outcome::Next;
                     }
                 }
-                CExpr::Reject(_) => {
+                CExpr::Reject(rj) => {
+                    // the dependencies nft puts before a reject of a given kind: `meta nfproto
+                    // ipv4` (icmp), `meta nfproto ipv6` (icmpv6), `meta l4proto tcp` (tcp
+                    // reset); a packet of another kind does not match the rule
+                    let applies = match rj {
+                        ir::Reject::Icmp(_) => p.pm.l3 == L3::Ipv4,
+                        ir::Reject::Icmp6(_) => p.pm.l3 == L3::Ipv6,
+                        ir::Reject::TcpReset => p.is_ip() && p.pm.l4proto == 6,
+                        _ => true,
+                    };
+                    if !applies {
+                        return Outcome::Next;
+                    }
                     let h = &mut st.rule_hits[r.gid];
                     h.0 += 1;
                     h.1 += bytes;
@@ -1131,9 +1143,10 @@ impl Engine {
                         L3::Ipv6 => 6,
                         _ => 0,
                     };
-                    if nat.family.is_some_and(|f| f != fam) {
-                        continue;
-                    }
+                    // (the addresses and ports are looked up first: a map lookup that fails
+                    // stops the rule whatever the family, as the kernel's lookup expression
+                    // runs before the nat expression)
+                    let other_family = nat.family.is_some_and(|f| f != fam);
                     let range = |v: &CValue,
                                  p: &Pkt,
                                  st: &mut State|
@@ -1174,6 +1187,9 @@ impl Engine {
                             return Outcome::Next;
                         };
                         pr = Some((lo as u16, hi as u16));
+                    }
+                    if other_family {
+                        continue;
                     }
                     p.meta.nat = Some(NatAction {
                         kind: nat.kind,

@@ -125,6 +125,19 @@ pub enum Expr {
     /// `immediate reg 0 VERDICT`
     Verdict(String),
     Counter,
+    /// A statement that cannot stop the rule: `log`, `notrack`, `ct set mark`, or one that
+    /// ends it (`end`): `reject`, `nat`, `redir`, `masq`, `queue num`.
+    Stmt {
+        kind: String,
+        end: bool,
+    },
+    /// `payload write reg R => Nb @ BASE header + OFF csum_type ...`
+    PayloadWrite {
+        base: Base,
+        off: usize,
+        len: usize,
+        sreg: usize,
+    },
     /// An expression the oracle does not evaluate: its kind (and key).
     Unknown(String),
 }
@@ -393,6 +406,43 @@ fn parse_expr(line: &str, raw: &mut Vec<Vec<String>>) -> Result<Expr, String> {
             }
         }
         Some("counter") => Expr::Counter,
+        Some(k @ ("log" | "notrack")) => Expr::Stmt {
+            kind: k.into(),
+            end: false,
+        },
+        Some("ct") if t.get(1) == Some(&"set") && t.get(2) == Some(&"mark") => Expr::Stmt {
+            kind: "ct set mark".into(),
+            end: false,
+        },
+        Some(k @ ("reject" | "nat" | "redir" | "masq")) => Expr::Stmt {
+            kind: k.into(),
+            end: true,
+        },
+        Some("queue") if t.get(1) == Some(&"num") => Expr::Stmt {
+            kind: "queue".into(),
+            end: true,
+        },
+        Some("payload") if t.get(1) == Some(&"write") => {
+            // payload write reg 1 => 2b @ network header + 0 csum_type 1 csum_off 10 ...
+            let sreg = t.get(3).and_then(|s| reg_arg(s)).ok_or_else(bad)?;
+            let len: usize = t
+                .get(5)
+                .and_then(|s| s.trim_end_matches('b').parse().ok())
+                .ok_or_else(bad)?;
+            let base = match t.get(7).copied() {
+                Some("link") => Base::Link,
+                Some("network") => Base::Network,
+                Some("transport") => Base::Transport,
+                _ => return Ok(Expr::Unknown("payload write".into())),
+            };
+            let off: usize = t.get(10).and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+            Expr::PayloadWrite {
+                base,
+                off,
+                len,
+                sreg,
+            }
+        }
         Some(k) => {
             let key = t.get(1..3).map(|w| w.join(" ")).unwrap_or_default();
             Expr::Unknown(format!("{k} {key}").trim().to_string())

@@ -206,6 +206,12 @@ fn candidates(b: &Block, e: &Expr, cur: &[u8], n: usize, rng: &mut Rng) -> Vec<V
         }
         _ => {}
     }
+    // network and transport protocols
+    match n {
+        1 => c.extend([2u8, 10, 6, 17, 1, 58].map(|b| vec![b])),
+        2 => c.extend([[0x08, 0], [0x86, 0xdd]].map(|b| b.to_vec())),
+        _ => {}
+    }
     c.push(vec![0; n]);
     c.push(vec![0xff; n]);
     c.push(cur.to_vec());
@@ -262,6 +268,16 @@ fn write(
             Loc::Protocol(k) => {
                 let o = 12 + k as usize;
                 w.p.frame[o] = put(w.p.frame[o]);
+            }
+            Loc::Pkttype => {
+                let mac: [u8; 6] = match put(0) {
+                    0 => super::interp::OWN_MAC,
+                    1 => [0xff; 6],
+                    2 => [0x01, 0, 0x5e, 0, 0, 1],
+                    3 => [0x02, 0, 0, 0, 0, 0x99],
+                    _ => return false,
+                };
+                w.p.frame[..6].copy_from_slice(&mac);
             }
             Loc::Len(k) => {
                 let mut l = w
@@ -329,7 +345,11 @@ fn set_expr(
     for c in cs {
         let v = project(&c, cur, prov);
         if holds(b, e, &v) == want && v.as_slice() != cur {
-            return write(w, &v, cur, prov, env, rng);
+            let mut w2 = w.clone();
+            if write(&mut w2, &v, cur, prov, env, rng) {
+                *w = w2;
+                return true;
+            }
         }
     }
     false

@@ -42,7 +42,29 @@ pub struct Env {
     pub hook: Hook,
 }
 
+/// The names of the devices a packet comes in by and goes out by (Ethernet devices: type
+/// ARPHRD_ETHER, and the frame's destination is the input device's address, [`OWN_MAC`]).
+pub const IIFNAME: &str = "eth0";
+pub const OIFNAME: &str = "eth1";
+pub const OWN_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+
 impl Env {
+    /// The hook has an input device.
+    pub fn has_in(&self) -> bool {
+        matches!(
+            self.hook,
+            Hook::Ingress | Hook::Prerouting | Hook::Input | Hook::Forward
+        )
+    }
+
+    /// The hook has an output device.
+    pub fn has_out(&self) -> bool {
+        matches!(
+            self.hook,
+            Hook::Forward | Hook::Output | Hook::Postrouting | Hook::Egress
+        )
+    }
+
     /// The hook has a link-layer header in front of the network header (`skb_mac_header`).
     pub fn has_link(&self) -> bool {
         matches!(
@@ -73,6 +95,8 @@ pub enum Loc {
     Protocol(u8),
     /// `meta len` byte i (little-endian).
     Len(u8),
+    /// `meta pkttype` (from the frame's destination address).
+    Pkttype,
 }
 
 /// A register byte is `(byte at loc & mask) ^ xor`.
@@ -328,7 +352,8 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
         }
     };
     let mut mark = p.mark;
-    let f = &p.frame;
+    let mut frame = p.frame.clone();
+    let mut written = false;
     let out = |outcome, regs| Trace {
         outcome,
         regs,
@@ -353,8 +378,11 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                     Base::Inner => return out(Outcome::Unknown("inner header".into()), regs),
                 };
                 let (a, z) = (start + off, start + off + len);
-                if z > f.len() {
+                if z > frame.len() {
                     return out(Outcome::Break(i), regs);
+                }
+                if written {
+                    return out(Outcome::Unknown("load after a payload write".into()), regs);
                 }
                 let prov: Vec<Option<Prov>> = (a..z)
                     .map(|o| {
@@ -365,7 +393,7 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                         })
                     })
                     .collect();
-                if regs.store(*dreg, &f[a..z], &prov).is_none() {
+                if regs.store(*dreg, &frame[a..z], &prov).is_none() {
                     return out(Outcome::Unknown("register out of range".into()), regs);
                 }
             }
@@ -399,6 +427,42 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                         (info.len as u32).to_le_bytes().to_vec(),
                         (0..4).map(|j| pv(Loc::Len(j))).collect(),
                     ),
+                    "iifname" | "oifname" => {
+                        let (has, name) = if key == "iifname" {
+                            (env.has_in(), IIFNAME)
+                        } else {
+                            (env.has_out(), OIFNAME)
+                        };
+                        let mut v = vec![0u8; 16];
+                        if has {
+                            v[..name.len()].copy_from_slice(name.as_bytes());
+                        }
+                        (v, vec![None; 16])
+                    }
+                    "iiftype" | "oiftype" => {
+                        let has = if key == "iiftype" {
+                            env.has_in()
+                        } else {
+                            env.has_out()
+                        };
+                        if !has {
+                            return out(Outcome::Break(i), regs);
+                        }
+                        (1u16.to_le_bytes().to_vec(), vec![None; 2])
+                    }
+                    "pkttype" if env.has_in() => {
+                        let d = &frame[..6];
+                        let t = if d == [0xff; 6] {
+                            1
+                        } else if d[0] & 1 == 1 {
+                            2
+                        } else if d == OWN_MAC {
+                            0
+                        } else {
+                            3
+                        };
+                        (vec![t], vec![pv(Loc::Pkttype)])
+                    }
                     k => return out(Outcome::Unknown(format!("meta {k}")), regs),
                 };
                 if regs.store(*dreg, &v, &prov).is_none() {
@@ -412,7 +476,42 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                 }
                 k => return out(Outcome::Unknown(format!("meta set {k}")), regs),
             },
-            Expr::Ct { key, .. } => return out(Outcome::Unknown(format!("ct {key}")), regs),
+            // the packet is untracked (as weir's stateless engine sees every packet):
+            // `ct state` is the untracked bit, every other key breaks (nft_ct_get_eval)
+            Expr::Ct { key, dreg } if key == "state" => {
+                if regs
+                    .store(*dreg, &0x40u32.to_le_bytes(), &[None; 4])
+                    .is_none()
+                {
+                    return out(Outcome::Unknown("register out of range".into()), regs);
+                }
+            }
+            Expr::Ct { .. } => return out(Outcome::Break(i), regs),
+            Expr::Stmt { end: true, .. } => return out(Outcome::Match, regs),
+            Expr::Stmt { .. } => {}
+            Expr::PayloadWrite {
+                base,
+                off,
+                len,
+                sreg,
+            } => {
+                let start = match base {
+                    Base::Link if env.has_link() => 0,
+                    Base::Network => ETH,
+                    Base::Transport => match info.l4 {
+                        Some((th, _)) if !info.fragoff => th,
+                        _ => return out(Outcome::Break(i), regs),
+                    },
+                    _ => return out(Outcome::Break(i), regs),
+                };
+                let (a, z) = (start + off, start + off + len);
+                if z > frame.len() {
+                    return out(Outcome::Break(i), regs);
+                }
+                let v = regs.get(*sreg, *len).to_vec();
+                frame[a..a + v.len()].copy_from_slice(&v);
+                written = true;
+            }
             Expr::Bitwise {
                 dreg,
                 sreg,
