@@ -131,6 +131,21 @@ pub enum Expr {
         kind: String,
         end: bool,
     },
+    /// `limit rate N/UNIT burst B type packets|bytes flags F` (F 0x1: `over`): a fresh
+    /// token bucket (the rule has seen no packet yet).
+    Limit {
+        rate: u64,
+        unit_secs: u64,
+        burst: u64,
+        bytes: bool,
+        invert: bool,
+    },
+    /// `quota bytes N consumed C flags F` (F 1: `over`).
+    Quota {
+        bytes: u64,
+        consumed: u64,
+        invert: bool,
+    },
     /// `payload write reg R => Nb @ BASE header + OFF csum_type ...`
     PayloadWrite {
         base: Base,
@@ -421,6 +436,30 @@ fn parse_expr(line: &str, raw: &mut Vec<Vec<String>>) -> Result<Expr, String> {
         Some("queue") if t.get(1) == Some(&"num") => Expr::Stmt {
             kind: "queue".into(),
             end: true,
+        },
+        Some("limit") => {
+            // limit rate 1025/second burst 512 type bytes flags 0x1
+            let (rate, unit) = t.get(2).and_then(|s| s.split_once('/')).ok_or_else(bad)?;
+            let unit_secs = match unit {
+                "second" => 1,
+                "minute" => 60,
+                "hour" => 3600,
+                "day" => 86400,
+                "week" => 604800,
+                _ => return Err(bad()),
+            };
+            Expr::Limit {
+                rate: rate.parse().map_err(|_| bad())?,
+                unit_secs,
+                burst: t.get(4).and_then(|s| s.parse().ok()).ok_or_else(bad)?,
+                bytes: t.get(6) == Some(&"bytes"),
+                invert: t.get(8).is_some_and(|f| f.trim_start_matches("0x") == "1"),
+            }
+        }
+        Some("quota") => Expr::Quota {
+            bytes: t.get(2).and_then(|s| s.parse().ok()).ok_or_else(bad)?,
+            consumed: t.get(4).and_then(|s| s.parse().ok()).ok_or_else(bad)?,
+            invert: t.get(6) == Some(&"1"),
         },
         Some("payload") if t.get(1) == Some(&"write") => {
             // payload write reg 1 => 2b @ network header + 0 csum_type 1 csum_off 10 ...

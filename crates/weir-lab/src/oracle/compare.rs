@@ -68,6 +68,16 @@ pub fn first_hook(text: &str) -> Option<Hook> {
     None
 }
 
+/// The `meta` keys the oracle evaluates (at this hook).
+fn meta_known(key: &str, env: &Env) -> bool {
+    match key {
+        "l4proto" | "nfproto" | "protocol" | "mark" | "priority" | "len" | "iifname"
+        | "oifname" | "iiftype" | "oiftype" => true,
+        "pkttype" => env.has_in(),
+        _ => false,
+    }
+}
+
 /// Why a rule is not compared, or None when the oracle knows its whole block.
 pub fn unknown_reason(b: &Block, env: &Env) -> Option<String> {
     if let Some(e) = &b.error {
@@ -87,21 +97,7 @@ pub fn unknown_reason(b: &Block, env: &Env) -> Option<String> {
                     _ => k0.to_string(),
                 }
             }
-            Expr::Meta { key, .. }
-                if !matches!(
-                    key.as_str(),
-                    "l4proto"
-                        | "nfproto"
-                        | "protocol"
-                        | "mark"
-                        | "priority"
-                        | "len"
-                        | "iifname"
-                        | "oifname"
-                        | "iiftype"
-                        | "oiftype"
-                ) && !(key == "pkttype" && env.has_in()) =>
-            {
+            Expr::Meta { key, .. } if !meta_known(key, env) => {
                 format!("meta {key}")
             }
             Expr::MetaSet { key, .. } if key != "mark" => format!("meta set {key}"),
@@ -415,6 +411,16 @@ pub fn compare_case(
         };
         r.packets += 1;
         r.packets_matching += oracle as usize;
+        // a limit or quota counts what it saw: each packet comes to the rule first
+        let fresh = b
+            .exprs
+            .iter()
+            .any(|e| matches!(e, Expr::Limit { .. } | Expr::Quota { .. }));
+        if fresh {
+            if let Ok(w) = Weir::load(text, hook) {
+                weir = w;
+            }
+        }
         let w = weir.matches(&p);
         if w.iter().any(|&m| m != oracle) {
             r.differences.push(Difference {

@@ -487,6 +487,41 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                 }
             }
             Expr::Ct { .. } => return out(Outcome::Break(i), regs),
+            Expr::Limit {
+                rate,
+                unit_secs,
+                burst,
+                bytes,
+                invert,
+            } => {
+                // nft_limit_init / nft_limit_eval on the bucket's first packet: full of
+                // tokens (rate + burst worth of bytes, or burst packets, 5 when 0)
+                let nsecs = *unit_secs as u128 * 1_000_000_000;
+                let rate = (*rate).max(1) as u128;
+                let (max, cost) = if *bytes {
+                    (
+                        nsecs * (rate + *burst as u128) / rate,
+                        nsecs * info.len as u128 / rate,
+                    )
+                } else {
+                    let b = if *burst == 0 { 5 } else { *burst as u128 };
+                    (nsecs / rate * b, nsecs / rate)
+                };
+                if (max >= cost) == *invert {
+                    return out(Outcome::Break(i), regs);
+                }
+            }
+            Expr::Quota {
+                bytes,
+                consumed,
+                invert,
+            } => {
+                // nft_quota: over once the bytes consumed (this packet's included) reach it
+                let over = consumed + info.len as u64 >= *bytes;
+                if over != *invert {
+                    return out(Outcome::Break(i), regs);
+                }
+            }
             Expr::Stmt { end: true, .. } => return out(Outcome::Match, regs),
             Expr::Stmt { .. } => {}
             Expr::PayloadWrite {
