@@ -6,7 +6,7 @@
 
 use super::bytecode::{parse_file, Block, Expr};
 use super::gen;
-use super::interp::{self, deliverable, Env, Family, Outcome, Packet, IIFNAME, OIFNAME, OWN_MAC};
+use super::interp::{self, deliverable, Env, Family, Outcome, Packet, OWN_MAC};
 use crate::rng::Rng;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -168,18 +168,20 @@ impl Weir {
     /// Whether the rule ran to its end on the packet, in each mode.
     pub fn matches(&mut self, p: &Packet) -> Vec<bool> {
         let pm = PacketMeta::parse(&p.frame, LinkType::Ethernet);
-        let (iif, oif) = match self.hook {
-            Hook::Ingress | Hook::Prerouting | Hook::Input => (IIFNAME, ""),
-            Hook::Forward => (IIFNAME, OIFNAME),
-            _ => ("", OIFNAME),
+        let env = Env {
+            family: Family::Netdev,
+            hook: self.hook,
         };
+        let name = |has: bool, n: &[u8; 16]| if has { u128::from_be_bytes(*n) } else { 0 };
         let mut out = Vec::new();
         for e in &mut self.engines {
             let before: u64 = e.st.rule_hits.iter().map(|h| h.0).sum();
             let mut meta = Meta {
                 mark: p.mark,
                 priority: p.priority,
-                ..Meta::with_ifnames(iif, oif)
+                iifname: name(env.has_in(), &p.iif),
+                oifname: name(env.has_out(), &p.oif),
+                ..Meta::with_ifnames("", "")
             };
             let mut pkt = Pkt {
                 frame: &p.frame,
@@ -220,12 +222,14 @@ impl std::fmt::Display for Difference {
             .collect();
         write!(
             f,
-            "{} ({}): {}\n    packet {hex} mark {:#x} priority {:#x}\n    kernel (oracle): {}, weir (compiled, linear): {:?}",
+            "{} ({}): {}\n    packet {hex} mark {:#x} priority {:#x} iif {:?} oif {:?}\n    kernel (oracle): {}, weir (compiled, linear): {:?}",
             self.at,
             self.family,
             self.rule,
             self.packet.mark,
             self.packet.priority,
+            String::from_utf8_lossy(&self.packet.iif).trim_end_matches('\0'),
+            String::from_utf8_lossy(&self.packet.oif).trim_end_matches('\0'),
             if self.oracle { "match" } else { "no match" },
             self.weir
         )?;
@@ -385,6 +389,9 @@ pub fn compare_case(
         }
     }
     if !any_hit {
+        if std::env::var_os("WEIR_ORACLE_NOHIT").is_some() {
+            println!("no hit: {at} {fam_name} {rule}");
+        }
         // what the oracle says of plain packets is compared all the same
         packets.push(gen::template(false, &mut rng));
         packets.push(gen::template(true, &mut rng));

@@ -57,6 +57,8 @@ pub fn template(v6: bool, rng: &mut Rng) -> Packet {
         frame: f,
         mark: 0,
         priority: 0,
+        iif: super::interp::ifname(super::interp::IIFNAME),
+        oif: super::interp::ifname(super::interp::OIFNAME),
     };
     fixup(&mut p, &BTreeSet::new(), None);
     p
@@ -69,6 +71,13 @@ fn is_v6(p: &Packet) -> bool {
 /// Make the lengths and the IPv4 checksum agree with the frame, except where comparisons
 /// chose them; `len`: the `meta len` wanted.
 fn fixup(p: &mut Packet, pinned: &BTreeSet<usize>, len: Option<[u8; 4]>) {
+    // device names: NUL-terminated, zeros after the end
+    for n in [&mut p.iif, &mut p.oif] {
+        n[15] = 0;
+        if let Some(z) = n.iter().position(|&b| b == 0) {
+            n[z..].fill(0);
+        }
+    }
     let f = &mut p.frame;
     let pin = |o: usize| pinned.contains(&o);
     let et = u16::from_be_bytes([f[12], f[13]]);
@@ -269,6 +278,10 @@ fn write(
                 let o = 12 + k as usize;
                 w.p.frame[o] = put(w.p.frame[o]);
             }
+            Loc::Ifname(input, k) => {
+                let n = if input { &mut w.p.iif } else { &mut w.p.oif };
+                n[k as usize] = put(n[k as usize]);
+            }
             Loc::Pkttype => {
                 let mac: [u8; 6] = match put(0) {
                     0 => super::interp::OWN_MAC,
@@ -300,10 +313,11 @@ fn write(
         let now_v6 = w.p.frame.len() >= ETH + 40 && w.p.frame[ETH] >> 4 == 6;
         let now_v4 = w.p.frame[ETH] >> 4 == 4;
         if (v6 && !now_v6) || (!v6 && !now_v4) || (switch.is_some() && v6 != is_v6(&w.p)) {
-            let (mark, prio) = (w.p.mark, w.p.priority);
-            w.p = template(v6, rng);
-            w.p.mark = mark;
-            w.p.priority = prio;
+            let old = std::mem::replace(&mut w.p, template(v6, rng));
+            w.p.mark = old.mark;
+            w.p.priority = old.priority;
+            w.p.iif = old.iif;
+            w.p.oif = old.oif;
             w.pinned.clear();
             w.len = None;
         }

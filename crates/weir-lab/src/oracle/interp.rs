@@ -80,6 +80,19 @@ pub struct Packet {
     pub frame: Vec<u8>,
     pub mark: u32,
     pub priority: u32,
+    /// The names of the input and output devices (IFNAMSIZ bytes, NUL-padded), where the
+    /// hook has them.
+    pub iif: [u8; 16],
+    pub oif: [u8; 16],
+}
+
+/// A device name as the kernel holds it.
+pub fn ifname(s: &str) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    for (i, c) in s.bytes().take(15).enumerate() {
+        b[i] = c;
+    }
+    b
 }
 
 /// Where a register byte came from.
@@ -97,6 +110,8 @@ pub enum Loc {
     Len(u8),
     /// `meta pkttype` (from the frame's destination address).
     Pkttype,
+    /// Byte i of the input (true) or output device's name.
+    Ifname(bool, u8),
 }
 
 /// A register byte is `(byte at loc & mask) ^ xor`.
@@ -428,16 +443,20 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                         (0..4).map(|j| pv(Loc::Len(j))).collect(),
                     ),
                     "iifname" | "oifname" => {
-                        let (has, name) = if key == "iifname" {
-                            (env.has_in(), IIFNAME)
+                        let input = key == "iifname";
+                        let (has, name) = if input {
+                            (env.has_in(), &p.iif)
                         } else {
-                            (env.has_out(), OIFNAME)
+                            (env.has_out(), &p.oif)
                         };
-                        let mut v = vec![0u8; 16];
                         if has {
-                            v[..name.len()].copy_from_slice(name.as_bytes());
+                            (
+                                name.to_vec(),
+                                (0..16).map(|k| pv(Loc::Ifname(input, k))).collect(),
+                            )
+                        } else {
+                            (vec![0u8; 16], vec![None; 16])
                         }
-                        (v, vec![None; 16])
                     }
                     "iiftype" | "oiftype" => {
                         let has = if key == "iiftype" {
