@@ -6,11 +6,11 @@
 
 use super::bytecode::{parse_file, Block, Expr};
 use super::gen;
-use super::interp::{self, deliverable, Env, Family, Outcome, Packet, OWN_MAC};
+use super::interp::{self, deliverable, Conn, Env, Family, Outcome, Packet, OWN_MAC};
 use crate::rng::Rng;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use weir_engine::{Compiled, Engine, Meta, Mode, Pkt};
+use weir_engine::{Compiled, CtView, Engine, Meta, Mode, Pkt};
 use weir_lang::ir::Hook;
 use weir_wire::{LinkType, PacketMeta};
 
@@ -101,6 +101,20 @@ pub fn unknown_reason(b: &Block, env: &Env) -> Option<String> {
                 format!("meta {key}")
             }
             Expr::MetaSet { key, .. } if key != "mark" => format!("meta set {key}"),
+            Expr::Ct { key, .. }
+                if !matches!(
+                    key.as_str(),
+                    "state"
+                        | "direction"
+                        | "status"
+                        | "mark"
+                        | "expiration"
+                        | "l3protocol"
+                        | "protocol"
+                ) =>
+            {
+                format!("ct {key}")
+            }
             Expr::Payload {
                 base: super::bytecode::Base::Inner,
                 ..
@@ -181,8 +195,21 @@ impl Weir {
                 priority: p.priority,
                 iifname: name(env.has_in(), &p.iif),
                 oifname: name(env.has_out(), &p.oif),
-                ..Meta::with_ifnames("", "")
+                ct_state: p.conn.state_bits(),
+                ..Meta::default()
             };
+            if let Conn::Tracked(c) = p.conn {
+                meta.has_ct = true;
+                meta.ct_mark = c.mark;
+                meta.ct = CtView {
+                    dir: (c.info >= 3) as u8,
+                    status: c.status,
+                    expiration_ms: c.expiration_ms,
+                    l3proto: if pm.l3 == weir_wire::L3::Ipv6 { 10 } else { 2 },
+                    protocol: pm.l4proto,
+                    ..CtView::default()
+                };
+            }
             let mut pkt = Pkt {
                 frame: &p.frame,
                 pm: &pm,
@@ -222,12 +249,13 @@ impl std::fmt::Display for Difference {
             .collect();
         write!(
             f,
-            "{} ({}): {}\n    packet {hex} mark {:#x} priority {:#x} iif {:?} oif {:?}\n    kernel (oracle): {}, weir (compiled, linear): {:?}",
+            "{} ({}): {}\n    packet {hex} mark {:#x} priority {:#x} conn {:?} iif {:?} oif {:?}\n    kernel (oracle): {}, weir (compiled, linear): {:?}",
             self.at,
             self.family,
             self.rule,
             self.packet.mark,
             self.packet.priority,
+            self.packet.conn,
             String::from_utf8_lossy(&self.packet.iif).trim_end_matches('\0'),
             String::from_utf8_lossy(&self.packet.oif).trim_end_matches('\0'),
             if self.oracle { "match" } else { "no match" },

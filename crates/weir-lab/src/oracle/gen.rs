@@ -10,7 +10,8 @@
 
 use super::bytecode::{Block, Expr};
 use super::interp::{
-    eval, eval_upto, ip_checksum, set_lookup, Env, Family, Loc, Outcome, Packet, Prov, Regs, ETH,
+    eval, eval_upto, ip_checksum, set_lookup, Conn, Ct, Env, Family, Loc, Outcome, Packet, Prov,
+    Regs, ETH,
 };
 use crate::rng::Rng;
 use std::collections::BTreeSet;
@@ -59,6 +60,7 @@ pub fn template(v6: bool, rng: &mut Rng) -> Packet {
         priority: 0,
         iif: super::interp::ifname(super::interp::IIFNAME),
         oif: super::interp::ifname(super::interp::OIFNAME),
+        conn: Conn::Untracked,
     };
     fixup(&mut p, &BTreeSet::new(), None);
     p
@@ -278,6 +280,67 @@ fn write(
                 let o = 12 + k as usize;
                 w.p.frame[o] = put(w.p.frame[o]);
             }
+            Loc::CtState(k) => {
+                let old = w.p.conn.state_bits().to_le_bytes();
+                let mut new = old;
+                new[k as usize] = put(old[k as usize]);
+                let mut st = u32::from_le_bytes(new);
+                if st.count_ones() != 1 {
+                    // one state at a time: the bit just asked for
+                    let mut b = [0u8; 4];
+                    b[k as usize] = bits;
+                    st = u32::from_le_bytes(b);
+                }
+                let dir_reply = matches!(w.p.conn, Conn::Tracked(c) if c.info >= 3);
+                let ct = match w.p.conn {
+                    Conn::Tracked(c) => c,
+                    _ => Ct::default(),
+                };
+                w.p.conn = match st {
+                    1 => Conn::Invalid,
+                    64 => Conn::Untracked,
+                    2 => Conn::Tracked(Ct {
+                        info: if dir_reply { 3 } else { 0 },
+                        ..ct
+                    }),
+                    4 => Conn::Tracked(Ct {
+                        info: if dir_reply { 4 } else { 1 },
+                        ..ct
+                    }),
+                    8 => Conn::Tracked(Ct { info: 2, ..ct }),
+                    // no other state (a byte of the word without a state bit keeps it)
+                    0 if bits == 0 => w.p.conn,
+                    _ => return false,
+                };
+            }
+            Loc::CtDir | Loc::CtStatus(_) | Loc::CtMark(_) | Loc::CtExp(_) => {
+                let Conn::Tracked(mut c) = w.p.conn else {
+                    return false;
+                };
+                match pv.loc {
+                    Loc::CtDir => {
+                        let reply = put((c.info >= 3) as u8);
+                        c.info = match (reply, c.info % 3) {
+                            (0, i) => i,
+                            (1, 2) => 3,
+                            (1, i) => i + 3,
+                            _ => return false,
+                        };
+                    }
+                    Loc::CtStatus(k) | Loc::CtMark(k) | Loc::CtExp(k) => {
+                        let f = match pv.loc {
+                            Loc::CtStatus(_) => &mut c.status,
+                            Loc::CtMark(_) => &mut c.mark,
+                            _ => &mut c.expiration_ms,
+                        };
+                        let mut b = f.to_le_bytes();
+                        b[k as usize] = put(b[k as usize]);
+                        *f = u32::from_le_bytes(b);
+                    }
+                    _ => {}
+                }
+                w.p.conn = Conn::Tracked(c);
+            }
             Loc::Ifname(input, k) => {
                 let n = if input { &mut w.p.iif } else { &mut w.p.oif };
                 n[k as usize] = put(n[k as usize]);
@@ -399,6 +462,11 @@ fn repair(b: &Block, i: usize, regs: &Regs, w: &mut Work, env: &Env, rng: &mut R
         }
         Expr::Cmp { .. } | Expr::Range { .. } | Expr::Lookup { .. } => {
             set_expr(b, i, regs, true, w, env, rng)
+        }
+        // a key of a connection the packet does not have: track it
+        Expr::Ct { .. } if !matches!(w.p.conn, Conn::Tracked(_)) => {
+            w.p.conn = Conn::Tracked(Ct::default());
+            true
         }
         _ => false,
     }

@@ -84,6 +84,51 @@ pub struct Packet {
     /// hook has them.
     pub iif: [u8; 16],
     pub oif: [u8; 16],
+    /// What connection tracking knows of the packet.
+    pub conn: Conn,
+}
+
+/// The packet's connection as `ct` expressions see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Conn {
+    /// `notrack`ed: `ct state untracked`, every other key breaks.
+    Untracked,
+    /// No entry (conntrack could not track it): `ct state invalid`, the others break.
+    Invalid,
+    Tracked(Ct),
+}
+
+/// A connection entry, as much of it as the oracle reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ct {
+    /// `enum ip_conntrack_info`: 0 established, 1 related, 2 new, 3 established (reply),
+    /// 4 related (reply).
+    pub info: u8,
+    pub status: u32,
+    pub mark: u32,
+    pub expiration_ms: u32,
+}
+
+impl Default for Ct {
+    fn default() -> Ct {
+        Ct {
+            info: 0,
+            status: 0x8 | 0x2 | 0x4,
+            mark: 0,
+            expiration_ms: 30_000,
+        }
+    }
+}
+
+impl Conn {
+    /// `ct state`: NF_CT_STATE_BIT(ctinfo), or the untracked / invalid bit.
+    pub fn state_bits(&self) -> u32 {
+        match self {
+            Conn::Untracked => 64,
+            Conn::Invalid => 1,
+            Conn::Tracked(c) => 1 << (c.info % 3 + 1),
+        }
+    }
 }
 
 /// A device name as the kernel holds it.
@@ -112,6 +157,12 @@ pub enum Loc {
     Pkttype,
     /// Byte i of the input (true) or output device's name.
     Ifname(bool, u8),
+    /// `ct state` byte i, `ct direction`, `ct status` / `ct mark` / `ct expiration` byte i.
+    CtState(u8),
+    CtDir,
+    CtStatus(u8),
+    CtMark(u8),
+    CtExp(u8),
 }
 
 /// A register byte is `(byte at loc & mask) ^ xor`.
@@ -495,17 +546,44 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                 }
                 k => return out(Outcome::Unknown(format!("meta set {k}")), regs),
             },
-            // the packet is untracked (as weir's stateless engine sees every packet):
-            // `ct state` is the untracked bit, every other key breaks (nft_ct_get_eval)
-            Expr::Ct { key, dreg } if key == "state" => {
-                if regs
-                    .store(*dreg, &0x40u32.to_le_bytes(), &[None; 4])
-                    .is_none()
-                {
+            // nft_ct_get_eval: the state of any packet; the other keys of a tracked one
+            Expr::Ct { key, dreg } => {
+                let pv = |l: Loc| {
+                    Some(Prov {
+                        loc: l,
+                        mask: 0xff,
+                        xor: 0,
+                    })
+                };
+                let word = |v: u32, l: fn(u8) -> Loc| {
+                    (
+                        v.to_le_bytes().to_vec(),
+                        (0..4u8).map(|k| pv(l(k))).collect::<Vec<_>>(),
+                    )
+                };
+                let (v, prov) = match (key.as_str(), p.conn) {
+                    ("state", c) => word(c.state_bits(), Loc::CtState),
+                    (_, Conn::Untracked | Conn::Invalid) => return out(Outcome::Break(i), regs),
+                    ("direction", Conn::Tracked(c)) => {
+                        (vec![(c.info >= 3) as u8], vec![pv(Loc::CtDir)])
+                    }
+                    ("status", Conn::Tracked(c)) => word(c.status, Loc::CtStatus),
+                    ("mark", Conn::Tracked(c)) => word(c.mark, Loc::CtMark),
+                    ("expiration", Conn::Tracked(c)) => word(c.expiration_ms, Loc::CtExp),
+                    ("l3protocol", _) => (
+                        vec![if info.ethertype == 0x86dd { 10 } else { 2 }],
+                        vec![None],
+                    ),
+                    ("protocol", _) => match info.l4 {
+                        Some((_, proto)) => (vec![proto], vec![None]),
+                        None => return out(Outcome::Unknown("ct protocol".into()), regs),
+                    },
+                    (k, _) => return out(Outcome::Unknown(format!("ct {k}")), regs),
+                };
+                if regs.store(*dreg, &v, &prov).is_none() {
                     return out(Outcome::Unknown("register out of range".into()), regs);
                 }
             }
-            Expr::Ct { .. } => return out(Outcome::Break(i), regs),
             Expr::Limit {
                 rate,
                 unit_secs,
