@@ -293,8 +293,8 @@ impl Report {
 /// The block of another family of the same rule, when its meaning is the same in `family`:
 /// an `inet` block in an `ip` or `ip6` table (an inet chain evaluates IPv4 packets as an ip
 /// chain does); an `inet` block in a `netdev` table with its `meta nfproto` checks turned into
-/// the `meta protocol` checks nft puts there; a block of any family that reads no header and
-/// neither `meta nfproto` nor `meta protocol` (the same in every family).
+/// the `meta protocol` checks nft puts there; a block of any family that reads no header (nft
+/// compiles such a rule alike in every family: no protocol dependency).
 pub fn borrow(
     blocks: &HashMap<(String, String), Block>,
     family: Family,
@@ -303,11 +303,10 @@ pub fn borrow(
     let get = |f: &str| blocks.get(&(f.to_string(), rule.to_string()));
     let neutral = |b: &Block| {
         b.error.is_none()
-            && b.exprs.iter().all(|e| match e {
-                Expr::Payload { .. } => false,
-                Expr::Meta { key, .. } => key != "nfproto" && key != "protocol",
-                _ => true,
-            })
+            && !b
+                .exprs
+                .iter()
+                .any(|e| matches!(e, Expr::Payload { .. } | Expr::PayloadWrite { .. }))
     };
     if matches!(family, Family::Ip | Family::Ip6) {
         if let Some(b) = get("inet") {
