@@ -412,6 +412,7 @@ pub fn compare_case(
         if let Some(h) = gen::hit(b, &env, &mut rng) {
             any_hit = true;
             packets.extend(gen::misses(b, &env, &h, &mut rng));
+            packets.extend(gen::variants(&h));
             packets.push(h.packet);
         }
     }

@@ -515,6 +515,36 @@ pub fn hit(b: &Block, env: &Env, rng: &mut Rng) -> Option<Hit> {
     None
 }
 
+/// Variants of a hit packet whose headers move or hide what the rule reads, unless the rule
+/// chose those bytes: an IPv4 later fragment (no transport header for nft), a first fragment
+/// (More Fragments), an IPv4 header with options (the transport header further on).
+pub fn variants(hit: &Hit) -> Vec<Packet> {
+    let p = &hit.packet;
+    let mut out = Vec::new();
+    if p.frame.get(12..14) != Some(&[0x08, 0x00]) || p.frame.len() < ETH + 20 {
+        return out;
+    }
+    let free = |r: std::ops::Range<usize>| r.clone().all(|o| !hit.pinned.contains(&o));
+    let none = BTreeSet::new();
+    if free(ETH + 6..ETH + 8) {
+        for word in [0x0004u16, 0x2000] {
+            let mut q = p.clone();
+            q.frame[ETH + 6..ETH + 8].copy_from_slice(&word.to_be_bytes());
+            fixup(&mut q, &none, None);
+            out.push(q);
+        }
+    }
+    let ihl = (p.frame[ETH] & 0xf) as usize * 4;
+    if ihl == 20 && free(ETH..ETH + 1) && hit.pinned.iter().all(|&o| o < ETH || o >= ETH + 20) {
+        let mut q = p.clone();
+        q.frame[ETH] = 0x46;
+        q.frame.splice(ETH + 20..ETH + 20, [0u8; 4]);
+        fixup(&mut q, &none, None);
+        out.push(q);
+    }
+    out
+}
+
 /// Packets that each violate one comparison of a hit packet (those the hit packet reaches).
 pub fn misses(b: &Block, env: &Env, hit: &Hit, rng: &mut Rng) -> Vec<Packet> {
     let (hit, pinned) = (&hit.packet, &hit.pinned);
