@@ -1091,8 +1091,11 @@ impl Engine {
                             }
                         }
                         // `ether saddr set` without an Ethernet header (a raw-IP frame): nft
-                        // puts `meta iiftype ether` before the write, the rule stops
-                        f if f.layer() == Layer::Link => return Outcome::Next,
+                        // puts `meta iiftype ether` before the write, the rule stops; so for
+                        // a header the packet does not carry (`ip daddr set` on IPv6 in an
+                        // inet table: `meta nfproto ipv4`; `udp dport set` on TCP: `meta
+                        // l4proto udp`; a later fragment: the write itself breaks)
+                        f if f.is_header() => return Outcome::Next,
                         _ => st.rewrites_skipped += 1,
                     }
                 }

@@ -568,3 +568,32 @@ fn nat_of_the_other_family_still_looks_its_map_up() {
         assert!(p.meta.nat.is_none());
     }
 }
+
+#[test]
+fn a_header_write_stops_the_rule_on_a_packet_without_that_header() {
+    // nft puts `meta nfproto ipv4` before `ip daddr set` in an inet table and `meta l4proto
+    // udp` before `udp dport set`: the rule, its verdict included, is not for other packets
+    // (found by weir-lab's payload oracle)
+    let mut es = engines(
+        "table inet f { chain fwd { type filter hook forward priority 0; policy accept;\n\
+         ip daddr set 198.19.0.9 drop\n\
+         udp dport set 53 drop\n\
+         meta mark set 9\n } }",
+    );
+    let v6 = build::tcp6(
+        "2001:db8::1".parse().unwrap(),
+        "2001:db8::2".parse().unwrap(),
+        40000,
+        80,
+        build::tcp_flags::SYN,
+        &[],
+    );
+    assert_eq!(decide(&mut es, &v6).1, 9);
+    assert!(decide(&mut es, &v6).0.is_accept());
+    // an IPv4 packet: the first rule writes and drops
+    assert!(!accepted(&mut es, &tcp("198.18.0.1", "198.19.0.1", 80)));
+    for e in &es {
+        let hits: Vec<u64> = e.st.rule_hits.iter().map(|h| h.0).collect();
+        assert_eq!(hits, vec![1, 0, 2]);
+    }
+}

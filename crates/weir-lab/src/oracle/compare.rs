@@ -71,8 +71,8 @@ pub fn first_hook(text: &str) -> Option<Hook> {
 /// The `meta` keys the oracle evaluates (at this hook).
 fn meta_known(key: &str, env: &Env) -> bool {
     match key {
-        "l4proto" | "nfproto" | "protocol" | "mark" | "priority" | "len" | "iifname"
-        | "oifname" | "iiftype" | "oiftype" => true,
+        "l4proto" | "nfproto" | "protocol" | "mark" | "priority" | "len" | "iif" | "oif"
+        | "iifname" | "oifname" | "iiftype" | "oiftype" => true,
         "pkttype" => env.has_in(),
         _ => false,
     }
@@ -193,6 +193,8 @@ impl Weir {
             let mut meta = Meta {
                 mark: p.mark,
                 priority: p.priority,
+                iif: if env.has_in() { p.iif_index } else { 0 },
+                oif: if env.has_out() { p.oif_index } else { 0 },
                 iifname: name(env.has_in(), &p.iif),
                 oifname: name(env.has_out(), &p.oif),
                 ct_state: p.conn.state_bits(),

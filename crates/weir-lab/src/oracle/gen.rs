@@ -60,6 +60,8 @@ pub fn template(v6: bool, rng: &mut Rng) -> Packet {
         priority: 0,
         iif: super::interp::ifname(super::interp::IIFNAME),
         oif: super::interp::ifname(super::interp::OIFNAME),
+        iif_index: 2,
+        oif_index: 3,
         conn: Conn::Untracked,
     };
     fixup(&mut p, &BTreeSet::new(), None);
@@ -341,6 +343,16 @@ fn write(
                 }
                 w.p.conn = Conn::Tracked(c);
             }
+            Loc::Ifindex(input, k) => {
+                let n = if input {
+                    &mut w.p.iif_index
+                } else {
+                    &mut w.p.oif_index
+                };
+                let mut b = n.to_le_bytes();
+                b[k as usize] = put(b[k as usize]);
+                *n = u32::from_le_bytes(b);
+            }
             Loc::Ifname(input, k) => {
                 let n = if input { &mut w.p.iif } else { &mut w.p.oif };
                 n[k as usize] = put(n[k as usize]);
@@ -381,6 +393,9 @@ fn write(
             w.p.priority = old.priority;
             w.p.iif = old.iif;
             w.p.oif = old.oif;
+            w.p.iif_index = old.iif_index;
+            w.p.oif_index = old.oif_index;
+            w.p.conn = old.conn;
             w.pinned.clear();
             w.len = None;
         }

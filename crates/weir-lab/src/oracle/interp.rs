@@ -84,6 +84,9 @@ pub struct Packet {
     /// hook has them.
     pub iif: [u8; 16],
     pub oif: [u8; 16],
+    /// Their indexes.
+    pub iif_index: u32,
+    pub oif_index: u32,
     /// What connection tracking knows of the packet.
     pub conn: Conn,
 }
@@ -155,8 +158,9 @@ pub enum Loc {
     Len(u8),
     /// `meta pkttype` (from the frame's destination address).
     Pkttype,
-    /// Byte i of the input (true) or output device's name.
+    /// Byte i of the input (true) or output device's name, or of its index.
     Ifname(bool, u8),
+    Ifindex(bool, u8),
     /// `ct state` byte i, `ct direction`, `ct status` / `ct mark` / `ct expiration` byte i.
     CtState(u8),
     CtDir,
@@ -507,6 +511,23 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                             )
                         } else {
                             (vec![0u8; 16], vec![None; 16])
+                        }
+                    }
+                    // the index, 0 without a device
+                    "iif" | "oif" => {
+                        let input = key == "iif";
+                        let (has, idx) = if input {
+                            (env.has_in(), p.iif_index)
+                        } else {
+                            (env.has_out(), p.oif_index)
+                        };
+                        if has {
+                            (
+                                idx.to_le_bytes().to_vec(),
+                                (0..4).map(|k| pv(Loc::Ifindex(input, k))).collect(),
+                            )
+                        } else {
+                            (vec![0; 4], vec![None; 4])
                         }
                     }
                     "iiftype" | "oiftype" => {
