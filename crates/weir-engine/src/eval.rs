@@ -13,7 +13,7 @@ use crate::compile::*;
 use crate::hash::{jhash_key, symhash};
 use crate::sets::{KeyVals, MAX_KEY};
 use weir_lang::ir::{self, Key, KeyPart, MapValue, Policy, Source, Verdict};
-use weir_wire::{field::ifname_value, Field, Frag, Layer, LinkType, Malformed, PacketMeta, L3};
+use weir_wire::{field::ifname_value, Field, Frag, LinkType, Malformed, PacketMeta, L3};
 
 /// Why a packet was dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

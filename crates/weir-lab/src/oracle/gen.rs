@@ -550,7 +550,8 @@ pub fn variants(hit: &Hit) -> Vec<Packet> {
         }
     }
     let ihl = (p.frame[ETH] & 0xf) as usize * 4;
-    if ihl == 20 && free(ETH..ETH + 1) && hit.pinned.iter().all(|&o| o < ETH || o >= ETH + 20) {
+    if ihl == 20 && free(ETH..ETH + 1) && hit.pinned.iter().all(|&o| !(ETH..ETH + 20).contains(&o))
+    {
         let mut q = p.clone();
         q.frame[ETH] = 0x46;
         q.frame.splice(ETH + 20..ETH + 20, [0u8; 4]);
