@@ -4,7 +4,7 @@
 //! on both sides, "the rule ran to its end": the kernel did not break out of it, weir counted
 //! a hit for it (`State::rule_hits`, which counts what reaches the rule's verdict or end).
 
-use super::bytecode::{parse_file, Block, Expr};
+use super::bytecode::{parse_file, Base, Block, CmpOp, Expr};
 use super::gen;
 use super::interp::{self, deliverable, Conn, Env, Family, Outcome, Packet, OWN_MAC};
 use crate::rng::Rng;
@@ -357,6 +357,68 @@ pub fn borrow(
             }
         }
     }
+    // an `ip` (`ip6`) block in an `inet` or `netdev` table: nft puts `meta nfproto ipv4`
+    // (`meta protocol ip`) before a rule that reads the network header; one that reads only
+    // the transport header (after `meta l4proto`) is the same in every family
+    for (f, nfproto, ethertype) in [("ip", 2u8, [0x08u8, 0x00]), ("ip6", 10, [0x86, 0xdd])] {
+        let Some(b) = get(f) else {
+            continue;
+        };
+        if b.error.is_some()
+            || b.exprs.iter().any(|e| {
+                matches!(
+                    e,
+                    Expr::Payload {
+                        base: Base::Link,
+                        ..
+                    }
+                ) || matches!(e, Expr::Meta { key, .. } if key == "nfproto" || key == "protocol")
+            })
+        {
+            continue;
+        }
+        let network = b.exprs.iter().any(|e| {
+            matches!(
+                e,
+                Expr::Payload {
+                    base: Base::Network,
+                    ..
+                } | Expr::PayloadWrite {
+                    base: Base::Network,
+                    ..
+                }
+            )
+        });
+        let dep = match (family, network) {
+            (Family::Inet, true) => vec![
+                Expr::Meta {
+                    key: "nfproto".into(),
+                    dreg: 4,
+                },
+                Expr::Cmp {
+                    op: CmpOp::Eq,
+                    sreg: 4,
+                    data: vec![nfproto],
+                },
+            ],
+            (Family::Netdev, true) => vec![
+                Expr::Meta {
+                    key: "protocol".into(),
+                    dreg: 4,
+                },
+                Expr::Cmp {
+                    op: CmpOp::Eq,
+                    sreg: 4,
+                    data: ethertype.to_vec(),
+                },
+            ],
+            (Family::Inet | Family::Netdev | Family::Ip | Family::Ip6, false) => vec![],
+            _ => continue,
+        };
+        let mut b = b.clone();
+        b.exprs.splice(0..0, dep);
+        return Some(b);
+    }
     None
 }
 
@@ -373,6 +435,21 @@ pub fn compare_case(
     let Some(family) = Family::from_name(&fam_name) else {
         return r.skip("family");
     };
+    let Some(hook) = first_hook(text) else {
+        return r.skip("no base chain");
+    };
+    if hook == Hook::Egress {
+        return r.skip("egress hook");
+    }
+    let env = Env { family, hook };
+    let mut weir = match Weir::load(text, hook) {
+        Ok(w) => w,
+        Err(m) if m.starts_with("weir does not evaluate") => {
+            let what: Vec<&str> = m.split_whitespace().take(6).collect();
+            return r.skip(what.join(" "));
+        }
+        Err(_) => return r.skip("weir does not load the rule"),
+    };
     let borrowed;
     let b = match blocks.get(&(fam_name.clone(), rule.to_string())) {
         Some(b) => b,
@@ -388,21 +465,6 @@ pub fn compare_case(
                 return r.skip("no payload block for the family");
             }
         },
-    };
-    let Some(hook) = first_hook(text) else {
-        return r.skip("no base chain");
-    };
-    if hook == Hook::Egress {
-        return r.skip("egress hook");
-    }
-    let env = Env { family, hook };
-    let mut weir = match Weir::load(text, hook) {
-        Ok(w) => w,
-        Err(m) if m.starts_with("weir does not evaluate") => {
-            let what: Vec<&str> = m.split_whitespace().take(6).collect();
-            return r.skip(what.join(" "));
-        }
-        Err(_) => return r.skip("weir does not load the rule"),
     };
     if let Some(why) = unknown_reason(b, &env) {
         return r.skip(format!("oracle: {why}"));
