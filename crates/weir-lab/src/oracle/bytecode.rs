@@ -580,10 +580,11 @@ pub fn parse_file(src: &str) -> Vec<Block> {
                             filling = None;
                         }
                     }
-                } else if w.len() >= 3 && b.family.is_empty() {
+                } else if !w.is_empty() && b.family.is_empty() {
+                    // `FAMILY TABLE CHAIN` (some files give the family alone)
                     b.family = w[0].to_string();
-                    b.table = w[1].to_string();
-                    b.chain = w[2].to_string();
+                    b.table = w.get(1).unwrap_or(&"").to_string();
+                    b.chain = w.get(2).unwrap_or(&"").to_string();
                 } else {
                     b.error = Some(format!("cannot read `{l}`"));
                 }
