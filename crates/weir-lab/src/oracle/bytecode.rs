@@ -174,6 +174,22 @@ pub struct Elem {
     raw_data: Option<String>,
 }
 
+impl Elem {
+    /// An element covering `key` to `end` (each component inclusive), in register layout.
+    pub fn range(key: Vec<u8>, end: Vec<u8>, comps: Vec<usize>) -> Elem {
+        Elem {
+            key,
+            comps,
+            end: Some(end),
+            interval_end: false,
+            data: None,
+            raw_key: String::new(),
+            raw_end: None,
+            raw_data: None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum ElemData {
     Verdict(String),
@@ -186,6 +202,9 @@ pub struct Set {
     /// NFT_SET_* flags of the declaration (0x4: interval).
     pub flags: u32,
     pub elems: Vec<Elem>,
+    /// A set of the `.t` file (`!NAME ...`), not in the block: its elements come from the
+    /// rule's table ([`super::sets`]); whether the key the lookup builds is in host order.
+    pub named: Option<bool>,
 }
 
 impl Set {
@@ -576,6 +595,7 @@ pub fn parse_file(src: &str) -> Vec<Block> {
                                 name,
                                 flags,
                                 elems: Vec::new(),
+                                named: None,
                             });
                             filling = None;
                         }
@@ -725,13 +745,25 @@ fn resolve(b: &mut Block, raw: Vec<Vec<String>>) -> Result<(), String> {
                 let name = next()?.remove(0);
                 // anonymous sets are all `__set%d`: the n-th lookup of one is the n-th declared
                 let k = anon_used.entry(name.clone()).or_default();
-                let idx = sets
+                let found = sets
                     .iter()
                     .enumerate()
                     .filter(|(_, s)| s.name == name)
                     .map(|(i, _)| i)
-                    .nth(*k)
-                    .ok_or_else(|| format!("unknown: named set {name}"))?;
+                    .nth(*k);
+                let idx = match found {
+                    Some(i) => i,
+                    None if !name.starts_with("__") => {
+                        sets.push(Set {
+                            name: name.clone(),
+                            flags: 0,
+                            elems: Vec::new(),
+                            named: Some(host[*sreg]),
+                        });
+                        sets.len() - 1
+                    }
+                    None => return Err(format!("unknown: set {name}")),
+                };
                 *k += 1;
                 *set = idx;
                 let s = &mut sets[idx];

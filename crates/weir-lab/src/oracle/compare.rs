@@ -137,7 +137,11 @@ pub fn unknown_reason(b: &Block, env: &Env) -> Option<String> {
             {
                 "jump/goto verdict".into()
             }
-            Expr::Lookup { set, .. } if b.sets[*set].elems.is_empty() => "empty set".into(),
+            Expr::Lookup { set, .. }
+                if b.sets[*set].elems.is_empty() && b.sets[*set].named.is_none() =>
+            {
+                "empty set".into()
+            }
             _ => continue,
         };
         return Some(r);
@@ -465,6 +469,17 @@ pub fn compare_case(
                 return r.skip("no payload block for the family");
             }
         },
+    };
+    let filled;
+    let b = if b.sets.iter().any(|s| s.named.is_some()) {
+        let mut c = b.clone();
+        if let Err(why) = super::sets::fill(&mut c, text) {
+            return r.skip(format!("oracle: {why}"));
+        }
+        filled = c;
+        &filled
+    } else {
+        b
     };
     if let Some(why) = unknown_reason(b, &env) {
         return r.skip(format!("oracle: {why}"));

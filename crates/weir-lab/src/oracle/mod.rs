@@ -7,3 +7,4 @@ pub mod bytecode;
 pub mod compare;
 pub mod gen;
 pub mod interp;
+pub mod sets;
