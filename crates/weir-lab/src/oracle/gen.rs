@@ -532,10 +532,30 @@ pub fn hit(b: &Block, env: &Env, rng: &mut Rng) -> Option<Hit> {
 
 /// Variants of a hit packet whose headers move or hide what the rule reads, unless the rule
 /// chose those bytes: an IPv4 later fragment (no transport header for nft), a first fragment
-/// (More Fragments), an IPv4 header with options (the transport header further on).
+/// (More Fragments), an IPv4 header with options (the transport header further on); IPv6
+/// extension headers (hop-by-hop, destination options, fragment headers).
 pub fn variants(hit: &Hit) -> Vec<Packet> {
     let p = &hit.packet;
     let mut out = Vec::new();
+    if is_v6(p) && p.frame.len() >= ETH + 40 {
+        // an extension header in front of the rest: hop-by-hop options (PadN), destination
+        // options, a fragment header (first fragment, then a later one)
+        let nh = p.frame[ETH + 6];
+        let none = BTreeSet::new();
+        for (kind, ext) in [
+            (0u8, [nh, 0, 1, 4, 0, 0, 0, 0]),
+            (60, [nh, 0, 1, 4, 0, 0, 0, 0]),
+            (44, [nh, 0, 0, 1, 0, 0, 0, 7]),
+            (44, [nh, 0, 0, 0x10, 0, 0, 0, 7]),
+        ] {
+            let mut q = p.clone();
+            q.frame[ETH + 6] = kind;
+            q.frame.splice(ETH + 40..ETH + 40, ext);
+            fixup(&mut q, &none, None);
+            out.push(q);
+        }
+        return out;
+    }
     if p.frame.get(12..14) != Some(&[0x08, 0x00]) || p.frame.len() < ETH + 20 {
         return out;
     }

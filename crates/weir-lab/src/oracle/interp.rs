@@ -203,9 +203,46 @@ pub enum Outcome {
     Unknown(String),
 }
 
-/// IPv6 next-header values that are extension headers (`ipv6_ext_hdr`, and ESP/none).
+/// IPv6 next-header values `ipv6_ext_hdr` says are extension headers (hop-by-hop, routing,
+/// fragment, AH, none, destination options).
 pub fn ipv6_ext(nh: u8) -> bool {
-    matches!(nh, 0 | 43 | 44 | 50 | 51 | 59 | 60 | 135)
+    matches!(nh, 0 | 43 | 44 | 51 | 59 | 60)
+}
+
+/// `ipv6_find_hdr(skb, &thoff, -1, &fragoff, &flags)`: the first header that is not an
+/// extension header (its offset in the frame and protocol) and whether the packet is a later
+/// fragment; None (-EBADMSG, -ENOENT) when a header does not fit.
+pub fn ipv6_find_hdr(f: &[u8], end: usize) -> Option<(usize, u8, bool)> {
+    let mut nexthdr = *f.get(ETH + 6)?;
+    let mut start = ETH + 40;
+    loop {
+        if !ipv6_ext(nexthdr) || nexthdr == 59 {
+            return Some((start, nexthdr, false));
+        }
+        if start + 2 > end {
+            return None;
+        }
+        let (hnext, hlen) = (f[start], f[start + 1] as usize);
+        let size = match nexthdr {
+            44 => {
+                if start + 4 > end {
+                    return None;
+                }
+                let off = u16::from_be_bytes([f[start + 2], f[start + 3]]) & !0x7;
+                if off != 0 {
+                    if !ipv6_ext(hnext) || hnext == 59 {
+                        return Some((start, hnext, true));
+                    }
+                    return None;
+                }
+                8
+            }
+            51 => (hlen + 2) << 2,
+            _ => (hlen + 1) << 3,
+        };
+        nexthdr = hnext;
+        start += size;
+    }
 }
 
 fn ipv4_info(f: &[u8], validate: bool) -> Option<(usize, u8, bool)> {
@@ -219,13 +256,13 @@ fn ipv4_info(f: &[u8], validate: bool) -> Option<(usize, u8, bool)> {
     Some((ETH + ihl, h[9], fragoff))
 }
 
-fn ipv6_info(f: &[u8], validate: bool) -> Option<(usize, u8)> {
+fn ipv6_info(f: &[u8], validate: bool) -> Option<()> {
     let h = f.get(ETH..ETH + 40)?;
     let plen = u16::from_be_bytes([h[4], h[5]]) as usize;
     if validate && (h[0] >> 4 != 6 || plen + 40 > f.len() - ETH) {
         return None;
     }
-    Some((ETH + 40, h[6]))
+    Some(())
 }
 
 /// The packet as the hook sees it; None when the hook does not see it, Err when the oracle
@@ -267,12 +304,10 @@ pub fn pktinfo(p: &Packet, env: &Env) -> Result<Option<Pktinfo>, String> {
             info.l4 = Some((th, proto));
             info.fragoff = frag;
         }
-    } else if v6 {
-        if let Some((th, nh)) = ipv6_info(f, validate) {
-            if ipv6_ext(nh) {
-                return Err("IPv6 extension header".into());
-            }
+    } else if v6 && ipv6_info(f, validate).is_some() {
+        if let Some((th, nh, frag)) = ipv6_find_hdr(f, f.len()) {
             info.l4 = Some((th, nh));
+            info.fragoff = frag;
         }
     }
     Ok(Some(info))
