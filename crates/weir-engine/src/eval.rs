@@ -566,6 +566,13 @@ impl<'a> Pkt<'a> {
                     _ => return None,
                 })
             }
+            // nft reads `icmp id` / `icmp sequence` behind `icmp type { echo-reply,
+            // echo-request }` (the messages of other types with an identifier do not match)
+            Field::IcmpId | Field::IcmpSequence
+                if !matches!(pm.get(self.frame, Field::IcmpType), Some(0 | 8)) =>
+            {
+                None
+            }
             f => pm.get(self.frame, f),
         }
     }

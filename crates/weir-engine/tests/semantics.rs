@@ -597,3 +597,32 @@ fn a_header_write_stops_the_rule_on_a_packet_without_that_header() {
         assert_eq!(hits, vec![1, 0, 2]);
     }
 }
+
+#[test]
+fn icmp_id_is_read_behind_the_echo_types_as_nft_does() {
+    // nft compiles `icmp id 22` to `icmp type { echo-reply, echo-request }` then the id: a
+    // timestamp request with that identifier does not match (found by weir-lab's payload
+    // oracle)
+    let mut es = engines(
+        "table ip f { chain fwd { type filter hook forward priority 0; policy accept;\n\
+         icmp id 22 meta mark set 1\n\
+         icmp sequence 7 meta mark set 2\n } }",
+    );
+    let icmp = |ty: u8| {
+        let mut f = build::icmp4_echo(
+            a4("198.18.0.1"),
+            a4("198.19.0.1"),
+            22,
+            7,
+            b"abcdefghijklmnopqrst",
+        );
+        // the message type, the ICMP checksum left as it is (nft does not check it)
+        let l4 = 14 + 20;
+        f[l4] = ty;
+        f
+    };
+    assert_eq!(decide(&mut es, &icmp(8)).1, 2);
+    assert_eq!(decide(&mut es, &icmp(0)).1, 2);
+    assert_eq!(decide(&mut es, &icmp(13)).1, 0);
+    assert_eq!(decide(&mut es, &icmp(17)).1, 0);
+}

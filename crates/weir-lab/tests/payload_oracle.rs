@@ -27,6 +27,17 @@ fn payload_oracle() {
         return;
     };
     let only = std::env::var("WEIR_ORACLE_ONLY").unwrap_or_default();
+    // another seed or more hit packets a rule: a search beyond what CI runs (the exceptions
+    // and the floor are checked only with the defaults)
+    let seed: u64 = std::env::var("WEIR_ORACLE_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(SEED);
+    let rounds: usize = std::env::var("WEIR_ORACLE_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2);
+    let defaults = seed == SEED && rounds == 2;
     let mut r = Report::default();
     for p in common::t_files(&py) {
         let name = p
@@ -44,7 +55,7 @@ fn payload_oracle() {
                 continue;
             }
             let at = format!("{}:{}", c.file, c.line);
-            compare_case(&mut r, &at, &c.rule, &c.text, &blocks, SEED);
+            compare_case(&mut r, &at, &c.rule, &c.text, &blocks, seed, rounds);
         }
     }
     let skipped: usize = r.skipped.values().sum();
@@ -93,7 +104,7 @@ fn payload_oracle() {
             println!("  {d}");
         }
     }
-    if only.is_empty() {
+    if only.is_empty() && defaults {
         let stale: Vec<&String> = listed.difference(&differ_at).collect();
         assert!(
             stale.is_empty(),

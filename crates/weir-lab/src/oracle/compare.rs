@@ -427,6 +427,7 @@ pub fn borrow(
 }
 
 /// Compare one case (`file:line`, the table text with the rule, its family's block).
+#[allow(clippy::too_many_arguments)]
 pub fn compare_case(
     r: &mut Report,
     at: &str,
@@ -434,6 +435,7 @@ pub fn compare_case(
     text: &str,
     blocks: &HashMap<(String, String), Block>,
     seed: u64,
+    rounds: usize,
 ) {
     let fam_name = text.split_whitespace().nth(1).unwrap_or("").to_string();
     let Some(family) = Family::from_name(&fam_name) else {
@@ -487,7 +489,7 @@ pub fn compare_case(
     let mut rng = Rng::for_item(seed, fxhash(at) ^ fxhash(&fam_name));
     let mut packets: Vec<Packet> = Vec::new();
     let mut any_hit = false;
-    for _ in 0..2 {
+    for _ in 0..rounds {
         if let Some(h) = gen::hit(b, &env, &mut rng) {
             any_hit = true;
             packets.extend(gen::misses(b, &env, &h, &mut rng));

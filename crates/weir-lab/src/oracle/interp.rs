@@ -337,9 +337,39 @@ pub fn deliverable(p: &Packet) -> bool {
             f.len() >= ETH + 40
                 && f[ETH] >> 4 == 6
                 && u16::from_be_bytes([f[ETH + 4], f[ETH + 5]]) as usize + 40 == f.len() - ETH
+                && (f[ETH + 6] != 0 || hop_by_hop_ok(&f[ETH + 40..]))
         }
         _ => false,
     }
+}
+
+/// A hop-by-hop options header first, as `ipv6_rcv` checks it before the hooks
+/// (`ipv6_parse_hopopts`): it fits, and its options are padding or unknown options to skip
+/// (the action bits 00); anything else the oracle counts as dropped.
+fn hop_by_hop_ok(h: &[u8]) -> bool {
+    let Some(&len) = h.get(1) else {
+        return false;
+    };
+    let end = (len as usize + 1) * 8;
+    if end > h.len() {
+        return false;
+    }
+    let mut o = 2;
+    while o < end {
+        match h[o] {
+            0 => o += 1,
+            t => {
+                let Some(&l) = h.get(o + 1) else {
+                    return false;
+                };
+                if (t != 1 && t >> 6 != 0) || o + 2 + l as usize > end {
+                    return false;
+                }
+                o += 2 + l as usize;
+            }
+        }
+    }
+    true
 }
 
 /// The Internet checksum of `b` (0 over a header with a right checksum).
