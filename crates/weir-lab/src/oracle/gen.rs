@@ -531,12 +531,16 @@ pub fn hit(b: &Block, env: &Env, rng: &mut Rng) -> Option<Hit> {
 }
 
 /// Variants of a hit packet whose headers move or hide what the rule reads, unless the rule
-/// chose those bytes: an IPv4 later fragment (no transport header for nft), a first fragment
+/// chose those bytes: padding after the IP packet, an IPv4 later fragment (no transport header for nft), a first fragment
 /// (More Fragments), an IPv4 header with options (the transport header further on); IPv6
 /// extension headers (hop-by-hop, destination options, fragment headers).
 pub fn variants(hit: &Hit) -> Vec<Packet> {
     let p = &hit.packet;
     let mut out = Vec::new();
+    // the link layer's padding after the IP packet (short frames are padded to 60 bytes)
+    let mut padded = p.clone();
+    padded.frame.extend([0u8; 10]);
+    out.push(padded);
     if is_v6(p) && p.frame.len() >= ETH + 40 {
         // an extension header in front of the rest: hop-by-hop options (PadN), destination
         // options, a fragment header (first fragment, then a later one)

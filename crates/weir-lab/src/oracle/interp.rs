@@ -184,8 +184,11 @@ pub struct Pktinfo {
     /// The transport header's offset in the frame (NFT_PKTINFO_L4PROTO), and its protocol.
     pub l4: Option<(usize, u8)>,
     pub fragoff: bool,
-    /// `skb->len` at the hook.
+    /// `skb->len` at the hook (from the network header).
     pub len: usize,
+    /// Where the data a load can read ends in the frame: the IP packet's end at the IP hooks
+    /// (`ip_rcv` trims the link layer's padding), the frame's at netdev ingress.
+    pub end: usize,
     /// `meta nfproto` (the hook's family: 2, 10, or 5 for netdev).
     pub nfproto: u8,
 }
@@ -291,6 +294,7 @@ pub fn pktinfo(p: &Packet, env: &Env) -> Result<Option<Pktinfo>, String> {
         l4: None,
         fragoff: false,
         len: l3len,
+        end: f.len(),
         nfproto: if env.family == Family::Netdev {
             5
         } else if v4 {
@@ -304,8 +308,22 @@ pub fn pktinfo(p: &Packet, env: &Env) -> Result<Option<Pktinfo>, String> {
             info.l4 = Some((th, proto));
             info.fragoff = frag;
         }
-    } else if v6 && ipv6_info(f, validate).is_some() {
-        if let Some((th, nh, frag)) = ipv6_find_hdr(f, f.len()) {
+    }
+    if !validate {
+        let ip_len = if v4 {
+            f.get(ETH + 2..ETH + 4)
+                .map(|b| u16::from_be_bytes([b[0], b[1]]) as usize)
+        } else {
+            f.get(ETH + 4..ETH + 6)
+                .map(|b| u16::from_be_bytes([b[0], b[1]]) as usize + 40)
+        };
+        if let Some(n) = ip_len.filter(|&n| n <= l3len) {
+            info.end = ETH + n;
+            info.len = n;
+        }
+    }
+    if v6 && ipv6_info(f, validate).is_some() {
+        if let Some((th, nh, frag)) = ipv6_find_hdr(f, info.end) {
             info.l4 = Some((th, nh));
             info.fragoff = frag;
         }
@@ -329,14 +347,14 @@ pub fn deliverable(p: &Packet) -> bool {
             h[0] >> 4 == 4
                 && ihl >= 20
                 && tot >= ihl
-                && tot == h.len()
+                && tot <= h.len()
                 && ip_checksum(&h[..ihl]) == 0
                 && h[20..ihl].iter().all(|&b| b == 0)
         }
         0x86dd => {
             f.len() >= ETH + 40
                 && f[ETH] >> 4 == 6
-                && u16::from_be_bytes([f[ETH + 4], f[ETH + 5]]) as usize + 40 == f.len() - ETH
+                && u16::from_be_bytes([f[ETH + 4], f[ETH + 5]]) as usize + 40 <= f.len() - ETH
                 && (f[ETH + 6] != 0 || hop_by_hop_ok(&f[ETH + 40..]))
         }
         _ => false,
@@ -513,7 +531,7 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                     Base::Inner => return out(Outcome::Unknown("inner header".into()), regs),
                 };
                 let (a, z) = (start + off, start + off + len);
-                if z > frame.len() {
+                if z > info.end {
                     return out(Outcome::Break(i), regs);
                 }
                 if written {
@@ -723,7 +741,7 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                     _ => return out(Outcome::Break(i), regs),
                 };
                 let (a, z) = (start + off, start + off + len);
-                if z > frame.len() {
+                if z > info.end {
                     return out(Outcome::Break(i), regs);
                 }
                 let v = regs.get(*sreg, *len).to_vec();
