@@ -889,3 +889,81 @@ pub fn memcmp(a: &[u8], b: &[u8]) -> Ordering {
     let n = a.len().min(b.len());
     a[..n].cmp(&b[..n])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oracle::bytecode::parse_file;
+
+    fn packet(mark: u32, conn: Conn) -> Packet {
+        let mut rng = crate::rng::Rng::new(7);
+        let mut p = crate::oracle::gen::template(false, &mut rng);
+        p.mark = mark;
+        p.conn = conn;
+        p
+    }
+
+    const ENV: Env = Env {
+        family: Family::Ip,
+        hook: Hook::Input,
+    };
+
+    #[test]
+    fn host_order_values_and_shifts() {
+        // (mark | 0x10) << 8 == 0x1400: mark 4 gives it
+        let src = "# x\nip t input\n  [ meta load mark => reg 1 ]\n  [ bitwise reg 1 = ( reg 1 & 0xffffffef ) ^ 0x00000010 ]\n  [ bitwise reg 1 = ( reg 1 << 0x00000008 ) ]\n  [ cmp eq reg 1 0x00001400 ]\n";
+        let b = &parse_file(src)[0];
+        assert_eq!(
+            eval(b, &packet(4, Conn::Untracked), &ENV).outcome,
+            Outcome::Match
+        );
+        assert_eq!(
+            eval(b, &packet(5, Conn::Untracked), &ENV).outcome,
+            Outcome::Break(3)
+        );
+    }
+
+    #[test]
+    fn interval_sets_after_byteorder() {
+        // ct mark { 0x32-0x2222, 0x4444-0x42de3 }: interval starts and (exclusive) ends
+        let src = "# x\n__set%d t 7\n__set%d t 0\n\telement 00000000 flags 1\telement 00000032\telement 00002223 flags 1\telement 00004444\telement 00042de4 flags 1\nip t output\n  [ ct load mark => reg 1 ]\n  [ byteorder reg 1 = hton(reg 1, 4, 4) ]\n  [ lookup reg 1 set __set%d ]\n";
+        let b = &parse_file(src)[0];
+        let env = Env {
+            family: Family::Ip,
+            hook: Hook::Output,
+        };
+        let with = |mark| {
+            let c = Ct {
+                mark,
+                ..Ct::default()
+            };
+            eval(b, &packet(0, Conn::Tracked(c)), &env).outcome
+        };
+        for (m, hit) in [
+            (0x31, false),
+            (0x32, true),
+            (0x2222, true),
+            (0x2223, false),
+            (0x4444, true),
+            (0x42de3, true),
+            (0x42de4, false),
+        ] {
+            assert_eq!(with(m) == Outcome::Match, hit, "{m:#x}");
+        }
+        // an untracked packet has no mark: the rule breaks at the load
+        assert_eq!(
+            eval(b, &packet(0, Conn::Untracked), &env).outcome,
+            Outcome::Break(0)
+        );
+    }
+
+    #[test]
+    fn transport_loads_break_on_later_fragments() {
+        let src = "# x\nip t input\n  [ meta load l4proto => reg 1 ]\n  [ cmp eq reg 1 0x06 ]\n  [ payload load 2b @ transport header + 2 => reg 1 ]\n";
+        let b = &parse_file(src)[0];
+        let mut p = packet(0, Conn::Untracked);
+        assert_eq!(eval(b, &p, &ENV).outcome, Outcome::Match);
+        p.frame[ETH + 7] = 0x10;
+        assert_eq!(eval(b, &p, &ENV).outcome, Outcome::Break(2));
+    }
+}
