@@ -512,8 +512,13 @@ pub fn compare_case(
     for p in packets {
         // ip_rcv drops what is for another host before the IP hooks
         let other_host = p.frame[0] & 1 == 0 && p.frame[..6] != OWN_MAC;
-        if !deliverable(&p) || (other_host && family != Family::Netdev && env.has_in()) {
+        // netdev ingress sees every frame; the IP hooks what ip_rcv / ipv6_rcv let through
+        let seen = family == Family::Netdev || (deliverable(&p) && !(other_host && env.has_in()));
+        if !seen {
             r.packets_undeliverable += 1;
+            if std::env::var_os("WEIR_ORACLE_UNDELIVERABLE").is_some() {
+                println!("undeliverable: {at} {fam_name} {rule}");
+            }
             continue;
         }
         let o = interp::eval(b, &p, &env).outcome;

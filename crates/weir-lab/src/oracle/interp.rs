@@ -288,6 +288,10 @@ pub fn pktinfo(p: &Packet, env: &Env) -> Result<Option<Pktinfo>, String> {
     if !seen {
         return Ok(None);
     }
+    // a VLAN tag: untagged (skb_vlan_untag) before the ingress hook, not modelled
+    if matches!(ethertype, 0x8100 | 0x88a8) {
+        return Err("VLAN tag".into());
+    }
     let validate = env.family == Family::Netdev;
     let mut info = Pktinfo {
         ethertype,
