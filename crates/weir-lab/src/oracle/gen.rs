@@ -221,7 +221,9 @@ fn candidates(b: &Block, e: &Expr, cur: &[u8], n: usize, rng: &mut Rng) -> Vec<V
     }
     // network and transport protocols
     match n {
-        1 => c.extend([2u8, 10, 6, 17, 1, 58].map(|b| vec![b])),
+        1 => {
+            c.extend([2u8, 10, 6, 17, 1, 58, 0, 43, 44, 50, 51, 59, 60, 135, 139].map(|b| vec![b]))
+        }
         2 => c.extend([[0x08, 0], [0x86, 0xdd]].map(|b| b.to_vec())),
         _ => {}
     }
@@ -533,7 +535,8 @@ pub fn hit(b: &Block, env: &Env, rng: &mut Rng) -> Option<Hit> {
 /// Variants of a hit packet whose headers move or hide what the rule reads, unless the rule
 /// chose those bytes: padding after the IP packet, an IPv4 later fragment (no transport header for nft), a first fragment
 /// (More Fragments), an IPv4 header with options (the transport header further on); IPv6
-/// extension headers (hop-by-hop, destination options, fragment headers).
+/// extension headers (hop-by-hop, destination options, fragment headers), next headers that
+/// are not (mobility, HIP).
 pub fn variants(hit: &Hit) -> Vec<Packet> {
     let p = &hit.packet;
     let mut out = Vec::new();
@@ -556,6 +559,13 @@ pub fn variants(hit: &Hit) -> Vec<Packet> {
             q.frame[ETH + 6] = kind;
             q.frame.splice(ETH + 40..ETH + 40, ext);
             fixup(&mut q, &none, None);
+            out.push(q);
+        }
+        // next headers Linux does not walk as extension headers (ipv6_ext_hdr): mobility,
+        // HIP; the transport header is what follows
+        for nh in [135u8, 139] {
+            let mut q = p.clone();
+            q.frame[ETH + 6] = nh;
             out.push(q);
         }
         return out;
