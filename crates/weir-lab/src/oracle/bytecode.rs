@@ -125,7 +125,11 @@ pub enum Expr {
     /// `immediate reg 0 VERDICT`
     Verdict(String),
     Counter,
-    /// A statement that cannot stop the rule: `log`, `notrack`, `ct set mark`, or one that
+    /// `ct set mark with reg R`
+    CtSetMark {
+        sreg: usize,
+    },
+    /// A statement that cannot stop the rule: `log`, `notrack`, or one that
     /// ends it (`end`): `reject`, `nat`, `redir`, `masq`, `queue num`.
     Stmt {
         kind: String,
@@ -444,10 +448,11 @@ fn parse_expr(line: &str, raw: &mut Vec<Vec<String>>) -> Result<Expr, String> {
             kind: k.into(),
             end: false,
         },
-        Some("ct") if t.get(1) == Some(&"set") && t.get(2) == Some(&"mark") => Expr::Stmt {
-            kind: "ct set mark".into(),
-            end: false,
-        },
+        Some("ct") if t.get(1) == Some(&"set") && t.get(2) == Some(&"mark") && t.len() == 6 => {
+            Expr::CtSetMark {
+                sreg: t.get(5).and_then(|s| reg_arg(s)).ok_or_else(bad)?,
+            }
+        }
         Some(k @ ("reject" | "nat" | "redir" | "masq")) => Expr::Stmt {
             kind: k.into(),
             end: true,
@@ -657,6 +662,16 @@ fn ct_host(key: &str) -> bool {
 /// Convert the raw constants of a block into register bytes, following which register words
 /// hold host-order data, and attach lookups to their sets.
 fn resolve(b: &mut Block, raw: Vec<Vec<String>>) -> Result<(), String> {
+    // the byte order of data an immediate or a map gives: that of the statement it feeds
+    let sink_host: Vec<bool> = (0..b.exprs.len())
+        .map(|i| match &b.exprs[i] {
+            Expr::Immediate { dreg, .. }
+            | Expr::Lookup {
+                dreg: Some(dreg), ..
+            } => consumer_host(&b.exprs[i + 1..], *dreg),
+            _ => false,
+        })
+        .collect();
     let mut host = [false; WORDS];
     let mut len = [0usize; WORDS]; // bytes of data that starts at a word
     let mut raw = raw.into_iter();
@@ -687,7 +702,7 @@ fn resolve(b: &mut Block, raw: Vec<Vec<String>>) -> Result<(), String> {
         }
     };
     let sets = &mut b.sets;
-    for e in b.exprs.iter_mut() {
+    for (i, e) in b.exprs.iter_mut().enumerate() {
         match e {
             Expr::Payload { len: n, dreg, .. } => set_host(&mut host, &mut len, *dreg, *n, false),
             Expr::Meta { key, dreg } => {
@@ -717,9 +732,9 @@ fn resolve(b: &mut Block, raw: Vec<Vec<String>>) -> Result<(), String> {
             Expr::Shift {
                 dreg, sreg, len: l, ..
             } => {
+                // a shift works on host-order words: what follows is printed as values
                 *l = len[*sreg].max(4);
-                let h = host[*sreg];
-                set_host(&mut host, &mut len, *dreg, *l, h);
+                set_host(&mut host, &mut len, *dreg, *l, true);
             }
             Expr::Byteorder {
                 dreg, sreg, len: n, ..
@@ -792,7 +807,10 @@ fn resolve(b: &mut Block, raw: Vec<Vec<String>>) -> Result<(), String> {
                                 let mut out = Vec::new();
                                 for c in d.split(" . ") {
                                     let ws: Vec<&str> = c.split_whitespace().collect();
-                                    let mut v = data_bytes(&ws, false)
+                                    if sink_host[i] && ws.len() > 1 {
+                                        return Err("unknown: host-order map data".into());
+                                    }
+                                    let mut v = data_bytes(&ws, sink_host[i])
                                         .ok_or_else(|| format!("bad map data {d}"))?;
                                     while v.len() % 4 != 0 {
                                         v.push(0);
@@ -806,17 +824,52 @@ fn resolve(b: &mut Block, raw: Vec<Vec<String>>) -> Result<(), String> {
                     }
                 }
                 if let (Some(d), Some(n)) = (dreg, data_host) {
-                    set_host(&mut host, &mut len, *d, n, false);
+                    set_host(&mut host, &mut len, *d, n, sink_host[i]);
                 }
             }
             Expr::Immediate { dreg, data } => {
-                *data = conv(&next()?, false)?;
-                set_host(&mut host, &mut len, *dreg, data.len(), false);
+                let ws = next()?;
+                check_words(&ws, sink_host[i])?;
+                *data = conv(&ws, sink_host[i])?;
+                set_host(&mut host, &mut len, *dreg, data.len(), sink_host[i]);
             }
             _ => {}
         }
     }
     Ok(())
+}
+
+/// Whether the first expression of `rest` that reads register `reg` stores it in host order
+/// (`meta set mark`, `ct set mark`), following `bitwise` and shifts on the way.
+fn consumer_host(rest: &[Expr], reg: usize) -> bool {
+    let mut reg = reg;
+    for e in rest {
+        match e {
+            Expr::MetaSet { key, sreg } if *sreg == reg => return meta_host(key),
+            Expr::CtSetMark { sreg } if *sreg == reg => return true,
+            Expr::Shift { sreg, .. } if *sreg == reg => return true,
+            Expr::Bitwise { sreg, dreg, .. } if *sreg == reg => reg = *dreg,
+            Expr::Byteorder { sreg, .. } if *sreg == reg => return false,
+            Expr::Cmp { sreg, .. }
+            | Expr::Range { sreg, .. }
+            | Expr::Lookup { sreg, .. }
+            | Expr::PayloadWrite { sreg, .. }
+                if *sreg == reg =>
+            {
+                return false
+            }
+            Expr::Payload { dreg, .. }
+            | Expr::Meta { dreg, .. }
+            | Expr::Ct { dreg, .. }
+            | Expr::Immediate { dreg, .. }
+                if *dreg == reg =>
+            {
+                return false
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 /// A set key (`c0a80102 . 0050`) in register layout from `sreg` on: each component in the

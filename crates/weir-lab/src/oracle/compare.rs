@@ -183,8 +183,9 @@ impl Weir {
         })
     }
 
-    /// Whether the rule ran to its end on the packet, in each mode.
-    pub fn matches(&mut self, p: &Packet) -> Vec<bool> {
+    /// Whether the rule ran to its end on the packet, in each mode, and the packet's mark and
+    /// its connection's mark afterwards.
+    pub fn matches(&mut self, p: &Packet) -> Vec<(bool, u32, u32)> {
         let pm = PacketMeta::parse(&p.frame, LinkType::Ethernet);
         let env = Env {
             family: Family::Netdev,
@@ -225,9 +226,30 @@ impl Weir {
             };
             e.process(self.hook, &mut pkt);
             let after: u64 = e.st.rule_hits.iter().map(|h| h.0).sum();
-            out.push(after > before);
+            out.push((after > before, pkt.meta.mark, pkt.meta.ct_mark));
         }
         out
+    }
+}
+
+/// What a rule did to a packet: whether it matched, and the marks it set (when it sets them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Answer {
+    pub matched: bool,
+    pub mark: Option<u32>,
+    pub ct_mark: Option<u32>,
+}
+
+impl std::fmt::Display for Answer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", if self.matched { "match" } else { "no match" })?;
+        if let Some(m) = self.mark {
+            write!(f, " mark {m:#x}")?;
+        }
+        if let Some(m) = self.ct_mark {
+            write!(f, " ct mark {m:#x}")?;
+        }
+        Ok(())
     }
 }
 
@@ -238,11 +260,11 @@ pub struct Difference {
     pub rule: String,
     pub family: String,
     pub packet: Packet,
-    pub oracle: bool,
+    pub oracle: Answer,
     /// The bytecode, one expression a line.
     pub bytecode: String,
     /// Compiled, linear.
-    pub weir: Vec<bool>,
+    pub weir: Vec<Answer>,
 }
 
 impl std::fmt::Display for Difference {
@@ -255,7 +277,7 @@ impl std::fmt::Display for Difference {
             .collect();
         write!(
             f,
-            "{} ({}): {}\n    packet {hex} mark {:#x} priority {:#x} conn {:?} iif {:?} oif {:?}\n    kernel (oracle): {}, weir (compiled, linear): {:?}",
+            "{} ({}): {}\n    packet {hex} mark {:#x} priority {:#x} conn {:?} iif {:?} oif {:?}\n    kernel (oracle): {}, weir (compiled, linear): {}",
             self.at,
             self.family,
             self.rule,
@@ -264,8 +286,12 @@ impl std::fmt::Display for Difference {
             self.packet.conn,
             String::from_utf8_lossy(&self.packet.iif).trim_end_matches('\0'),
             String::from_utf8_lossy(&self.packet.oif).trim_end_matches('\0'),
-            if self.oracle { "match" } else { "no match" },
+            self.oracle,
             self.weir
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         )?;
         if std::env::var_os("WEIR_ORACLE_BYTECODE").is_some() {
             write!(f, "{}", self.bytecode)?;
@@ -521,8 +547,8 @@ pub fn compare_case(
             }
             continue;
         }
-        let o = interp::eval(b, &p, &env).outcome;
-        let oracle = match o {
+        let t = interp::eval(b, &p, &env);
+        let oracle = match t.outcome {
             Outcome::Match => true,
             Outcome::Break(_) | Outcome::NotSeen => false,
             Outcome::Unknown(_) => {
@@ -531,7 +557,6 @@ pub fn compare_case(
             }
         };
         r.packets += 1;
-        r.packets_matching += oracle as usize;
         // a limit or quota counts what it saw: each packet comes to the rule first
         let fresh = b
             .exprs
@@ -542,8 +567,32 @@ pub fn compare_case(
                 weir = w;
             }
         }
-        let w = weir.matches(&p);
-        if w.iter().any(|&m| m != oracle) {
+        let sets_mark = b
+            .exprs
+            .iter()
+            .any(|e| matches!(e, Expr::MetaSet { key, .. } if key == "mark"));
+        let sets_ct = matches!(p.conn, Conn::Tracked(_))
+            && b.exprs.iter().any(|e| matches!(e, Expr::CtSetMark { .. }));
+        let ct_before = match p.conn {
+            Conn::Tracked(c) => c.mark,
+            _ => 0,
+        };
+        let oracle = Answer {
+            matched: oracle,
+            mark: (oracle && sets_mark).then_some(t.mark),
+            ct_mark: (oracle && sets_ct).then_some(t.ct_mark.unwrap_or(ct_before)),
+        };
+        let w: Vec<Answer> = weir
+            .matches(&p)
+            .into_iter()
+            .map(|(m, mark, ct)| Answer {
+                matched: m,
+                mark: (m && sets_mark).then_some(mark),
+                ct_mark: (m && sets_ct).then_some(ct),
+            })
+            .collect();
+        r.packets_matching += oracle.matched as usize;
+        if w.iter().any(|a| *a != oracle) {
             r.differences.push(Difference {
                 at: at.to_string(),
                 rule: rule.to_string(),

@@ -447,6 +447,10 @@ pub struct Trace {
     pub regs: Regs,
     /// The transport header offset the packet had (for extending it).
     pub info: Option<Pktinfo>,
+    /// The packet's mark when the rule matched (`meta set mark`), and the connection's mark
+    /// a `ct set mark` gave.
+    pub mark: u32,
+    pub ct_mark: Option<u32>,
 }
 
 /// Whether a set holds `key` (register layout); its element when it does.
@@ -498,6 +502,8 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                 outcome: Outcome::NotSeen,
                 regs,
                 info: None,
+                mark: p.mark,
+                ct_mark: None,
             }
         }
         Err(m) => {
@@ -505,16 +511,21 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                 outcome: Outcome::Unknown(m),
                 regs,
                 info: None,
+                mark: p.mark,
+                ct_mark: None,
             }
         }
     };
     let mut mark = p.mark;
     let mut frame = p.frame.clone();
     let mut written = false;
+    let mut ct_mark = None;
     let out = |outcome, regs| Trace {
         outcome,
         regs,
         info: Some(info),
+        mark: p.mark,
+        ct_mark: None,
     };
     for (i, e) in b.exprs.iter().enumerate().take(upto) {
         match e {
@@ -727,7 +738,13 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                     return out(Outcome::Break(i), regs);
                 }
             }
-            Expr::Stmt { end: true, .. } => return out(Outcome::Match, regs),
+            Expr::Stmt { end: true, .. } => break,
+            Expr::CtSetMark { sreg } => {
+                if let Conn::Tracked(_) = p.conn {
+                    let v = regs.get(*sreg, 4);
+                    ct_mark = Some(u32::from_le_bytes([v[0], v[1], v[2], v[3]]));
+                }
+            }
             Expr::Stmt { .. } => {}
             Expr::PayloadWrite {
                 base,
@@ -885,7 +902,10 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
             Expr::Unknown(k) => return out(Outcome::Unknown(k.clone()), regs),
         }
     }
-    out(Outcome::Match, regs)
+    let mut t = out(Outcome::Match, regs);
+    t.mark = mark;
+    t.ct_mark = ct_mark;
+    t
 }
 
 /// The order of two byte strings as `memcmp` (shorter: compared on the common length).
