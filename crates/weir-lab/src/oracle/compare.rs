@@ -185,7 +185,7 @@ impl Weir {
 
     /// Whether the rule ran to its end on the packet, in each mode, and the packet's mark and
     /// its connection's mark afterwards.
-    pub fn matches(&mut self, p: &Packet) -> Vec<(bool, u32, u32)> {
+    pub fn matches(&mut self, p: &Packet) -> Vec<(bool, u32, u32, Vec<u8>)> {
         let pm = PacketMeta::parse(&p.frame, LinkType::Ethernet);
         let env = Env {
             family: Family::Netdev,
@@ -226,18 +226,32 @@ impl Weir {
             };
             e.process(self.hook, &mut pkt);
             let after: u64 = e.st.rule_hits.iter().map(|h| h.0).sum();
-            out.push((after > before, pkt.meta.mark, pkt.meta.ct_mark));
+            // the header writes of the chain, applied as weir's stateful layer applies them
+            let mut frame = p.frame.clone();
+            let mut fpm = pm;
+            for (f, v) in pkt.meta.writes[..pkt.meta.nwrites as usize]
+                .iter()
+                .flatten()
+            {
+                if weir_engine::nat::set_header_field(&mut frame, &fpm, *f, *v) {
+                    fpm = PacketMeta::parse(&frame, fpm.link);
+                }
+            }
+            out.push((after > before, pkt.meta.mark, pkt.meta.ct_mark, frame));
         }
         out
     }
 }
 
 /// What a rule did to a packet: whether it matched, and the marks it set (when it sets them).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Answer {
     pub matched: bool,
     pub mark: Option<u32>,
     pub ct_mark: Option<u32>,
+    /// The frame after the rule's header writes, its checksum fields left out (the oracle
+    /// does not update checksums).
+    pub frame: Option<Vec<u8>>,
 }
 
 impl std::fmt::Display for Answer {
@@ -248,6 +262,10 @@ impl std::fmt::Display for Answer {
         }
         if let Some(m) = self.ct_mark {
             write!(f, " ct mark {m:#x}")?;
+        }
+        if let Some(fr) = &self.frame {
+            let hex: String = fr.iter().map(|b| format!("{b:02x}")).collect();
+            write!(f, " frame {hex}")?;
         }
         Ok(())
     }
@@ -577,18 +595,25 @@ pub fn compare_case(
             Conn::Tracked(c) => c.mark,
             _ => 0,
         };
+        let writes = b
+            .exprs
+            .iter()
+            .any(|e| matches!(e, Expr::PayloadWrite { .. }));
         let oracle = Answer {
             matched: oracle,
             mark: (oracle && sets_mark).then_some(t.mark),
             ct_mark: (oracle && sets_ct).then_some(t.ct_mark.unwrap_or(ct_before)),
+            frame: (oracle && writes)
+                .then(|| without_checksums(t.written.as_ref().unwrap_or(&p.frame))),
         };
         let w: Vec<Answer> = weir
             .matches(&p)
             .into_iter()
-            .map(|(m, mark, ct)| Answer {
+            .map(|(m, mark, ct, frame)| Answer {
                 matched: m,
                 mark: (m && sets_mark).then_some(mark),
                 ct_mark: (m && sets_ct).then_some(ct),
+                frame: (m && writes).then(|| without_checksums(&frame)),
             })
             .collect();
         r.packets_matching += oracle.matched as usize;
@@ -604,6 +629,32 @@ pub fn compare_case(
             });
         }
     }
+}
+
+/// A frame with its IPv4 header checksum and its TCP / UDP / ICMP checksum zeroed (the
+/// oracle writes bytes, weir updates checksums as it writes).
+fn without_checksums(f: &[u8]) -> Vec<u8> {
+    let mut f = f.to_vec();
+    let pm = PacketMeta::parse(&f, LinkType::Ethernet);
+    let mut zero = |o: usize| {
+        if o + 2 <= f.len() {
+            f[o] = 0;
+            f[o + 1] = 0;
+        }
+    };
+    if pm.l3 == weir_wire::L3::Ipv4 {
+        zero(pm.l3_off as usize + 10);
+    }
+    let l4 = pm.l4_off as usize;
+    if l4 > 0 {
+        match pm.l4proto {
+            6 => zero(l4 + 16),
+            17 | 136 => zero(l4 + 6),
+            1 | 58 => zero(l4 + 2),
+            _ => {}
+        }
+    }
+    f
 }
 
 /// A stable hash of a string (FNV-1a), for per-rule seeds.

@@ -451,6 +451,8 @@ pub struct Trace {
     /// a `ct set mark` gave.
     pub mark: u32,
     pub ct_mark: Option<u32>,
+    /// The frame after the rule's payload writes (checksums not updated), when it wrote.
+    pub written: Option<Vec<u8>>,
 }
 
 /// Whether a set holds `key` (register layout); its element when it does.
@@ -504,6 +506,7 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                 info: None,
                 mark: p.mark,
                 ct_mark: None,
+                written: None,
             }
         }
         Err(m) => {
@@ -513,6 +516,7 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                 info: None,
                 mark: p.mark,
                 ct_mark: None,
+                written: None,
             }
         }
     };
@@ -526,6 +530,7 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
         info: Some(info),
         mark: p.mark,
         ct_mark: None,
+        written: None,
     };
     for (i, e) in b.exprs.iter().enumerate().take(upto) {
         match e {
@@ -905,6 +910,7 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
     let mut t = out(Outcome::Match, regs);
     t.mark = mark;
     t.ct_mark = ct_mark;
+    t.written = written.then_some(frame);
     t
 }
 
