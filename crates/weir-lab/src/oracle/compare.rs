@@ -100,7 +100,9 @@ pub fn unknown_reason(b: &Block, env: &Env) -> Option<String> {
             Expr::Meta { key, .. } if !meta_known(key, env) => {
                 format!("meta {key}")
             }
-            Expr::MetaSet { key, .. } if key != "mark" => format!("meta set {key}"),
+            Expr::MetaSet { key, .. } if key != "mark" && key != "priority" => {
+                format!("meta set {key}")
+            }
             Expr::Ct { key, .. }
                 if !matches!(
                     key.as_str(),
@@ -185,7 +187,7 @@ impl Weir {
 
     /// Whether the rule ran to its end on the packet, in each mode, and the packet's mark and
     /// its connection's mark afterwards.
-    pub fn matches(&mut self, p: &Packet) -> Vec<(bool, u32, u32, Vec<u8>)> {
+    pub fn matches(&mut self, p: &Packet) -> Vec<(bool, u32, u32, u32, Vec<u8>)> {
         let pm = PacketMeta::parse(&p.frame, LinkType::Ethernet);
         let env = Env {
             family: Family::Netdev,
@@ -237,7 +239,13 @@ impl Weir {
                     fpm = PacketMeta::parse(&frame, fpm.link);
                 }
             }
-            out.push((after > before, pkt.meta.mark, pkt.meta.ct_mark, frame));
+            out.push((
+                after > before,
+                pkt.meta.mark,
+                pkt.meta.ct_mark,
+                pkt.meta.priority,
+                frame,
+            ));
         }
         out
     }
@@ -249,6 +257,7 @@ pub struct Answer {
     pub matched: bool,
     pub mark: Option<u32>,
     pub ct_mark: Option<u32>,
+    pub priority: Option<u32>,
     /// The frame after the rule's header writes, its checksum fields left out (the oracle
     /// does not update checksums).
     pub frame: Option<Vec<u8>>,
@@ -262,6 +271,9 @@ impl std::fmt::Display for Answer {
         }
         if let Some(m) = self.ct_mark {
             write!(f, " ct mark {m:#x}")?;
+        }
+        if let Some(m) = self.priority {
+            write!(f, " priority {m:#x}")?;
         }
         if let Some(fr) = &self.frame {
             let hex: String = fr.iter().map(|b| format!("{b:02x}")).collect();
@@ -589,6 +601,10 @@ pub fn compare_case(
             .exprs
             .iter()
             .any(|e| matches!(e, Expr::MetaSet { key, .. } if key == "mark"));
+        let sets_prio = b
+            .exprs
+            .iter()
+            .any(|e| matches!(e, Expr::MetaSet { key, .. } if key == "priority"));
         let sets_ct = matches!(p.conn, Conn::Tracked(_))
             && b.exprs.iter().any(|e| matches!(e, Expr::CtSetMark { .. }));
         let ct_before = match p.conn {
@@ -603,16 +619,18 @@ pub fn compare_case(
             matched: oracle,
             mark: (oracle && sets_mark).then_some(t.mark),
             ct_mark: (oracle && sets_ct).then_some(t.ct_mark.unwrap_or(ct_before)),
+            priority: (oracle && sets_prio).then_some(t.priority),
             frame: (oracle && writes)
                 .then(|| without_checksums(t.written.as_ref().unwrap_or(&p.frame))),
         };
         let w: Vec<Answer> = weir
             .matches(&p)
             .into_iter()
-            .map(|(m, mark, ct, frame)| Answer {
+            .map(|(m, mark, ct, prio, frame)| Answer {
                 matched: m,
                 mark: (m && sets_mark).then_some(mark),
                 ct_mark: (m && sets_ct).then_some(ct),
+                priority: (m && sets_prio).then_some(prio),
                 frame: (m && writes).then(|| without_checksums(&frame)),
             })
             .collect();

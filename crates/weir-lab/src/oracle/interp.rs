@@ -451,6 +451,8 @@ pub struct Trace {
     /// a `ct set mark` gave.
     pub mark: u32,
     pub ct_mark: Option<u32>,
+    /// The packet's priority when the rule matched (`meta set priority`).
+    pub priority: u32,
     /// The frame after the rule's payload writes (checksums not updated), when it wrote.
     pub written: Option<Vec<u8>>,
 }
@@ -506,6 +508,7 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                 info: None,
                 mark: p.mark,
                 ct_mark: None,
+                priority: p.priority,
                 written: None,
             }
         }
@@ -516,11 +519,13 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                 info: None,
                 mark: p.mark,
                 ct_mark: None,
+                priority: p.priority,
                 written: None,
             }
         }
     };
     let mut mark = p.mark;
+    let mut priority = p.priority;
     let mut frame = p.frame.clone();
     let mut written = false;
     let mut ct_mark = None;
@@ -530,6 +535,7 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
         info: Some(info),
         mark: p.mark,
         ct_mark: None,
+        priority: p.priority,
         written: None,
     };
     for (i, e) in b.exprs.iter().enumerate().take(upto) {
@@ -667,6 +673,10 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                 "mark" => {
                     let v = regs.get(*sreg, 4);
                     mark = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+                }
+                "priority" => {
+                    let v = regs.get(*sreg, 4);
+                    priority = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
                 }
                 k => return out(Outcome::Unknown(format!("meta set {k}")), regs),
             },
@@ -910,6 +920,7 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
     let mut t = out(Outcome::Match, regs);
     t.mark = mark;
     t.ct_mark = ct_mark;
+    t.priority = priority;
     t.written = written.then_some(frame);
     t
 }
