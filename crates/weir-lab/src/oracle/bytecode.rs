@@ -125,6 +125,11 @@ pub enum Expr {
     /// `immediate reg 0 VERDICT`
     Verdict(String),
     Counter,
+    /// `numgen reg R = inc mod M [offset O]` on a fresh rule: its first value, O.
+    Numgen {
+        dreg: usize,
+        offset: u32,
+    },
     /// `ct set mark with reg R`
     CtSetMark {
         sreg: usize,
@@ -444,6 +449,22 @@ fn parse_expr(line: &str, raw: &mut Vec<Vec<String>>) -> Result<Expr, String> {
             }
         }
         Some("counter") => Expr::Counter,
+        Some("numgen") if t.get(4) == Some(&"inc") => Expr::Numgen {
+            dreg: t.get(2).and_then(|s| reg_arg(s)).ok_or_else(bad)?,
+            offset: match t.iter().position(|w| *w == "offset") {
+                Some(i) => t.get(i + 1).and_then(|s| s.parse().ok()).ok_or_else(bad)?,
+                None => 0,
+            },
+        },
+        // adding to or deleting from a set with room: the rule goes on
+        Some("dynset")
+            if matches!(t.get(1), Some(&"add") | Some(&"delete")) && !line.contains("expr") =>
+        {
+            Expr::Stmt {
+                kind: "dynset".into(),
+                end: false,
+            }
+        }
         Some(k @ ("log" | "notrack")) => Expr::Stmt {
             kind: k.into(),
             end: false,
@@ -716,6 +737,7 @@ fn resolve(b: &mut Block, raw: Vec<Vec<String>>) -> Result<(), String> {
                 set_host(&mut host, &mut len, *dreg, n, meta_host(key))
             }
             Expr::Ct { key, dreg } => set_host(&mut host, &mut len, *dreg, 4, ct_host(key)),
+            Expr::Numgen { dreg, .. } => set_host(&mut host, &mut len, *dreg, 4, true),
             Expr::Bitwise {
                 dreg,
                 sreg,
@@ -861,6 +883,7 @@ fn consumer_host(rest: &[Expr], reg: usize) -> bool {
             Expr::Payload { dreg, .. }
             | Expr::Meta { dreg, .. }
             | Expr::Ct { dreg, .. }
+            | Expr::Numgen { dreg, .. }
             | Expr::Immediate { dreg, .. }
                 if *dreg == reg =>
             {

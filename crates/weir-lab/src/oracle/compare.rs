@@ -587,11 +587,13 @@ pub fn compare_case(
             }
         };
         r.packets += 1;
-        // a limit or quota counts what it saw: each packet comes to the rule first
-        let fresh = b
-            .exprs
-            .iter()
-            .any(|e| matches!(e, Expr::Limit { .. } | Expr::Quota { .. }));
+        // a limit, quota, numgen or set counts what it saw: each packet comes to the rule
+        // first
+        let fresh = b.exprs.iter().any(|e| match e {
+            Expr::Limit { .. } | Expr::Quota { .. } | Expr::Numgen { .. } => true,
+            Expr::Stmt { kind, .. } => kind == "dynset",
+            _ => false,
+        });
         if fresh {
             if let Ok(w) = Weir::load(text, hook) {
                 weir = w;

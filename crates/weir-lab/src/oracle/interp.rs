@@ -753,6 +753,14 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                     return out(Outcome::Break(i), regs);
                 }
             }
+            Expr::Numgen { dreg, offset } => {
+                if regs
+                    .store(*dreg, &offset.to_le_bytes(), &[None; 4])
+                    .is_none()
+                {
+                    return out(Outcome::Unknown("register out of range".into()), regs);
+                }
+            }
             Expr::Stmt { end: true, .. } => break,
             Expr::CtSetMark { sreg } => {
                 if let Conn::Tracked(_) = p.conn {
