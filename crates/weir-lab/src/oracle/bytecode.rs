@@ -130,6 +130,15 @@ pub enum Expr {
         dreg: usize,
         offset: u32,
     },
+    /// `nat snat|dnat ip|ip6 addr_min reg R [addr_max reg R] [proto_min reg R] [proto_max
+    /// reg R] [flags F]`, `redir ...`, `masq ...`: ends the rule with its translation.
+    Nat {
+        kind: String,
+        /// 4 or 6 (the statement's family: nothing for a packet of the other one).
+        family: Option<u8>,
+        addr: Option<(usize, usize)>,
+        proto: Option<(usize, usize)>,
+    },
     /// `ct set mark with reg R`
     CtSetMark {
         sreg: usize,
@@ -474,7 +483,35 @@ fn parse_expr(line: &str, raw: &mut Vec<Vec<String>>) -> Result<Expr, String> {
                 sreg: t.get(5).and_then(|s| reg_arg(s)).ok_or_else(bad)?,
             }
         }
-        Some(k @ ("reject" | "nat" | "redir" | "masq")) => Expr::Stmt {
+        Some(k @ ("nat" | "redir" | "masq")) => {
+            let reg_after = |w: &str| -> Result<Option<usize>, String> {
+                match t.iter().position(|x| *x == w) {
+                    Some(i) => Ok(Some(t.get(i + 2).and_then(|s| reg_arg(s)).ok_or_else(bad)?)),
+                    None => Ok(None),
+                }
+            };
+            let (kind, family) = match k {
+                "nat" => (
+                    t.get(1).copied().unwrap_or("").to_string(),
+                    match t.get(2).copied() {
+                        Some("ip") => Some(4),
+                        Some("ip6") => Some(6),
+                        _ => None,
+                    },
+                ),
+                "redir" => ("redirect".to_string(), None),
+                _ => ("masquerade".to_string(), None),
+            };
+            let (amin, amax) = (reg_after("addr_min")?, reg_after("addr_max")?);
+            let (pmin, pmax) = (reg_after("proto_min")?, reg_after("proto_max")?);
+            Expr::Nat {
+                kind,
+                family,
+                addr: amin.map(|a| (a, amax.unwrap_or(a))),
+                proto: pmin.map(|a| (a, pmax.unwrap_or(a))),
+            }
+        }
+        Some(k @ "reject") => Expr::Stmt {
             kind: k.into(),
             end: true,
         },

@@ -6,12 +6,12 @@
 
 use super::bytecode::{parse_file, Base, Block, CmpOp, Expr};
 use super::gen;
-use super::interp::{self, deliverable, Conn, Env, Family, Outcome, Packet, OWN_MAC};
+use super::interp::{self, deliverable, Conn, Env, Family, NatOut, Outcome, Packet, OWN_MAC};
 use crate::rng::Rng;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use weir_engine::{Compiled, CtView, Engine, Meta, Mode, Pkt};
-use weir_lang::ir::Hook;
+use weir_lang::ir::{Hook, NatKind};
 use weir_wire::{LinkType, PacketMeta};
 
 /// The blocks of every `.t.payload*` file next to a `.t` file (bridge and arp left out),
@@ -187,7 +187,8 @@ impl Weir {
 
     /// Whether the rule ran to its end on the packet, in each mode, and the packet's mark and
     /// its connection's mark afterwards.
-    pub fn matches(&mut self, p: &Packet) -> Vec<(bool, u32, u32, u32, Vec<u8>)> {
+    #[allow(clippy::type_complexity)]
+    pub fn matches(&mut self, p: &Packet) -> Vec<(bool, u32, u32, u32, Option<NatOut>, Vec<u8>)> {
         let pm = PacketMeta::parse(&p.frame, LinkType::Ethernet);
         let env = Env {
             family: Family::Netdev,
@@ -239,11 +240,23 @@ impl Weir {
                     fpm = PacketMeta::parse(&frame, fpm.link);
                 }
             }
+            let nat = pkt.meta.nat.map(|n| NatOut {
+                kind: match n.kind {
+                    NatKind::Snat => "snat",
+                    NatKind::Dnat => "dnat",
+                    NatKind::Masquerade => "masquerade",
+                    NatKind::Redirect => "redirect",
+                }
+                .to_string(),
+                addr: n.addr,
+                port: n.port,
+            });
             out.push((
                 after > before,
                 pkt.meta.mark,
                 pkt.meta.ct_mark,
                 pkt.meta.priority,
+                nat,
                 frame,
             ));
         }
@@ -258,6 +271,8 @@ pub struct Answer {
     pub mark: Option<u32>,
     pub ct_mark: Option<u32>,
     pub priority: Option<u32>,
+    /// The translation a NAT statement asked for (None: none), when the rule has one.
+    pub nat: Option<Option<NatOut>>,
     /// The frame after the rule's header writes, its checksum fields left out (the oracle
     /// does not update checksums).
     pub frame: Option<Vec<u8>>,
@@ -274,6 +289,9 @@ impl std::fmt::Display for Answer {
         }
         if let Some(m) = self.priority {
             write!(f, " priority {m:#x}")?;
+        }
+        if let Some(n) = &self.nat {
+            write!(f, " nat {n:?}")?;
         }
         if let Some(fr) = &self.frame {
             let hex: String = fr.iter().map(|b| format!("{b:02x}")).collect();
@@ -607,6 +625,7 @@ pub fn compare_case(
             .exprs
             .iter()
             .any(|e| matches!(e, Expr::MetaSet { key, .. } if key == "priority"));
+        let has_nat = b.exprs.iter().any(|e| matches!(e, Expr::Nat { .. }));
         let sets_ct = matches!(p.conn, Conn::Tracked(_))
             && b.exprs.iter().any(|e| matches!(e, Expr::CtSetMark { .. }));
         let ct_before = match p.conn {
@@ -622,13 +641,15 @@ pub fn compare_case(
             mark: (oracle && sets_mark).then_some(t.mark),
             ct_mark: (oracle && sets_ct).then_some(t.ct_mark.unwrap_or(ct_before)),
             priority: (oracle && sets_prio).then_some(t.priority),
+            nat: (oracle && has_nat).then(|| t.nat.clone()),
             frame: (oracle && writes)
                 .then(|| without_checksums(t.written.as_ref().unwrap_or(&p.frame))),
         };
         let w: Vec<Answer> = weir
             .matches(&p)
             .into_iter()
-            .map(|(m, mark, ct, prio, frame)| Answer {
+            .map(|(m, mark, ct, prio, nat, frame)| Answer {
+                nat: (m && has_nat).then_some(nat),
                 matched: m,
                 mark: (m && sets_mark).then_some(mark),
                 ct_mark: (m && sets_ct).then_some(ct),

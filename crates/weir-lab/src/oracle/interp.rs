@@ -453,8 +453,18 @@ pub struct Trace {
     pub ct_mark: Option<u32>,
     /// The packet's priority when the rule matched (`meta set priority`).
     pub priority: u32,
+    /// The translation a NAT statement asked for: kind, address range, port range.
+    pub nat: Option<NatOut>,
     /// The frame after the rule's payload writes (checksums not updated), when it wrote.
     pub written: Option<Vec<u8>>,
+}
+
+/// A NAT statement's translation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NatOut {
+    pub kind: String,
+    pub addr: Option<(u128, u128)>,
+    pub port: Option<(u16, u16)>,
 }
 
 /// Whether a set holds `key` (register layout); its element when it does.
@@ -509,6 +519,7 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                 mark: p.mark,
                 ct_mark: None,
                 priority: p.priority,
+                nat: None,
                 written: None,
             }
         }
@@ -520,6 +531,7 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                 mark: p.mark,
                 ct_mark: None,
                 priority: p.priority,
+                nat: None,
                 written: None,
             }
         }
@@ -529,6 +541,7 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
     let mut frame = p.frame.clone();
     let mut written = false;
     let mut ct_mark = None;
+    let mut nat = None;
     let out = |outcome, regs| Trace {
         outcome,
         regs,
@@ -536,6 +549,7 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
         mark: p.mark,
         ct_mark: None,
         priority: p.priority,
+        nat: None,
         written: None,
     };
     for (i, e) in b.exprs.iter().enumerate().take(upto) {
@@ -761,6 +775,34 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                     return out(Outcome::Unknown("register out of range".into()), regs);
                 }
             }
+            Expr::Nat {
+                kind,
+                family,
+                addr,
+                proto,
+            } => {
+                let v6 = info.ethertype == 0x86dd;
+                // nft_nat_inet_eval: nothing for a packet of the other family, the rule goes on
+                if family.is_some_and(|f| (f == 6) != v6) {
+                    continue;
+                }
+                let n = if v6 { 16 } else { 4 };
+                let val = |r: usize| {
+                    regs.get(r, n)
+                        .iter()
+                        .fold(0u128, |a, &b| (a << 8) | b as u128)
+                };
+                let port = |r: usize| {
+                    let b = regs.get(r, 2);
+                    u16::from_be_bytes([b[0], b[1]])
+                };
+                nat = Some(NatOut {
+                    kind: kind.clone(),
+                    addr: addr.map(|(a, z)| (val(a), val(z))),
+                    port: proto.map(|(a, z)| (port(a), port(z))),
+                });
+                break;
+            }
             Expr::Stmt { end: true, .. } => break,
             Expr::CtSetMark { sreg } => {
                 if let Conn::Tracked(_) = p.conn {
@@ -929,6 +971,7 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
     t.mark = mark;
     t.ct_mark = ct_mark;
     t.priority = priority;
+    t.nat = nat;
     t.written = written.then_some(frame);
     t
 }
