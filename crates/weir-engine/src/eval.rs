@@ -1157,23 +1157,39 @@ impl Engine {
                     // stops the rule whatever the family, as the kernel's lookup expression
                     // runs before the nat expression)
                     let other_family = nat.family.is_some_and(|f| f != fam);
+                    // (lo, hi) and, for an address . port map, the port range
+                    #[allow(clippy::type_complexity)]
                     let range = |v: &CValue,
                                  p: &Pkt,
                                  st: &mut State|
-                     -> Option<(u128, u128, Option<u128>)> {
+                     -> Option<(u128, u128, Option<(u128, u128)>)> {
                         match v {
-                            CValue::Const(c) => c.first().map(|&a| (a, a, c.get(1).copied())),
+                            CValue::Const(c) => {
+                                c.first().map(|&a| (a, a, c.get(1).map(|&p| (p, p))))
+                            }
                             CValue::Range(a, b) => Some((*a, *b, None)),
                             CValue::Key(k) => {
                                 let mut kv = [0u128; MAX_KEY];
                                 p.key(k, st, &mut kv).map(|_| (kv[0], kv[0], None))
                             }
-                            CValue::Map { key, map } => {
+                            CValue::Map { key, map, comps } => {
                                 let mut kv = [0u128; MAX_KEY];
                                 let n = p.key(key, st, &mut kv)?;
+                                let comps = match map {
+                                    SetSlot::Named(i) if *comps == 0 => {
+                                        t.ir.sets.get(*i).map_or(1, |s| s.data_types.len())
+                                    }
+                                    _ => *comps,
+                                };
                                 match set_get(t, map, &kv[..n]) {
+                                    // with a range in the data, each component is lo, hi
+                                    Some(MapValue::Value(v))
+                                        if comps > 0 && v.len() == 2 * comps =>
+                                    {
+                                        Some((v[0], v[1], v.get(2..4).map(|r| (r[0], r[1]))))
+                                    }
                                     Some(MapValue::Value(v)) => {
-                                        v.first().map(|&a| (a, a, v.get(1).copied()))
+                                        v.first().map(|&a| (a, a, v.get(1).map(|&p| (p, p))))
                                     }
                                     _ => None,
                                 }
@@ -1188,8 +1204,8 @@ impl Engine {
                             return Outcome::Next;
                         };
                         a = Some((lo, hi));
-                        if let (None, Some(pt)) = (pr, port) {
-                            pr = Some((pt as u16, pt as u16));
+                        if let (None, Some((plo, phi))) = (pr, port) {
+                            pr = Some((plo as u16, phi as u16));
                         }
                     }
                     if let Some(v) = port {
@@ -1257,7 +1273,7 @@ fn value_of(t: &CTable, v: &CValue, p: &Pkt, st: &mut State) -> Option<u128> {
             let mut kv = [0u128; MAX_KEY];
             p.key(k, st, &mut kv).map(|_| kv[0])
         }
-        CValue::Map { key, map } => {
+        CValue::Map { key, map, .. } => {
             let mut kv = [0u128; MAX_KEY];
             let n = p.key(key, st, &mut kv)?;
             match set_get(t, map, &kv[..n]) {

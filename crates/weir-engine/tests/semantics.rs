@@ -626,3 +626,55 @@ fn icmp_id_is_read_behind_the_echo_types_as_nft_does() {
     assert_eq!(decide(&mut es, &icmp(13)).1, 0);
     assert_eq!(decide(&mut es, &icmp(17)).1, 0);
 }
+
+#[test]
+fn nat_maps_with_address_and_port_ranges() {
+    // a map's data with a range (`192.168.2.2-192.168.2.4`, `10.0.0.0/24 . 8888-8999`) gives
+    // the whole range to NAT; the ranges were read as an address and a port (found by
+    // weir-lab's payload oracle)
+    let (rs, _) = weir_lang::load_str(
+        "t.nft",
+        "table ip t {\n\
+         chain pre { type nat hook prerouting priority -100;\n\
+           ip daddr 198.19.0.1 dnat ip to ip saddr . tcp dport map { 198.18.0.1 . 80 : 10.0.0.0/24 . 8888-8999 }\n\
+           ip daddr 198.19.0.2 dnat ip to ip saddr . tcp dport map { 198.18.0.1 . 80 : 10.0.0.7 . 8080 }\n\
+           ip daddr 198.19.0.3 dnat ip to ip saddr map { 198.18.0.1 : 10.0.1.2-10.0.1.4 }\n\
+           ip daddr 198.19.0.4 dnat ip to ip saddr map { 198.18.0.1 : 10.0.2.9 }\n } }",
+    )
+    .map_err(|(sm, d)| weir_lang::diag::render_all(&d, &sm))
+    .unwrap();
+    let a = |s: &str| u32::from(a4(s)) as u128;
+    for mode in [Mode::Compiled, Mode::Linear] {
+        let mut e = Engine::new(Compiled::build(&rs, mode));
+        let mut nat_for = |dst: &str| {
+            let f = tcp("198.18.0.1", dst, 80);
+            let pm = PacketMeta::parse(&f, LinkType::Ethernet);
+            let mut meta = Meta::with_ifnames("lan0", "");
+            let mut p = Pkt {
+                frame: &f,
+                pm: &pm,
+                meta: &mut meta,
+                now_ns: 0,
+                conns: None,
+            };
+            e.process(Hook::Prerouting, &mut p);
+            p.meta.nat.map(|n| (n.addr, n.port))
+        };
+        assert_eq!(
+            nat_for("198.19.0.1"),
+            Some((Some((a("10.0.0.0"), a("10.0.0.255"))), Some((8888, 8999))))
+        );
+        assert_eq!(
+            nat_for("198.19.0.2"),
+            Some((Some((a("10.0.0.7"), a("10.0.0.7"))), Some((8080, 8080))))
+        );
+        assert_eq!(
+            nat_for("198.19.0.3"),
+            Some((Some((a("10.0.1.2"), a("10.0.1.4"))), None))
+        );
+        assert_eq!(
+            nat_for("198.19.0.4"),
+            Some((Some((a("10.0.2.9"), a("10.0.2.9"))), None))
+        );
+    }
+}
