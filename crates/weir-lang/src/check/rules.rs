@@ -537,10 +537,16 @@ const ASSIGNABLE: &[Field] = &[
     Field::IpDaddr,
     Field::IpTtl,
     Field::IpDscp,
+    Field::IpEcn,
+    Field::IpId,
+    Field::IpProtocol,
     Field::Ip6Saddr,
     Field::Ip6Daddr,
     Field::Ip6Hoplimit,
     Field::Ip6Dscp,
+    Field::Ip6Ecn,
+    Field::Ip6Flowlabel,
+    Field::TcpFlags,
     Field::TcpSport,
     Field::TcpDport,
     Field::UdpSport,
@@ -993,7 +999,7 @@ fn lower_item(
                 && f != Field::ThSport
                 && f != Field::ThDport
             {
-                // a header write weir does not make yet (`ip ecn set 1`, `ip id set 0`)
+                // a header write weir does not make yet (`ip checksum set 1`, `ip length set 0`)
                 if lower_value(cx, &[f.datatype()], value).is_none() {
                     return false;
                 }

@@ -620,16 +620,16 @@ fn queue_numbers_and_flags_lower() {
 fn header_writes_not_made_yet_are_listed() {
     let (rs, _) = load_str(
         "t.nft",
-        "table ip t { chain c { ip ecn set 1 ip id set 0 } }",
+        "table ip t { chain c { ip checksum set 1 ip length set 0 } }",
     )
     .unwrap();
     let u = rs.unevaluated();
     assert!(
-        u.iter().any(|e| e.contains("ip ecn is not evaluated")),
+        u.iter().any(|e| e.contains("ip checksum is not evaluated")),
         "{u:?}"
     );
     assert!(
-        u.iter().any(|e| e.contains("ip id is not evaluated")),
+        u.iter().any(|e| e.contains("ip length is not evaluated")),
         "{u:?}"
     );
     assert!(errors("table ip t { chain c { ip id set 65536 } }")[0].contains("too large"));
