@@ -393,7 +393,8 @@ pub fn borrow(
             return Some(b.clone());
         }
     }
-    if family == Family::Netdev {
+    // (a rule that reads `meta nfproto` itself keeps it: 5 in a netdev chain)
+    if family == Family::Netdev && !rule.contains("nfproto") {
         if let Some(b) = get("inet") {
             let mut b = b.clone();
             let mut ok = true;
