@@ -4,8 +4,12 @@
 //! bytecode (a fixed seed); every difference must be listed with its reason in
 //! `tests/payload_oracle_exceptions.txt`, and the rules compared must not fall under the floor.
 //!
-//! `WEIR_ORACLE_SHOW=N` prints N differences (default 20); `WEIR_ORACLE_ONLY=PREFIX` runs the
-//! files whose path (`ip/ip.t`) starts with PREFIX.
+//! `WEIR_ORACLE_SHOW=N` prints N differing rules (default 20), `WEIR_ORACLE_BYTECODE=1` their
+//! expressions; `WEIR_ORACLE_ONLY=PREFIX` runs the files whose path (`ip/ip.t`) starts with
+//! PREFIX; `WEIR_ORACLE_SEED=N` / `WEIR_ORACLE_ROUNDS=N` search further (the exceptions'
+//! staleness and the floor are checked with the defaults only); `WEIR_ORACLE_NOBLOCK=1`,
+//! `WEIR_ORACLE_NOHIT=1`, `WEIR_ORACLE_UNDELIVERABLE=1` list the rules without a block, without
+//! a hit packet, with packets the hook would not see. docs/oracle.md says more.
 
 #[path = "../../weir-lang/tests/common/mod.rs"]
 mod common;
