@@ -190,7 +190,12 @@ pub enum CValue {
     Const(Vec<u128>),
     Range(u128, u128),
     Key(Key),
-    Map { key: Key, map: SetSlot },
+    /// `comps`: the map's data components (0: a named map, its table's set says).
+    Map {
+        key: Key,
+        map: SetSlot,
+        comps: usize,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -679,6 +684,10 @@ fn compile_value(value: &ir::ValueExpr) -> CValue {
         ir::ValueExpr::Map { key, map } => CValue::Map {
             key: key.clone(),
             map: compile_set_ref(map),
+            comps: match map {
+                ir::SetRef::Anon(s) => s.data_types.len(),
+                ir::SetRef::Named(_) => 0,
+            },
         },
     }
 }

@@ -13,7 +13,7 @@ use crate::compile::*;
 use crate::hash::{jhash_key, symhash};
 use crate::sets::{KeyVals, MAX_KEY};
 use weir_lang::ir::{self, Key, KeyPart, MapValue, Policy, Source, Verdict};
-use weir_wire::{field::ifname_value, Field, Frag, Layer, LinkType, Malformed, PacketMeta, L3};
+use weir_wire::{field::ifname_value, Field, Frag, LinkType, Malformed, PacketMeta, L3};
 
 /// Why a packet was dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -584,6 +584,13 @@ impl<'a> Pkt<'a> {
                     _ => return None,
                 })
             }
+            // nft reads `icmp id` / `icmp sequence` behind `icmp type { echo-reply,
+            // echo-request }` (the messages of other types with an identifier do not match)
+            Field::IcmpId | Field::IcmpSequence
+                if !matches!(pm.get(self.frame, Field::IcmpType), Some(0 | 8)) =>
+            {
+                None
+            }
             f => pm.get(self.frame, f),
         }
     }
@@ -1090,7 +1097,19 @@ impl Engine {
                         return Outcome::Next;
                     }
                 }
-                CExpr::Reject(_) => {
+                CExpr::Reject(rj) => {
+                    // the dependencies nft puts before a reject of a given kind: `meta nfproto
+                    // ipv4` (icmp), `meta nfproto ipv6` (icmpv6), `meta l4proto tcp` (tcp
+                    // reset); a packet of another kind does not match the rule
+                    let applies = match rj {
+                        ir::Reject::Icmp(_) => p.pm.l3 == L3::Ipv4,
+                        ir::Reject::Icmp6(_) => p.pm.l3 == L3::Ipv6,
+                        ir::Reject::TcpReset => p.is_ip() && p.pm.l4proto == 6,
+                        _ => true,
+                    };
+                    if !applies {
+                        return Outcome::Next;
+                    }
                     let h = &mut st.rule_hits[r.gid];
                     h.0 += 1;
                     h.1 += bytes;
@@ -1115,8 +1134,11 @@ impl Engine {
                             }
                         }
                         // `ether saddr set` without an Ethernet header (a raw-IP frame): nft
-                        // puts `meta iiftype ether` before the write, the rule stops
-                        f if f.layer() == Layer::Link => return Outcome::Next,
+                        // puts `meta iiftype ether` before the write, the rule stops; so for
+                        // a header the packet does not carry (`ip daddr set` on IPv6 in an
+                        // inet table: `meta nfproto ipv4`; `udp dport set` on TCP: `meta
+                        // l4proto udp`; a later fragment: the write itself breaks)
+                        f if f.is_header() => return Outcome::Next,
                         _ => st.rewrites_skipped += 1,
                     }
                 }
@@ -1167,26 +1189,43 @@ impl Engine {
                         L3::Ipv6 => 6,
                         _ => 0,
                     };
-                    if nat.family.is_some_and(|f| f != fam) {
-                        continue;
-                    }
+                    // (the addresses and ports are looked up first: a map lookup that fails
+                    // stops the rule whatever the family, as the kernel's lookup expression
+                    // runs before the nat expression)
+                    let other_family = nat.family.is_some_and(|f| f != fam);
+                    // (lo, hi) and, for an address . port map, the port range
+                    #[allow(clippy::type_complexity)]
                     let range = |v: &CValue,
                                  p: &Pkt,
                                  st: &mut State|
-                     -> Option<(u128, u128, Option<u128>)> {
+                     -> Option<(u128, u128, Option<(u128, u128)>)> {
                         match v {
-                            CValue::Const(c) => c.first().map(|&a| (a, a, c.get(1).copied())),
+                            CValue::Const(c) => {
+                                c.first().map(|&a| (a, a, c.get(1).map(|&p| (p, p))))
+                            }
                             CValue::Range(a, b) => Some((*a, *b, None)),
                             CValue::Key(k) => {
                                 let mut kv = [0u128; MAX_KEY];
                                 p.key(k, st, &mut kv).map(|_| (kv[0], kv[0], None))
                             }
-                            CValue::Map { key, map } => {
+                            CValue::Map { key, map, comps } => {
                                 let mut kv = [0u128; MAX_KEY];
                                 let n = p.key(key, st, &mut kv)?;
+                                let comps = match map {
+                                    SetSlot::Named(i) if *comps == 0 => {
+                                        t.ir.sets.get(*i).map_or(1, |s| s.data_types.len())
+                                    }
+                                    _ => *comps,
+                                };
                                 match set_get(t, map, &kv[..n]) {
+                                    // with a range in the data, each component is lo, hi
+                                    Some(MapValue::Value(v))
+                                        if comps > 0 && v.len() == 2 * comps =>
+                                    {
+                                        Some((v[0], v[1], v.get(2..4).map(|r| (r[0], r[1]))))
+                                    }
                                     Some(MapValue::Value(v)) => {
-                                        v.first().map(|&a| (a, a, v.get(1).copied()))
+                                        v.first().map(|&a| (a, a, v.get(1).map(|&p| (p, p))))
                                     }
                                     _ => None,
                                 }
@@ -1201,8 +1240,8 @@ impl Engine {
                             return Outcome::Next;
                         };
                         a = Some((lo, hi));
-                        if let (None, Some(pt)) = (pr, port) {
-                            pr = Some((pt as u16, pt as u16));
+                        if let (None, Some((plo, phi))) = (pr, port) {
+                            pr = Some((plo as u16, phi as u16));
                         }
                     }
                     if let Some(v) = port {
@@ -1210,6 +1249,9 @@ impl Engine {
                             return Outcome::Next;
                         };
                         pr = Some((lo as u16, hi as u16));
+                    }
+                    if other_family {
+                        continue;
                     }
                     p.meta.nat = Some(NatAction {
                         kind: nat.kind,
@@ -1267,7 +1309,7 @@ fn value_of(t: &CTable, v: &CValue, p: &Pkt, st: &mut State) -> Option<u128> {
             let mut kv = [0u128; MAX_KEY];
             p.key(k, st, &mut kv).map(|_| kv[0])
         }
-        CValue::Map { key, map } => {
+        CValue::Map { key, map, .. } => {
             let mut kv = [0u128; MAX_KEY];
             let n = p.key(key, st, &mut kv)?;
             match set_get(t, map, &kv[..n]) {

@@ -12,7 +12,6 @@ pub mod eval;
 pub mod frag;
 pub mod hash;
 pub mod nat;
-pub mod payload_set;
 pub mod sets;
 pub mod stateful;
 

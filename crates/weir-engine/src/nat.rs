@@ -492,6 +492,9 @@ pub fn set_header_field(frame: &mut [u8], pm: &PacketMeta, f: weir_wire::Field, 
         proto: pm.l4proto,
         v6,
     };
+    if let Some(done) = set_plain_field(frame, pm, f, v) {
+        return done;
+    }
     let (m, port) = match f {
         F::IpSaddr if pm.l3 == L3::Ipv4 => (Manip::Src, false),
         F::IpDaddr if pm.l3 == L3::Ipv4 => (Manip::Dst, false),
@@ -499,8 +502,7 @@ pub fn set_header_field(frame: &mut [u8], pm: &PacketMeta, f: weir_wire::Field, 
         F::Ip6Daddr if v6 => (Manip::Dst, false),
         F::TcpSport | F::UdpSport | F::ThSport if pm.has_ports => (Manip::Src, true),
         F::TcpDport | F::UdpDport | F::ThDport if pm.has_ports => (Manip::Dst, true),
-        // the other header fields: written in place, their checksum updated
-        _ => return crate::payload_set::set_field(frame, pm, f, v),
+        _ => return false,
     };
     if !pm.l3_ok() {
         return false;
@@ -519,6 +521,123 @@ pub fn set_header_field(frame: &mut [u8], pm: &PacketMeta, f: weir_wire::Field, 
     }
     manip_pkt(frame, pm, &t, m, false);
     true
+}
+
+/// The header fields at a fixed place other than addresses and ports (`ip ttl set`, `ip dscp
+/// set`, `ip6 hoplimit set`, `tcp flags set` ...): the bits written as nft's `payload write`
+/// writes them, and the checksum that covers them updated (the IPv4 header's, or the
+/// transport header's; a UDP checksum of 0 stays 0). None: not such a field.
+fn set_plain_field(
+    frame: &mut [u8],
+    pm: &PacketMeta,
+    f: weir_wire::Field,
+    v: u128,
+) -> Option<bool> {
+    use weir_wire::Field as F;
+    let v4 = pm.l3 == L3::Ipv4;
+    let v6 = pm.l3 == L3::Ipv6;
+    let l3 = pm.l3_off as usize;
+    let l4 = pm.l4_off as usize;
+    let tcp = pm.l4proto == proto::TCP;
+    let udp = pm.l4proto == proto::UDP;
+    let icmp = (v4 && pm.l4proto == proto::ICMP) || (v6 && pm.l4proto == proto::ICMPV6);
+    // (offset, bytes, mask over those bytes as a big-endian integer, shift, checksum offset)
+    let (at, n, mask, shift, csum): (usize, usize, u32, u32, Option<usize>) = match f {
+        F::IpVersion if v4 => (l3, 1, 0xf0, 4, Some(l3 + 10)),
+        F::IpHdrlength if v4 => (l3, 1, 0x0f, 0, Some(l3 + 10)),
+        F::IpDscp if v4 => (l3 + 1, 1, 0xfc, 2, Some(l3 + 10)),
+        F::IpEcn if v4 => (l3 + 1, 1, 0x03, 0, Some(l3 + 10)),
+        F::IpLength if v4 => (l3 + 2, 2, 0xffff, 0, Some(l3 + 10)),
+        F::IpId if v4 => (l3 + 4, 2, 0xffff, 0, Some(l3 + 10)),
+        F::IpFragOff if v4 => (l3 + 6, 2, 0xffff, 0, Some(l3 + 10)),
+        F::IpTtl if v4 => (l3 + 8, 1, 0xff, 0, Some(l3 + 10)),
+        F::IpProtocol if v4 => (l3 + 9, 1, 0xff, 0, Some(l3 + 10)),
+        F::IpChecksum if v4 => (l3 + 10, 2, 0xffff, 0, None),
+        F::Ip6Version if v6 => (l3, 1, 0xf0, 4, None),
+        F::Ip6Dscp if v6 => (l3, 2, 0x0fc0, 6, None),
+        F::Ip6Ecn if v6 => (l3, 2, 0x0030, 4, None),
+        F::Ip6Flowlabel if v6 => (l3, 4, 0x000f_ffff, 0, None),
+        F::Ip6Length if v6 => (l3 + 4, 2, 0xffff, 0, None),
+        F::Ip6Nexthdr if v6 => (l3 + 6, 1, 0xff, 0, None),
+        F::Ip6Hoplimit if v6 => (l3 + 7, 1, 0xff, 0, None),
+        F::TcpSequence if tcp => (l4 + 4, 4, u32::MAX, 0, Some(l4 + 16)),
+        F::TcpAckseq if tcp => (l4 + 8, 4, u32::MAX, 0, Some(l4 + 16)),
+        F::TcpDoff if tcp => (l4 + 12, 1, 0xf0, 4, Some(l4 + 16)),
+        F::TcpFlags if tcp => (l4 + 13, 1, 0xff, 0, Some(l4 + 16)),
+        F::TcpWindow if tcp => (l4 + 14, 2, 0xffff, 0, Some(l4 + 16)),
+        F::TcpChecksum if tcp => (l4 + 16, 2, 0xffff, 0, None),
+        F::TcpUrgptr if tcp => (l4 + 18, 2, 0xffff, 0, Some(l4 + 16)),
+        F::UdpLength if udp => (l4 + 4, 2, 0xffff, 0, Some(l4 + 6)),
+        F::UdpChecksum if udp => (l4 + 6, 2, 0xffff, 0, None),
+        F::IcmpType | F::Icmp6Type if icmp => (l4, 1, 0xff, 0, Some(l4 + 2)),
+        F::IcmpCode | F::Icmp6Code if icmp => (l4 + 1, 1, 0xff, 0, Some(l4 + 2)),
+        F::IcmpId | F::Icmp6Id if icmp => (l4 + 4, 2, 0xffff, 0, Some(l4 + 2)),
+        F::IcmpSequence | F::Icmp6Sequence if icmp => (l4 + 6, 2, 0xffff, 0, Some(l4 + 2)),
+        F::IpVersion
+        | F::IpHdrlength
+        | F::IpDscp
+        | F::IpEcn
+        | F::IpLength
+        | F::IpId
+        | F::IpFragOff
+        | F::IpTtl
+        | F::IpProtocol
+        | F::IpChecksum
+        | F::Ip6Version
+        | F::Ip6Dscp
+        | F::Ip6Ecn
+        | F::Ip6Flowlabel
+        | F::Ip6Length
+        | F::Ip6Nexthdr
+        | F::Ip6Hoplimit
+        | F::TcpSequence
+        | F::TcpAckseq
+        | F::TcpDoff
+        | F::TcpFlags
+        | F::TcpWindow
+        | F::TcpChecksum
+        | F::TcpUrgptr
+        | F::UdpLength
+        | F::UdpChecksum
+        | F::IcmpType
+        | F::Icmp6Type
+        | F::IcmpCode
+        | F::Icmp6Code
+        | F::IcmpId
+        | F::Icmp6Id
+        | F::IcmpSequence
+        | F::Icmp6Sequence => return Some(false),
+        _ => return None,
+    };
+    if at + n > frame.len() || csum.is_some_and(|c| c + 2 > frame.len()) {
+        return Some(false);
+    }
+    // the 16-bit aligned words the write touches, before and after (for the checksum)
+    let (wa, wz) = (at & !1, (at + n + 1) & !1);
+    let wz = wz.min(frame.len());
+    let old: Vec<u8> = frame[wa..wz].to_vec();
+    let mut cur: u32 = 0;
+    for b in &frame[at..at + n] {
+        cur = (cur << 8) | *b as u32;
+    }
+    let new = (cur & !mask) | (((v as u32) << shift) & mask);
+    for (i, b) in frame[at..at + n].iter_mut().enumerate() {
+        *b = (new >> (8 * (n - 1 - i))) as u8;
+    }
+    if let Some(c) = csum {
+        // a checksum inside the words written is not updated against itself
+        if !(wa..wz).contains(&c) {
+            let sum = rd16(frame, c);
+            let upd = |s: u16| cs::update_bytes(s, &old, &frame[wa..wz]);
+            let sum = if udp && c == l4 + 6 {
+                cs::udp_update(sum, upd)
+            } else {
+                upd(sum)
+            };
+            wr16(frame, c, sum);
+        }
+    }
+    Some(true)
 }
 
 fn icmp_id(frame: &[u8], pm: &PacketMeta) -> Option<u16> {

@@ -685,3 +685,53 @@ fn ip6_saddr_set_updates_a_short_icmpv6_checksum() {
         "the checksum still holds after the write"
     );
 }
+
+/// `ip ttl set`, `ip dscp set`, `ip6 hoplimit set`, `ip6 dscp set`, `tcp flags set` ...: the
+/// engine records the write and the stateful layer applies it; the writer wrote addresses and
+/// ports only and passed the others over (found by weir-lab's payload oracle). The bits land
+/// where nft's payload write puts them and the checksums still hold.
+#[test]
+fn plain_header_field_writes_are_applied_with_their_checksums() {
+    use weir_wire::checksum::{checksum, checksum_with, pseudo_v4};
+    use weir_wire::Field as F;
+    let (src, dst): (Ipv4Addr, Ipv4Addr) =
+        ("198.18.0.1".parse().unwrap(), "198.19.0.1".parse().unwrap());
+    let mut frame = weir_wire::build::tcp4(src, dst, 40000, 80, tf::SYN, b"data");
+    let write = |frame: &mut Vec<u8>, f, v| {
+        let pm = PacketMeta::parse(frame, LinkType::Ethernet);
+        assert!(
+            weir_engine::nat::set_header_field(frame, &pm, f, v),
+            "{f:?}"
+        );
+    };
+    write(&mut frame, F::IpTtl, 23);
+    write(&mut frame, F::IpDscp, 0x16); // af23
+    write(&mut frame, F::TcpFlags, 0x12);
+    let ip = &frame[14..34];
+    assert_eq!(ip[8], 23);
+    assert_eq!(ip[1] >> 2, 0x16);
+    assert_eq!(checksum(ip), 0, "IPv4 header checksum");
+    let l4 = &frame[34..];
+    assert_eq!(l4[13], 0x12);
+    assert_eq!(
+        checksum_with(
+            pseudo_v4(src.octets(), dst.octets(), 6, l4.len() as u16),
+            l4
+        ),
+        0,
+        "TCP checksum"
+    );
+    let mut f6 = weir_wire::build::tcp6(
+        "2001:db8::1".parse().unwrap(),
+        "2001:db8::2".parse().unwrap(),
+        40000,
+        80,
+        tf::SYN,
+        &[],
+    );
+    write(&mut f6, F::Ip6Hoplimit, 1);
+    write(&mut f6, F::Ip6Dscp, 63);
+    assert_eq!(f6[14 + 7], 1);
+    assert_eq!(u16::from_be_bytes([f6[14], f6[15]]) >> 6 & 0x3f, 63);
+    assert_eq!(f6[14] >> 4, 6, "the version stays");
+}

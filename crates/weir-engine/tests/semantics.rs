@@ -483,3 +483,198 @@ fn ecn_code_points_by_name() {
     f[15] = (f[15] & !3) | 2; // ECT(0)
     assert!(!accepted(&mut es, &f));
 }
+
+#[test]
+fn reject_of_a_kind_matches_only_packets_of_that_kind() {
+    // nft puts `meta nfproto ipv4` before `reject with icmp`, `meta nfproto ipv6` before
+    // `reject with icmpv6` and `meta l4proto tcp` before `reject with tcp reset`: other
+    // packets go on to the next rule (found by weir-lab's payload oracle)
+    let mut es = engines(
+        "table inet f { chain fwd { type filter hook forward priority 0; policy accept;\n\
+         meta mark 1 reject with icmp host-unreachable\n\
+         meta mark 2 reject with icmpv6 no-route\n\
+         meta mark 3 reject with tcp reset\n\
+         meta mark 1-3 meta mark set 9\n } }",
+    );
+    let v4 = tcp("198.18.0.1", "198.19.0.1", 80);
+    let udp4 = build::udp4(a4("198.18.0.1"), a4("198.19.0.1"), 5353, 53, b"q");
+    let v6 = build::tcp6(
+        "2001:db8::1".parse().unwrap(),
+        "2001:db8::2".parse().unwrap(),
+        40000,
+        80,
+        build::tcp_flags::SYN,
+        &[],
+    );
+    let run_mark = |es: &mut [Engine], frame: &[u8], mark: u32| -> (bool, u32) {
+        let r: Vec<_> = es
+            .iter_mut()
+            .map(|e| {
+                let mut m = Meta::with_ifnames("lan0", "wan0");
+                m.mark = mark;
+                run(e, frame, m)
+            })
+            .collect();
+        assert_eq!(r[0], r[1], "compiled and linear disagree");
+        (r[0].0.is_accept(), r[0].1)
+    };
+    // each reject takes its own kind of packet
+    assert_eq!(run_mark(&mut es, &v4, 1), (false, 1));
+    assert_eq!(run_mark(&mut es, &v6, 2), (false, 2));
+    assert_eq!(run_mark(&mut es, &v4, 3), (false, 3));
+    // and lets the others on to the next rule
+    assert_eq!(run_mark(&mut es, &v6, 1), (true, 9));
+    assert_eq!(run_mark(&mut es, &v4, 2), (true, 9));
+    assert_eq!(run_mark(&mut es, &udp4, 3), (true, 9));
+}
+
+#[test]
+fn nat_of_the_other_family_still_looks_its_map_up() {
+    // `dnat ip to KEY map { ... }` in an inet table: the kernel's lookup runs before the nat
+    // expression (which does nothing for an IPv6 packet), so a failed lookup stops the rule
+    // for either family (found by weir-lab's payload oracle)
+    let (rs, _) = weir_lang::load_str(
+        "t.nft",
+        "table inet f { chain pre { type nat hook prerouting priority -100;\n\
+         dnat ip to ct mark map { 0x14 : 198.18.0.9 }\n\
+         dnat ip to 198.18.0.8\n } }",
+    )
+    .map_err(|(sm, d)| weir_lang::diag::render_all(&d, &sm))
+    .unwrap();
+    let v6 = build::tcp6(
+        "2001:db8::1".parse().unwrap(),
+        "2001:db8::2".parse().unwrap(),
+        40000,
+        80,
+        build::tcp_flags::SYN,
+        &[],
+    );
+    for mode in [Mode::Compiled, Mode::Linear] {
+        let mut e = Engine::new(Compiled::build(&rs, mode));
+        let pm = PacketMeta::parse(&v6, LinkType::Ethernet);
+        let mut meta = Meta::with_ifnames("lan0", "");
+        let mut p = Pkt {
+            frame: &v6,
+            pm: &pm,
+            meta: &mut meta,
+            now_ns: 0,
+            conns: None,
+        };
+        e.process(Hook::Prerouting, &mut p);
+        // no connection: `ct mark` has no value, the first rule stops; the second reaches
+        // its end (nothing to do for IPv6)
+        let hits: Vec<u64> = e.st.rule_hits.iter().map(|h| h.0).collect();
+        assert_eq!(hits, vec![0, 1], "{mode:?}");
+        assert!(p.meta.nat.is_none());
+    }
+}
+
+#[test]
+fn a_header_write_stops_the_rule_on_a_packet_without_that_header() {
+    // nft puts `meta nfproto ipv4` before `ip daddr set` in an inet table and `meta l4proto
+    // udp` before `udp dport set`: the rule, its verdict included, is not for other packets
+    // (found by weir-lab's payload oracle)
+    let mut es = engines(
+        "table inet f { chain fwd { type filter hook forward priority 0; policy accept;\n\
+         ip daddr set 198.19.0.9 drop\n\
+         udp dport set 53 drop\n\
+         meta mark set 9\n } }",
+    );
+    let v6 = build::tcp6(
+        "2001:db8::1".parse().unwrap(),
+        "2001:db8::2".parse().unwrap(),
+        40000,
+        80,
+        build::tcp_flags::SYN,
+        &[],
+    );
+    assert_eq!(decide(&mut es, &v6).1, 9);
+    assert!(decide(&mut es, &v6).0.is_accept());
+    // an IPv4 packet: the first rule writes and drops
+    assert!(!accepted(&mut es, &tcp("198.18.0.1", "198.19.0.1", 80)));
+    for e in &es {
+        let hits: Vec<u64> = e.st.rule_hits.iter().map(|h| h.0).collect();
+        assert_eq!(hits, vec![1, 0, 2]);
+    }
+}
+
+#[test]
+fn icmp_id_is_read_behind_the_echo_types_as_nft_does() {
+    // nft compiles `icmp id 22` to `icmp type { echo-reply, echo-request }` then the id: a
+    // timestamp request with that identifier does not match (found by weir-lab's payload
+    // oracle)
+    let mut es = engines(
+        "table ip f { chain fwd { type filter hook forward priority 0; policy accept;\n\
+         icmp id 22 meta mark set 1\n\
+         icmp sequence 7 meta mark set 2\n } }",
+    );
+    let icmp = |ty: u8| {
+        let mut f = build::icmp4_echo(
+            a4("198.18.0.1"),
+            a4("198.19.0.1"),
+            22,
+            7,
+            b"abcdefghijklmnopqrst",
+        );
+        // the message type, the ICMP checksum left as it is (nft does not check it)
+        let l4 = 14 + 20;
+        f[l4] = ty;
+        f
+    };
+    assert_eq!(decide(&mut es, &icmp(8)).1, 2);
+    assert_eq!(decide(&mut es, &icmp(0)).1, 2);
+    assert_eq!(decide(&mut es, &icmp(13)).1, 0);
+    assert_eq!(decide(&mut es, &icmp(17)).1, 0);
+}
+
+#[test]
+fn nat_maps_with_address_and_port_ranges() {
+    // a map's data with a range (`192.168.2.2-192.168.2.4`, `10.0.0.0/24 . 8888-8999`) gives
+    // the whole range to NAT; the ranges were read as an address and a port (found by
+    // weir-lab's payload oracle)
+    let (rs, _) = weir_lang::load_str(
+        "t.nft",
+        "table ip t {\n\
+         chain pre { type nat hook prerouting priority -100;\n\
+           ip daddr 198.19.0.1 dnat ip to ip saddr . tcp dport map { 198.18.0.1 . 80 : 10.0.0.0/24 . 8888-8999 }\n\
+           ip daddr 198.19.0.2 dnat ip to ip saddr . tcp dport map { 198.18.0.1 . 80 : 10.0.0.7 . 8080 }\n\
+           ip daddr 198.19.0.3 dnat ip to ip saddr map { 198.18.0.1 : 10.0.1.2-10.0.1.4 }\n\
+           ip daddr 198.19.0.4 dnat ip to ip saddr map { 198.18.0.1 : 10.0.2.9 }\n } }",
+    )
+    .map_err(|(sm, d)| weir_lang::diag::render_all(&d, &sm))
+    .unwrap();
+    let a = |s: &str| u32::from(a4(s)) as u128;
+    for mode in [Mode::Compiled, Mode::Linear] {
+        let mut e = Engine::new(Compiled::build(&rs, mode));
+        let mut nat_for = |dst: &str| {
+            let f = tcp("198.18.0.1", dst, 80);
+            let pm = PacketMeta::parse(&f, LinkType::Ethernet);
+            let mut meta = Meta::with_ifnames("lan0", "");
+            let mut p = Pkt {
+                frame: &f,
+                pm: &pm,
+                meta: &mut meta,
+                now_ns: 0,
+                conns: None,
+            };
+            e.process(Hook::Prerouting, &mut p);
+            p.meta.nat.map(|n| (n.addr, n.port))
+        };
+        assert_eq!(
+            nat_for("198.19.0.1"),
+            Some((Some((a("10.0.0.0"), a("10.0.0.255"))), Some((8888, 8999))))
+        );
+        assert_eq!(
+            nat_for("198.19.0.2"),
+            Some((Some((a("10.0.0.7"), a("10.0.0.7"))), Some((8080, 8080))))
+        );
+        assert_eq!(
+            nat_for("198.19.0.3"),
+            Some((Some((a("10.0.1.2"), a("10.0.1.4"))), None))
+        );
+        assert_eq!(
+            nat_for("198.19.0.4"),
+            Some((Some((a("10.0.2.9"), a("10.0.2.9"))), None))
+        );
+    }
+}

@@ -32,6 +32,7 @@ pub mod gen_ipt;
 pub mod ipt;
 pub mod kernel;
 pub mod model;
+pub mod oracle;
 pub mod rng;
 pub mod sys;
 pub mod topology;

@@ -537,33 +537,33 @@ const ASSIGNABLE: &[Field] = &[
     Field::IpDaddr,
     Field::IpTtl,
     Field::IpDscp,
+    Field::IpEcn,
+    Field::IpId,
+    Field::IpProtocol,
     Field::Ip6Saddr,
     Field::Ip6Daddr,
     Field::Ip6Hoplimit,
     Field::Ip6Dscp,
+    Field::Ip6Ecn,
+    Field::Ip6Flowlabel,
+    Field::TcpFlags,
     Field::TcpSport,
     Field::TcpDport,
     Field::UdpSport,
     Field::UdpDport,
     Field::ThSport,
     Field::ThDport,
-    // header fields written in place, their checksum updated (weir_engine::payload_set)
+    // header fields written in place, their checksum updated (weir_engine::nat's writer)
     Field::IpVersion,
     Field::IpHdrlength,
-    Field::IpEcn,
     Field::IpLength,
-    Field::IpId,
     Field::IpFragOff,
-    Field::IpProtocol,
     Field::IpChecksum,
-    Field::Ip6Ecn,
-    Field::Ip6Flowlabel,
     Field::Ip6Length,
     Field::Ip6Nexthdr,
     Field::TcpSequence,
     Field::TcpAckseq,
     Field::TcpDoff,
-    Field::TcpFlags,
     Field::TcpWindow,
     Field::TcpChecksum,
     Field::TcpUrgptr,
@@ -1031,7 +1031,7 @@ fn lower_item(
                 && f != Field::ThSport
                 && f != Field::ThDport
             {
-                // a header write weir does not make yet (`ip ecn set 1`, `ip id set 0`)
+                // a header write weir does not make yet (`ip checksum set 1`, `ip length set 0`)
                 if lower_value(cx, &[f.datatype()], value).is_none() {
                     return false;
                 }

@@ -368,11 +368,13 @@ pub(super) fn lower_elem(cx: &mut Cx, set: &Set, e: &ast::Elem) -> Option<Elemen
                 return None;
             }
             let r = key_ranges(cx, &set.data_types, v)?;
-            // a data range is allowed for NAT address/port ranges: keep lo and hi
+            // a data range is allowed for NAT address/port ranges: with one, every component
+            // is kept as lo, hi (2 values a component); without, one value a component
             let mut vals = Vec::new();
+            let ranges = r.iter().any(|(lo, hi)| lo != hi);
             for (lo, hi) in r {
                 vals.push(lo);
-                if lo != hi {
+                if ranges {
                     vals.push(hi);
                 }
             }

@@ -625,13 +625,13 @@ fn queue_numbers_and_flags_lower() {
 }
 
 /// Header writes of fields in place (`ip ecn set 1`, `ip id set 0`, `tcp flags set syn`) are
-/// evaluated (weir_engine::payload_set); one weir does not make yet (`sctp vtag set`) loads
+/// evaluated (weir_engine::nat's writer); one weir does not make yet (`sctp vtag set`) loads
 /// as not evaluated, its value typed.
 #[test]
 fn header_writes_not_made_yet_are_listed() {
     let (rs, _) = load_str(
         "t.nft",
-        "table inet t { chain c { ip ecn set 1 ip id set 0 tcp flags set syn ip6 flowlabel set 7 } }",
+        "table inet t { chain c { ip ecn set 1 ip id set 0 tcp flags set syn ip6 flowlabel set 7 ip checksum set 1 ip length set 0 } }",
     )
     .unwrap();
     assert!(rs.unevaluated().is_empty(), "{:?}", rs.unevaluated());

@@ -514,11 +514,18 @@ fn element(t: &ir::Table, s: &ir::Set, e: &ir::Element) -> String {
     match &e.data {
         Some(MapValue::Verdict(v)) => text.push_str(&format!(" : {}", verdict(t, *v))),
         Some(MapValue::Value(vs)) => {
-            let v: Vec<String> = vs
-                .iter()
-                .zip(&s.data_types)
-                .map(|(&v, &dt)| value::format(dt, v))
-                .collect();
+            // with a range among them, each component is lo, hi
+            let v: Vec<String> = if !s.data_types.is_empty() && vs.len() == 2 * s.data_types.len() {
+                vs.chunks(2)
+                    .zip(&s.data_types)
+                    .map(|(r, &dt)| value::range(dt, r[0], r[1]))
+                    .collect()
+            } else {
+                vs.iter()
+                    .zip(&s.data_types)
+                    .map(|(&v, &dt)| value::format(dt, v))
+                    .collect()
+            };
             text.push_str(&format!(" : {}", v.join(" . ")));
         }
         None => {}
