@@ -146,6 +146,10 @@ pub struct Meta {
     /// when the base chain ends.
     pub writes: [Option<(Field, u128)>; MAX_WRITES],
     pub nwrites: u8,
+    /// The input and output devices' ARPHRD types (`meta iiftype`, `oiftype`); 0: not
+    /// known, a named device taken as Ethernet (1), `lo` as loopback (772).
+    pub iiftype: u16,
+    pub oiftype: u16,
     /// The packet's wall-clock time, nanoseconds since the epoch (`meta time`, `day`,
     /// `hour`); 0: unknown, the evaluation's `now_ns` is taken as it (a capture's time).
     pub wall_ns: u64,
@@ -153,6 +157,19 @@ pub struct Meta {
 
 /// Header writes a base chain can make before they are applied.
 pub const MAX_WRITES: usize = 8;
+
+/// A device's ARPHRD type: as given, or for a device known by name only, loopback for `lo`
+/// and Ethernet otherwise (weir's ports are Ethernet); None without a device.
+fn dev_type(index: u32, name: u128, given: u16) -> Option<u16> {
+    if index == 0 && name == 0 {
+        return None;
+    }
+    Some(match given {
+        0 if name == ifname_value("lo") => 772,
+        0 => 1,
+        t => t,
+    })
+}
 
 /// The port fields that read the same bytes (`th dport`, `tcp dport`, `udp dport` ...).
 fn same_bytes(a: Field, b: Field) -> bool {
@@ -543,6 +560,13 @@ impl<'a> Pkt<'a> {
             Field::MetaOif => Some(self.meta.oif as u128),
             Field::MetaIifname => Some(self.meta.iifname),
             Field::MetaOifname => Some(self.meta.oifname),
+            // a hook without the device breaks the rule, as nft_meta does
+            Field::MetaIiftype => {
+                dev_type(self.meta.iif, self.meta.iifname, self.meta.iiftype).map(u128::from)
+            }
+            Field::MetaOiftype => {
+                dev_type(self.meta.oif, self.meta.oifname, self.meta.oiftype).map(u128::from)
+            }
             Field::MetaPkttype => {
                 if pm.link != LinkType::Ethernet {
                     return Some(0);

@@ -213,6 +213,8 @@ pub fn copy_range(mode: Copy, sf: &Stateful) -> u16 {
 #[derive(Default)]
 pub struct IfNames {
     names: HashMap<u32, u128>,
+    /// The devices' ARPHRD types (`/sys/class/net/NAME/type`: 1 Ethernet, 772 loopback...).
+    types: HashMap<u32, u16>,
     since: u64,
 }
 
@@ -224,8 +226,23 @@ impl IfNames {
     pub fn refresh(&mut self, now: u64) {
         if now.saturating_sub(self.since) >= Self::TTL_NS {
             self.names.clear();
+            self.types.clear();
             self.since = now;
         }
+    }
+
+    /// The device's ARPHRD type (`meta iiftype`), 0 when unknown.
+    fn kind(&mut self, idx: u32) -> u16 {
+        if idx == 0 {
+            return 0;
+        }
+        *self.types.entry(idx).or_insert_with(|| {
+            let name = Self::lookup(idx);
+            std::fs::read_to_string(format!("/sys/class/net/{name}/type"))
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+                .unwrap_or(0)
+        })
     }
 
     fn value(&mut self, idx: u32) -> u128 {
@@ -271,6 +288,7 @@ pub fn process(
     let wire = p.cap_len.map_or(buf.len(), |c| c as usize);
     let mut pm = PacketMeta::parse_captured(buf, LinkType::RawIp, wire);
     let (iif, oif) = (ifs.value(p.indev), ifs.value(p.outdev));
+    let (iiftype, oiftype) = (ifs.kind(p.indev), ifs.kind(p.outdev));
     let hooks: &[Hook] = match p.hook {
         0 => &[Hook::Prerouting],
         1 => &[Hook::Prerouting, Hook::Input],
@@ -281,10 +299,13 @@ pub fn process(
     let mut pc = PacketCt::default();
     for &h in hooks {
         let mut meta = Meta::with_ifnames("", "");
-        match h {
-            Hook::Prerouting | Hook::Input => meta.iifname = iif,
-            Hook::Output => meta.oifname = oif,
-            _ => (meta.iifname, meta.oifname) = (iif, oif),
+        let has_in = !matches!(h, Hook::Output);
+        let has_out = !matches!(h, Hook::Prerouting | Hook::Input);
+        if has_in {
+            (meta.iif, meta.iifname, meta.iiftype) = (p.indev, iif, iiftype);
+        }
+        if has_out {
+            (meta.oif, meta.oifname, meta.oiftype) = (p.outdev, oif, oiftype);
         }
         meta.mark = p.mark;
         let d = sf.hook_mut(h, buf, &mut pm, &mut meta, now, &mut pc);
