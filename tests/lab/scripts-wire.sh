@@ -281,7 +281,7 @@ done < "$DIR/cases"
 
 ip netns exec $R "$WEIR" run --config "$DIR/weir.toml" >"$DIR/weir.log" 2>&1 &
 WPID=$!
-for i in $(seq 100); do grep -q ready "$DIR/weir.log" 2>/dev/null && break; sleep 0.1; done
+for i in $(seq 300); do grep -q ready "$DIR/weir.log" 2>/dev/null && break; sleep 0.1; done
 grep -q ready "$DIR/weir.log" || fail "weir did not start"
 
 timeout 40 ip netns exec $C python3 "$DIR/client.py" "$HELLO" "$QUIC" $PORTS >"$DIR/client.out" 2>&1 ||

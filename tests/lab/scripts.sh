@@ -84,7 +84,15 @@ ip netns exec $S python3 "$DIR/server.py" "$(stat -c %s "$HELLO")" >"$DIR/server
 SPID=$!
 trap 'kill $SPID 2>/dev/null || true; cleanup' EXIT
 WANT="GOT $(stat -c %s "$HELLO") $(sha256sum "$HELLO" | cut -d' ' -f1)"
-sleep 0.3
+# listening before the first connection (labs run side by side on a loaded machine)
+listening() { # PROTO PORT
+  for i in $(seq 100); do
+    ip netns exec $S ss -Hln$1 "sport = :$2" | grep -q . && return 0
+    sleep 0.1
+  done
+  fail "nothing listens on $1 port $2 in the server's namespace"
+}
+listening t 443
 
 cat > "$DIR/rules.nft" <<'R'
 table inet z {
@@ -175,7 +183,7 @@ with open("'"$DIR"'/udp.log", "w") as f:
         pass
 ' &
 UPID=$!
-sleep 0.3
+listening u 9
 before=$(ctl status | grep -Eo "queue=[0-9]+" | cut -d= -f2)
 for p in A X B; do ip netns exec $C bash -c "echo $p > /dev/udp/198.18.42.2/9" || true; sleep 0.1; done
 wait $UPID || true
@@ -231,7 +239,7 @@ T
   q0=$(seqno)
   ip netns exec $S timeout 20 iperf3 -s -1 -B 198.18.42.2 >/dev/null 2>&1 &
   IPID=$!
-  sleep 0.5
+  listening t 5201
   ip netns exec $C timeout 20 iperf3 -c 198.18.42.2 -t 2 -J > "$DIR/iperf.json" || fail "iperf3 through weir's narrowed queue failed: $(tail -5 "$DIR/iperf.json")"
   wait $IPID 2>/dev/null || true
   sleep 0.3
