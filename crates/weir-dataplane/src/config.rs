@@ -360,7 +360,9 @@ impl Config {
             ports.push(
                 Port::new(&i.name)
                     .with_addrs(addrs)
-                    .with_rp_filter(i.rp_filter.into()),
+                    .with_rp_filter(i.rp_filter.into())
+                    .with_ifindex(ifindex(&i.name))
+                    .with_group(netdev_group(&i.name)),
             );
         }
         let mut routes = Vec::new();
@@ -435,6 +437,15 @@ fn parse_port_addr(s: &str) -> anyhow::Result<PortAddr> {
 mod tests {
     use super::*;
 
+    /// The router's ports carry the kernel's index and group of their interface (`meta
+    /// iif`, `iifgroup`): lo is 1 in every namespace, in group 0.
+    #[test]
+    fn ports_know_their_index_and_group() {
+        assert_eq!(ifindex("lo"), 1);
+        assert_eq!(netdev_group("lo"), 0);
+        assert_eq!(ifindex("weir-no-such-if"), 0);
+    }
+
     fn parse(text: &str) -> Result<Config, String> {
         toml::from_str::<Config>(text)
             .map_err(|e| e.to_string())
@@ -464,4 +475,22 @@ mod tests {
             assert!(e.contains(want), "{text}: {e}");
         }
     }
+}
+
+/// An interface's index in the kernel (`meta iif` / `oif` compare it), 0 when there is no
+/// such interface (the router's ports are checked elsewhere).
+pub fn ifindex(name: &str) -> u32 {
+    let Ok(c) = std::ffi::CString::new(name) else {
+        return 0;
+    };
+    // SAFETY: if_nametoindex reads the NUL-terminated name and returns 0 on failure.
+    unsafe { libc::if_nametoindex(c.as_ptr()) }
+}
+
+/// An interface's device group (`/sys/class/net/NAME/netdev_group`; the kernel's default 0).
+pub fn netdev_group(name: &str) -> u32 {
+    std::fs::read_to_string(format!("/sys/class/net/{name}/netdev_group"))
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0)
 }

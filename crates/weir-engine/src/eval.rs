@@ -150,6 +150,10 @@ pub struct Meta {
     /// known, a named device taken as Ethernet (1), `lo` as loopback (772).
     pub iiftype: u16,
     pub oiftype: u16,
+    /// The input and output devices' groups (`meta iifgroup` / `oifgroup`); None: not known,
+    /// 0 (the kernel's default group) for a device known by name.
+    pub iifgroup: Option<u32>,
+    pub oifgroup: Option<u32>,
     /// The packet's wall-clock time, nanoseconds since the epoch (`meta time`, `day`,
     /// `hour`); 0: unknown, the evaluation's `now_ns` is taken as it (a capture's time).
     pub wall_ns: u64,
@@ -561,6 +565,10 @@ impl<'a> Pkt<'a> {
             Field::MetaIifname => Some(self.meta.iifname),
             Field::MetaOifname => Some(self.meta.oifname),
             // a hook without the device breaks the rule, as nft_meta does
+            Field::MetaIifgroup => dev_type(self.meta.iif, self.meta.iifname, 1)
+                .map(|_| self.meta.iifgroup.unwrap_or(0) as u128),
+            Field::MetaOifgroup => dev_type(self.meta.oif, self.meta.oifname, 1)
+                .map(|_| self.meta.oifgroup.unwrap_or(0) as u128),
             Field::MetaIiftype => {
                 dev_type(self.meta.iif, self.meta.iifname, self.meta.iiftype).map(u128::from)
             }

@@ -1,4 +1,4 @@
-//! `meta iiftype` / `oiftype`: the devices' ARPHRD types (as given by the caller, or for a
+//! `meta iiftype` / `oiftype` and `iifgroup` / `oifgroup`: the devices' ARPHRD types and groups (as given by the caller, or for a
 //! device known by name only: loopback for `lo`, Ethernet otherwise); none at a hook without
 //! that device, where the kernel's nft_meta breaks the rule.
 
@@ -17,6 +17,8 @@ const RULES: &str = "table ip t {
     meta iiftype loopback meta mark set meta mark | 0x2
     meta oiftype ether meta mark set meta mark | 0x4
     meta iiftype 65534 meta mark set meta mark | 0x8
+    meta iifgroup default meta mark set meta mark | 0x40
+    meta iifgroup 5 meta mark set meta mark | 0x80
   }
   chain out {
     type filter hook output priority 0;
@@ -54,15 +56,16 @@ fn device_types() {
         let mut sf = Stateful::new(Engine::new(Compiled::build(&rs, mode)), Config::default());
         assert_eq!(
             mark(&mut sf, Hook::Prerouting, Meta::with_ifnames("eth0", "")),
-            0x1
+            0x1 | 0x40
         );
         assert_eq!(
             mark(&mut sf, Hook::Prerouting, Meta::with_ifnames("lo", "")),
-            0x2
+            0x2 | 0x40
         );
         let mut m = Meta::with_ifnames("wg0", "");
         m.iiftype = 65534;
-        assert_eq!(mark(&mut sf, Hook::Prerouting, m), 0x8);
+        m.iifgroup = Some(5);
+        assert_eq!(mark(&mut sf, Hook::Prerouting, m), 0x8 | 0x80);
         // no input device at output: the iiftype rule breaks, the oiftype one matches
         assert_eq!(
             mark(&mut sf, Hook::Output, Meta::with_ifnames("", "eth1")),

@@ -373,6 +373,8 @@ impl Router {
         m.oifname = oif.map_or(self.absent_ifname, |p| self.ports[p].name_value);
         m.iif = iif.map_or(0, |p| self.ports[p].ifindex);
         m.oif = oif.map_or(0, |p| self.ports[p].ifindex);
+        m.iifgroup = iif.map(|p| self.ports[p].group);
+        m.oifgroup = oif.map(|p| self.ports[p].group);
         m.mark = mark;
         m
     }

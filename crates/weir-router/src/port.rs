@@ -59,6 +59,8 @@ pub struct Port {
     pub mtu: usize,
     /// The reverse path filter of the packets arriving on it.
     pub rp_filter: RpFilter,
+    /// Its device group (`meta iifgroup` / `oifgroup`; the kernel's default 0).
+    pub group: u32,
     /// `name` as a field value (computed once).
     pub(crate) name_value: u128,
 }
@@ -68,6 +70,7 @@ impl Port {
         Port {
             name: name.to_string(),
             ifindex: 0,
+            group: 0,
             mac: None,
             addrs: Vec::new(),
             mtu: usize::MAX,
@@ -98,6 +101,11 @@ impl Port {
 
     pub fn with_ifindex(mut self, i: u32) -> Port {
         self.ifindex = i;
+        self
+    }
+
+    pub fn with_group(mut self, g: u32) -> Port {
+        self.group = g;
         self
     }
 

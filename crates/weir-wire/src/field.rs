@@ -436,12 +436,13 @@ fields! {
     // the devices' types (ARPHRD)
     MetaIiftype => "meta iiftype", T::IfType, L::Meta;
     MetaOiftype => "meta oiftype", T::IfType, L::Meta;
+    // the devices' groups
+    MetaIifgroup => "meta iifgroup", T::Devgroup, L::Meta;
+    MetaOifgroup => "meta oifgroup", T::Devgroup, L::Meta;
     // ---- loaded and checked, not evaluated yet (see `Field::evaluated`) ----
     // metadata
     MetaSkuid => "meta skuid", T::Uid, L::Meta;
     MetaSkgid => "meta skgid", T::Gid, L::Meta;
-    MetaIifgroup => "meta iifgroup", T::Devgroup, L::Meta;
-    MetaOifgroup => "meta oifgroup", T::Devgroup, L::Meta;
     MetaIifkind => "meta iifkind", T::IfName, L::Meta;
     MetaOifkind => "meta oifkind", T::IfName, L::Meta;
     MetaCpu => "meta cpu", T::Integer(32), L::Meta;

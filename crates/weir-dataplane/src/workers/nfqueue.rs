@@ -215,6 +215,8 @@ pub struct IfNames {
     names: HashMap<u32, u128>,
     /// The devices' ARPHRD types (`/sys/class/net/NAME/type`: 1 Ethernet, 772 loopback...).
     types: HashMap<u32, u16>,
+    /// The devices' groups (`/sys/class/net/NAME/netdev_group`).
+    groups: HashMap<u32, u32>,
     since: u64,
 }
 
@@ -227,8 +229,22 @@ impl IfNames {
         if now.saturating_sub(self.since) >= Self::TTL_NS {
             self.names.clear();
             self.types.clear();
+            self.groups.clear();
             self.since = now;
         }
+    }
+
+    /// The device's group (`meta iifgroup`), None without a device.
+    fn group(&mut self, idx: u32) -> Option<u32> {
+        if idx == 0 {
+            return None;
+        }
+        Some(
+            *self
+                .groups
+                .entry(idx)
+                .or_insert_with(|| crate::config::netdev_group(&Self::lookup(idx))),
+        )
     }
 
     /// The device's ARPHRD type (`meta iiftype`), 0 when unknown.
@@ -289,6 +305,7 @@ pub fn process(
     let mut pm = PacketMeta::parse_captured(buf, LinkType::RawIp, wire);
     let (iif, oif) = (ifs.value(p.indev), ifs.value(p.outdev));
     let (iiftype, oiftype) = (ifs.kind(p.indev), ifs.kind(p.outdev));
+    let (iifgroup, oifgroup) = (ifs.group(p.indev), ifs.group(p.outdev));
     let hooks: &[Hook] = match p.hook {
         0 => &[Hook::Prerouting],
         1 => &[Hook::Prerouting, Hook::Input],
@@ -303,9 +320,11 @@ pub fn process(
         let has_out = !matches!(h, Hook::Prerouting | Hook::Input);
         if has_in {
             (meta.iif, meta.iifname, meta.iiftype) = (p.indev, iif, iiftype);
+            meta.iifgroup = iifgroup;
         }
         if has_out {
             (meta.oif, meta.oifname, meta.oiftype) = (p.outdev, oif, oiftype);
+            meta.oifgroup = oifgroup;
         }
         meta.mark = p.mark;
         let d = sf.hook_mut(h, buf, &mut pm, &mut meta, now, &mut pc);
