@@ -433,6 +433,24 @@ fn parse_port_addr(s: &str) -> anyhow::Result<PortAddr> {
     Ok(PortAddr { addr, len })
 }
 
+/// An interface's index in the kernel (`meta iif` / `oif` compare it), 0 when there is no
+/// such interface (the router's ports are checked elsewhere).
+pub fn ifindex(name: &str) -> u32 {
+    let Ok(c) = std::ffi::CString::new(name) else {
+        return 0;
+    };
+    // SAFETY: if_nametoindex reads the NUL-terminated name and returns 0 on failure.
+    unsafe { libc::if_nametoindex(c.as_ptr()) }
+}
+
+/// An interface's device group (`/sys/class/net/NAME/netdev_group`; the kernel's default 0).
+pub fn netdev_group(name: &str) -> u32 {
+    std::fs::read_to_string(format!("/sys/class/net/{name}/netdev_group"))
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -475,22 +493,4 @@ mod tests {
             assert!(e.contains(want), "{text}: {e}");
         }
     }
-}
-
-/// An interface's index in the kernel (`meta iif` / `oif` compare it), 0 when there is no
-/// such interface (the router's ports are checked elsewhere).
-pub fn ifindex(name: &str) -> u32 {
-    let Ok(c) = std::ffi::CString::new(name) else {
-        return 0;
-    };
-    // SAFETY: if_nametoindex reads the NUL-terminated name and returns 0 on failure.
-    unsafe { libc::if_nametoindex(c.as_ptr()) }
-}
-
-/// An interface's device group (`/sys/class/net/NAME/netdev_group`; the kernel's default 0).
-pub fn netdev_group(name: &str) -> u32 {
-    std::fs::read_to_string(format!("/sys/class/net/{name}/netdev_group"))
-        .ok()
-        .and_then(|t| t.trim().parse().ok())
-        .unwrap_or(0)
 }
