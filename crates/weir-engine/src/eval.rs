@@ -154,6 +154,8 @@ pub struct Meta {
     /// 0 (the kernel's default group) for a device known by name.
     pub iifgroup: Option<u32>,
     pub oifgroup: Option<u32>,
+    /// The CPU the packet is processed on (`meta cpu`: the worker's).
+    pub cpu: u32,
     /// The packet's wall-clock time, nanoseconds since the epoch (`meta time`, `day`,
     /// `hour`); 0: unknown, the evaluation's `now_ns` is taken as it (a capture's time).
     pub wall_ns: u64,
@@ -564,6 +566,7 @@ impl<'a> Pkt<'a> {
             Field::MetaOif => Some(self.meta.oif as u128),
             Field::MetaIifname => Some(self.meta.iifname),
             Field::MetaOifname => Some(self.meta.oifname),
+            Field::MetaCpu => Some(self.meta.cpu as u128),
             // a hook without the device breaks the rule, as nft_meta does
             Field::MetaIifgroup => dev_type(self.meta.iif, self.meta.iifname, 1)
                 .map(|_| self.meta.iifgroup.unwrap_or(0) as u128),

@@ -243,6 +243,8 @@ pub struct Stateful {
     /// The wall clock less the `now_ns` clock (`meta time`, `day`, `hour`): 0 when `now_ns`
     /// is wall-clock time already (a capture's).
     wall_offset_ns: i64,
+    /// The CPU the hooks run on (`meta cpu`), as the caller last said.
+    cpu: u32,
     /// The entry the current packet ended (a RST before any reply): gone from the table, but
     /// the packet still carries it through the chains, as the kernel's skb keeps its ct.
     dying: Option<weir_conntrack::Killed<CtExt>>,
@@ -454,6 +456,7 @@ impl Stateful {
             flowtables,
             dying: None,
             wall_offset_ns: 0,
+            cpu: 0,
             frags: frag::Table::default(),
             ruleset_id: next_ruleset_id(),
             flow_hook: None,
@@ -685,6 +688,11 @@ impl Stateful {
         self.wall_offset_ns = offset_ns;
     }
 
+    /// The CPU the hooks run on from now (`meta cpu`; a worker sets it each batch).
+    pub fn set_cpu(&mut self, cpu: u32) {
+        self.cpu = cpu;
+    }
+
     /// [`Stateful::hook`] on a writable frame: NAT rewrites the packet (at priority -100 for
     /// destination NAT at prerouting / output, +100 for source NAT at postrouting / input,
     /// where netfilter's NAT hooks sit) and `pm` is parsed again after each rewrite, so the
@@ -819,6 +827,7 @@ impl Stateful {
         if self.wall_offset_ns != 0 {
             meta.wall_ns = (now_ns as i64).saturating_add(self.wall_offset_ns).max(1) as u64;
         }
+        meta.cpu = self.cpu;
         let ct_point = matches!(hook, Hook::Prerouting | Hook::Output);
         if ct_point && !matches!(pc.ct, CtPkt::Attached { .. }) {
             pc.ct = CtPkt::NotYet;

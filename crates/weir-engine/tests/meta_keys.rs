@@ -19,6 +19,7 @@ const RULES: &str = "table ip t {
     meta iiftype 65534 meta mark set meta mark | 0x8
     meta iifgroup default meta mark set meta mark | 0x40
     meta iifgroup 5 meta mark set meta mark | 0x80
+    meta cpu 1 meta mark set meta mark | 0x100
   }
   chain out {
     type filter hook output priority 0;
@@ -66,6 +67,13 @@ fn device_types() {
         m.iiftype = 65534;
         m.iifgroup = Some(5);
         assert_eq!(mark(&mut sf, Hook::Prerouting, m), 0x8 | 0x80);
+        // the CPU the caller says the hooks run on
+        sf.set_cpu(1);
+        assert_eq!(
+            mark(&mut sf, Hook::Prerouting, Meta::with_ifnames("eth0", "")),
+            0x1 | 0x40 | 0x100
+        );
+        sf.set_cpu(0);
         // no input device at output: the iiftype rule breaks, the oiftype one matches
         assert_eq!(
             mark(&mut sf, Hook::Output, Meta::with_ifnames("", "eth1")),

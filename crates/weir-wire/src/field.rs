@@ -439,13 +439,14 @@ fields! {
     // the devices' groups
     MetaIifgroup => "meta iifgroup", T::Devgroup, L::Meta;
     MetaOifgroup => "meta oifgroup", T::Devgroup, L::Meta;
+    // the CPU (the worker's)
+    MetaCpu => "meta cpu", T::Integer(32), L::Meta;
     // ---- loaded and checked, not evaluated yet (see `Field::evaluated`) ----
     // metadata
     MetaSkuid => "meta skuid", T::Uid, L::Meta;
     MetaSkgid => "meta skgid", T::Gid, L::Meta;
     MetaIifkind => "meta iifkind", T::IfName, L::Meta;
     MetaOifkind => "meta oifkind", T::IfName, L::Meta;
-    MetaCpu => "meta cpu", T::Integer(32), L::Meta;
     MetaCgroup => "meta cgroup", T::Integer(32), L::Meta;
     MetaRandom => "meta random", T::Integer(32), L::Meta;
     MetaNftrace => "meta nftrace", T::Integer(1), L::Meta;

@@ -316,6 +316,7 @@ impl Inline {
         }
         let now = if ready { now } else { now_ns() };
         w.sf.set_wall_offset(super::wall_offset());
+        w.sf.set_cpu(super::this_cpu());
         // timers before the batch's frames (their scripts' timer_set see this clock)
         il.tick(w, now, false)?;
         // what the kernel itself sent (a service on the router answering, a connection it

@@ -29,6 +29,13 @@ pub fn wall_offset() -> i64 {
     real - now_ns() as i64
 }
 
+/// The CPU this thread runs on now (`meta cpu`).
+pub fn this_cpu() -> u32 {
+    // SAFETY: sched_getcpu takes no arguments; it returns -1 on failure.
+    let c = unsafe { libc::sched_getcpu() };
+    c.max(0) as u32
+}
+
 pub fn now_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

@@ -42,6 +42,7 @@ impl Nfq {
         let now = now_ns();
         self.ifs.refresh(now);
         w.sf.set_wall_offset(super::wall_offset());
+        w.sf.set_cpu(super::this_cpu());
         // per-flow scripts' timers (at most every TICK_NS), before the batch's packets (their
         // scripts' timer_set see this clock): what they send goes first, with the batch's
         w.sf.tick(now);
