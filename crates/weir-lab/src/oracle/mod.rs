@@ -5,6 +5,7 @@
 
 pub mod bytecode;
 pub mod compare;
+pub mod exthdr;
 pub mod gen;
 pub mod interp;
 pub mod sets;
