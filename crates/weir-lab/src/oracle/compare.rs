@@ -678,6 +678,15 @@ pub fn compare_case(
             })
             .collect();
         r.packets_matching += oracle.matched as usize;
+        if std::env::var_os("WEIR_ORACLE_PACKETS").is_some() {
+            let hex: String = p.frame.iter().map(|b| format!("{b:02x}")).collect();
+            println!(
+                "packet: {at} {fam_name} {rule}: {} (weir {}) {hex} wall {}",
+                oracle,
+                w.first().map_or(String::new(), |a| a.to_string()),
+                p.wall_ns
+            );
+        }
         if w.iter().any(|a| *a != oracle) {
             r.differences.push(Difference {
                 at: at.to_string(),

@@ -293,3 +293,116 @@ pub fn remove(kind: ExtKind, typ: u8, f: &mut Vec<u8>, info: &Pktinfo) -> Option
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oracle::bytecode::parse_file;
+    use crate::oracle::interp::{eval, pktinfo, Env, Family, Outcome, Packet};
+    use weir_lang::ir::Hook;
+
+    fn template(v6: bool) -> Packet {
+        let mut rng = crate::rng::Rng::new(3);
+        crate::oracle::gen::template(v6, &mut rng)
+    }
+
+    fn env(family: Family) -> Env {
+        Env {
+            family,
+            hook: Hook::Input,
+        }
+    }
+
+    #[test]
+    fn reads_the_three_forms() {
+        let src = "# x\nip6 t input\n  [ exthdr load ipv6 1b @ 43 + 2 => reg 1 ]\n  [ exthdr load tcpopt 1b @ 5 + 0 present => reg 1 ]\n  [ exthdr load 4b @ 193 + 4 => reg 1 ]\n";
+        let b = &parse_file(src)[0];
+        assert_eq!(b.error, None);
+        assert!(matches!(
+            b.exprs[0],
+            crate::oracle::bytecode::Expr::Exthdr {
+                kind: ExtKind::Ipv6,
+                typ: 43,
+                off: 2,
+                len: 1,
+                present: false,
+                ..
+            }
+        ));
+        assert!(matches!(
+            b.exprs[1],
+            crate::oracle::bytecode::Expr::Exthdr {
+                kind: ExtKind::Tcp,
+                typ: 5,
+                present: true,
+                ..
+            }
+        ));
+        assert!(matches!(
+            b.exprs[2],
+            crate::oracle::bytecode::Expr::Exthdr {
+                kind: ExtKind::Sctp,
+                typ: 193,
+                off: 4,
+                len: 4,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn ipv6_headers_past_a_later_fragment_are_not_found() {
+        let mut p = template(true);
+        let e = env(Family::Ip6);
+        let info = pktinfo(&p, &e).unwrap().unwrap();
+        // a routing header behind a fragment header
+        assert_eq!(
+            insert(ExtKind::Ipv6, 43, 8, &mut p.frame, &info),
+            Some((ETH + 40, 8))
+        );
+        let info = pktinfo(&p, &e).unwrap().unwrap();
+        assert_eq!(
+            insert(ExtKind::Ipv6, 44, 8, &mut p.frame, &info),
+            Some((ETH + 40, 8))
+        );
+        let end = p.frame.len();
+        assert_eq!(ipv6_find(43, &p.frame, end), Some(ETH + 48));
+        p.frame[ETH + 43] = 0x10; // fragment offset 2
+        assert_eq!(ipv6_find(43, &p.frame, end), None);
+        assert_eq!(ipv6_find(44, &p.frame, end), Some(ETH + 40));
+        // a non-extension header ends the walk: found only as the target
+        assert_eq!(ipv6_find(6, &p.frame, end), None);
+        p.frame[ETH + 43] = 0;
+        assert_eq!(ipv6_find(6, &p.frame, end), Some(ETH + 56));
+    }
+
+    #[test]
+    fn tcp_options_and_sctp_chunks() {
+        // tcp option maxseg size 1460: an MSS option after a NOP, an EOL that does not stop
+        let src = "# x\nip t input\n  [ exthdr load tcpopt 2b @ 2 + 2 => reg 1 ]\n  [ cmp eq reg 1 0x05b4 ]\n";
+        let b = &parse_file(src)[0];
+        let e = env(Family::Ip);
+        let mut p = template(false);
+        let th = ETH + 20;
+        p.frame
+            .splice(th + 20..th + 20, [0, 1, 2, 4, 0x05, 0xb4, 1, 1]);
+        p.frame[th + 12] = 0x70;
+        p.frame[ETH + 3] += 8;
+        assert_eq!(eval(b, &p, &e).outcome, Outcome::Match);
+        // the option's length says 3: the field is not within it
+        p.frame[th + 23] = 3;
+        assert_eq!(eval(b, &p, &e).outcome, Outcome::Break(0));
+        // sctp chunk init exists, on an SCTP packet with a DATA chunk first
+        let src =
+            "# x\nip\n  [ exthdr load 1b @ 1 + 0 present => reg 1 ]\n  [ cmp eq reg 1 0x01 ]\n";
+        let b = &parse_file(src)[0];
+        let mut p = template(false);
+        p.frame[ETH + 9] = 132;
+        p.frame.truncate(th + 12);
+        p.frame.extend([0, 0, 0, 5, 9, 9, 9, 9, 1, 0, 0, 4]);
+        p.frame[ETH + 3] = (p.frame.len() - ETH) as u8;
+        assert_eq!(eval(b, &p, &e).outcome, Outcome::Match);
+        p.frame[th + 12 + 8] = 2;
+        assert_eq!(eval(b, &p, &e).outcome, Outcome::Break(1));
+    }
+}

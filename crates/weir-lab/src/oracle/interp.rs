@@ -1145,6 +1145,25 @@ mod tests {
     }
 
     #[test]
+    fn wall_clock_keys() {
+        // meta time 12341234 (a u64 in host order, printed most significant word first),
+        // meta day "Saturday", meta hour "17:00" (TZ UTC-2: 15:00 UTC)
+        let src = "# t\nip t input\n  [ meta load time => reg 1 ]\n  [ cmp eq reg 1 0x002bd849 0x74a8f400 ]\n\n# d\nip t input\n  [ meta load day => reg 1 ]\n  [ cmp eq reg 1 0x06 ]\n\n# h\nip t input\n  [ meta load hour => reg 1 ]\n  [ cmp eq reg 1 0x0000d2f0 ]\n";
+        let bs = parse_file(src);
+        let mut p = packet(0, Conn::Untracked);
+        let at = |p: &Packet, i: usize| eval(&bs[i], p, &ENV).outcome == Outcome::Match;
+        p.wall_ns = 12_341_234_000_000_000;
+        assert!(at(&p, 0));
+        p.wall_ns += 1;
+        assert!(!at(&p, 0));
+        // 2024-06-01 (a Saturday) 15:00:00 UTC
+        p.wall_ns = 1_717_254_000_000_000_000;
+        assert!(at(&p, 1) && at(&p, 2));
+        p.wall_ns += 86_400_000_000_000;
+        assert!(!at(&p, 1) && at(&p, 2));
+    }
+
+    #[test]
     fn transport_loads_break_on_later_fragments() {
         let src = "# x\nip t input\n  [ meta load l4proto => reg 1 ]\n  [ cmp eq reg 1 0x06 ]\n  [ payload load 2b @ transport header + 2 => reg 1 ]\n";
         let b = &parse_file(src)[0];
