@@ -1001,7 +1001,8 @@ impl PacketMeta {
     /// options are walked over the whole header (`doff`): an option of kind 0 or 1, or of
     /// length 0, counts one byte, and an end-of-list does not stop the walk; SCTP chunks
     /// from after the common header, padded to 4 bytes, until one of length 0 or the
-    /// packet's end; bytes past the option's header or the chunk's length are not read.
+    /// packet's end; bytes past the option's length or the chunk's length are not read, and
+    /// an option that runs past the header is not found (nor seen by `present`).
     pub fn exthdr_l4(
         &self,
         frame: &[u8],
@@ -1043,7 +1044,10 @@ impl PacketMeta {
                     opt[i + 1] as usize
                 };
                 if opt[i] == kind {
-                    return (i + need.unwrap_or(1) <= hlen).then_some(l4 + i);
+                    // nft_exthdr_tcp_eval: the first option of the kind answers; it must lie
+                    // inside the header and the field inside it, else it is not found
+                    // (`present` too: it says 0)
+                    return (i + l <= hlen && need.unwrap_or(1) <= l).then_some(l4 + i);
                 }
                 i += l;
             }

@@ -243,18 +243,8 @@ pub fn remove(kind: ExtKind, typ: u8, f: &mut Vec<u8>, info: &Pktinfo) -> Option
     match kind {
         ExtKind::Ipv6 => {
             // the next-header byte that names it
-            let mut prev = ETH + 6;
-            let mut o = ETH + 40;
-            while o < at {
-                let size = match f[prev] {
-                    44 => 8,
-                    51 => (f[o + 1] as usize + 2) << 2,
-                    _ => (f[o + 1] as usize + 1) << 3,
-                };
-                prev = o;
-                o += size;
-            }
-            if o != at || !super::interp::ipv6_ext(typ) || typ == 59 {
+            let prev = ipv6_prev(f, at)?;
+            if !super::interp::ipv6_ext(typ) || typ == 59 {
                 return None;
             }
             let size = match typ {
@@ -292,6 +282,108 @@ pub fn remove(kind: ExtKind, typ: u8, f: &mut Vec<u8>, info: &Pktinfo) -> Option
             Some((at, size))
         }
     }
+}
+
+/// Frames around a found header / option / chunk (`at`) that the walks treat each their own
+/// way: lengths that overrun, zero lengths, headers of other types in front, a packet that
+/// ends inside it. Lengths of the IP header are fixed by the caller.
+pub fn edges(kind: ExtKind, need: usize, at: usize, f: &[u8], info: &Pktinfo) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let with = |edit: &dyn Fn(&mut Vec<u8>)| {
+        let mut g = f.to_vec();
+        edit(&mut g);
+        g
+    };
+    match kind {
+        ExtKind::Ipv6 => {
+            let Some(prev) = ipv6_prev(f, at) else {
+                return out;
+            };
+            // an AH (12 bytes), a routing header in front of it
+            for (t, h) in [
+                (51u8, vec![0u8, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2]),
+                (43, vec![0, 0, 0, 0, 0, 0, 0, 0]),
+            ] {
+                out.push(with(&|g| {
+                    let mut h = h.clone();
+                    h[0] = g[prev];
+                    g[prev] = t;
+                    g.splice(at..at, h);
+                }));
+            }
+            // the packet ends inside it
+            if at + 1 < f.len() {
+                out.push(f[..at + 1].to_vec());
+            }
+            if need > 0 && at + need - 1 < f.len() {
+                out.push(f[..at + need - 1].to_vec());
+            }
+        }
+        ExtKind::Tcp => {
+            let Some((th, hl)) = tcp_header(f, info) else {
+                return out;
+            };
+            let optl = f[at + 1] as usize;
+            if f[at] > 1 {
+                // its length past the header's end, short of the field, 0
+                out.push(with(&|g| g[at + 1] = (th + hl + 1 - at).min(255) as u8));
+                if need > 2 {
+                    out.push(with(&|g| g[at + 1] = (need - 1) as u8));
+                }
+                out.push(with(&|g| g[at + 1] = 0));
+            }
+            // in front of it: an EOL and NOPs, an option of length 0, one that runs over it
+            if hl + 4 <= 60 {
+                for o in [[0u8, 1, 1, 1], [0x22, 0, 1, 1], [0x22, 6, 1, 1]] {
+                    out.push(with(&|g| {
+                        g[th + 12] += 0x10;
+                        g.splice(at..at, o);
+                    }));
+                }
+            }
+            let _ = optl;
+        }
+        ExtKind::Sctp => {
+            let l = u16::from_be_bytes([f[at + 2], f[at + 3]]) as usize;
+            let set = |g: &mut Vec<u8>, v: usize| {
+                g[at + 2..at + 4].copy_from_slice(&(v as u16).to_be_bytes())
+            };
+            // its length short of the field, past the packet, 0
+            if need > 4 {
+                out.push(with(&|g| set(g, need - 1)));
+            }
+            out.push(with(&|g| set(g, info.end - at + 1)));
+            out.push(with(&|g| set(g, 0)));
+            // in front of it: a chunk of length 0, one of 5 bytes (padded to 8)
+            out.push(with(&|g| {
+                g.splice(at..at, [0x40, 0, 0, 0]);
+            }));
+            out.push(with(&|g| {
+                g.splice(at..at, [0x40, 0, 0, 5, 1, 2, 3, 4]);
+            }));
+            // the packet ends inside it
+            if at + l > at + 4 && at + l - 1 <= f.len() {
+                out.push(f[..at + l - 1].to_vec());
+            }
+        }
+    }
+    out
+}
+
+/// The offset of the next-header byte that names the extension header at `at`.
+fn ipv6_prev(f: &[u8], at: usize) -> Option<usize> {
+    let mut prev = ETH + 6;
+    let mut o = ETH + 40;
+    while o < at {
+        let size = match f[prev] {
+            44 => 8,
+            51 => (*f.get(o + 1)? as usize + 2) << 2,
+            _ => (*f.get(o + 1)? as usize + 1) << 3,
+        };
+        prev = o;
+        o += size;
+    }
+    (o == at).then_some(prev)
 }
 
 #[cfg(test)]

@@ -734,6 +734,21 @@ pub fn misses(b: &Block, env: &Env, hit: &Hit, rng: &mut Rng) -> Vec<Packet> {
             pinned: pinned.clone(),
             len: None,
         };
+        // around the header, option or chunk a load reads: lengths that overrun, other
+        // headers in front, the packet's end inside it
+        if let (Some((kind, typ)), Expr::Exthdr { off, len, .. }) = (ext, e) {
+            if let Ok(Some(info)) = pktinfo(hit, env) {
+                let need = off + len;
+                if let Some(at) = super::exthdr::find(kind, typ, need, false, &hit.frame, &info) {
+                    for f in super::exthdr::edges(kind, need, at, &hit.frame, &info) {
+                        let mut q = hit.clone();
+                        q.frame = f;
+                        fixup(&mut q, &BTreeSet::new(), None);
+                        out.push(q);
+                    }
+                }
+            }
+        }
         // without the header, option or chunk a load reads
         let done = match ext {
             Some((kind, typ)) => edit_exthdr(&mut w, kind, typ, 0, false, env),

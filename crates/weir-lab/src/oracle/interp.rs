@@ -720,7 +720,7 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                 present,
                 dreg,
             } => {
-                let need = if *present { 0 } else { off + len };
+                let need = off + len;
                 let at = super::exthdr::find(*kind, *typ, need, *present, &frame, &info);
                 let (v, prov): (Vec<u8>, Vec<Option<Prov>>) = if *present {
                     let pv = Prov {
