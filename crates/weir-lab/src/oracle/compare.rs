@@ -400,10 +400,17 @@ pub fn borrow(
     let get = |f: &str| blocks.get(&(f.to_string(), rule.to_string()));
     let neutral = |b: &Block| {
         b.error.is_none()
-            && !b
-                .exprs
-                .iter()
-                .any(|e| matches!(e, Expr::Payload { .. } | Expr::PayloadWrite { .. }))
+            && !b.exprs.iter().any(|e| {
+                matches!(
+                    e,
+                    Expr::Payload { .. }
+                        | Expr::PayloadWrite { .. }
+                        | Expr::Exthdr {
+                            kind: super::bytecode::ExtKind::Ipv6,
+                            ..
+                        }
+                )
+            })
     };
     if matches!(family, Family::Ip | Family::Ip6) {
         if let Some(b) = get("inet") {
@@ -460,6 +467,15 @@ pub fn borrow(
         let Some(b) = get(f) else {
             continue;
         };
+        // (some `.payload.inet` files label their blocks `ip6`: one that starts with the
+        // inet dependency is the inet block)
+        if family == Family::Inet
+            && b.error.is_none()
+            && matches!(b.exprs.first(), Some(Expr::Meta { key, dreg: 4 }) if key == "nfproto")
+            && matches!(b.exprs.get(1), Some(Expr::Cmp { op: CmpOp::Eq, sreg: 4, data }) if data == &[nfproto])
+        {
+            return Some(b.clone());
+        }
         if b.error.is_some()
             || b.exprs.iter().any(|e| {
                 matches!(
@@ -481,6 +497,9 @@ pub fn borrow(
                     ..
                 } | Expr::PayloadWrite {
                     base: Base::Network,
+                    ..
+                } | Expr::Exthdr {
+                    kind: super::bytecode::ExtKind::Ipv6,
                     ..
                 }
             )
