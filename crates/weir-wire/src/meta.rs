@@ -911,7 +911,8 @@ impl PacketMeta {
     /// `ipv6_find_hdr` finds it: walking hop-by-hop, routing, fragment, AH and destination
     /// options headers from the fixed header; a header of another type (or no next header)
     /// ends the walk, found if it is the target; past a fragment header of a later fragment
-    /// nothing is found; a header cut short by the packet's end is not found.
+    /// nothing is found; a header cut short by the packet's end is not found (the first 2
+    /// bytes of each, 4 of a routing header, the fragment offset of a fragment header).
     pub fn find_exthdr(&self, frame: &[u8], target: u8) -> Option<usize> {
         if self.l3 != L3::Ipv6 || !self.l3_ok() {
             return None;
@@ -932,6 +933,10 @@ impl PacketMeta {
                 return (found && nh != proto::NONE).then_some(at);
             }
             let (next, len) = (b8(ip, at)?, b8(ip, at + 1)?);
+            // a routing header is read whole (`struct ipv6_rt_hdr`, 4 bytes), target or not
+            if nh == proto::ROUTING {
+                b16(ip, at + 2)?;
+            }
             let hlen = match nh {
                 proto::FRAGMENT => {
                     if b16(ip, at + 2)? & !7 != 0 && !found {

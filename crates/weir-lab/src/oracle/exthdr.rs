@@ -311,9 +311,11 @@ pub fn edges(kind: ExtKind, need: usize, at: usize, f: &[u8], info: &Pktinfo) ->
                     g.splice(at..at, h);
                 }));
             }
-            // the packet ends inside it
-            if at + 1 < f.len() {
-                out.push(f[..at + 1].to_vec());
+            // the packet ends inside it (a routing header is read 4 bytes at a time)
+            for k in 1..4 {
+                if at + k < f.len() {
+                    out.push(f[..at + k].to_vec());
+                }
             }
             if need > 0 && at + need - 1 < f.len() {
                 out.push(f[..at + need - 1].to_vec());
