@@ -714,6 +714,28 @@ pub fn variants(hit: &Hit) -> Vec<Packet> {
 pub fn misses(b: &Block, env: &Env, hit: &Hit, rng: &mut Rng) -> Vec<Packet> {
     let (hit, pinned) = (&hit.packet, &hit.pinned);
     let mut out = Vec::new();
+    // an inner-header load: TCP data offsets the kernel takes as they are (0, 4, 15)
+    if b.exprs.iter().any(|e| {
+        matches!(
+            e,
+            Expr::Payload {
+                base: super::bytecode::Base::Inner,
+                ..
+            }
+        )
+    }) {
+        if let Ok(Some(info)) = pktinfo(hit, env) {
+            if let Some((th, 6)) = info.l4.filter(|_| !info.fragoff) {
+                for doff in [0u8, 4, 15] {
+                    if th + 12 < hit.frame.len() && !pinned.contains(&(th + 12)) {
+                        let mut q = hit.clone();
+                        q.frame[th + 12] = (q.frame[th + 12] & 0x0f) | doff << 4;
+                        out.push(q);
+                    }
+                }
+            }
+        }
+    }
     for (i, e) in b.exprs.iter().enumerate() {
         let ext = match e {
             Expr::Cmp { .. } | Expr::Range { .. } | Expr::Lookup { .. } => None,
