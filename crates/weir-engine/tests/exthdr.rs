@@ -48,6 +48,7 @@ const RULES: &str = "table ip6 t {
     srh tag 0x1234 meta mark set meta mark | 0x10
     dst nexthdr udp meta mark set meta mark | 0x20
     frag frag-off 0 meta mark set meta mark | 0x40
+    rt hdrlength 1 meta mark set meta mark | 0x80
   }
 }
 ";
@@ -77,5 +78,16 @@ fn extension_headers_in_rules() {
             mark(&mut sf, packet(&[(43, rt), (44, frag_later), (60, dst)])),
             0x4 | 0x8 | 0x10
         );
+        // a routing header the packet ends inside: ipv6_find_hdr reads its first 4 bytes
+        // (`struct ipv6_rt_hdr`) before it looks further or says it found it
+        let mut p = packet(&[]);
+        p.truncate(40);
+        p[6] = 43;
+        p.extend_from_slice(&[17, 1]);
+        p[4..6].copy_from_slice(&2u16.to_be_bytes());
+        assert_eq!(mark(&mut sf, p.clone()), 0x2);
+        p.extend_from_slice(&[0, 0]);
+        p[4..6].copy_from_slice(&4u16.to_be_bytes());
+        assert_eq!(mark(&mut sf, p), 0x2 | 0x80);
     }
 }

@@ -118,6 +118,15 @@ fn tcp_options_and_sctp_chunks_in_rules() {
         // a field past the header's end is not read
         let opts = [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 4];
         assert_eq!(mark(&mut sf, packet(6, &tcp(&opts))), 0x4 | 0x800);
+        // an option that runs past the header is not found, `exists` included; a field past
+        // the option's length is not read (nft_exthdr_tcp_eval: `i + optl > tcphdr_len ||
+        // priv->len + priv->offset > optl`)
+        let opts = [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 5, 0x05, 0xb4];
+        assert_eq!(mark(&mut sf, packet(6, &tcp(&opts))), 0x4 | 0x800);
+        let opts = [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 4, 3];
+        assert_eq!(mark(&mut sf, packet(6, &tcp(&opts))), 0x4 | 0x800);
+        let opts = [4, 3, 1, 1, 2, 3, 0x05, 0xb4];
+        assert_eq!(mark(&mut sf, packet(6, &tcp(&opts))), 0x2 | 0x800);
         // SCTP: an INIT chunk, then DATA (tsn 5, stream 9)
         let init: &[u8] = &[0; 16];
         let data: &[u8] = &[0, 0, 0, 5, 0, 9, 0, 0, 0, 0, 0, 0, 0xaa];

@@ -911,7 +911,8 @@ impl PacketMeta {
     /// `ipv6_find_hdr` finds it: walking hop-by-hop, routing, fragment, AH and destination
     /// options headers from the fixed header; a header of another type (or no next header)
     /// ends the walk, found if it is the target; past a fragment header of a later fragment
-    /// nothing is found; a header cut short by the packet's end is not found.
+    /// nothing is found; a header cut short by the packet's end is not found (the first 2
+    /// bytes of each, 4 of a routing header, the fragment offset of a fragment header).
     pub fn find_exthdr(&self, frame: &[u8], target: u8) -> Option<usize> {
         if self.l3 != L3::Ipv6 || !self.l3_ok() {
             return None;
@@ -932,6 +933,10 @@ impl PacketMeta {
                 return (found && nh != proto::NONE).then_some(at);
             }
             let (next, len) = (b8(ip, at)?, b8(ip, at + 1)?);
+            // a routing header is read whole (`struct ipv6_rt_hdr`, 4 bytes), target or not
+            if nh == proto::ROUTING {
+                b16(ip, at + 2)?;
+            }
             let hlen = match nh {
                 proto::FRAGMENT => {
                     if b16(ip, at + 2)? & !7 != 0 && !found {
@@ -1001,7 +1006,8 @@ impl PacketMeta {
     /// options are walked over the whole header (`doff`): an option of kind 0 or 1, or of
     /// length 0, counts one byte, and an end-of-list does not stop the walk; SCTP chunks
     /// from after the common header, padded to 4 bytes, until one of length 0 or the
-    /// packet's end; bytes past the option's header or the chunk's length are not read.
+    /// packet's end; bytes past the option's length or the chunk's length are not read, and
+    /// an option that runs past the header is not found (nor seen by `present`).
     pub fn exthdr_l4(
         &self,
         frame: &[u8],
@@ -1043,7 +1049,10 @@ impl PacketMeta {
                     opt[i + 1] as usize
                 };
                 if opt[i] == kind {
-                    return (i + need.unwrap_or(1) <= hlen).then_some(l4 + i);
+                    // nft_exthdr_tcp_eval: the first option of the kind answers; it must lie
+                    // inside the header and the field inside it, else it is not found
+                    // (`present` too: it says 0)
+                    return (i + l <= hlen && need.unwrap_or(1) <= l).then_some(l4 + i);
                 }
                 i += l;
             }

@@ -32,6 +32,15 @@ pub enum Base {
     Inner,
 }
 
+/// What an `exthdr` expression looks for: an IPv6 extension header, a TCP option, an SCTP
+/// chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ExtKind {
+    Ipv6,
+    Tcp,
+    Sctp,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CmpOp {
     Eq,
@@ -171,6 +180,15 @@ pub enum Expr {
         len: usize,
         sreg: usize,
     },
+    /// `exthdr load [ipv6|tcpopt] Nb @ TYPE + OFF [present] => reg R` (no keyword: SCTP).
+    Exthdr {
+        kind: ExtKind,
+        typ: u8,
+        off: usize,
+        len: usize,
+        present: bool,
+        dreg: usize,
+    },
     /// An expression the oracle does not evaluate: its kind (and key).
     Unknown(String),
 }
@@ -257,8 +275,14 @@ pub fn reg_word(n: usize) -> Option<usize> {
 pub const WORDS: usize = 24;
 
 /// Data printed as hex words (`0x0016`, `0x00000000 0x000186a0`, `00000016`), in memory
-/// order (network-order data) or as values (host order: little-endian here).
+/// order (network-order data) or as values (host order: little-endian here; a value of two
+/// words, a u64 such as `meta time`, is printed most significant word first).
 pub fn data_bytes(words: &[&str], host: bool) -> Option<Vec<u8>> {
+    if host && words.len() == 2 {
+        let mut v = data_bytes(words, false)?;
+        v.reverse();
+        return Some(v);
+    }
     let mut out = Vec::new();
     for w in words {
         let h = w.strip_prefix("0x").unwrap_or(w);
@@ -306,6 +330,38 @@ fn parse_expr(line: &str, raw: &mut Vec<Vec<String>>) -> Result<Expr, String> {
                 base,
                 off,
                 len,
+                dreg,
+            }
+        }
+        Some("exthdr") if t.get(1) == Some(&"load") => {
+            // exthdr load [ipv6|tcpopt] 1b @ 0 + 0 [present] => reg 1
+            let (kind, k) = match t.get(2).copied() {
+                Some("ipv6") => (ExtKind::Ipv6, 3),
+                Some("tcpopt") => (ExtKind::Tcp, 3),
+                _ => (ExtKind::Sctp, 2),
+            };
+            let len: usize = t
+                .get(k)
+                .and_then(|s| s.strip_suffix('b'))
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(bad)?;
+            if t.get(k + 1) != Some(&"@") || t.get(k + 3) != Some(&"+") {
+                return Err(bad());
+            }
+            let typ: u8 = t.get(k + 2).and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+            let off: usize = t.get(k + 4).and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+            let present = t.get(k + 5) == Some(&"present");
+            let r = k + 5 + present as usize;
+            if t.get(r) != Some(&"=>") || t.get(r + 1) != Some(&"reg") {
+                return Err(bad());
+            }
+            let dreg = t.get(r + 2).and_then(|s| reg_arg(s)).ok_or_else(bad)?;
+            Expr::Exthdr {
+                kind,
+                typ,
+                off,
+                len,
+                present,
                 dreg,
             }
         }
@@ -554,6 +610,7 @@ fn parse_expr(line: &str, raw: &mut Vec<Vec<String>>) -> Result<Expr, String> {
                 Some("link") => Base::Link,
                 Some("network") => Base::Network,
                 Some("transport") => Base::Transport,
+                Some("inner") => Base::Inner,
                 _ => return Ok(Expr::Unknown("payload write".into())),
             };
             let off: usize = t.get(10).and_then(|s| s.parse().ok()).ok_or_else(bad)?;
@@ -751,9 +808,9 @@ fn resolve(b: &mut Block, raw: Vec<Vec<String>>) -> Result<(), String> {
         let v: Vec<&str> = ws.iter().map(String::as_str).collect();
         data_bytes(&v, h).ok_or_else(|| format!("bad data {ws:?}"))
     };
-    // host-order data of several words (u64 values): printed how is not known, left out
+    // host-order data of more than two words: printed how is not known, left out
     let check_words = |ws: &[String], h: bool| -> Result<(), String> {
-        if h && ws.len() > 1 {
+        if h && ws.len() > 2 {
             Err("unknown: host-order data of several words".into())
         } else {
             Ok(())
@@ -774,6 +831,18 @@ fn resolve(b: &mut Block, raw: Vec<Vec<String>>) -> Result<(), String> {
                 set_host(&mut host, &mut len, *dreg, n, meta_host(key))
             }
             Expr::Ct { key, dreg } => set_host(&mut host, &mut len, *dreg, 4, ct_host(key)),
+            Expr::Exthdr {
+                len: n,
+                dreg,
+                present,
+                ..
+            } => set_host(
+                &mut host,
+                &mut len,
+                *dreg,
+                if *present { 1 } else { *n },
+                false,
+            ),
             Expr::Numgen { dreg, .. } => set_host(&mut host, &mut len, *dreg, 4, true),
             Expr::Bitwise {
                 dreg,
@@ -918,6 +987,7 @@ fn consumer_host(rest: &[Expr], reg: usize) -> bool {
                 return false
             }
             Expr::Payload { dreg, .. }
+            | Expr::Exthdr { dreg, .. }
             | Expr::Meta { dreg, .. }
             | Expr::Ct { dreg, .. }
             | Expr::Numgen { dreg, .. }

@@ -72,7 +72,7 @@ pub fn first_hook(text: &str) -> Option<Hook> {
 fn meta_known(key: &str, env: &Env) -> bool {
     match key {
         "l4proto" | "nfproto" | "protocol" | "mark" | "priority" | "len" | "iif" | "oif"
-        | "iifname" | "oifname" | "iiftype" | "oiftype" => true,
+        | "iifname" | "oifname" | "iiftype" | "oiftype" | "time" | "day" | "hour" => true,
         "pkttype" => env.has_in(),
         _ => false,
     }
@@ -118,10 +118,6 @@ pub fn unknown_reason(b: &Block, env: &Env) -> Option<String> {
                 format!("ct {key}")
             }
             Expr::Payload {
-                base: super::bytecode::Base::Inner,
-                ..
-            } => "inner header".into(),
-            Expr::Payload {
                 base: super::bytecode::Base::Link,
                 ..
             } if !env.has_link() => "link header at a hook without one".into(),
@@ -155,6 +151,24 @@ pub fn unknown_reason(b: &Block, env: &Env) -> Option<String> {
 pub struct Weir {
     engines: Vec<Engine>,
     hook: Hook,
+    /// Weir's wall clock ahead of the kernel's ([`tz_shift_ns`]).
+    pub wall_shift_ns: u64,
+}
+
+/// nft-test.py runs nft with `TZ=UTC-2`: nft turns a date (`meta time "2019-07-01
+/// 00:00:00"`) and a time of day (`meta hour "17:00"`) of the rule's text into UTC, two hours
+/// earlier, while weir reads them as UTC; weir's clock is then two hours ahead of the kernel's
+/// for such a rule (a number of seconds, `meta time 12341234`, and `meta day` are not moved).
+pub fn tz_shift_ns(rule: &str) -> u64 {
+    let b = rule.as_bytes();
+    let date = (0..b.len().saturating_sub(5)).any(|i| {
+        b[i] == b'"' && b[i + 1..i + 5].iter().all(u8::is_ascii_digit) && b[i + 5] == b'-'
+    });
+    if rule.contains("hour") || date {
+        7_200_000_000_000
+    } else {
+        0
+    }
 }
 
 impl Weir {
@@ -182,6 +196,7 @@ impl Weir {
                 Engine::new(Compiled::build(&rs, Mode::Linear)),
             ],
             hook,
+            wall_shift_ns: 0,
         })
     }
 
@@ -206,6 +221,7 @@ impl Weir {
                 iifname: name(env.has_in(), &p.iif),
                 oifname: name(env.has_out(), &p.oif),
                 ct_state: p.conn.state_bits(),
+                wall_ns: p.wall_ns.wrapping_add(self.wall_shift_ns),
                 ..Meta::default()
             };
             if let Conn::Tracked(c) = p.conn {
@@ -325,7 +341,7 @@ impl std::fmt::Display for Difference {
             .collect();
         write!(
             f,
-            "{} ({}): {}\n    packet {hex} mark {:#x} priority {:#x} conn {:?} iif {:?} oif {:?}\n    kernel (oracle): {}, weir (compiled, linear): {}",
+            "{} ({}): {}\n    packet {hex} mark {:#x} priority {:#x} conn {:?} iif {:?} oif {:?} wall {}ns\n    kernel (oracle): {}, weir (compiled, linear): {}",
             self.at,
             self.family,
             self.rule,
@@ -334,6 +350,7 @@ impl std::fmt::Display for Difference {
             self.packet.conn,
             String::from_utf8_lossy(&self.packet.iif).trim_end_matches('\0'),
             String::from_utf8_lossy(&self.packet.oif).trim_end_matches('\0'),
+            self.packet.wall_ns,
             self.oracle,
             self.weir
                 .iter()
@@ -383,10 +400,17 @@ pub fn borrow(
     let get = |f: &str| blocks.get(&(f.to_string(), rule.to_string()));
     let neutral = |b: &Block| {
         b.error.is_none()
-            && !b
-                .exprs
-                .iter()
-                .any(|e| matches!(e, Expr::Payload { .. } | Expr::PayloadWrite { .. }))
+            && !b.exprs.iter().any(|e| {
+                matches!(
+                    e,
+                    Expr::Payload { .. }
+                        | Expr::PayloadWrite { .. }
+                        | Expr::Exthdr {
+                            kind: super::bytecode::ExtKind::Ipv6,
+                            ..
+                        }
+                )
+            })
     };
     if matches!(family, Family::Ip | Family::Ip6) {
         if let Some(b) = get("inet") {
@@ -443,6 +467,15 @@ pub fn borrow(
         let Some(b) = get(f) else {
             continue;
         };
+        // (some `.payload.inet` files label their blocks `ip6`: one that starts with the
+        // inet dependency is the inet block)
+        if family == Family::Inet
+            && b.error.is_none()
+            && matches!(b.exprs.first(), Some(Expr::Meta { key, dreg: 4 }) if key == "nfproto")
+            && matches!(b.exprs.get(1), Some(Expr::Cmp { op: CmpOp::Eq, sreg: 4, data }) if data == &[nfproto])
+        {
+            return Some(b.clone());
+        }
         if b.error.is_some()
             || b.exprs.iter().any(|e| {
                 matches!(
@@ -464,6 +497,9 @@ pub fn borrow(
                     ..
                 } | Expr::PayloadWrite {
                     base: Base::Network,
+                    ..
+                } | Expr::Exthdr {
+                    kind: super::bytecode::ExtKind::Ipv6,
                     ..
                 }
             )
@@ -531,6 +567,7 @@ pub fn compare_case(
         }
         Err(_) => return r.skip("weir does not load the rule"),
     };
+    weir.wall_shift_ns = tz_shift_ns(rule);
     let borrowed;
     let b = match blocks.get(&(fam_name.clone(), rule.to_string())) {
         Some(b) => b,
@@ -616,6 +653,7 @@ pub fn compare_case(
         if fresh {
             if let Ok(w) = Weir::load(text, hook) {
                 weir = w;
+                weir.wall_shift_ns = tz_shift_ns(rule);
             }
         }
         let sets_mark = b
@@ -659,6 +697,15 @@ pub fn compare_case(
             })
             .collect();
         r.packets_matching += oracle.matched as usize;
+        if std::env::var_os("WEIR_ORACLE_PACKETS").is_some() {
+            let hex: String = p.frame.iter().map(|b| format!("{b:02x}")).collect();
+            println!(
+                "packet: {at} {fam_name} {rule}: {} (weir {}) {hex} wall {}",
+                oracle,
+                w.first().map_or(String::new(), |a| a.to_string()),
+                p.wall_ns
+            );
+        }
         if w.iter().any(|a| *a != oracle) {
             r.differences.push(Difference {
                 at: at.to_string(),

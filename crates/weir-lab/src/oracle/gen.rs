@@ -8,10 +8,10 @@
 //! packet grow it; `meta nfproto` / `meta protocol` switch the template between IPv4 and IPv6.
 //! Header lengths and the IPv4 checksum are fixed after each step unless a comparison set them.
 
-use super::bytecode::{Block, Expr};
+use super::bytecode::{Block, Expr, ExtKind};
 use super::interp::{
-    eval, eval_upto, ip_checksum, set_lookup, Conn, Ct, Env, Family, Loc, Outcome, Packet, Prov,
-    Regs, ETH,
+    eval, eval_upto, ip_checksum, pktinfo, set_lookup, Conn, Ct, Env, Family, Loc, Outcome, Packet,
+    Prov, Regs, ETH,
 };
 use crate::rng::Rng;
 use std::collections::BTreeSet;
@@ -63,9 +63,57 @@ pub fn template(v6: bool, rng: &mut Rng) -> Packet {
         iif_index: 2,
         oif_index: 3,
         conn: Conn::Untracked,
+        wall_ns: rng.range(1_500_000_000, 1_900_000_000) * NS + rng.below(NS),
     };
     fixup(&mut p, &BTreeSet::new(), None);
     p
+}
+
+const NS: u64 = 1_000_000_000;
+
+/// Put a header / option / chunk into the packet or take it out (`exthdr`), moving the
+/// chosen bytes after it along.
+fn edit_exthdr(w: &mut Work, kind: ExtKind, typ: u8, need: usize, put: bool, env: &Env) -> bool {
+    let Ok(Some(mut info)) = pktinfo(&w.p, env) else {
+        return false;
+    };
+    // a TCP option or SCTP chunk in a packet of another protocol: change the protocol first
+    let proto = match kind {
+        ExtKind::Tcp => 6,
+        ExtKind::Sctp => 132,
+        ExtKind::Ipv6 => 0,
+    };
+    if put && proto != 0 && info.l4.is_some_and(|(_, p)| p != proto) {
+        let o = if is_v6(&w.p) { ETH + 6 } else { ETH + 9 };
+        if w.pinned.contains(&o) || (is_v6(&w.p) && super::interp::ipv6_ext(w.p.frame[o])) {
+            return false;
+        }
+        w.p.frame[o] = proto;
+        fixup(&mut w.p, &w.pinned, w.len);
+        let Ok(Some(i)) = pktinfo(&w.p, env) else {
+            return false;
+        };
+        info = i;
+    }
+    let done = if put {
+        super::exthdr::insert(kind, typ, need, &mut w.p.frame, &info).map(|(at, n)| (at, n, true))
+    } else {
+        super::exthdr::remove(kind, typ, &mut w.p.frame, &info).map(|(at, n)| (at, n, false))
+    };
+    let Some((at, n, grew)) = done else {
+        return false;
+    };
+    w.pinned = w
+        .pinned
+        .iter()
+        .filter_map(|&o| match o {
+            o if o < at => Some(o),
+            o if grew => Some(o + n),
+            o if o < at + n => None,
+            o => Some(o - n),
+        })
+        .collect();
+    true
 }
 
 fn is_v6(p: &Packet) -> bool {
@@ -369,6 +417,49 @@ fn write(
                 };
                 w.p.frame[..6].copy_from_slice(&mac);
             }
+            Loc::Time(k) => {
+                let mut t = w.p.wall_ns.to_le_bytes();
+                t[k as usize] = put(t[k as usize]);
+                // 0 is weir's "no wall clock": not a time to try
+                let t = u64::from_le_bytes(t);
+                if t.wrapping_add(7_200 * NS) < 7_200 * NS {
+                    return false;
+                }
+                w.p.wall_ns = t;
+            }
+            Loc::Day => {
+                let days = w.p.wall_ns / NS / 86_400;
+                let d = put(((days + 4) % 7) as u8) as u64;
+                if d > 6 {
+                    return false;
+                }
+                let nd = days - (days + 4) % 7 + d;
+                w.p.wall_ns = w.p.wall_ns - days * 86_400 * NS + nd * 86_400 * NS;
+            }
+            Loc::Hour(k) => {
+                let secs = w.p.wall_ns / NS;
+                let mut h = ((secs % 86_400) as u32).to_le_bytes();
+                h[k as usize] = put(h[k as usize]);
+                let h = u32::from_le_bytes(h) as u64;
+                if h >= 86_400 {
+                    return false;
+                }
+                w.p.wall_ns = w.p.wall_ns - (secs % 86_400) * NS + h * NS;
+            }
+            Loc::Present(kind, typ) => match put(0) {
+                0 | 1 if put(0) == super::interp::eval_present(&w.p, env, kind, typ) => {}
+                1 => {
+                    if !edit_exthdr(w, kind, typ, 0, true, env) {
+                        return false;
+                    }
+                }
+                0 => {
+                    if !edit_exthdr(w, kind, typ, 0, false, env) {
+                        return false;
+                    }
+                }
+                _ => return false,
+            },
             Loc::Len(k) => {
                 let mut l = w
                     .len
@@ -398,6 +489,7 @@ fn write(
             w.p.iif_index = old.iif_index;
             w.p.oif_index = old.oif_index;
             w.p.conn = old.conn;
+            w.p.wall_ns = old.wall_ns;
             w.pinned.clear();
             w.len = None;
         }
@@ -479,6 +571,29 @@ fn repair(b: &Block, i: usize, regs: &Regs, w: &mut Work, env: &Env, rng: &mut R
         }
         Expr::Cmp { .. } | Expr::Range { .. } | Expr::Lookup { .. } => {
             set_expr(b, i, regs, true, w, env, rng)
+        }
+        // not found: put one in first; found but past the packet's end: grow it
+        Expr::Exthdr {
+            kind,
+            typ,
+            off,
+            len,
+            present: false,
+            ..
+        } => {
+            let Ok(Some(info)) = pktinfo(&w.p, env) else {
+                return false;
+            };
+            let found = super::exthdr::find(*kind, *typ, off + len, false, &w.p.frame, &info);
+            if found.is_some() {
+                if w.p.frame.len() > 1400 || w.len.is_some() {
+                    return false;
+                }
+                let more = rng.bytes(32);
+                w.p.frame.extend(more);
+                return true;
+            }
+            edit_exthdr(w, *kind, *typ, off + len, true, env)
         }
         // a key of a connection the packet does not have: track it
         Expr::Ct { .. } if !matches!(w.p.conn, Conn::Tracked(_)) => {
@@ -599,13 +714,39 @@ pub fn variants(hit: &Hit) -> Vec<Packet> {
 pub fn misses(b: &Block, env: &Env, hit: &Hit, rng: &mut Rng) -> Vec<Packet> {
     let (hit, pinned) = (&hit.packet, &hit.pinned);
     let mut out = Vec::new();
-    for (i, e) in b.exprs.iter().enumerate() {
-        if !matches!(
+    // an inner-header load: TCP data offsets the kernel takes as they are (0, 4, 15)
+    if b.exprs.iter().any(|e| {
+        matches!(
             e,
-            Expr::Cmp { .. } | Expr::Range { .. } | Expr::Lookup { .. }
-        ) {
-            continue;
+            Expr::Payload {
+                base: super::bytecode::Base::Inner,
+                ..
+            }
+        )
+    }) {
+        if let Ok(Some(info)) = pktinfo(hit, env) {
+            if let Some((th, 6)) = info.l4.filter(|_| !info.fragoff) {
+                for doff in [0u8, 4, 15] {
+                    if th + 12 < hit.frame.len() && !pinned.contains(&(th + 12)) {
+                        let mut q = hit.clone();
+                        q.frame[th + 12] = (q.frame[th + 12] & 0x0f) | doff << 4;
+                        out.push(q);
+                    }
+                }
+            }
         }
+    }
+    for (i, e) in b.exprs.iter().enumerate() {
+        let ext = match e {
+            Expr::Cmp { .. } | Expr::Range { .. } | Expr::Lookup { .. } => None,
+            Expr::Exthdr {
+                kind,
+                typ,
+                present: false,
+                ..
+            } => Some((*kind, *typ)),
+            _ => continue,
+        };
         let t = eval_upto(b, hit, env, i);
         if t.outcome != Outcome::Match {
             continue;
@@ -615,7 +756,27 @@ pub fn misses(b: &Block, env: &Env, hit: &Hit, rng: &mut Rng) -> Vec<Packet> {
             pinned: pinned.clone(),
             len: None,
         };
-        if set_expr(b, i, &t.regs, false, &mut w, env, rng) {
+        // around the header, option or chunk a load reads: lengths that overrun, other
+        // headers in front, the packet's end inside it
+        if let (Some((kind, typ)), Expr::Exthdr { off, len, .. }) = (ext, e) {
+            if let Ok(Some(info)) = pktinfo(hit, env) {
+                let need = off + len;
+                if let Some(at) = super::exthdr::find(kind, typ, need, false, &hit.frame, &info) {
+                    for f in super::exthdr::edges(kind, need, at, &hit.frame, &info) {
+                        let mut q = hit.clone();
+                        q.frame = f;
+                        fixup(&mut q, &BTreeSet::new(), None);
+                        out.push(q);
+                    }
+                }
+            }
+        }
+        // without the header, option or chunk a load reads
+        let done = match ext {
+            Some((kind, typ)) => edit_exthdr(&mut w, kind, typ, 0, false, env),
+            None => set_expr(b, i, &t.regs, false, &mut w, env, rng),
+        };
+        if done {
             fixup(&mut w.p, &w.pinned, w.len);
             if w.p != *hit {
                 out.push(w.p);

@@ -7,7 +7,7 @@
 //! mark, ... through the masks and xors of `bitwise`), so that the generator can write the
 //! packet bytes a comparison wants.
 
-use super::bytecode::{Base, Block, ElemData, Expr, Set, WORDS};
+use super::bytecode::{Base, Block, ElemData, Expr, ExtKind, Set, WORDS};
 use std::cmp::Ordering;
 use weir_lang::ir::Hook;
 
@@ -89,6 +89,8 @@ pub struct Packet {
     pub oif_index: u32,
     /// What connection tracking knows of the packet.
     pub conn: Conn,
+    /// The wall clock when the packet comes (`ktime_get_real_ns`: ns since the epoch, UTC).
+    pub wall_ns: u64,
 }
 
 /// The packet's connection as `ct` expressions see it.
@@ -167,6 +169,13 @@ pub enum Loc {
     CtStatus(u8),
     CtMark(u8),
     CtExp(u8),
+    /// `meta time` byte i (little-endian), `meta day`, `meta hour` byte i.
+    Time(u8),
+    Day,
+    Hour(u8),
+    /// Whether the packet has the extension header / TCP option / SCTP chunk of the type
+    /// (`exthdr ... present`).
+    Present(ExtKind, u8),
 }
 
 /// A register byte is `(byte at loc & mask) ^ xor`.
@@ -568,7 +577,10 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                         Some((th, _)) if !info.fragoff => th,
                         _ => return out(Outcome::Break(i), regs),
                     },
-                    Base::Inner => return out(Outcome::Unknown("inner header".into()), regs),
+                    Base::Inner => match inner_offset(&frame, &info) {
+                        Some(o) => o,
+                        None => return out(Outcome::Break(i), regs),
+                    },
                 };
                 let (a, z) = (start + off, start + off + len);
                 if z > info.end {
@@ -677,7 +689,64 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                         };
                         (vec![t], vec![pv(Loc::Pkttype)])
                     }
+                    // nft_meta_get_eval_time: the wall clock, UTC; the day of the week (0:
+                    // Sunday, with the kernel's timezone 0), the seconds since midnight
+                    "time" => (
+                        p.wall_ns.to_le_bytes().to_vec(),
+                        (0..8).map(|j| pv(Loc::Time(j))).collect(),
+                    ),
+                    "day" => {
+                        let secs = p.wall_ns / 1_000_000_000;
+                        (vec![((secs / 86_400 + 4) % 7) as u8], vec![pv(Loc::Day)])
+                    }
+                    "hour" => {
+                        let secs = p.wall_ns / 1_000_000_000;
+                        (
+                            ((secs % 86_400) as u32).to_le_bytes().to_vec(),
+                            (0..4).map(|j| pv(Loc::Hour(j))).collect(),
+                        )
+                    }
                     k => return out(Outcome::Unknown(format!("meta {k}")), regs),
+                };
+                if regs.store(*dreg, &v, &prov).is_none() {
+                    return out(Outcome::Unknown("register out of range".into()), regs);
+                }
+            }
+            Expr::Exthdr {
+                kind,
+                typ,
+                off,
+                len,
+                present,
+                dreg,
+            } => {
+                let need = off + len;
+                let at = super::exthdr::find(*kind, *typ, need, *present, &frame, &info);
+                let (v, prov): (Vec<u8>, Vec<Option<Prov>>) = if *present {
+                    let pv = Prov {
+                        loc: Loc::Present(*kind, *typ),
+                        mask: 0xff,
+                        xor: 0,
+                    };
+                    (vec![at.is_some() as u8], vec![Some(pv)])
+                } else {
+                    let Some(at) = at else {
+                        return out(Outcome::Break(i), regs);
+                    };
+                    let (a, z) = (at + off, at + off + len);
+                    if z > info.end {
+                        return out(Outcome::Break(i), regs);
+                    }
+                    let prov = (a..z)
+                        .map(|o| {
+                            Some(Prov {
+                                loc: Loc::Frame(o),
+                                mask: 0xff,
+                                xor: 0,
+                            })
+                        })
+                        .collect();
+                    (frame[a..z].to_vec(), prov)
                 };
                 if regs.store(*dreg, &v, &prov).is_none() {
                     return out(Outcome::Unknown("register out of range".into()), regs);
@@ -823,6 +892,10 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                     Base::Transport => match info.l4 {
                         Some((th, _)) if !info.fragoff => th,
                         _ => return out(Outcome::Break(i), regs),
+                    },
+                    Base::Inner => match inner_offset(&frame, &info) {
+                        Some(o) => o,
+                        None => return out(Outcome::Break(i), regs),
                     },
                     _ => return out(Outcome::Break(i), regs),
                 };
@@ -976,6 +1049,28 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
     t
 }
 
+/// Whether the packet has the header / option / chunk (`exthdr ... present`): 1 or 0.
+pub fn eval_present(p: &Packet, env: &Env, kind: ExtKind, typ: u8) -> u8 {
+    match pktinfo(p, env) {
+        Ok(Some(info)) => super::exthdr::find(kind, typ, 0, true, &p.frame, &info).is_some() as u8,
+        _ => 0,
+    }
+}
+
+/// `nft_payload_inner_offset`: after the TCP header (`doff * 4`) or the UDP header; none for
+/// other protocols, later fragments, or without a transport header.
+pub fn inner_offset(f: &[u8], info: &Pktinfo) -> Option<usize> {
+    let (th, proto) = info.l4?;
+    if info.fragoff {
+        return None;
+    }
+    match proto {
+        17 => Some(th + 8),
+        6 if th + 20 <= info.end => Some(th + (f[th + 12] >> 4) as usize * 4),
+        _ => None,
+    }
+}
+
 /// The order of two byte strings as `memcmp` (shorter: compared on the common length).
 pub fn memcmp(a: &[u8], b: &[u8]) -> Ordering {
     let n = a.len().min(b.len());
@@ -1047,6 +1142,25 @@ mod tests {
             eval(b, &packet(0, Conn::Untracked), &env).outcome,
             Outcome::Break(0)
         );
+    }
+
+    #[test]
+    fn wall_clock_keys() {
+        // meta time 12341234 (a u64 in host order, printed most significant word first),
+        // meta day "Saturday", meta hour "17:00" (TZ UTC-2: 15:00 UTC)
+        let src = "# t\nip t input\n  [ meta load time => reg 1 ]\n  [ cmp eq reg 1 0x002bd849 0x74a8f400 ]\n\n# d\nip t input\n  [ meta load day => reg 1 ]\n  [ cmp eq reg 1 0x06 ]\n\n# h\nip t input\n  [ meta load hour => reg 1 ]\n  [ cmp eq reg 1 0x0000d2f0 ]\n";
+        let bs = parse_file(src);
+        let mut p = packet(0, Conn::Untracked);
+        let at = |p: &Packet, i: usize| eval(&bs[i], p, &ENV).outcome == Outcome::Match;
+        p.wall_ns = 12_341_234_000_000_000;
+        assert!(at(&p, 0));
+        p.wall_ns += 1;
+        assert!(!at(&p, 0));
+        // 2024-06-01 (a Saturday) 15:00:00 UTC
+        p.wall_ns = 1_717_254_000_000_000_000;
+        assert!(at(&p, 1) && at(&p, 2));
+        p.wall_ns += 86_400_000_000_000;
+        assert!(!at(&p, 1) && at(&p, 2));
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! A bytecode oracle for nftables' own rule tests: the netlink expressions nft compiles each
 //! rule of `tests/py/*.t` into (the `.t.payload*` files) read ([`bytecode`]), evaluated on a
-//! packet as the kernel evaluates them ([`interp`]), and packets generated from them
-//! ([`gen`]); [`compare`] runs weir's engine on the same rule and packets.
+//! packet as the kernel evaluates them ([`interp`]; `exthdr` loads in [`exthdr`]), and packets
+//! generated from them ([`gen`]); [`compare`] runs weir's engine on the same rule and packets,
+//! at the same wall clock.
 
 pub mod bytecode;
 pub mod compare;
+pub mod exthdr;
 pub mod gen;
 pub mod interp;
 pub mod sets;
