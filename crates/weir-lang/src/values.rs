@@ -283,6 +283,7 @@ pub fn parse_scalar(dt: DataType, w: &str) -> Result<u128, String> {
                     | DataType::Time
                     | DataType::Day
                     | DataType::Hour
+                    | DataType::Date
                     | DataType::Str16
             ) =>
         {
@@ -563,7 +564,8 @@ fn parse_hour(w: &str) -> Result<u128, String> {
     if v[0] > 23 || v[1] > 59 || v[2] > 60 {
         return Err(bad());
     }
-    Ok((v[0] * 3600 + v[1] * 60 + v[2]) as u128)
+    // a leap second past the day's end ("23:59:60") is the next midnight, as nft wraps it
+    Ok(((v[0] * 3600 + v[1] * 60 + v[2]) % 86_400) as u128)
 }
 
 /// A day of the week by name (`Monday`, `mon`...) or number (0 is Sunday).
