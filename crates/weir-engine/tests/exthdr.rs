@@ -3,11 +3,10 @@
 //! linear evaluator.
 
 use std::net::Ipv6Addr;
-use weir_conntrack::Config;
-use weir_engine::stateful::{PacketCt, Stateful};
-use weir_engine::{Compiled, Decision, Engine, Meta, Mode};
-use weir_lang::ir::Hook;
-use weir_wire::{LinkType, PacketMeta};
+use weir_engine::Mode;
+
+mod common;
+use common::*;
 
 /// An IPv6 packet with these extension headers (type, bytes after the next-header byte)
 /// then a UDP header.
@@ -26,16 +25,6 @@ fn packet(exts: &[(u8, &[u8])]) -> Vec<u8> {
     let plen = (p.len() - 40) as u16;
     p[4..6].copy_from_slice(&plen.to_be_bytes());
     p
-}
-
-/// The mark the ruleset leaves on the packet (each matching rule sets its own bit).
-fn mark(sf: &mut Stateful, mut p: Vec<u8>) -> u32 {
-    let mut pm = PacketMeta::parse(&p, LinkType::RawIp);
-    let mut pc = PacketCt::default();
-    let mut meta = Meta::with_ifnames("lan0", "");
-    let d = sf.hook_mut(Hook::Input, &mut p, &mut pm, &mut meta, 1_000, &mut pc);
-    assert_eq!(d, Decision::Accept);
-    meta.mark
 }
 
 const RULES: &str = "table ip6 t {
@@ -61,9 +50,7 @@ fn extension_headers_in_rules() {
     let frag_later: &[u8] = &[0, 0x00, 0x09, 0, 0, 0, 7];
     let dst: &[u8] = &[0, 1, 4, 0, 0, 0, 0];
     for mode in [Mode::Compiled, Mode::Linear] {
-        let rs = weir_lang::load_str("t.nft", RULES).unwrap().0;
-        assert!(rs.refuse_unevaluated().is_ok(), "{:?}", rs.unevaluated());
-        let mut sf = Stateful::new(Engine::new(Compiled::build(&rs, mode)), Config::default());
+        let mut sf = engine(RULES, mode);
         assert_eq!(mark(&mut sf, packet(&[])), 0x2);
         assert_eq!(mark(&mut sf, packet(&[(0, hbh)])), 0x1 | 0x2);
         assert_eq!(

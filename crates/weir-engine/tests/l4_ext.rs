@@ -3,12 +3,11 @@
 //! kernel's nft_exthdr reads them, the same in the compiled and the linear evaluator.
 
 use std::net::Ipv4Addr;
-use weir_conntrack::Config;
-use weir_engine::stateful::{PacketCt, Stateful};
-use weir_engine::{Compiled, Decision, Engine, Meta, Mode};
-use weir_lang::ir::Hook;
+use weir_engine::Mode;
 use weir_wire::build::Builder;
-use weir_wire::{LinkType, PacketMeta};
+
+mod common;
+use common::*;
 
 const A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 const B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
@@ -66,15 +65,6 @@ fn sctp(chunks: &[(u8, &[u8])]) -> Vec<u8> {
     h
 }
 
-fn mark(sf: &mut Stateful, mut p: Vec<u8>) -> u32 {
-    let mut pm = PacketMeta::parse(&p, LinkType::RawIp);
-    let mut pc = PacketCt::default();
-    let mut meta = Meta::with_ifnames("lan0", "");
-    let d = sf.hook_mut(Hook::Input, &mut p, &mut pm, &mut meta, 1_000, &mut pc);
-    assert_eq!(d, Decision::Accept);
-    meta.mark
-}
-
 const RULES: &str = "table ip t {
   chain c {
     type filter hook input priority 0;
@@ -94,9 +84,7 @@ const RULES: &str = "table ip t {
 #[test]
 fn tcp_options_and_sctp_chunks_in_rules() {
     for mode in [Mode::Compiled, Mode::Linear] {
-        let rs = weir_lang::load_str("t.nft", RULES).unwrap().0;
-        assert!(rs.refuse_unevaluated().is_ok(), "{:?}", rs.unevaluated());
-        let mut sf = Stateful::new(Engine::new(Compiled::build(&rs, mode)), Config::default());
+        let mut sf = engine(RULES, mode);
         // MSS, SACK permitted, NOPs, timestamps, window scale: each found
         let opts = [
             2, 4, 0x05, 0xb4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 7, 1, 3, 3, 7,
@@ -162,9 +150,7 @@ fn raw_payload_in_rules() {
 }
 ";
     for mode in [Mode::Compiled, Mode::Linear] {
-        let rs = weir_lang::load_str("t.nft", rules).unwrap().0;
-        assert!(rs.refuse_unevaluated().is_ok(), "{:?}", rs.unevaluated());
-        let mut sf = Stateful::new(Engine::new(Compiled::build(&rs, mode)), Config::default());
+        let mut sf = engine(rules, mode);
         // a SYN to 443 with "GET / HTT" as its payload: dport, protocol, the payload's first
         // byte, the SYN bit (bit 6 of byte 13: 110), the data offset (5)
         let mut l4 = tcp(&[]);

@@ -2,13 +2,11 @@
 //! device known by name only: loopback for `lo`, Ethernet otherwise); none at a hook without
 //! that device, where the kernel's nft_meta breaks the rule.
 
-use std::net::Ipv4Addr;
-use weir_conntrack::Config;
-use weir_engine::stateful::{PacketCt, Stateful};
-use weir_engine::{Compiled, Engine, Meta, Mode};
+use weir_engine::{Meta, Mode};
 use weir_lang::ir::Hook;
-use weir_wire::build::Builder;
-use weir_wire::{LinkType, PacketMeta};
+
+mod common;
+use common::*;
 
 const RULES: &str = "table ip t {
   chain pre {
@@ -29,32 +27,13 @@ const RULES: &str = "table ip t {
 }
 ";
 
-fn mark(sf: &mut Stateful, hook: Hook, mut meta: Meta) -> u32 {
-    let mut p = Builder::raw().udp(
-        Ipv4Addr::new(198, 18, 0, 1),
-        Ipv4Addr::new(198, 18, 0, 2),
-        1,
-        2,
-        b"x",
-    );
-    let mut pm = PacketMeta::parse(&p, LinkType::RawIp);
-    sf.hook_mut(
-        hook,
-        &mut p,
-        &mut pm,
-        &mut meta,
-        1_000,
-        &mut PacketCt::default(),
-    );
-    meta.mark
-}
-
 #[test]
 fn device_types() {
     for mode in [Mode::Compiled, Mode::Linear] {
-        let rs = weir_lang::load_str("t.nft", RULES).unwrap().0;
-        assert!(rs.refuse_unevaluated().is_ok(), "{:?}", rs.unevaluated());
-        let mut sf = Stateful::new(Engine::new(Compiled::build(&rs, mode)), Config::default());
+        let mut sf = engine(RULES, mode);
+        let mark = |sf: &mut weir_engine::stateful::Stateful, hook, meta| {
+            mark_with(sf, hook, udp4(), meta, 1_000)
+        };
         assert_eq!(
             mark(&mut sf, Hook::Prerouting, Meta::with_ifnames("eth0", "")),
             0x1 | 0x40

@@ -2,13 +2,12 @@
 //! kernel's nft_meta with its timezone 0): `now_ns` plus the offset the daemon sets
 //! ([`Stateful::set_wall_offset`]), so tests set it.
 
-use std::net::Ipv4Addr;
-use weir_conntrack::Config;
-use weir_engine::stateful::{PacketCt, Stateful};
-use weir_engine::{Compiled, Engine, Meta, Mode};
+use weir_engine::stateful::Stateful;
+use weir_engine::{Meta, Mode};
 use weir_lang::ir::Hook;
-use weir_wire::build::Builder;
-use weir_wire::{LinkType, PacketMeta};
+
+mod common;
+use common::*;
 
 const RULES: &str = "table ip t {
   chain c {
@@ -25,24 +24,13 @@ fn mark_at(sf: &mut Stateful, wall_s: i64) -> u32 {
     // the hooks' clock is monotonic (since boot); the offset makes it the wall clock
     let now_ns = 5_000_000_000u64;
     sf.set_wall_offset(wall_s * 1_000_000_000 - now_ns as i64);
-    let mut p = Builder::raw().udp(
-        Ipv4Addr::new(198, 18, 0, 1),
-        Ipv4Addr::new(198, 18, 0, 2),
-        1,
-        2,
-        b"x",
-    );
-    let mut pm = PacketMeta::parse(&p, LinkType::RawIp);
-    let mut meta = Meta::with_ifnames("lan0", "");
-    sf.hook_mut(
+    mark_with(
+        sf,
         Hook::Input,
-        &mut p,
-        &mut pm,
-        &mut meta,
+        udp4(),
+        Meta::with_ifnames("lan0", ""),
         now_ns,
-        &mut PacketCt::default(),
-    );
-    meta.mark
+    )
 }
 
 #[test]
@@ -50,9 +38,7 @@ fn time_day_and_hour_read_the_engines_wall_clock() {
     // 2026-12-05 is a Saturday: 1_796_428_800 is its midnight (UTC)
     let sat = 1_796_428_800;
     for mode in [Mode::Compiled, Mode::Linear] {
-        let rs = weir_lang::load_str("t.nft", RULES).unwrap().0;
-        assert!(rs.refuse_unevaluated().is_ok(), "{:?}", rs.unevaluated());
-        let mut sf = Stateful::new(Engine::new(Compiled::build(&rs, mode)), Config::default());
+        let mut sf = engine(RULES, mode);
         assert_eq!(mark_at(&mut sf, sat + 18 * 3600), 0x1 | 0x2 | 0x4);
         assert_eq!(mark_at(&mut sf, sat + 20 * 3600), 0x2 | 0x4);
         // the Friday before, 09:30, and a year earlier
