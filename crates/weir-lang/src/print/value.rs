@@ -164,7 +164,7 @@ pub fn format(dt: DataType, v: u128) -> String {
             .map(|d| format!("\"{d}\""))
             .unwrap_or_else(|| v.to_string()),
         // a date is kept in nanoseconds; whole seconds print as the number nft reads back
-        DataType::Date if v % 1_000_000_000 == 0 => (v / 1_000_000_000).to_string(),
+        DataType::Date if v.is_multiple_of(1_000_000_000) => (v / 1_000_000_000).to_string(),
         DataType::Hour => {
             // 23:59:60 (a leap second) is the next day's 00:00
             let v = v % 86_400;
