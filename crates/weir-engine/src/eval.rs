@@ -156,6 +156,11 @@ pub struct Meta {
     pub oifgroup: Option<u32>,
     /// The CPU the packet is processed on (`meta cpu`: the worker's).
     pub cpu: u32,
+    /// The owner of the packet's socket (`meta skuid` / `skgid`): a local process's packets
+    /// (NFQUEUE mode: the kernel says); None without a socket (forwarded packets), where the
+    /// kernel's nft_meta breaks the rule.
+    pub skuid: Option<u32>,
+    pub skgid: Option<u32>,
     /// The packet's wall-clock time, nanoseconds since the epoch (`meta time`, `day`,
     /// `hour`); 0: unknown, the evaluation's `now_ns` is taken as it (a capture's time).
     pub wall_ns: u64,
@@ -567,6 +572,8 @@ impl<'a> Pkt<'a> {
             Field::MetaIifname => Some(self.meta.iifname),
             Field::MetaOifname => Some(self.meta.oifname),
             Field::MetaCpu => Some(self.meta.cpu as u128),
+            Field::MetaSkuid => self.meta.skuid.map(u128::from),
+            Field::MetaSkgid => self.meta.skgid.map(u128::from),
             // a hook without the device breaks the rule, as nft_meta does
             Field::MetaIifgroup => dev_type(self.meta.iif, self.meta.iifname, 1)
                 .map(|_| self.meta.iifgroup.unwrap_or(0) as u128),

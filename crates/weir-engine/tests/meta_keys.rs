@@ -18,6 +18,8 @@ const RULES: &str = "table ip t {
     meta iifgroup default meta mark set meta mark | 0x40
     meta iifgroup 5 meta mark set meta mark | 0x80
     meta cpu 1 meta mark set meta mark | 0x100
+    meta skuid root meta mark set meta mark | 0x200
+    meta skgid 100 meta mark set meta mark | 0x400
   }
   chain out {
     type filter hook output priority 0;
@@ -46,6 +48,13 @@ fn device_types() {
         m.iiftype = 65534;
         m.iifgroup = Some(5);
         assert_eq!(mark(&mut sf, Hook::Prerouting, m), 0x8 | 0x80);
+        // a local socket's owner, as NFQUEUE says it; none for a forwarded packet
+        let mut m = Meta::with_ifnames("eth0", "");
+        (m.skuid, m.skgid) = (Some(0), Some(100));
+        assert_eq!(
+            mark(&mut sf, Hook::Prerouting, m),
+            0x1 | 0x40 | 0x200 | 0x400
+        );
         // the CPU the caller says the hooks run on
         sf.set_cpu(1);
         assert_eq!(

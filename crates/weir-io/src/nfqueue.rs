@@ -33,6 +33,8 @@ const NFQNL_COPY_PACKET: u8 = 2;
 pub const NFQA_CFG_F_FAIL_OPEN: u32 = 1;
 /// Queue GSO packets whole.
 pub const NFQA_CFG_F_GSO: u32 = 4;
+/// Send the owner (fsuid / fsgid) of a local socket's packets (`meta skuid` / `skgid`).
+pub const NFQA_CFG_F_UID_GID: u32 = 8;
 
 const NFQA_PACKET_HDR: u16 = 1;
 const NFQA_VERDICT_HDR: u16 = 2;
@@ -42,6 +44,8 @@ const NFQA_IFINDEX_OUTDEV: u16 = 6;
 const NFQA_PAYLOAD: u16 = 10;
 const NFQA_CAP_LEN: u16 = 13;
 const NFQA_SKB_INFO: u16 = 14;
+const NFQA_UID: u16 = 16;
+const NFQA_GID: u16 = 17;
 
 const NLMSG_HDRLEN: usize = 16;
 const NLMSG_ERROR: u16 = 2;
@@ -108,6 +112,10 @@ pub struct Packet<'a> {
     /// sender's offload), [`SKB_GSO`], [`SKB_CSUM_NOTVERIFIED`] (nobody checked it yet).
     /// 0 when the kernel sent none: a checksum already verified.
     pub skb_info: u32,
+    /// The owner of the packet's socket (`NFQA_UID` / `NFQA_GID`): a local process's packets;
+    /// None for forwarded ones, as the kernel has no socket for them.
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
 }
 
 /// [`Packet::skb_info`] flags.
@@ -223,6 +231,8 @@ fn parse_packet(body: &[u8]) -> Option<Packet<'_>> {
         payload: &[],
         cap_len: None,
         skb_info: 0,
+        uid: None,
+        gid: None,
     };
     let mut hdr = false;
     for (ty, d) in attrs(body) {
@@ -239,6 +249,8 @@ fn parse_packet(body: &[u8]) -> Option<Packet<'_>> {
             NFQA_PAYLOAD => p.payload = d,
             NFQA_CAP_LEN => p.cap_len = be32(d),
             NFQA_SKB_INFO => p.skb_info = be32(d)?,
+            NFQA_UID => p.uid = be32(d),
+            NFQA_GID => p.gid = be32(d),
             _ => {}
         }
     }
@@ -343,6 +355,7 @@ impl Queue {
         q.config(|b| push_params(b, opts.copy_range))?;
         q.config(|b| push_attr(b, NFQA_CFG_QUEUE_MAXLEN, &opts.max_len.to_be_bytes()))?;
         let flags = NFQA_CFG_F_GSO
+            | NFQA_CFG_F_UID_GID
             | if opts.fail_open {
                 NFQA_CFG_F_FAIL_OPEN
             } else {
@@ -353,7 +366,7 @@ impl Queue {
             push_attr(
                 b,
                 NFQA_CFG_MASK,
-                &(NFQA_CFG_F_GSO | NFQA_CFG_F_FAIL_OPEN).to_be_bytes(),
+                &(NFQA_CFG_F_GSO | NFQA_CFG_F_UID_GID | NFQA_CFG_F_FAIL_OPEN).to_be_bytes(),
             );
         })?;
         Ok(q)
@@ -647,6 +660,13 @@ mod tests {
             let p = parse_packet(&b2).expect("parsed");
             assert_eq!((p.skb_info, p.checksum_trusted()), (flags, trusted));
         }
+        // a local socket's owner, when the kernel sends it; none for a forwarded packet
+        assert_eq!((p.uid, p.gid), (None, None));
+        let mut b3 = b.clone();
+        push_attr(&mut b3, NFQA_UID, &1000u32.to_be_bytes());
+        push_attr(&mut b3, NFQA_GID, &100u32.to_be_bytes());
+        let p = parse_packet(&b3).expect("parsed");
+        assert_eq!((p.uid, p.gid), (Some(1000), Some(100)));
         // truncated attributes end the walk without a panic
         for cut in 0..b.len() {
             let _ = parse_packet(&b[..cut]);

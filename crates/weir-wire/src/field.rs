@@ -441,10 +441,11 @@ fields! {
     MetaOifgroup => "meta oifgroup", T::Devgroup, L::Meta;
     // the CPU (the worker's)
     MetaCpu => "meta cpu", T::Integer(32), L::Meta;
-    // ---- loaded and checked, not evaluated yet (see `Field::evaluated`) ----
-    // metadata
+    // the socket's owner (NFQUEUE's UID/GID attributes)
     MetaSkuid => "meta skuid", T::Uid, L::Meta;
     MetaSkgid => "meta skgid", T::Gid, L::Meta;
+    // ---- loaded and checked, not evaluated yet (see `Field::evaluated`) ----
+    // metadata
     MetaIifkind => "meta iifkind", T::IfName, L::Meta;
     MetaOifkind => "meta oifkind", T::IfName, L::Meta;
     MetaCgroup => "meta cgroup", T::Integer(32), L::Meta;
@@ -546,7 +547,7 @@ impl Field {
     /// understood and printed, but the engine does not evaluate them yet: the checker marks
     /// each rule that reads one as not evaluated, and `weir run` refuses such a ruleset.
     pub fn evaluated(self) -> bool {
-        self < Field::MetaSkuid
+        self < Field::MetaIifkind
     }
 
     /// Width in bits of the field's values.

@@ -328,6 +328,7 @@ pub fn process(
             meta.oifgroup = oifgroup;
         }
         meta.mark = p.mark;
+        (meta.skuid, meta.skgid) = (p.uid, p.gid);
         let d = sf.hook_mut(h, buf, &mut pm, &mut meta, now, &mut pc);
         if let Decision::Drop(why) = d {
             let answer = match why {
@@ -584,6 +585,8 @@ mod tests {
                 payload,
                 cap_len: None,
                 skb_info,
+                uid: None,
+                gid: None,
             }
         }
         let mut ask = |payload: &[u8], skb_info: u32| {
