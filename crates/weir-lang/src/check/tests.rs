@@ -483,6 +483,7 @@ fn fields_not_evaluated_yet_load_typed_and_listed() {
         "tcp option @2,16,16 1460 tcp option mptcp subtype 1 accept",
         "meta hour \"17:00\"-\"19:00\" meta day { Monday, \"Friday\" } drop",
         "meta time < \"2022-07-01 11:00:00\" meta priority 1:abcd drop",
+        "meta skuid root meta skgid 0 meta cpu 1 meta iifgroup default accept",
     ];
     let body: String = evaluated.iter().map(|r| format!("  {r}\n")).collect();
     let text = format!("table inet t {{\n chain c {{\n{body} }}\n}}\n");
@@ -492,7 +493,7 @@ fn fields_not_evaluated_yet_load_typed_and_listed() {
     assert!(rs.unevaluated().is_empty(), "{:?}", rs.unevaluated());
     let rules = [
         "meta hour \"21:00\"-\"02:00\" drop",
-        "meta skuid root meta skgid 0 meta cpu 1 meta iifgroup default accept",
+        "meta iifkind \"veth\" accept",
         "meta cgroup 1 drop",
         "tcp option maxseg size set 1400",
         "udp dport 4789 vxlan ip saddr 198.18.0.1 vxlan vni 10 drop",
@@ -506,7 +507,7 @@ fn fields_not_evaluated_yet_load_typed_and_listed() {
     let u = rs.unevaluated();
     for (i, what) in [
         "meta hour across midnight",
-        "meta skuid",
+        "meta iifkind",
         "meta cgroup",
         "tcp option maxseg size set",
         "vxlan",
