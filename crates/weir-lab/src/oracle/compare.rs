@@ -568,59 +568,18 @@ pub fn compare_case(
         Err(_) => return r.skip("weir does not load the rule"),
     };
     weir.wall_shift_ns = tz_shift_ns(rule);
-    let borrowed;
-    let b = match blocks.get(&(fam_name.clone(), rule.to_string())) {
-        Some(b) => b,
-        None => match borrow(blocks, family, rule) {
-            Some(b) => {
-                borrowed = b;
-                &borrowed
-            }
-            None => {
-                if std::env::var_os("WEIR_ORACLE_NOBLOCK").is_some() {
-                    println!("no block: {at} {fam_name} {rule}");
-                }
-                return r.skip("no payload block for the family");
-            }
-        },
+    let (b, borrowed) = match case_block(blocks, &fam_name, family, rule, text, at) {
+        Ok(b) => b,
+        Err(why) => return r.skip(why),
     };
-    let filled;
-    let b = if b.sets.iter().any(|s| s.named.is_some()) {
-        let mut c = b.clone();
-        if let Err(why) = super::sets::fill(&mut c, text) {
-            return r.skip(format!("oracle: {why}"));
-        }
-        filled = c;
-        &filled
-    } else {
-        b
-    };
-    if let Some(why) = unknown_reason(b, &env) {
+    if let Some(why) = unknown_reason(&b, &env) {
         return r.skip(format!("oracle: {why}"));
     }
-    let mut rng = Rng::for_item(seed, fxhash(at) ^ fxhash(&fam_name));
-    let mut packets: Vec<Packet> = Vec::new();
-    let mut any_hit = false;
-    for _ in 0..rounds {
-        if let Some(h) = gen::hit(b, &env, &mut rng) {
-            any_hit = true;
-            packets.extend(gen::misses(b, &env, &h, &mut rng));
-            packets.extend(gen::variants(&h));
-            packets.push(h.packet);
-        }
-    }
-    if !any_hit {
-        if std::env::var_os("WEIR_ORACLE_NOHIT").is_some() {
-            println!("no hit: {at} {fam_name} {rule}");
-        }
-        // what the oracle says of plain packets is compared all the same
-        packets.push(gen::template(false, &mut rng));
-        packets.push(gen::template(true, &mut rng));
-    }
-    packets.dedup();
+    let (packets, any_hit) = case_packets(&b, &env, seed, at, &fam_name, rule, rounds);
+    let b = &b;
     r.rules_compared += 1;
     r.rules_with_hit += any_hit as usize;
-    r.borrowed += !blocks.contains_key(&(fam_name.clone(), rule.to_string())) as usize;
+    r.borrowed += borrowed as usize;
     for p in packets {
         // ip_rcv drops what is for another host before the IP hooks
         let other_host = p.frame[0] & 1 == 0 && p.frame[..6] != OWN_MAC;
@@ -718,6 +677,70 @@ pub fn compare_case(
             });
         }
     }
+}
+
+/// The bytecode block of a case: its family's, or one borrowed ([`borrow`]; the flag says
+/// so), with the table's named sets filled in; or why there is none.
+pub fn case_block(
+    blocks: &HashMap<(String, String), Block>,
+    fam_name: &str,
+    family: Family,
+    rule: &str,
+    text: &str,
+    at: &str,
+) -> Result<(Block, bool), String> {
+    let (b, borrowed) = match blocks.get(&(fam_name.to_string(), rule.to_string())) {
+        Some(b) => (b.clone(), false),
+        None => match borrow(blocks, family, rule) {
+            Some(b) => (b, true),
+            None => {
+                if std::env::var_os("WEIR_ORACLE_NOBLOCK").is_some() {
+                    println!("no block: {at} {fam_name} {rule}");
+                }
+                return Err("no payload block for the family".into());
+            }
+        },
+    };
+    let mut b = b;
+    if b.sets.iter().any(|s| s.named.is_some()) {
+        super::sets::fill(&mut b, text).map_err(|why| format!("oracle: {why}"))?;
+    }
+    Ok((b, borrowed))
+}
+
+/// The packets a case is tried on (seeded by the case): for each of `rounds` hit packets,
+/// its misses, its variants and itself; plain IPv4 and IPv6 packets when no hit is found
+/// (the second value says whether one was). Duplicates next to each other are dropped.
+pub fn case_packets(
+    b: &Block,
+    env: &Env,
+    seed: u64,
+    at: &str,
+    fam_name: &str,
+    rule: &str,
+    rounds: usize,
+) -> (Vec<Packet>, bool) {
+    let mut rng = Rng::for_item(seed, fxhash(at) ^ fxhash(fam_name));
+    let mut packets: Vec<Packet> = Vec::new();
+    let mut any_hit = false;
+    for _ in 0..rounds {
+        if let Some(h) = gen::hit(b, env, &mut rng) {
+            any_hit = true;
+            packets.extend(gen::misses(b, env, &h, &mut rng));
+            packets.extend(gen::variants(&h));
+            packets.push(h.packet);
+        }
+    }
+    if !any_hit {
+        if std::env::var_os("WEIR_ORACLE_NOHIT").is_some() {
+            println!("no hit: {at} {fam_name} {rule}");
+        }
+        // what the oracle says of plain packets is compared all the same
+        packets.push(gen::template(false, &mut rng));
+        packets.push(gen::template(true, &mut rng));
+    }
+    packets.dedup();
+    (packets, any_hit)
 }
 
 /// A frame with its IPv4 header checksum and its TCP / UDP / ICMP checksum zeroed (the
