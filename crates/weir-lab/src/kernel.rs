@@ -214,7 +214,7 @@ pub fn iptables_version(backend: IptBackend) -> Option<String> {
     (out.status.success() && !s.is_empty()).then_some(s)
 }
 
-fn run(cmd: &mut Command, stdin: Option<&str>, what: &str) -> Result<String, String> {
+pub(crate) fn run(cmd: &mut Command, stdin: Option<&str>, what: &str) -> Result<String, String> {
     cmd.stdin(if stdin.is_some() {
         Stdio::piped()
     } else {

@@ -33,6 +33,7 @@ pub mod ipt;
 pub mod kernel;
 pub mod model;
 pub mod oracle;
+pub mod pylab;
 pub mod rng;
 pub mod sys;
 pub mod topology;

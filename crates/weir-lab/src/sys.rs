@@ -311,6 +311,118 @@ pub fn poll_readable(fds: &[RawFd], timeout_ms: i32) -> io::Result<Vec<usize>> {
         .collect())
 }
 
+const NETLINK_NETFILTER: libc::c_int = 12;
+const SOL_NETLINK: libc::c_int = 270;
+const NETLINK_ADD_MEMBERSHIP: libc::c_int = 1;
+
+/// A netlink socket (current namespace) subscribed to nfnetlink multicast `group`
+/// (`NFNLGRP_NFTRACE`: nftables' packet traces), with a large receive buffer. Non-blocking.
+pub fn nfnetlink_group_socket(group: u32) -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2); the descriptor is owned right after.
+    let fd = check(unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            NETLINK_NETFILTER,
+        )
+    })?;
+    // SAFETY: fd is a fresh descriptor nobody else owns.
+    let s = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: sockaddr_nl is plain data; zeroed is a valid value.
+    let mut sa: libc::sockaddr_nl = unsafe { mem::zeroed() };
+    sa.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+    // SAFETY: sa is a valid sockaddr_nl of the length given.
+    check(unsafe {
+        libc::bind(
+            fd,
+            &sa as *const libc::sockaddr_nl as *const libc::sockaddr,
+            mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+        )
+    })?;
+    set_int(
+        fd,
+        SOL_NETLINK,
+        NETLINK_ADD_MEMBERSHIP,
+        group as libc::c_int,
+    )?;
+    // SO_RCVBUFFORCE needs CAP_NET_ADMIN (the lab runs as root); SO_RCVBUF otherwise
+    if set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 32 << 20).is_err() {
+        set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 32 << 20)?;
+    }
+    Ok(s)
+}
+
+/// Receive one netlink datagram if there is one (non-blocking): Ok(None) when there is none.
+pub fn recv_datagram(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    // SAFETY: buf is valid for buf.len() bytes of writes.
+    let n = unsafe {
+        libc::recv(
+            fd.as_raw_fd(),
+            buf.as_mut_ptr() as *mut libc::c_void,
+            buf.len(),
+            libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+            _ => Err(e),
+        };
+    }
+    Ok(Some(n as usize))
+}
+
+/// A raw socket (current namespace) that sends whole IP packets, header included
+/// (`IPPROTO_RAW`: `IP_HDRINCL`, `IPV6_HDRINCL`): they go through the `output` hook as a
+/// local process's packets.
+pub fn raw_send_socket(v6: bool) -> io::Result<OwnedFd> {
+    let fam = if v6 { libc::AF_INET6 } else { libc::AF_INET };
+    // SAFETY: plain socket(2); the descriptor is owned right after.
+    let fd = check(unsafe {
+        libc::socket(fam, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::IPPROTO_RAW)
+    })?;
+    // SAFETY: fd is a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Send one IP packet (header included) on a [`raw_send_socket`] towards `dst`.
+pub fn send_ip(fd: &OwnedFd, pkt: &[u8], dst: IpAddr) -> io::Result<()> {
+    // SAFETY: sockaddr_storage is plain data; zeroed is a valid value.
+    let mut ss: libc::sockaddr_storage = unsafe { mem::zeroed() };
+    let len = match dst {
+        IpAddr::V4(a) => {
+            // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in.
+            let sin = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in) };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_addr.s_addr = u32::from_ne_bytes(a.octets());
+            mem::size_of::<libc::sockaddr_in>()
+        }
+        IpAddr::V6(a) => {
+            // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in6.
+            let sin6 = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in6) };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_addr.s6_addr = a.octets();
+            mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    // SAFETY: pkt is valid for reads of pkt.len() bytes; ss holds an address of `len` bytes.
+    let n = unsafe {
+        libc::sendto(
+            fd.as_raw_fd(),
+            pkt.as_ptr() as *const libc::c_void,
+            pkt.len(),
+            libc::MSG_DONTWAIT,
+            &ss as *const _ as *const libc::sockaddr,
+            len as libc::socklen_t,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Pin the calling thread to the CPU it runs on (so that a frame and the barrier sent after it
 /// are processed in order by the same CPU's backlog). Returns false if it could not.
 pub fn pin_to_current_cpu() -> bool {

@@ -153,6 +153,8 @@ pub struct Weir {
     hook: Hook,
     /// Weir's wall clock ahead of the kernel's ([`tz_shift_ns`]).
     pub wall_shift_ns: u64,
+    /// The CPU the packet is processed on (`meta cpu`).
+    pub cpu: u32,
 }
 
 /// nft-test.py runs nft with `TZ=UTC-2`: nft turns a date (`meta time "2019-07-01
@@ -197,6 +199,7 @@ impl Weir {
             ],
             hook,
             wall_shift_ns: 0,
+            cpu: 0,
         })
     }
 
@@ -222,6 +225,7 @@ impl Weir {
                 oifname: name(env.has_out(), &p.oif),
                 ct_state: p.conn.state_bits(),
                 wall_ns: p.wall_ns.wrapping_add(self.wall_shift_ns),
+                cpu: self.cpu,
                 ..Meta::default()
             };
             if let Conn::Tracked(c) = p.conn {

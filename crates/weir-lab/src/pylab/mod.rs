@@ -1,0 +1,803 @@
+//! nftables' rule tests against the kernel, packet by packet.
+//!
+//! Each `;ok` rule of `../shared/nftables-tests/py` is loaded alone in its table (with the
+//! file's sets and chains, as `nft-test.py` builds it) into a router namespace with Debian's
+//! `nft`; the packets the bytecode oracle generates for it (hits, misses, variants) are sent
+//! into the router's `eth0` from a second namespace; a chain of the lab at the device's
+//! ingress sets `meta nftrace set 1`, and the kernel's trace events (`trace`) say, for each
+//! packet, whether it reached the rule's chain and whether the rule ran to its end. Weir's
+//! engine runs the same table on the same packet with the metadata the kernel had (input
+//! device `eth0` index 2, output `eth1` index 3, mark 0, the packet untracked, the wall clock
+//! of the moment it was sent), and the two answers are compared. The rule is not changed: its
+//! verdict and statements act in the kernel as written.
+//!
+//! The router: `eth0` (index 2, 02:00:00:00:00:01, the address the generated frames are for)
+//! and `eth1` (index 3), veths to the sender's namespace; forwarding on, reverse-path filter
+//! off, everything untracked (`notrack` at priority -300). Rules at `prerouting` and `ingress`
+//! see every frame the kernel takes in; for `input`, every address is made local (`local
+//! default dev lo`); for `forward` and `postrouting`, the default route leaves by `eth1`.
+//! Not reached from outside (left out, counted): `output` and `egress` chains, NAT chains
+//! (they see tracked packets only), the `bridge` and `arp` families.
+
+pub mod trace;
+
+use crate::kernel::{self, NS_PREFIX};
+use crate::oracle::compare::{case_block, case_packets, first_hook, unknown_reason, Weir};
+use crate::oracle::gen;
+use crate::oracle::interp::{ifname, Conn, Env, Family, Packet};
+use crate::rng::Rng;
+use crate::sys;
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::os::fd::OwnedFd;
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime};
+use trace::{Event, Kind, Traces};
+use weir_lang::ir::Hook;
+
+/// The lab's own table: the trace chain at the router's ingress, the untracking chain.
+const LAB_RULES: &str = "table netdev weirtrace {\n  chain tracing {\n    type filter hook ingress device eth0 priority -1000; policy accept;\n    meta nftrace set 1\n  }\n}\ntable inet weirtraceout {\n  chain tracing {\n    type filter hook output priority -1000; policy accept;\n    meta nftrace set 1\n  }\n}\ntable inet weirnotrack {\n  chain pre {\n    type filter hook prerouting priority -300; policy accept;\n    notrack\n  }\n  chain out {\n    type filter hook output priority -300; policy accept;\n    notrack\n  }\n}\n";
+
+/// The frame that closes each round: an Ethernet frame of the local experimental EtherType
+/// with a sequence number, traced at ingress like the rest.
+fn barrier(seq: u32) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 0x01, 0x02, 0, 0, 0, 0, 0x02, 0x88, 0xb5];
+    f.extend(b"weirpy");
+    f.extend(seq.to_be_bytes());
+    f.resize(60, 0);
+    f
+}
+
+/// What the kernel did with one packet at the rule's chain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KernelSaw {
+    /// The packet did not reach the chain (dropped before the hook, routed elsewhere).
+    NotReached,
+    /// It reached the chain; Some(verdict) when the rule ran to its end.
+    Reached(Option<String>),
+}
+
+/// A packet the kernel and weir disagree on.
+#[derive(Clone, Debug)]
+pub struct Difference {
+    pub at: String,
+    pub family: String,
+    pub rule: String,
+    pub frame: Vec<u8>,
+    pub kernel: Option<String>,
+    /// Weir's answer, compiled and linear.
+    pub weir: Vec<bool>,
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hex: String = self.frame.iter().map(|b| format!("{b:02x}")).collect();
+        write!(
+            f,
+            "{} {} `{}`: kernel {}, weir {:?}\n      frame {hex}",
+            self.at,
+            self.family,
+            self.rule,
+            match &self.kernel {
+                Some(v) => format!("matched ({v})"),
+                None => "did not match".into(),
+            },
+            self.weir
+        )
+    }
+}
+
+/// The figures of a run.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub rules_compared: usize,
+    /// Rules the kernel matched at least one packet of.
+    pub rules_hit: usize,
+    pub packets: usize,
+    pub packets_matching: usize,
+    /// Sent packets that did not reach the rule's chain in the kernel.
+    pub packets_not_reached: usize,
+    pub skipped: BTreeMap<String, usize>,
+    /// Later fragments the kernel matched and weir did not: the kernel's fast payload path
+    /// (`nft_payload_fast_eval`, aligned loads of 1, 2 or 4 bytes) reads a later fragment's
+    /// data as its transport header, where `nft_payload_eval` (and weir) see none. A kernel
+    /// bug (a fix adding the `fragoff` check was posted to netfilter-devel); not a difference.
+    pub fast_path_fragments: usize,
+    /// IPv4 fragments at the input hook: the kernel evaluates the datagram they are
+    /// reassembled into (`ip_local_deliver`), not compared.
+    pub packets_reassembled: usize,
+    pub differences: Vec<Difference>,
+}
+
+impl Report {
+    fn skip(&mut self, why: impl Into<String>) {
+        *self.skipped.entry(why.into()).or_default() += 1;
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Routes {
+    /// Default route by eth1.
+    Forward,
+    /// Every address local.
+    Local,
+}
+
+/// The router and sender namespaces, the sending socket and the trace subscription.
+pub struct PyLab {
+    // field order is drop order: sockets first, then the namespaces
+    tx: OwnedFd,
+    /// Raw IPv4 and IPv6 sockets in the router, for the `output` hook.
+    raw: [OwnedFd; 2],
+    traces: Traces,
+    router_ns: File,
+    routes: Routes,
+    seq: u32,
+    names: Vec<String>,
+}
+
+impl Drop for PyLab {
+    fn drop(&mut self) {
+        for n in self.names.iter().rev() {
+            let _ = kernel::run(
+                Command::new("ip").args(["netns", "del", n]),
+                None,
+                "ip netns del",
+            );
+        }
+    }
+}
+
+impl PyLab {
+    /// Build the namespaces (root, `ip`, `nft` needed; [`kernel::unavailable`] says why not).
+    pub fn new() -> Result<PyLab, String> {
+        if let Some(why) = kernel::unavailable() {
+            return Err(why);
+        }
+        kernel::cleanup_stale();
+        let id = format!("{NS_PREFIX}{}-py", std::process::id());
+        let (r, s) = (format!("{id}-r"), format!("{id}-s"));
+        let ip = |args: &[&str], stdin: Option<&str>| {
+            kernel::run(Command::new("ip").args(args), stdin, "ip")
+        };
+        ip(&["netns", "add", &r], None)?;
+        ip(&["netns", "add", &s], None).inspect_err(|_| {
+            let _ = ip(&["netns", "del", &r], None);
+        })?;
+        // from here on, Drop removes both
+        let open = |n: &str| File::open(format!("/run/netns/{n}")).map_err(|e| format!("{n}: {e}"));
+        let (router_ns, sender_ns) = (open(&r)?, open(&s)?);
+        let sysctls = |ns: &File, list: &[(&str, &str)]| {
+            sys::in_netns(ns, || {
+                for (k, v) in list {
+                    sys::sysctl(k, v)?;
+                }
+                Ok(())
+            })
+            .map_err(|e| format!("sysctl: {e}"))
+        };
+        // the sender says nothing of its own (no IPv6: no router or neighbour solicitations)
+        sysctls(
+            &sender_ns,
+            &[
+                ("net.ipv6.conf.all.disable_ipv6", "1"),
+                ("net.ipv6.conf.default.disable_ipv6", "1"),
+            ],
+        )?;
+        sysctls(
+            &router_ns,
+            &[
+                ("net.ipv4.ip_forward", "1"),
+                ("net.ipv4.conf.all.rp_filter", "0"),
+                ("net.ipv4.conf.default.rp_filter", "0"),
+                ("net.ipv4.conf.all.accept_local", "1"),
+                ("net.ipv4.conf.default.accept_local", "1"),
+                ("net.ipv4.conf.all.route_localnet", "1"),
+                ("net.ipv4.conf.default.route_localnet", "1"),
+                ("net.ipv4.conf.all.send_redirects", "0"),
+                ("net.ipv4.conf.default.send_redirects", "0"),
+                ("net.ipv6.conf.all.forwarding", "1"),
+                ("net.ipv6.conf.default.forwarding", "1"),
+                ("net.ipv6.conf.all.accept_dad", "0"),
+                ("net.ipv6.conf.default.accept_dad", "0"),
+            ],
+        )?;
+        let n = |ns: &str, rest: &str| format!("ip -n {ns} {rest}");
+        let script = [
+            n(&r, &format!("link add eth0 index 2 address 02:00:00:00:00:01 mtu 9000 type veth peer name weirpy0 netns {s} address 02:00:00:00:00:02 mtu 9000")),
+            n(&r, &format!("link add eth1 index 3 address 02:00:00:00:00:03 mtu 9000 type veth peer name weirpy1 netns {s} address 02:00:00:00:00:04 mtu 9000")),
+            n(&r, "link set lo up"),
+            n(&r, "link set eth0 up"),
+            n(&r, "link set eth1 up"),
+            n(&s, "link set weirpy0 up"),
+            n(&s, "link set weirpy1 up"),
+            n(&r, "addr add 198.18.0.1/24 dev eth0"),
+            n(&r, "addr add 198.18.1.1/24 dev eth1"),
+            n(&r, "-6 addr add 2001:db8::1/64 dev eth0 nodad"),
+            n(&r, "-6 addr add 2001:db8:1::1/64 dev eth1 nodad"),
+            // the next hop's addresses known for good: nothing waits for ARP or ND
+            n(&r, "neigh add 198.18.1.2 lladdr 02:00:00:00:00:04 dev eth1 nud permanent"),
+            n(&r, "-6 neigh add 2001:db8:1::2 lladdr 02:00:00:00:00:04 dev eth1 nud permanent"),
+            n(&r, "route add default via 198.18.1.2 dev eth1"),
+            n(&r, "-6 route add default via 2001:db8:1::2 dev eth1"),
+        ];
+        for line in &script {
+            let args: Vec<&str> = line.split_whitespace().skip(1).collect();
+            ip(&args, None)?;
+        }
+        let tx = sys::in_netns(&sender_ns, || sys::packet_socket("weirpy0"))
+            .map_err(|e| format!("packet socket: {e}"))?;
+        let traces = sys::in_netns(&router_ns, Traces::open).map_err(|e| format!("traces: {e}"))?;
+        let raw = sys::in_netns(&router_ns, || {
+            Ok([sys::raw_send_socket(false)?, sys::raw_send_socket(true)?])
+        })
+        .map_err(|e| format!("raw sockets: {e}"))?;
+        let lab = PyLab {
+            tx,
+            raw,
+            traces,
+            router_ns,
+            routes: Routes::Forward,
+            seq: 0,
+            names: vec![r, s],
+        };
+        lab.nft(LAB_RULES)
+            .map_err(|e| format!("the lab's rules: {e}"))?;
+        Ok(lab)
+    }
+
+    /// Run `nft -f -` in the router (with TZ=UTC: nft turns a rule's times of day into UTC).
+    fn nft(&self, text: &str) -> Result<String, String> {
+        let text = text.to_string();
+        sys::in_netns(&self.router_ns, || {
+            kernel::run(
+                Command::new("nft").args(["-f", "-"]).env("TZ", "UTC"),
+                Some(&text),
+                "nft",
+            )
+            .map_err(std::io::Error::other)
+        })
+        .map_err(|e| e.to_string())
+    }
+
+    fn set_routes(&mut self, want: Routes) -> Result<(), String> {
+        if self.routes == want {
+            return Ok(());
+        }
+        let verb = if want == Routes::Local { "add" } else { "del" };
+        for (v, dst) in [("-4", "0.0.0.0/0"), ("-6", "::/0")] {
+            kernel::run(
+                Command::new("ip").args([
+                    "-n",
+                    &self.names[0],
+                    v,
+                    "route",
+                    verb,
+                    "local",
+                    dst,
+                    "dev",
+                    "lo",
+                    "table",
+                    "local",
+                ]),
+                None,
+                "ip route",
+            )?;
+        }
+        self.routes = want;
+        Ok(())
+    }
+
+    /// Send frames and read what the kernel did with each at chain `table`/`chain`. Frames go
+    /// in by `eth0` (AF_PACKET from the sender), or with `local` out of the router itself (raw
+    /// sockets: the IP packet, to the `output` hook). Frames are matched to their traces by
+    /// order (the sender is pinned to one CPU: each frame is processed whole before the next)
+    /// and checked by their headers.
+    fn send(
+        &mut self,
+        frames: &[Vec<u8>],
+        table: &str,
+        chain: &str,
+        local: bool,
+    ) -> Result<Vec<Sent>, String> {
+        self.seq = self.seq.wrapping_add(1);
+        let seq = self.seq;
+        let mut out: Vec<Sent> = Vec::with_capacity(frames.len());
+        for f in frames {
+            let at = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            let ok = if local {
+                ip_packet(f).is_some_and(|(v6, dst)| {
+                    sys::send_ip(&self.raw[v6 as usize], &f[14..], dst).is_ok()
+                })
+            } else {
+                sys::send(&self.tx, f).is_ok()
+            };
+            out.push(Sent {
+                saw: KernelSaw::NotReached,
+                at,
+                sent: ok,
+                nh: Vec::new(),
+                iif: None,
+                oif: None,
+            });
+        }
+        let start_table = if local { "weirtraceout" } else { "weirtrace" };
+        let bar = barrier(seq);
+        if local {
+            // 198.18.1.1 -> 198.18.1.2, protocol 253 (experimental), "weirpy" and the
+            // sequence; the kernel sets the length and the checksum
+            let mut p = vec![
+                0x45, 0, 0, 0, 0, 1, 0, 0, 64, 253, 0, 0, 198, 18, 1, 1, 198, 18, 1, 2,
+            ];
+            p.extend(&bar[14..24]);
+            sys::send_ip(&self.raw[0], &p, "198.18.1.2".parse().unwrap())
+        } else {
+            sys::send(&self.tx, &bar)
+        }
+        // (a rule under test may refuse it, as it may refuse any packet: its trace at the lab's
+        // chain, which runs first, comes all the same)
+        .ok();
+        let is_bar = |e: &Event| {
+            e.table == start_table
+                && if local {
+                    e.nh.get(9) == Some(&253) && e.th.get(6..10) == Some(&seq.to_be_bytes())
+                } else {
+                    e.ll.get(12..14) == Some(&[0x88, 0xb5])
+                        && e.nh.get(6..10) == Some(&seq.to_be_bytes())
+                }
+        };
+        let mut events: Vec<Event> = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        loop {
+            let got = self
+                .traces
+                .read(100)
+                .map_err(|e| format!("traces: {e} (events lost)"))?;
+            let done = got.iter().any(is_bar);
+            events.extend(got);
+            if done {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err("the barrier's trace never came".into());
+            }
+        }
+        // split the events by frame: each begins with the lab's trace event
+        let mut k = 0usize; // the next frame to be seen
+        let mut cur: Option<usize> = None;
+        let mut cur_id = 0u32;
+        for e in &events {
+            if std::env::var_os("WEIR_PY_EVENTS").is_some() {
+                println!(
+                    "event {:08x} {} {} {:?} {:?} {} ll {:02x?} nh {:02x?}",
+                    e.id,
+                    e.table,
+                    e.chain,
+                    e.kind,
+                    e.handle,
+                    e.verdict_name(),
+                    e.ll,
+                    e.nh
+                );
+            }
+            if e.table == start_table {
+                if is_bar(e) {
+                    break;
+                }
+                // the lab's rule, with the packet's headers (then the end of the chain's
+                // rules, without a handle, and its policy)
+                if e.kind != Kind::Rule || e.handle.is_none() {
+                    continue;
+                }
+                // the first frame from k on whose headers these are (frames before it that
+                // never showed are left as not reached)
+                cur = (k..frames.len()).find(|&j| {
+                    out[j].sent
+                        && if local {
+                            addresses_of(&frames[j], e)
+                        } else {
+                            headers_of(&frames[j], e)
+                        }
+                });
+                if let Some(j) = cur {
+                    k = j + 1;
+                    out[j].nh = e.nh.clone();
+                    cur_id = e.id;
+                }
+                continue;
+            }
+            let Some(i) = cur else { continue };
+            // the same packet (what the kernel sends while taking it, an ICMP error
+            // delivered locally, is another)
+            if e.id != cur_id || e.table != table || e.chain != chain {
+                continue;
+            }
+            if out[i].saw == KernelSaw::NotReached {
+                out[i].iif = e.iif;
+                out[i].oif = e.oif;
+            }
+            match e.kind {
+                // a rule's end (the kernel sends one without a handle when the chain's
+                // rules are done)
+                Kind::Rule if e.handle.is_some() => {
+                    out[i].saw = KernelSaw::Reached(Some(e.verdict_name()))
+                }
+                Kind::Rule | Kind::Policy | Kind::Return => {
+                    if out[i].saw == KernelSaw::NotReached {
+                        out[i].saw = KernelSaw::Reached(None)
+                    }
+                }
+                Kind::Other(_) => {}
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// What became of one frame sent.
+struct Sent {
+    saw: KernelSaw,
+    /// When it was sent (ns since the epoch).
+    at: u64,
+    sent: bool,
+    /// The network header as the kernel's trace showed it (raw sockets: the kernel sets the
+    /// IPv4 total length and checksum, the IPv6 payload length).
+    nh: Vec<u8>,
+    /// The devices the rule's chain saw.
+    iif: Option<u32>,
+    oif: Option<u32>,
+}
+
+/// The IP version and destination of a frame's IP packet, when it has one a raw socket can
+/// send.
+fn ip_packet(f: &[u8]) -> Option<(bool, std::net::IpAddr)> {
+    match f.get(12..14)? {
+        [0x08, 0x00] if f.len() >= 34 && f[14] >> 4 == 4 && (f[14] & 0xf) >= 5 => {
+            let d: [u8; 4] = f[30..34].try_into().ok()?;
+            Some((false, std::net::IpAddr::from(d)))
+        }
+        [0x86, 0xdd] if f.len() >= 54 && f[14] >> 4 == 6 => {
+            let d: [u8; 16] = f[38..54].try_into().ok()?;
+            Some((true, std::net::IpAddr::from(d)))
+        }
+        _ => None,
+    }
+}
+
+/// Whether a trace event at `output` is of a frame's packet (its addresses and protocol).
+fn addresses_of(f: &[u8], e: &Event) -> bool {
+    let ip = &f[14..];
+    match ip.first().map(|b| b >> 4) {
+        Some(4) => ip.get(12..20) == e.nh.get(12..20) && ip.get(9) == e.nh.get(9),
+        Some(6) => ip.get(6..40) == e.nh.get(6..40),
+        _ => false,
+    }
+}
+
+/// Whether a trace event's headers are those of a frame (its link-layer header and the first
+/// bytes after it, as far as the event has them).
+fn headers_of(f: &[u8], e: &Event) -> bool {
+    let ll = e.ll.len().min(14);
+    if f.len() < 14 || f[..ll] != e.ll[..ll] {
+        return false;
+    }
+    let nh = &f[14..];
+    let n = e.nh.len().min(nh.len());
+    // the transport header too (the network header the trace holds is 40 bytes at most:
+    // frames that differ in their IPv6 extension headers only are told apart by it)
+    nh[..n] == e.nh[..n]
+        && (e.th.is_empty() || nh.windows(e.th.len()).any(|w| w == e.th.as_slice()))
+}
+
+/// An IPv4 packet with a fragment offset, or an IPv6 packet whose fragment header (after
+/// the usual extension headers) has one.
+fn later_fragment(f: &[u8]) -> bool {
+    match f.get(12..14) {
+        Some([0x08, 0x00]) => f
+            .get(20..22)
+            .is_some_and(|b| u16::from_be_bytes([b[0], b[1]]) & 0x1fff != 0),
+        Some([0x86, 0xdd]) => {
+            let (mut nh, mut o) = (f.get(20).copied().unwrap_or(59), 54usize);
+            for _ in 0..8 {
+                match nh {
+                    44 => {
+                        return f
+                            .get(o + 2..o + 4)
+                            .is_some_and(|b| u16::from_be_bytes([b[0], b[1]]) >> 3 != 0)
+                    }
+                    0 | 43 | 60 => {
+                        let (Some(&n), Some(&l)) = (f.get(o), f.get(o + 1)) else {
+                            return false;
+                        };
+                        nh = n;
+                        o += (l as usize + 1) * 8;
+                    }
+                    51 => {
+                        let (Some(&n), Some(&l)) = (f.get(o), f.get(o + 1)) else {
+                            return false;
+                        };
+                        nh = n;
+                        o += (l as usize + 2) * 4;
+                    }
+                    _ => return false,
+                }
+            }
+            false
+        }
+        _ => false,
+    }
+}
+
+/// An IPv4 packet with more fragments to come or a fragment offset.
+fn ipv4_fragment(f: &[u8]) -> bool {
+    f.get(12..14) == Some(&[0x08, 0x00])
+        && f.get(20..22)
+            .is_some_and(|b| u16::from_be_bytes([b[0], b[1]]) & 0x3fff != 0)
+}
+
+/// The CPU the calling thread runs on (the lab pins its sender).
+fn current_cpu() -> u32 {
+    // SAFETY: sched_getcpu takes nothing and returns a CPU number or -1.
+    let c = unsafe { libc::sched_getcpu() };
+    c.max(0) as u32
+}
+
+/// Rules whose outcome depends on what came before (rates, quotas, counters of packets,
+/// random numbers, sets a rule adds to): loaded afresh for each packet on both sides.
+fn stateful(rule: &str) -> bool {
+    [
+        "limit", "quota", "numgen", "random", "ct count", "add @", "update @", "delete @", "last",
+    ]
+    .iter()
+    .any(|w| rule.contains(w))
+}
+
+/// The case's table for the kernel: netdev chains on the lab's `eth0`.
+/// Table and chain names unquoted (nft 1.0.6 takes no quoted name there; the `.t` names are
+/// plain identifiers).
+fn kernel_text(text: &str) -> String {
+    let unquote = |l: &str| {
+        let t = l.trim_start();
+        if t.starts_with("table ") || t.starts_with("chain ") {
+            l.replace('"', "")
+        } else {
+            l.to_string()
+        }
+    };
+    text.lines()
+        .map(unquote)
+        .collect::<Vec<_>>()
+        .join("\n")
+        .replace("device lo ", "device eth0 ")
+        .replace("device \"lo\"", "device eth0")
+}
+
+/// The table's family and name (`table inet test-inet {`).
+fn table_of(text: &str) -> (String, String) {
+    let mut w = text.split_whitespace().skip(1);
+    let fam = w.next().unwrap_or("").to_string();
+    let name = w.next().unwrap_or("").trim_matches('"').to_string();
+    (fam, name)
+}
+
+/// The first chain's name and its spec line.
+fn first_chain(text: &str) -> Option<(String, String)> {
+    let mut lines = text.lines();
+    while let Some(l) = lines.next() {
+        if let Some(rest) = l.trim().strip_prefix("chain ") {
+            let name = rest
+                .trim_end_matches('{')
+                .trim()
+                .trim_matches('"')
+                .to_string();
+            return Some((name, lines.next()?.trim().to_string()));
+        }
+    }
+    None
+}
+
+impl PyLab {
+    /// Compare one case (`file:line`, the rule, the table text, the file's blocks).
+    #[allow(clippy::too_many_arguments)]
+    pub fn compare_case(
+        &mut self,
+        r: &mut Report,
+        at: &str,
+        rule: &str,
+        text: &str,
+        blocks: &HashMap<(String, String), crate::oracle::bytecode::Block>,
+        seed: u64,
+        rounds: usize,
+    ) -> Result<(), String> {
+        let (fam_name, table) = table_of(text);
+        let Some(family) = Family::from_name(&fam_name) else {
+            r.skip(format!("family {fam_name}"));
+            return Ok(());
+        };
+        let (Some(hook), Some((chain, spec))) = (first_hook(text), first_chain(text)) else {
+            r.skip("no base chain");
+            return Ok(());
+        };
+        match hook {
+            Hook::Egress => {
+                r.skip(format!("{hook:?} chain: not reached by packets sent in"));
+                return Ok(());
+            }
+            _ if spec.contains("type nat") => {
+                r.skip("nat chain: the lab's packets are untracked");
+                return Ok(());
+            }
+            _ => {}
+        }
+        let env = Env { family, hook };
+        let load_weir = || {
+            // nft runs with TZ=UTC here: its times of day are weir's (no shift); the
+            // sender is pinned: its CPU processes the packets
+            Weir::load(text, hook).map(|mut w| {
+                w.cpu = current_cpu();
+                w
+            })
+        };
+        let mut weir = match load_weir() {
+            Ok(w) => w,
+            Err(m) if m.starts_with("weir does not evaluate") => {
+                let what: Vec<&str> = m.split_whitespace().take(6).collect();
+                r.skip(what.join(" "));
+                return Ok(());
+            }
+            Err(_) => {
+                r.skip("weir does not load the rule");
+                return Ok(());
+            }
+        };
+        // alone: the ruleset is replaced whole, in one transaction
+        let ktext = format!("flush ruleset\n{LAB_RULES}{}", kernel_text(text));
+        if let Err(e) = self.nft(&ktext) {
+            let first = e
+                .lines()
+                .find(|l| l.contains("Error"))
+                .unwrap_or("refused")
+                .split("Error:")
+                .last()
+                .unwrap_or("")
+                .trim()
+                .chars()
+                .take(60)
+                .collect::<String>();
+            r.skip(format!("nft 1.0.6 does not load it here: {first}"));
+            return Ok(());
+        }
+        let local = hook == Hook::Output;
+        self.set_routes(if hook == Hook::Input {
+            Routes::Local
+        } else {
+            Routes::Forward
+        })?;
+        // the oracle's packets; plain ones when it has no block for the rule
+        let packets: Vec<Packet> = match case_block(blocks, &fam_name, family, rule, text, at) {
+            Ok((b, _)) if unknown_reason(&b, &env).is_none() => {
+                case_packets(&b, &env, seed, at, &fam_name, rule, rounds).0
+            }
+            _ => {
+                let mut rng = Rng::for_item(seed, at.len() as u64);
+                vec![
+                    gen::template(false, &mut rng),
+                    gen::template(true, &mut rng),
+                ]
+            }
+        };
+        let mut frames: Vec<Vec<u8>> = Vec::new();
+        for p in packets {
+            if p.frame.len() >= 14 && !frames.contains(&p.frame) {
+                frames.push(p.frame);
+            }
+        }
+        let fresh = stateful(rule);
+        let saw = if fresh {
+            let mut all = Vec::new();
+            for f in &frames {
+                self.nft(&ktext)?;
+                all.extend(self.send(std::slice::from_ref(f), &table, &chain, local)?);
+            }
+            all
+        } else {
+            self.send(&frames, &table, &chain, local)?
+        };
+        r.rules_compared += 1;
+        let mut hit = false;
+        for (mut f, sent) in frames.into_iter().zip(saw) {
+            let KernelSaw::Reached(kmatch) = sent.saw else {
+                r.packets_not_reached += 1;
+                continue;
+            };
+            // an IPv4 fragment to be delivered locally is reassembled before the input hook
+            // (ip_local_deliver): the kernel's rule sees the whole datagram, or nothing
+            if hook == Hook::Input && ipv4_fragment(&f) {
+                r.packets_reassembled += 1;
+                continue;
+            }
+            if fresh {
+                if let Ok(w) = load_weir() {
+                    weir = w;
+                }
+            }
+            // what the kernel evaluated: a raw socket's packet with the lengths and the
+            // checksum the kernel set
+            if local && sent.nh.len() <= f.len() - 14 {
+                f[14..14 + sent.nh.len()].copy_from_slice(&sent.nh);
+            }
+            let dev = |i: Option<u32>, default: u32| {
+                let i = i.unwrap_or(default);
+                (
+                    i,
+                    ifname(
+                        ["", "lo", "eth0", "eth1"]
+                            .get(i as usize)
+                            .copied()
+                            .unwrap_or(""),
+                    ),
+                )
+            };
+            let (iif_index, iif) = dev(sent.iif, 2);
+            let (oif_index, oif) = dev(sent.oif, 3);
+            let p = Packet {
+                frame: f,
+                mark: 0,
+                priority: 0,
+                iif,
+                oif,
+                iif_index,
+                oif_index,
+                // no conntrack at ingress (ct state invalid there); untracked after it
+                conn: if family == Family::Netdev {
+                    Conn::Invalid
+                } else {
+                    Conn::Untracked
+                },
+                wall_ns: sent.at,
+            };
+            let w: Vec<bool> = weir.matches(&p).into_iter().map(|a| a.0).collect();
+            r.packets += 1;
+            r.packets_matching += kmatch.is_some() as usize;
+            hit |= kmatch.is_some();
+            if w.iter().any(|&m| m != kmatch.is_some()) {
+                if kmatch.is_some() && later_fragment(&p.frame) {
+                    r.fast_path_fragments += 1;
+                    continue;
+                }
+                r.differences.push(Difference {
+                    at: at.to_string(),
+                    family: fam_name.clone(),
+                    rule: rule.to_string(),
+                    frame: p.frame,
+                    kernel: kmatch,
+                    weir: w,
+                });
+            }
+        }
+        r.rules_hit += hit as usize;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn case_text_helpers() {
+        let t = "table netdev \"test-netdev\" {\n  chain ingress {\n    type filter hook ingress device lo priority 0;\n    tcp dport 22\n  }\n}\n";
+        assert_eq!(table_of(t), ("netdev".into(), "test-netdev".into()));
+        let (c, spec) = first_chain(t).unwrap();
+        assert_eq!(c, "ingress");
+        assert!(spec.starts_with("type filter hook ingress"));
+        assert!(kernel_text(t).contains("device eth0 priority"));
+        assert!(stateful("limit rate 1/second"));
+        assert!(!stateful("tcp dport 22"));
+        let b = barrier(7);
+        assert_eq!(&b[12..14], &[0x88, 0xb5]);
+        assert_eq!(&b[20..24], &7u32.to_be_bytes());
+    }
+}
