@@ -290,9 +290,11 @@ impl PyLab {
 
     /// Send frames and read what the kernel did with each at chain `table`/`chain`. Frames go
     /// in by `eth0` (AF_PACKET from the sender), or with `local` out of the router itself (raw
-    /// sockets: the IP packet, to the `output` hook). Frames are matched to their traces by
-    /// order (the sender is pinned to one CPU: each frame is processed whole before the next)
-    /// and checked by their headers.
+    /// sockets: the IP packet, to the `output` hook). Each frame is followed by a barrier
+    /// frame, and the trace events between two barriers are the frame's (the sender is pinned
+    /// to one CPU, whose backlog takes frames in order); of those, only the events of the
+    /// packet itself count (its trace id: an ICMP error the kernel sends meanwhile is
+    /// another packet).
     fn send(
         &mut self,
         frames: &[Vec<u8>],
@@ -300,31 +302,106 @@ impl PyLab {
         chain: &str,
         local: bool,
     ) -> Result<Vec<Sent>, String> {
-        self.seq = self.seq.wrapping_add(1);
-        let seq = self.seq;
+        let start_table = if local { "weirtraceout" } else { "weirtrace" };
+        let show = std::env::var_os("WEIR_PY_EVENTS").is_some();
         let mut out: Vec<Sent> = Vec::with_capacity(frames.len());
         for f in frames {
             let at = SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64);
-            let ok = if local {
+            let sent = if local {
                 ip_packet(f).is_some_and(|(v6, dst)| {
                     sys::send_ip(&self.raw[v6 as usize], &f[14..], dst).is_ok()
                 })
             } else {
                 sys::send(&self.tx, f).is_ok()
             };
-            out.push(Sent {
+            let mut s = Sent {
                 saw: KernelSaw::NotReached,
                 at,
-                sent: ok,
                 nh: Vec::new(),
                 iif: None,
                 oif: None,
-            });
+            };
+            if sent {
+                let events = self.barrier(local)?;
+                if show {
+                    let hex: String = f.iter().map(|b| format!("{b:02x}")).collect();
+                    println!("frame {hex}");
+                }
+                let mut id = None;
+                for e in &events {
+                    if show {
+                        println!(
+                            "event {:08x} {} {} {:?} {:?} {} mark {:?} nh {:02x?} th {:02x?}",
+                            e.id,
+                            e.table,
+                            e.chain,
+                            e.kind,
+                            e.handle,
+                            e.verdict_name(),
+                            e.mark,
+                            e.nh,
+                            e.th
+                        );
+                    }
+                    // the lab's rule, with the packet's headers, comes first (events of
+                    // packets of the router's own may come between)
+                    if id.is_none()
+                        && e.table == start_table
+                        && e.kind == Kind::Rule
+                        && e.handle.is_some()
+                    {
+                        // (a check of the order; the kernel leaves the headers out now and
+                        // then, for an IPv6 fragment sent out)
+                        let ours = e.nh.is_empty()
+                            || if local {
+                                addresses_of(f, e)
+                            } else {
+                                headers_of(f, e)
+                            };
+                        if !ours {
+                            // another packet (the router's own: an MLD report, a
+                            // neighbour solicitation)
+                            continue;
+                        }
+                        id = Some(e.id);
+                        s.nh = e.nh.clone();
+                        continue;
+                    }
+                    if id != Some(e.id) || e.table != table || e.chain != chain {
+                        continue;
+                    }
+                    if s.saw == KernelSaw::NotReached {
+                        s.iif = e.iif;
+                        s.oif = e.oif;
+                    }
+                    match e.kind {
+                        // a rule's end (the kernel sends one without a handle when the
+                        // chain's rules are done)
+                        Kind::Rule if e.handle.is_some() => {
+                            s.saw = KernelSaw::Reached(Some(e.verdict_name()))
+                        }
+                        Kind::Rule | Kind::Policy | Kind::Return => {
+                            if s.saw == KernelSaw::NotReached {
+                                s.saw = KernelSaw::Reached(None)
+                            }
+                        }
+                        Kind::Other(_) => {}
+                    }
+                }
+            }
+            out.push(s);
         }
-        let start_table = if local { "weirtraceout" } else { "weirtrace" };
+        Ok(out)
+    }
+
+    /// Send a barrier and return the trace events that came before its own.
+    fn barrier(&mut self, local: bool) -> Result<Vec<Event>, String> {
+        self.seq = self.seq.wrapping_add(1);
+        let seq = self.seq;
         let bar = barrier(seq);
+        let start_table = if local { "weirtraceout" } else { "weirtrace" };
         if local {
             // 198.18.1.1 -> 198.18.1.2, protocol 253 (experimental), "weirpy" and the
             // sequence; the kernel sets the length and the checksum
@@ -355,84 +432,17 @@ impl PyLab {
                 .traces
                 .read(100)
                 .map_err(|e| format!("traces: {e} (events lost)"))?;
-            let done = got.iter().any(is_bar);
-            events.extend(got);
-            if done {
-                break;
+            for e in got {
+                if is_bar(&e) {
+                    // what follows the barrier's first event is the barrier's
+                    return Ok(events);
+                }
+                events.push(e);
             }
             if Instant::now() > deadline {
                 return Err("the barrier's trace never came".into());
             }
         }
-        // split the events by frame: each begins with the lab's trace event
-        let mut k = 0usize; // the next frame to be seen
-        let mut cur: Option<usize> = None;
-        let mut cur_id = 0u32;
-        for e in &events {
-            if std::env::var_os("WEIR_PY_EVENTS").is_some() {
-                println!(
-                    "event {:08x} {} {} {:?} {:?} {} ll {:02x?} nh {:02x?}",
-                    e.id,
-                    e.table,
-                    e.chain,
-                    e.kind,
-                    e.handle,
-                    e.verdict_name(),
-                    e.ll,
-                    e.nh
-                );
-            }
-            if e.table == start_table {
-                if is_bar(e) {
-                    break;
-                }
-                // the lab's rule, with the packet's headers (then the end of the chain's
-                // rules, without a handle, and its policy)
-                if e.kind != Kind::Rule || e.handle.is_none() {
-                    continue;
-                }
-                // the first frame from k on whose headers these are (frames before it that
-                // never showed are left as not reached)
-                cur = (k..frames.len()).find(|&j| {
-                    out[j].sent
-                        && if local {
-                            addresses_of(&frames[j], e)
-                        } else {
-                            headers_of(&frames[j], e)
-                        }
-                });
-                if let Some(j) = cur {
-                    k = j + 1;
-                    out[j].nh = e.nh.clone();
-                    cur_id = e.id;
-                }
-                continue;
-            }
-            let Some(i) = cur else { continue };
-            // the same packet (what the kernel sends while taking it, an ICMP error
-            // delivered locally, is another)
-            if e.id != cur_id || e.table != table || e.chain != chain {
-                continue;
-            }
-            if out[i].saw == KernelSaw::NotReached {
-                out[i].iif = e.iif;
-                out[i].oif = e.oif;
-            }
-            match e.kind {
-                // a rule's end (the kernel sends one without a handle when the chain's
-                // rules are done)
-                Kind::Rule if e.handle.is_some() => {
-                    out[i].saw = KernelSaw::Reached(Some(e.verdict_name()))
-                }
-                Kind::Rule | Kind::Policy | Kind::Return => {
-                    if out[i].saw == KernelSaw::NotReached {
-                        out[i].saw = KernelSaw::Reached(None)
-                    }
-                }
-                Kind::Other(_) => {}
-            }
-        }
-        Ok(out)
     }
 }
 
@@ -441,7 +451,6 @@ struct Sent {
     saw: KernelSaw,
     /// When it was sent (ns since the epoch).
     at: u64,
-    sent: bool,
     /// The network header as the kernel's trace showed it (raw sockets: the kernel sets the
     /// IPv4 total length and checksum, the IPv6 payload length).
     nh: Vec<u8>,
