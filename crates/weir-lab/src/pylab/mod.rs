@@ -306,6 +306,11 @@ impl PyLab {
         let show = std::env::var_os("WEIR_PY_EVENTS").is_some();
         let mut out: Vec<Sent> = Vec::with_capacity(frames.len());
         for f in frames {
+            // what came before this frame (the router's own packets, a loaded ruleset's
+            // first packets) is not its
+            self.traces
+                .read(0)
+                .map_err(|e| format!("traces: {e} (events lost)"))?;
             let at = SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64);
@@ -675,7 +680,17 @@ impl PyLab {
                 .chars()
                 .take(60)
                 .collect::<String>();
-            r.skip(format!("nft 1.0.6 does not load it here: {first}"));
+            if std::env::var_os("WEIR_PY_SKIPS").is_some() {
+                println!("nft refuses {at} {fam_name} `{rule}`: {e}");
+            }
+            let why = if first.starts_with("No such file or directory") {
+                // (nft's words when the kernel has no module for an expression: nft_queue,
+                // nft_synproxy ... are not built into this kernel)
+                "the kernel here lacks the expression's module (ENOENT)".to_string()
+            } else {
+                format!("nft 1.0.6 does not load it here: {first}")
+            };
+            r.skip(why);
             return Ok(());
         }
         let local = hook == Hook::Output;
