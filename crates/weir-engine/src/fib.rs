@@ -98,13 +98,12 @@ impl std::fmt::Debug for FibTable {
 /// A device as the hook has it: (index, name as a field value).
 type Dev = Option<(u32, u128)>;
 
+/// `nft_fib_store_result`. With `present`, whether a device was found (the kernel's `!!index`:
+/// every device it has has an index; weir's may not know it).
 fn store(flags: u8, result: u8, dev: Dev) -> u128 {
     let (index, name) = dev.unwrap_or((0, 0));
     if flags & F_PRESENT != 0 {
-        return match result {
-            RESULT_OIFNAME => u128::from(dev.is_some()),
-            _ => u128::from(index != 0),
-        };
+        return u128::from(dev.is_some());
     }
     match result {
         RESULT_OIFNAME => name,
@@ -158,7 +157,7 @@ pub(crate) fn eval(st: &State, flags: u8, result: u8, p: &Pkt) -> Option<u128> {
             return Some(rtn::UNSPEC as u128);
         };
         let kind = if v4 {
-            addr_type4(t, dst as u32, restrict.map(|d| d.0))
+            addr_type4(t, dst as u32, restrict)
         } else {
             addr_type6(t, dst, src, restrict, in_dev, mark)
         };
@@ -203,7 +202,7 @@ pub(crate) fn eval(st: &State, flags: u8, result: u8, p: &Pkt) -> Option<u128> {
         }
         return match restrict {
             None => out(route_dev(&r)),
-            Some(d) if d.0 == r.ifindex => out(Some(d)),
+            Some(d) if same_dev(d, &r) => out(Some(d)),
             Some(_) => out(None),
         };
     }
@@ -219,13 +218,22 @@ pub(crate) fn eval(st: &State, flags: u8, result: u8, p: &Pkt) -> Option<u128> {
         return out(None);
     }
     match restrict {
-        Some(d) if d.0 != r.ifindex => out(None),
+        Some(d) if !same_dev(d, &r) => out(None),
         _ => out(route_dev(&r)),
     }
 }
 
 fn route_dev(r: &FibRoute) -> Dev {
-    (r.ifindex != 0).then(|| (r.ifindex, ifname_value(&r.ifname)))
+    (r.ifindex != 0 || !r.ifname.is_empty()).then(|| (r.ifindex, ifname_value(&r.ifname)))
+}
+
+/// Whether the route leaves by the device: by index when both are known, else by name.
+fn same_dev(d: (u32, u128), r: &FibRoute) -> bool {
+    if d.0 != 0 && r.ifindex != 0 {
+        d.0 == r.ifindex
+    } else {
+        d.1 != 0 && d.1 == ifname_value(&r.ifname)
+    }
 }
 
 /// `get_saddr`: no flow source from a multicast, limited-broadcast or zero-network address.
@@ -258,7 +266,7 @@ fn query6(dst: u128, src: u128, restrict: Dev, in_dev: Dev, mark: u32) -> FibQue
 /// `inet_dev_addr_type`: broadcast for 0.0.0.0/8 and 255.255.255.255, multicast for
 /// 224.0.0.0/4, else the local table's type when its entry is on `dev` (or no device is
 /// given), else unicast.
-fn addr_type4(t: &dyn Fib, a: u32, dev: Option<u32>) -> u8 {
+fn addr_type4(t: &dyn Fib, a: u32, dev: Dev) -> u8 {
     if a >> 24 == 0 || a == u32::MAX {
         return rtn::BROADCAST;
     }
@@ -266,7 +274,7 @@ fn addr_type4(t: &dyn Fib, a: u32, dev: Option<u32>) -> u8 {
         return rtn::MULTICAST;
     }
     match t.local(IpAddr::V4(Ipv4Addr::from(a))) {
-        Some(r) if dev.is_none_or(|d| d == r.ifindex) => r.kind,
+        Some(r) if dev.is_none_or(|d| same_dev(d, &r)) => r.kind,
         _ => rtn::UNICAST,
     }
 }
@@ -279,7 +287,7 @@ fn addr_type6(t: &dyn Fib, dst: u128, src: u128, dev: Dev, in_dev: Dev, mark: u3
     let mut ret = rtn::UNSPEC;
     if let Some(d) = dev {
         if t.local(addr)
-            .is_some_and(|r| r.kind == rtn::LOCAL && r.ifindex == d.0)
+            .is_some_and(|r| r.kind == rtn::LOCAL && same_dev(d, &r))
         {
             ret = rtn::LOCAL;
         }
