@@ -362,7 +362,7 @@ mod tests {
         let mut b = ((4 + d.len()) as u16).to_ne_bytes().to_vec();
         b.extend(ty.to_ne_bytes());
         b.extend(d);
-        while b.len() % 4 != 0 {
+        while !b.len().is_multiple_of(4) {
             b.push(0);
         }
         b
