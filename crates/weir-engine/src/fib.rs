@@ -163,8 +163,9 @@ pub(crate) fn eval(st: &State, flags: u8, result: u8, p: &Pkt) -> Option<u128> {
         };
         return Some(kind as u128);
     }
-    // nft_fib_is_loopback (no PACKET_LOOPBACK here: a looped-back packet comes in on `lo`)
-    let early = matches!(hook, Hook::Prerouting) || (!v4 && hook == Hook::Ingress);
+    // nft_fib_is_loopback (no PACKET_LOOPBACK here: a looped-back packet comes in on `lo`);
+    // netdev ingress is hook 0, as prerouting
+    let early = matches!(hook, Hook::Prerouting | Hook::Ingress);
     if early && in_loopback {
         return Some(store(flags, result, in_dev));
     }

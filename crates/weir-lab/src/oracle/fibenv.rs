@@ -351,7 +351,8 @@ pub fn eval(
         return Some((v as u32).to_le_bytes().to_vec());
     }
     let out = |d: u32| Some(store(model, result, present, d));
-    let pre = env.hook == Hook::Prerouting;
+    // nft_hook(pkt) == NF_INET_PRE_ROUTING: netdev ingress is hook 0 too
+    let pre = matches!(env.hook, Hook::Prerouting | Hook::Ingress);
     if v4 {
         // nft_fib_is_loopback at prerouting: the input device is eth0, not a loopback one
         if pre && model.loopback(in_dev) {
@@ -393,7 +394,7 @@ pub fn eval(
         };
     }
     let ll = |a: IpAddr| bits(a).0 >> 118 == 0x3fa;
-    if (pre || env.hook == Hook::Ingress)
+    if pre
         && (model.loopback(in_dev)
             || (info.l4.map(|l| l.1) == Some(58) && bits(saddr).0 == 0 && ll(daddr)))
     {

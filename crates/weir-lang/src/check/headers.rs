@@ -555,8 +555,14 @@ fn lower_fib(cx: &mut Cx, rest: &[&str], span: Span) -> Option<Option<KeyPart>> 
         );
         return Some(None);
     }
-    // nft_fib_validate: the hooks where the lookup has what it needs
+    // nft_fib_validate: the hooks where the lookup has what it needs (by number: netdev's
+    // ingress is prerouting's 0, egress input's 1)
     if let Some((_, hook)) = cx.cur_hook {
+        let hook = match hook {
+            Hook::Ingress => Hook::Prerouting,
+            Hook::Egress => Hook::Input,
+            h => h,
+        };
         let ok = match (res, bits & F_IIF != 0, bits & F_OIF != 0) {
             (RESULT_OIF | RESULT_OIFNAME, false, _) => hook == Hook::Prerouting,
             (RESULT_OIF | RESULT_OIFNAME, true, _) => {

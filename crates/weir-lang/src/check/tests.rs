@@ -608,9 +608,17 @@ fn statements_not_evaluated_yet_load_checked_and_listed() {
         ("output", "fib daddr . oif type local", true),
         ("input", "fib daddr . oif type local", false),
         ("postrouting", "fib daddr . iif type local", false),
+        ("ingress", "fib saddr . iif oif missing", true),
+        ("ingress", "fib daddr . oif type local", false),
     ] {
-        let t =
-            format!("table ip t {{ chain c {{ type filter hook {hook} priority 0; {rule} }} }}");
+        // netdev's ingress is hook 0, prerouting's number
+        let t = if hook == "ingress" {
+            format!(
+                "table netdev t {{ chain c {{ type filter hook ingress device \"lo\" priority 0; {rule} }} }}"
+            )
+        } else {
+            format!("table ip t {{ chain c {{ type filter hook {hook} priority 0; {rule} }} }}")
+        };
         let e = errors(&t);
         assert_eq!(e.is_empty(), ok, "{hook}: {rule}: {e:?}");
         if !ok {
