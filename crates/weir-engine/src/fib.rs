@@ -144,6 +144,11 @@ pub(crate) fn eval(st: &State, flags: u8, result: u8, p: &Pkt) -> Option<u128> {
     } else {
         None
     };
+    // skb->dev: the output device once the packet is routed out
+    let skb_dev = match hook {
+        Hook::Output | Hook::Postrouting | Hook::Egress => out_dev,
+        _ => in_dev,
+    };
     let mark = if flags & F_MARK != 0 { m.mark } else { 0 };
     let in_loopback = m.iiftype == 772 || (m.iiftype == 0 && m.iifname == ifname_value("lo"));
     let v4 = l3 == L3::Ipv4;
@@ -159,7 +164,7 @@ pub(crate) fn eval(st: &State, flags: u8, result: u8, p: &Pkt) -> Option<u128> {
         let kind = if v4 {
             addr_type4(t, dst as u32, restrict)
         } else {
-            addr_type6(t, dst, src, restrict, in_dev, mark)
+            addr_type6(t, dst, src, restrict, skb_dev, mark)
         };
         return Some(kind as u128);
     }
@@ -177,10 +182,6 @@ pub(crate) fn eval(st: &State, flags: u8, result: u8, p: &Pkt) -> Option<u128> {
         let (s, d) = (saddr as u32, daddr as u32);
         if s >> 24 == 0 && (d == u32::MAX || d >> 8 == 0xe0_00_00) {
             // 0.0.0.0 to 255.255.255.255 or 224.0.0.0/24 (DHCP, IGMP): skb->dev
-            let skb_dev = match hook {
-                Hook::Output | Hook::Postrouting => out_dev,
-                _ => in_dev,
-            };
             return out(skb_dev);
         }
         let flow_iif = if flags & F_SADDR != 0 && flags & F_IIF != 0 && hook == Hook::Forward {
@@ -211,7 +212,7 @@ pub(crate) fn eval(st: &State, flags: u8, result: u8, p: &Pkt) -> Option<u128> {
     if early && p.pm.l4proto == 58 && saddr == 0 && link_local(daddr) {
         return out(in_dev);
     }
-    let q = query6(dst, src, restrict, in_dev, mark);
+    let q = query6(dst, src, restrict, skb_dev, mark);
     let Some(r) = t.lookup(&q) else {
         return out(None);
     };
@@ -248,10 +249,10 @@ fn link_local(a: u128) -> bool {
 }
 
 /// `nft_fib6_flowi_init`: a link-local address is looked up on the device (the given one,
-/// else the packet's input device).
-fn query6(dst: u128, src: u128, restrict: Dev, in_dev: Dev, mark: u32) -> FibQuery {
+/// else the packet's, `skb->dev`).
+fn query6(dst: u128, src: u128, restrict: Dev, skb_dev: Dev, mark: u32) -> FibQuery {
     let oif = if link_local(dst) {
-        restrict.or(in_dev).map_or(0, |d| d.0)
+        restrict.or(skb_dev).map_or(0, |d| d.0)
     } else {
         0
     };
@@ -283,7 +284,7 @@ fn addr_type4(t: &dyn Fib, a: u32, dev: Dev) -> u8 {
 /// `__nft_fib6_eval_type`: local when the address is the given device's; the route's error
 /// (blackhole, prohibit, throw, unreachable: also no route); anycast; local (no device given);
 /// else multicast or unicast by the address, unspec for `::`.
-fn addr_type6(t: &dyn Fib, dst: u128, src: u128, dev: Dev, in_dev: Dev, mark: u32) -> u8 {
+fn addr_type6(t: &dyn Fib, dst: u128, src: u128, dev: Dev, skb_dev: Dev, mark: u32) -> u8 {
     let addr = IpAddr::V6(Ipv6Addr::from(dst));
     let mut ret = rtn::UNSPEC;
     if let Some(d) = dev {
@@ -293,7 +294,7 @@ fn addr_type6(t: &dyn Fib, dst: u128, src: u128, dev: Dev, in_dev: Dev, mark: u3
             ret = rtn::LOCAL;
         }
     }
-    let Some(r) = t.lookup(&query6(dst, src, dev, in_dev, mark)) else {
+    let Some(r) = t.lookup(&query6(dst, src, dev, skb_dev, mark)) else {
         return rtn::UNREACHABLE;
     };
     if rtn::is_error(r.kind) {

@@ -322,6 +322,11 @@ pub fn eval(
     } else {
         0
     };
+    // skb->dev: the output device once the packet is routed out
+    let skb_dev = match env.hook {
+        Hook::Output | Hook::Postrouting | Hook::Egress => out_dev,
+        _ => in_dev,
+    };
     let mark = if has("mark") { mark } else { 0 };
     let (saddr, daddr) = if v4 {
         let h = frame.get(ETH..ETH + 20)?;
@@ -346,7 +351,7 @@ pub fn eval(
         let v = if v4 {
             type4(model, dst, dev)
         } else {
-            type6(model, dst, src, dev, in_dev, mark)
+            type6(model, dst, src, dev, skb_dev, mark)
         };
         return Some((v as u32).to_le_bytes().to_vec());
     }
@@ -360,10 +365,6 @@ pub fn eval(
         }
         let (s, d) = (bits(saddr).0 as u32, bits(daddr).0 as u32);
         if s >> 24 == 0 && (d == u32::MAX || d >> 8 == 0xe0_0000) {
-            let skb_dev = match env.hook {
-                Hook::Output | Hook::Postrouting => out_dev,
-                _ => in_dev,
-            };
             return out(skb_dev);
         }
         let iif = if has("saddr") && has("iif") && env.hook == Hook::Forward {
@@ -404,7 +405,7 @@ pub fn eval(
         if dev != 0 {
             dev
         } else {
-            in_dev
+            skb_dev
         }
     } else {
         0
@@ -443,7 +444,7 @@ fn type4(model: &FibModel, a: IpAddr, dev: u32) -> u8 {
 }
 
 /// `__nft_fib6_eval_type`.
-fn type6(model: &FibModel, dst: IpAddr, src: IpAddr, dev: u32, in_dev: u32, mark: u32) -> u8 {
+fn type6(model: &FibModel, dst: IpAddr, src: IpAddr, dev: u32, skb_dev: u32, mark: u32) -> u8 {
     let v = bits(dst).0;
     let mut ret = rtn::UNSPEC;
     // nf_ipv6_chk_addr(daddr, dev, strict)
@@ -454,7 +455,7 @@ fn type6(model: &FibModel, dst: IpAddr, src: IpAddr, dev: u32, in_dev: u32, mark
         if dev != 0 {
             dev
         } else {
-            in_dev
+            skb_dev
         }
     } else {
         0
