@@ -244,8 +244,10 @@ fn get_saddr4(a: u32) -> Option<u32> {
     (!bad).then_some(a)
 }
 
+/// `ipv6_addr_type(a) & IPV6_ADDR_LINKLOCAL`: fe80::/10, and multicast of link-local scope
+/// (ffX2::, as the solicited-node addresses of neighbour discovery).
 fn link_local(a: u128) -> bool {
-    (a >> 118) == 0x3fa // fe80::/10
+    (a >> 118) == 0x3fa || ((a >> 120) == 0xff && (a >> 112) & 0xf == 2)
 }
 
 /// `nft_fib6_flowi_init`: a link-local address is looked up on the device (the given one,
@@ -308,9 +310,10 @@ fn addr_type6(t: &dyn Fib, dst: u128, src: u128, dev: Dev, skb_dev: Dev, mark: u
     if ret != rtn::UNSPEC {
         return ret;
     }
+    // ipv6_addr_type: neither unicast nor multicast are `::` and IPv4-mapped addresses
     if dst >> 120 == 0xff {
         rtn::MULTICAST
-    } else if dst == 0 {
+    } else if dst == 0 || dst >> 32 == 0xffff {
         rtn::UNSPEC
     } else {
         rtn::UNICAST

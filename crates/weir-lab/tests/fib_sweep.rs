@@ -92,7 +92,13 @@ fn every_lookup_at_every_hook_agrees_with_the_kernels() {
     let mut compared = 0usize;
     let mut failures = Vec::new();
     for (fam, v6) in [("ip", false), ("ip6", true)] {
-        let base = template(v6, &mut rng);
+        // TCP, and for IPv6 also ICMPv6 (neighbour discovery from `::` is special)
+        let mut bases = vec![template(v6, &mut rng)];
+        if v6 {
+            let mut icmp = bases[0].clone();
+            icmp.frame[ETH + 6] = 58;
+            bases.push(icmp);
+        }
         let addrs = fibenv::candidates(&model, v6, 7);
         for hook in [
             Hook::Prerouting,
@@ -122,14 +128,24 @@ fn every_lookup_at_every_hook_agrees_with_the_kernels() {
                         let Ok(_) = Weir::load(&rule("0"), hook) else {
                             continue;
                         };
-                        for (i, a) in addrs.iter().enumerate() {
+                        let zero: IpAddr = if v6 {
+                            "::".parse().unwrap()
+                        } else {
+                            "0.0.0.0".parse().unwrap()
+                        };
+                        let cases = addrs.iter().enumerate().flat_map(|(i, a)| {
                             let other = addrs[(i * 7 + 3) % addrs.len()];
+                            bases
+                                .iter()
+                                .flat_map(move |b| [(b, *a, other), (b, *a, zero)])
+                        });
+                        for (base, a, other) in cases {
                             let (s, d) = if addr == "saddr" {
-                                (*a, other)
+                                (a, other)
                             } else {
-                                (other, *a)
+                                (other, a)
                             };
-                            let p = with_addrs(&base, v6, s, d);
+                            let p = with_addrs(base, v6, s, d);
                             let Ok(Some(info)) = pktinfo(&p, &env) else {
                                 continue;
                             };

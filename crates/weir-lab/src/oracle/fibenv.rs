@@ -394,7 +394,7 @@ pub fn eval(
             _ => out(0),
         };
     }
-    let ll = |a: IpAddr| bits(a).0 >> 118 == 0x3fa;
+    let ll = |a: IpAddr| v6_link_local(bits(a).0);
     if pre
         && (model.loopback(in_dev)
             || (info.l4.map(|l| l.1) == Some(58) && bits(saddr).0 == 0 && ll(daddr)))
@@ -451,7 +451,7 @@ fn type6(model: &FibModel, dst: IpAddr, src: IpAddr, dev: u32, skb_dev: u32, mar
     if dev != 0 && model.addrs.iter().any(|a| a.addr == dst && a.dev == dev) {
         ret = rtn::LOCAL;
     }
-    let oif = if v >> 118 == 0x3fa {
+    let oif = if v6_link_local(v) {
         if dev != 0 {
             dev
         } else {
@@ -482,13 +482,22 @@ fn type6(model: &FibModel, dst: IpAddr, src: IpAddr, dev: u32, skb_dev: u32, mar
     if ret != 0 {
         return ret;
     }
+    // __ipv6_addr_type: IPV6_ADDR_ANY and IPV6_ADDR_MAPPED are not IPV6_ADDR_UNICAST
+    let mapped = v >> 32 == 0xffff;
     if v >> 120 == 0xff {
         rtn::MULTICAST
-    } else if v == 0 {
+    } else if v == 0 || mapped {
         rtn::UNSPEC
     } else {
         rtn::UNICAST
     }
+}
+
+/// `__ipv6_addr_type(a) & IPV6_ADDR_LINKLOCAL`: fe80::/10 (`0xFE800000` under `0xFFC00000`),
+/// and multicast whose scope (`s6_addr[1] & 0x0f`) is 2.
+fn v6_link_local(v: u128) -> bool {
+    let b = v.to_be_bytes();
+    (b[0] == 0xfe && b[1] & 0xc0 == 0x80) || (b[0] == 0xff && b[1] & 0x0f == 2)
 }
 
 /// Addresses of the family to try for a looked-up address: the model's own (local,
@@ -516,7 +525,9 @@ pub fn candidates(model: &FibModel, v6: bool, salt: u64) -> Vec<IpAddr> {
             "::1",
             "fe80::99",
             "ff02::1",
+            "ff02::1:ff00:1",
             "ff05::2",
+            "::ffff:10.0.0.1",
             "2001:db8:77::9",
         ]
     } else {
