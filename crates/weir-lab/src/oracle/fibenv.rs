@@ -156,6 +156,47 @@ fn covers(e: &Entry, a: IpAddr) -> bool {
 }
 
 impl FibModel {
+    /// The `ip` commands that give a network namespace this routing (its devices named and
+    /// up are the caller's; `lo`'s own 127.0.0.1/8 and ::1 are there already): addresses
+    /// (`nodad`: usable at once), then routes; with IPv6 forwarding, its sysctl.
+    pub fn ip_commands(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for a in &self.addrs {
+            if self.loopback(a.dev) {
+                continue;
+            }
+            let nodad = if a.addr.is_ipv6() { " nodad" } else { "" };
+            out.push(format!(
+                "ip addr add {}/{} dev {}{nodad}",
+                a.addr,
+                a.prefix_len,
+                self.dev_name(a.dev)
+            ));
+        }
+        for r in &self.routes {
+            let fam = if r.dst.is_ipv6() { "-6 " } else { "" };
+            let kind = match r.kind {
+                rtn::BLACKHOLE => "blackhole ",
+                rtn::UNREACHABLE => "unreachable ",
+                rtn::PROHIBIT => "prohibit ",
+                rtn::THROW => "throw ",
+                _ => "",
+            };
+            let mut c = format!("ip {fam}route add {kind}{}/{}", r.dst, r.prefix_len);
+            if let Some(v) = r.via {
+                c += &format!(" via {v}");
+            }
+            if r.dev != 0 {
+                c += &format!(" dev {}", self.dev_name(r.dev));
+            }
+            out.push(c);
+        }
+        if self.ipv6_forwarding {
+            out.push("sysctl -w net.ipv6.conf.all.forwarding=1".into());
+        }
+        out
+    }
+
     pub fn dev_name(&self, index: u32) -> String {
         self.devs
             .iter()
@@ -544,4 +585,45 @@ pub fn candidates(model: &FibModel, v6: bool, salt: u64) -> Vec<IpAddr> {
     out.extend(extra.iter().map(|s| ip(s)));
     out.dedup();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_engine::Fib;
+
+    #[test]
+    fn the_default_model_as_commands_and_tables() {
+        let m = FibModel::default();
+        let c = m.ip_commands();
+        assert!(
+            c.contains(&"ip addr add 10.0.0.1/24 dev eth0".to_string()),
+            "{c:?}"
+        );
+        assert!(c.contains(&"ip route add 172.16.0.0/12 via 10.0.0.254 dev eth0".to_string()));
+        assert!(c.contains(&"ip -6 route add blackhole 2001:db8:dead::/48".to_string()));
+        assert!(!c.iter().any(|l| l.contains("127.0.0.1")));
+        let q = |d: &str| FibQuery {
+            dst: d.parse().unwrap(),
+            src: None,
+            iif: 1,
+            oif: 0,
+            mark: 0,
+        };
+        let kind = |d: &str| m.lookup(&q(d)).map(|r| (r.kind, r.ifindex));
+        assert_eq!(kind("10.0.0.1"), Some((rtn::LOCAL, 2)));
+        assert_eq!(kind("10.0.0.255"), Some((rtn::BROADCAST, 2)));
+        assert_eq!(kind("10.0.0.9"), Some((rtn::UNICAST, 2)));
+        assert_eq!(kind("172.20.1.1"), Some((rtn::UNICAST, 2)));
+        assert_eq!(kind("8.8.8.8"), Some((rtn::UNICAST, 3)));
+        assert_eq!(kind("203.0.113.7"), Some((rtn::BLACKHOLE, 0)));
+        assert_eq!(kind("127.3.3.3"), Some((rtn::LOCAL, 1)));
+        assert_eq!(kind("2001:db8:a::"), Some((rtn::ANYCAST, 2)));
+        assert_eq!(kind("ff02::1"), Some((rtn::MULTICAST, 2)));
+        assert_eq!(kind("2001:db8:bad::1"), Some((rtn::UNREACHABLE, 0)));
+        // a link-local address on the device asked for
+        let mut ll = q("fe80::77");
+        ll.oif = 3;
+        assert_eq!(m.lookup(&ll).map(|r| r.ifindex), Some(3));
+    }
 }
