@@ -507,3 +507,21 @@ fn saddr_iif_at_forward_restricts_to_the_input_device() {
         0
     );
 }
+
+#[test]
+fn stateful_keeps_its_table_across_a_reload() {
+    use weir_engine::stateful::Stateful;
+    let load = |text: &str| {
+        let (rs, _) = weir_lang::load_str("t.nft", text).unwrap();
+        Engine::new(Compiled::build(&rs, Mode::Compiled))
+    };
+    let text = chain("prerouting", "fib daddr oif 3 meta mark set 3");
+    let mut sf = Stateful::new(load(&text), weir_conntrack::Config::default());
+    assert!(sf.fib().is_none());
+    let t: Arc<dyn Fib> = Arc::new(table());
+    sf.set_fib(Some(t.clone()));
+    sf.reload(load(&text));
+    assert!(sf.fib().is_some_and(|f| Arc::ptr_eq(f, &t)));
+    sf.set_fib(None);
+    assert!(sf.fib().is_none());
+}
