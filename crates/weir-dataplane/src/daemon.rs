@@ -433,9 +433,18 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
 fn nfqueue_workers(cfg: &Config, rs: &weir_lang::ir::Ruleset) -> anyhow::Result<Vec<Worker>> {
     let workers = cfg.worker_count();
     let icmp_peers = Arc::new(Mutex::new(weir_router::ratelimit::PeerLimit::default()));
+    // the kernel routes: its tables answer `fib` (without them, no route is found)
+    let fib = match crate::kernel_fib::KernelFib::start() {
+        Ok(f) => Some(f as Arc<dyn weir_engine::Fib>),
+        Err(e) => {
+            tracing::warn!("the kernel's routes not read (fib finds no route): {e}");
+            None
+        }
+    };
     let mut ws = Vec::new();
     for (i, eng) in (0..workers).zip(engines(rs, workers as usize)) {
-        let sf = stateful(eng, cfg)?;
+        let mut sf = stateful(eng, cfg)?;
+        sf.set_fib(fib.clone());
         let copy = copy_range(cfg.nfqueue.copy, &sf);
         let queue = Queue::open(
             cfg.nfqueue.queue + i,

@@ -3,6 +3,8 @@
 //! - [`config`]: the configuration file, typed ([`config::Config`]), and the inline router it
 //!   describes.
 //! - [`kernel`]: the iptables rules weir installs and removes, and the sysctls it checks.
+//! - [`kernel_fib`]: NFQUEUE mode: the kernel's routes and addresses (rtnetlink), kept
+//!   current, answer the rules' `fib` lookups.
 //! - [`scope`]: NFQUEUE mode with a ruleset that only hands packets to per-flow scripts:
 //!   the kernel queues only what the scripts' profiles can act on (`connbytes`).
 //! - [`netdev`]: NFQUEUE mode: the ruleset's netdev tables installed in the kernel's nftables
@@ -26,6 +28,7 @@ pub mod control;
 pub mod daemon;
 pub mod dispatcher;
 pub mod kernel;
+pub mod kernel_fib;
 pub mod log;
 pub mod netdev;
 pub mod notify;

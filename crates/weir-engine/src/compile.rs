@@ -253,6 +253,8 @@ pub struct CTable {
 /// One base chain attached to a hook.
 #[derive(Clone, Copy, Debug)]
 pub struct HookEntry {
+    /// The hook it is attached to.
+    pub hook: ir::Hook,
     pub table: usize,
     pub chain: usize,
     pub priority: i32,
@@ -864,6 +866,7 @@ impl Compiled {
                 });
                 if let Some(b) = &c.base {
                     hooks[b.hook as usize].push(HookEntry {
+                        hook: b.hook,
                         table: ti,
                         chain: ci,
                         priority: b.priority,

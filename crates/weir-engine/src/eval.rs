@@ -393,6 +393,10 @@ pub struct State {
     /// Limiters and quotas shared with other workers' engines (then `limits`, `quotas` and
     /// `named_quotas` above are not used for the slots it has).
     pub shared: Option<std::sync::Arc<Shared>>,
+    /// The routing table `fib` asks ([`crate::fib`]); None: every lookup finds no route.
+    pub fib: Option<crate::fib::FibTable>,
+    /// The hook of the base chain running (what `fib` needs to know).
+    pub(crate) hook: Option<ir::Hook>,
 }
 
 impl State {
@@ -704,6 +708,7 @@ impl<'a> Pkt<'a> {
                 self.pm
                     .raw(self.frame, *base, *offset as usize, *len as usize)?
             }
+            Source::Fib { flags, result } => crate::fib::eval(st, *flags, *result, self)?,
             Source::Symhash { modulus, offset } => {
                 let h = symhash(self.pm);
                 (((h as u64 * *modulus as u64) >> 32) as u32 + offset) as u128
@@ -930,6 +935,7 @@ impl Engine {
         if !sees {
             return Decision::Accept;
         }
+        self.st.hook = Some(h.hook);
         self.run_chain(h.table, h.chain, p)
     }
 

@@ -9,6 +9,7 @@
 pub mod answer;
 pub mod compile;
 pub mod eval;
+pub mod fib;
 pub mod frag;
 pub mod hash;
 pub mod nat;
@@ -17,3 +18,4 @@ pub mod stateful;
 
 pub use compile::{Compiled, Mode};
 pub use eval::{CtView, Decision, DropReason, Engine, Fwd, FwdNeigh, Meta, NatAction, Pkt};
+pub use fib::{Fib, FibQuery, FibRoute};

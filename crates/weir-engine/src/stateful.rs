@@ -392,6 +392,9 @@ impl Stateful {
                 sets[ti][si] = ds.clone();
             }
         }
+        if fresh.eng.st.fib.is_none() {
+            fresh.eng.st.fib = self.eng.st.fib.take();
+        }
         self.eng = fresh.eng;
         self.ruleset_id = fresh.ruleset_id;
         self.track_v4 = fresh.track_v4;
@@ -691,6 +694,19 @@ impl Stateful {
     /// The CPU the hooks run on from now (`meta cpu`; a worker sets it each batch).
     pub fn set_cpu(&mut self, cpu: u32) {
         self.cpu = cpu;
+    }
+
+    /// The routing table `fib` expressions ask ([`crate::fib`]): the router's routes and
+    /// addresses inline, the kernel's in NFQUEUE mode. None (the default): every lookup
+    /// finds no route (`oif` 0, `check` missing, `type` unspec). It stays across
+    /// [`Stateful::reload`].
+    pub fn set_fib(&mut self, fib: Option<std::sync::Arc<dyn crate::fib::Fib>>) {
+        self.eng.st.fib = fib.map(crate::fib::FibTable);
+    }
+
+    /// The routing table `fib` asks, when one was given.
+    pub fn fib(&self) -> Option<&std::sync::Arc<dyn crate::fib::Fib>> {
+        self.eng.st.fib.as_ref().map(|f| &f.0)
     }
 
     /// [`Stateful::hook`] on a writable frame: NAT rewrites the packet (at priority -100 for

@@ -8,6 +8,8 @@
 //!   batched with `recvmmsg` / `sendmmsg`.
 //! - [`raw`]: raw IP sockets for the answers weir sends itself in NFQUEUE mode (resets and
 //!   ICMP errors for rejected packets).
+//! - [`rtnl`]: the kernel's devices, addresses and routes read by rtnetlink, and their changes
+//!   (what `fib` looks up in NFQUEUE mode).
 //! - [`xdp`]: the same over AF_XDP: an XDP program hands weir the IP frames before the kernel
 //!   builds socket buffers for them; frames move through rings shared with the kernel.
 
@@ -16,5 +18,6 @@ pub mod inject;
 mod mmsg;
 pub mod nfqueue;
 pub mod raw;
+pub mod rtnl;
 pub mod steer;
 pub mod xdp;

@@ -188,6 +188,28 @@ pub enum Source {
         offset: u16,
         len: u8,
     },
+    /// A route lookup (`fib saddr . iif oif`): `flags` as nft's `NFTA_FIB_F_*` bits
+    /// ([`fib`]: saddr, daddr, mark, iif, oif, present), `result` as `NFT_FIB_RESULT_*`
+    /// (1 the output device's index, 2 its name, 3 the address type). With
+    /// [`fib::F_PRESENT`] the oif lookup gives 1 when it finds a device, 0 when not
+    /// (`fib daddr check exists`).
+    Fib {
+        flags: u8,
+        result: u8,
+    },
+}
+
+/// nftables' `fib` flags and results, as the kernel numbers them (`nf_tables.h`).
+pub mod fib {
+    pub const F_SADDR: u8 = 1;
+    pub const F_DADDR: u8 = 2;
+    pub const F_MARK: u8 = 4;
+    pub const F_IIF: u8 = 8;
+    pub const F_OIF: u8 = 16;
+    pub const F_PRESENT: u8 = 32;
+    pub const RESULT_OIF: u8 = 1;
+    pub const RESULT_OIFNAME: u8 = 2;
+    pub const RESULT_ADDRTYPE: u8 = 3;
 }
 
 /// A key: one or more components (a concatenation).

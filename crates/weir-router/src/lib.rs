@@ -33,6 +33,7 @@ pub mod adj;
 pub mod arp;
 pub mod fate;
 pub mod fib;
+pub mod host_fib;
 pub mod mutants;
 pub mod nd;
 pub mod neigh;
@@ -44,6 +45,7 @@ pub mod sent;
 
 pub use adj::{Adj, Adjacencies};
 pub use fate::{Fate, Reason};
+pub use host_fib::RouterFib;
 pub use neigh::{Neighbours, SharedNeighbours};
 pub use path::{IcmpAnswer, Rx, RxCsum};
 pub use port::{Port, PortAddr, RpFilter};
@@ -97,6 +99,9 @@ pub struct Router {
     /// IPv4 fragments for the router are left to the host's reassembly before `input` (a
     /// model of the kernel's own input path; see [`Router::set_host_reassembles_v4`]).
     host_reassembles_v4: bool,
+    /// The routes and addresses `fib` expressions ask ([`host_fib::RouterFib`]), installed on
+    /// the `Stateful` the path runs.
+    fib: std::sync::Arc<dyn weir_engine::Fib>,
 }
 
 /// What the last frame's path was, for a caller that explains it (the kernel lab's model):
@@ -158,6 +163,7 @@ impl Router {
             record: false,
             note: PathNote::default(),
             host_reassembles_v4: false,
+            fib: std::sync::Arc::new(host_fib::RouterFib::new(&[], &[], &Routes::default())),
         };
         r.min_mtu = r.ports.iter().map(|p| p.mtu).min().unwrap_or(usize::MAX);
         r.index_locals();
@@ -170,6 +176,21 @@ impl Router {
         all.sort_unstable_by_key(|a| (a.family() as u8, a.bits()));
         all.dedup();
         self.local_addrs = all;
+        self.fib = std::sync::Arc::new(host_fib::RouterFib::new(
+            &self.ports,
+            &self.locals,
+            &self.routes,
+        ));
+    }
+
+    /// Give `sf` this router's routes and addresses for `fib` expressions, unless it has
+    /// them (one pointer comparison).
+    #[inline]
+    pub fn install_fib(&self, sf: &mut Stateful) {
+        let mine = std::sync::Arc::as_ptr(&self.fib) as *const ();
+        if sf.fib().map(|f| std::sync::Arc::as_ptr(f) as *const ()) != Some(mine) {
+            sf.set_fib(Some(self.fib.clone()));
+        }
     }
 
     pub fn ports(&self) -> &[Port] {
@@ -192,6 +213,7 @@ impl Router {
     /// Replace the routing table (connections keep the adjacencies they cached).
     pub fn set_routes(&mut self, routes: Routes) {
         self.routes = routes;
+        self.index_locals();
     }
 
     pub fn neighbours(&self) -> &Neighbours {

@@ -85,6 +85,7 @@ impl Router {
         now: u64,
     ) -> Fate {
         self.bind(sf);
+        self.install_fib(sf);
         if self.record {
             self.note = crate::PathNote::default();
         }
@@ -726,6 +727,7 @@ impl Router {
         now: u64,
     ) -> Decision {
         self.bind(sf);
+        self.install_fib(sf);
         let pm = PacketMeta::parse(&frame, LinkType::Ethernet);
         let Some(fam) = Family::of(pm.l3) else {
             return Decision::Accept;
@@ -753,6 +755,7 @@ impl Router {
         now: u64,
     ) -> Option<Vec<u8>> {
         self.bind(sf);
+        self.install_fib(sf);
         let mut pm = PacketMeta::parse(&e, LinkType::Ethernet);
         let fam = Family::of(pm.l3)?;
         let meta = self.meta(None, Some(port), 0);

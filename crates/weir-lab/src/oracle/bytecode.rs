@@ -189,6 +189,14 @@ pub enum Expr {
         present: bool,
         dreg: usize,
     },
+    /// `fib FLAG[ . FLAG...] oif|oifname|type [present] => reg R`: a route lookup
+    /// ([`super::fibenv`]); `flags` the words saddr, daddr, mark, iif, oif.
+    Fib {
+        flags: Vec<String>,
+        result: String,
+        present: bool,
+        dreg: usize,
+    },
     /// An expression the oracle does not evaluate: its kind (and key).
     Unknown(String),
 }
@@ -361,6 +369,31 @@ fn parse_expr(line: &str, raw: &mut Vec<Vec<String>>) -> Result<Expr, String> {
                 typ,
                 off,
                 len,
+                present,
+                dreg,
+            }
+        }
+        Some("fib") => {
+            // fib saddr . iif oif present => reg 1
+            let arrow = t.iter().position(|w| *w == "=>").ok_or_else(bad)?;
+            let present = t[arrow - 1] == "present";
+            let r = arrow - 1 - present as usize;
+            let result = t.get(r).filter(|_| r >= 2).ok_or_else(bad)?.to_string();
+            if !matches!(result.as_str(), "oif" | "oifname" | "type") {
+                return Ok(Expr::Unknown(format!("fib {result}")));
+            }
+            let flags: Vec<String> = t[1..r]
+                .iter()
+                .filter(|w| **w != ".")
+                .map(|w| w.to_string())
+                .collect();
+            if t.get(arrow + 1) != Some(&"reg") {
+                return Err(bad());
+            }
+            let dreg = t.get(arrow + 2).and_then(|s| reg_arg(s)).ok_or_else(bad)?;
+            Expr::Fib {
+                flags,
+                result,
                 present,
                 dreg,
             }
@@ -682,9 +715,25 @@ pub fn parse_file(src: &str) -> Vec<Block> {
             }
             lines.next();
             if l.trim_start().starts_with("element ") {
-                let Some(si) = filling else {
-                    b.error = Some(format!("elements without a set: {l}"));
-                    continue;
+                // some blocks print a map's elements without its declaration (`fib daddr
+                // check vmap { ... }`): an anonymous map (a set without data) of no flags
+                let si = match filling {
+                    Some(si) => si,
+                    None if b.sets.is_empty() && b.exprs.is_empty() => {
+                        let map = l.contains(" : ");
+                        b.sets.push(Set {
+                            name: if map { "__map%d" } else { "__set%d" }.into(),
+                            flags: 0,
+                            elems: Vec::new(),
+                            named: None,
+                        });
+                        filling = Some(0);
+                        0
+                    }
+                    None => {
+                        b.error = Some(format!("elements without a set: {l}"));
+                        continue;
+                    }
                 };
                 for e in l.split("element ").skip(1) {
                     match parse_elem(e) {
@@ -844,6 +893,20 @@ fn resolve(b: &mut Block, raw: Vec<Vec<String>>) -> Result<(), String> {
                 false,
             ),
             Expr::Numgen { dreg, .. } => set_host(&mut host, &mut len, *dreg, 4, true),
+            // an index or a type: a host-order u32; a name: 16 bytes; present: one byte
+            Expr::Fib {
+                result,
+                present,
+                dreg,
+                ..
+            } => {
+                let (n, h) = match (result.as_str(), *present) {
+                    (_, true) => (1, false),
+                    ("oifname", _) => (16, false),
+                    _ => (4, true),
+                };
+                set_host(&mut host, &mut len, *dreg, n, h)
+            }
             Expr::Bitwise {
                 dreg,
                 sreg,
@@ -991,6 +1054,7 @@ fn consumer_host(rest: &[Expr], reg: usize) -> bool {
             | Expr::Meta { dreg, .. }
             | Expr::Ct { dreg, .. }
             | Expr::Numgen { dreg, .. }
+            | Expr::Fib { dreg, .. }
             | Expr::Immediate { dreg, .. }
                 if *dreg == reg =>
             {

@@ -203,6 +203,14 @@ impl Weir {
         })
     }
 
+    /// The routing table the engines' `fib` asks (the oracle's model: both sides look up
+    /// the same routes).
+    pub fn set_fib(&mut self, fib: std::sync::Arc<dyn weir_engine::Fib>) {
+        for e in &mut self.engines {
+            e.st.fib = Some(weir_engine::fib::FibTable(fib.clone()));
+        }
+    }
+
     /// Whether the rule ran to its end on the packet, in each mode, and the packet's mark and
     /// its connection's mark afterwards.
     #[allow(clippy::type_complexity)]
@@ -211,6 +219,7 @@ impl Weir {
         let env = Env {
             family: Family::Netdev,
             hook: self.hook,
+            fib: None,
         };
         let name = |has: bool, n: &[u8; 16]| if has { u128::from_be_bytes(*n) } else { 0 };
         let mut out = Vec::new();
@@ -562,7 +571,11 @@ pub fn compare_case(
     if hook == Hook::Egress {
         return r.skip("egress hook");
     }
-    let env = Env { family, hook };
+    let env = Env {
+        family,
+        hook,
+        fib: None,
+    };
     let mut weir = match Weir::load(text, hook) {
         Ok(w) => w,
         Err(m) if m.starts_with("weir does not evaluate") => {
@@ -572,6 +585,7 @@ pub fn compare_case(
         Err(_) => return r.skip("weir does not load the rule"),
     };
     weir.wall_shift_ns = tz_shift_ns(rule);
+    weir.set_fib(env.fib_model());
     let (b, borrowed) = match case_block(blocks, &fam_name, family, rule, text, at) {
         Ok(b) => b,
         Err(why) => return r.skip(why),
@@ -617,6 +631,7 @@ pub fn compare_case(
             if let Ok(w) = Weir::load(text, hook) {
                 weir = w;
                 weir.wall_shift_ns = tz_shift_ns(rule);
+                weir.set_fib(env.fib_model());
             }
         }
         let sets_mark = b

@@ -404,6 +404,7 @@ mod tests {
         Env {
             family,
             hook: Hook::Input,
+            fib: None,
         }
     }
 

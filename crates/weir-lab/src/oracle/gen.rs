@@ -308,6 +308,8 @@ fn write(
                 w.p.frame[o] = put(w.p.frame[o]);
                 w.pinned.insert(o);
             }
+            // chosen by the address looked up ([`fib_search`])
+            Loc::Fib(_) => return false,
             Loc::Mark(k) => {
                 let mut m = w.p.mark.to_le_bytes();
                 m[k as usize] = put(m[k as usize]);
@@ -519,6 +521,9 @@ fn set_expr(
     if prov.iter().all(Option::is_none) {
         return false;
     }
+    if prov.iter().flatten().any(|p| matches!(p.loc, Loc::Fib(_))) {
+        return fib_search(b, i, want, w, env, rng);
+    }
     let mut cs = candidates(b, e, cur, n, rng);
     // try the candidates in a seeded order, the first ones (the constants) first
     let k = cs.len();
@@ -539,6 +544,77 @@ fn set_expr(
         }
     }
     false
+}
+
+/// Make expression `i`, which reads a `fib` result, hold (`want`) or fail: write one of the
+/// model's addresses ([`super::fibenv::candidates`]: local, broadcast, in a subnet or behind a
+/// route, blackholed, multicast ...) as the address a `fib` before it looks up, and keep the
+/// first with which the rule reaches `i` and `i` holds (or fails there).
+fn fib_search(b: &Block, i: usize, want: bool, w: &mut Work, env: &Env, rng: &mut Rng) -> bool {
+    let v6 = is_v6(&w.p);
+    let model = env.fib_model();
+    let mut cands = super::fibenv::candidates(&model, v6, rng.next_u64());
+    let k = cands.len();
+    for a in 0..k {
+        let j = a + rng.below((k - a) as u64) as usize;
+        cands.swap(a, j);
+    }
+    for off in fib_offsets(&b.exprs[..i], v6) {
+        for c in &cands {
+            let Some(w2) = with_addr(w, off, *c) else {
+                continue;
+            };
+            let got = eval_upto(b, &w2.p, env, i + 1).outcome;
+            let ok = if want {
+                got == Outcome::Match
+            } else {
+                got == Outcome::Break(i)
+            };
+            if ok {
+                *w = w2;
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Where the addresses the `fib` loads among `exprs` look up are in the frame.
+fn fib_offsets(exprs: &[Expr], v6: bool) -> Vec<usize> {
+    let mut offs: Vec<usize> = exprs
+        .iter()
+        .filter_map(|e| match e {
+            Expr::Fib { flags, .. } => {
+                let d = flags.iter().any(|f| f == "daddr");
+                Some(match (v6, d) {
+                    (false, false) => ETH + 12,
+                    (false, true) => ETH + 16,
+                    (true, false) => ETH + 8,
+                    (true, true) => ETH + 24,
+                })
+            }
+            _ => None,
+        })
+        .collect();
+    offs.dedup();
+    offs
+}
+
+/// The packet with address `a` at `off` (chosen: pinned), None when it is there already.
+fn with_addr(w: &Work, off: usize, a: std::net::IpAddr) -> Option<Work> {
+    let bytes = match a {
+        std::net::IpAddr::V4(a) => a.octets().to_vec(),
+        std::net::IpAddr::V6(a) => a.octets().to_vec(),
+    };
+    let r = off..off + bytes.len();
+    if w.p.frame.len() < r.end || w.p.frame[r.clone()] == bytes {
+        return None;
+    }
+    let mut w2 = w.clone();
+    w2.p.frame[r.clone()].copy_from_slice(&bytes);
+    w2.pinned.extend(r);
+    fixup(&mut w2.p, &w2.pinned, w2.len);
+    Some(w2)
 }
 
 /// Repair the packet where the rule broke at expression `i`.
@@ -714,6 +790,18 @@ pub fn variants(hit: &Hit) -> Vec<Packet> {
 pub fn misses(b: &Block, env: &Env, hit: &Hit, rng: &mut Rng) -> Vec<Packet> {
     let (hit, pinned) = (&hit.packet, &hit.pinned);
     let mut out = Vec::new();
+    // a `fib` load: the hit packet with each of the model's addresses looked up instead
+    let w = Work {
+        p: hit.clone(),
+        pinned: pinned.clone(),
+        len: None,
+    };
+    let v6 = is_v6(hit);
+    for off in fib_offsets(&b.exprs, v6) {
+        for a in super::fibenv::candidates(&env.fib_model(), v6, rng.next_u64()) {
+            out.extend(with_addr(&w, off, a).map(|w| w.p));
+        }
+    }
     // an inner-header load: TCP data offsets the kernel takes as they are (0, 4, 15)
     if b.exprs.iter().any(|e| {
         matches!(
@@ -800,6 +888,7 @@ mod tests {
         let env = Env {
             family: Family::Ip,
             hook: Hook::Input,
+            fib: None,
         };
         let mut rng = Rng::new(1);
         let h = hit(b, &env, &mut rng).unwrap();

@@ -36,10 +36,12 @@ impl Family {
 }
 
 /// Where the rule runs.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Env {
     pub family: Family,
     pub hook: Hook,
+    /// The routing `fib` looks up ([`super::fibenv::FibModel`]); None: the default model.
+    pub fib: Option<std::sync::Arc<super::fibenv::FibModel>>,
 }
 
 /// The names of the devices a packet comes in by and goes out by (Ethernet devices: type
@@ -49,6 +51,16 @@ pub const OIFNAME: &str = "eth1";
 pub const OWN_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
 
 impl Env {
+    /// The routing model `fib` reads: the one given, else [`super::fibenv::FibModel`]'s
+    /// default.
+    pub fn fib_model(&self) -> std::sync::Arc<super::fibenv::FibModel> {
+        static DEFAULT: std::sync::OnceLock<std::sync::Arc<super::fibenv::FibModel>> =
+            std::sync::OnceLock::new();
+        self.fib
+            .clone()
+            .unwrap_or_else(|| DEFAULT.get_or_init(Default::default).clone())
+    }
+
     /// The hook has an input device.
     pub fn has_in(&self) -> bool {
         matches!(
@@ -176,6 +188,8 @@ pub enum Loc {
     /// Whether the packet has the extension header / TCP option / SCTP chunk of the type
     /// (`exthdr ... present`).
     Present(ExtKind, u8),
+    /// Byte i of a `fib` result (the generator chooses the address looked up).
+    Fib(u8),
 }
 
 /// A register byte is `(byte at loc & mask) ^ xor`.
@@ -752,6 +766,31 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                     return out(Outcome::Unknown("register out of range".into()), regs);
                 }
             }
+            Expr::Fib {
+                flags,
+                result,
+                present,
+                dreg,
+            } => {
+                let model = env.fib_model();
+                let Some(v) =
+                    super::fibenv::eval(&model, env, flags, result, *present, &frame, &info, mark)
+                else {
+                    return out(Outcome::Break(i), regs);
+                };
+                let prov: Vec<Option<Prov>> = (0..v.len())
+                    .map(|k| {
+                        Some(Prov {
+                            loc: Loc::Fib(k as u8),
+                            mask: 0xff,
+                            xor: 0,
+                        })
+                    })
+                    .collect();
+                if regs.store(*dreg, &v, &prov).is_none() {
+                    return out(Outcome::Unknown("register out of range".into()), regs);
+                }
+            }
             Expr::MetaSet { key, sreg } => match key.as_str() {
                 "mark" => {
                     let v = regs.get(*sreg, 4);
@@ -1093,6 +1132,7 @@ mod tests {
     const ENV: Env = Env {
         family: Family::Ip,
         hook: Hook::Input,
+        fib: None,
     };
 
     #[test]
@@ -1118,6 +1158,7 @@ mod tests {
         let env = Env {
             family: Family::Ip,
             hook: Hook::Output,
+            fib: None,
         };
         let with = |mark| {
             let c = Ct {

@@ -7,6 +7,7 @@
 pub mod bytecode;
 pub mod compare;
 pub mod exthdr;
+pub mod fibenv;
 pub mod gen;
 pub mod interp;
 pub mod sets;

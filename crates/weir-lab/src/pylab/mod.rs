@@ -23,6 +23,7 @@ pub mod trace;
 
 use crate::kernel::{self, NS_PREFIX};
 use crate::oracle::compare::{case_block, case_packets, first_hook, unknown_reason, Weir};
+use crate::oracle::fibenv::{FibAddr, FibDev, FibModel, FibRouteSpec};
 use crate::oracle::gen;
 use crate::oracle::interp::{ifname, Conn, Env, Family, Packet};
 use crate::rng::Rng;
@@ -33,10 +34,63 @@ use std::os::fd::OwnedFd;
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 use trace::{Event, Kind, Traces};
+use weir_engine::fib::rtn;
 use weir_lang::ir::Hook;
 
 /// The lab's own table: the trace chain at the router's ingress, the untracking chain.
 const LAB_RULES: &str = "table netdev weirtrace {\n  chain tracing {\n    type filter hook ingress device eth0 priority -1000; policy accept;\n    meta nftrace set 1\n  }\n}\ntable inet weirtraceout {\n  chain tracing {\n    type filter hook output priority -1000; policy accept;\n    meta nftrace set 1\n  }\n}\ntable inet weirnotrack {\n  chain pre {\n    type filter hook prerouting priority -300; policy accept;\n    notrack\n  }\n  chain out {\n    type filter hook output priority -300; policy accept;\n    notrack\n  }\n}\n";
+
+/// The router's routing, as the kernel has it in `forward` mode (the lab configures the
+/// namespace from it and weir's `fib` answers from it): eth0 198.18.0.1/24 and
+/// 2001:db8::1/64, eth1 198.18.1.1/24 and 2001:db8:1::1/64 (with their link-local
+/// addresses, from their MACs), the default route by eth1, a prefix behind eth0 (for
+/// reverse-path lookups), a blackhole, a prohibit and an unreachable route.
+pub fn lab_fib() -> FibModel {
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().expect("an address");
+    let dev = |index, name: &str| FibDev {
+        index,
+        name: name.into(),
+        loopback: index == 1,
+    };
+    let addr = |a: &str, prefix_len, dev| FibAddr {
+        addr: ip(a),
+        prefix_len,
+        dev,
+    };
+    let route = |d: &str, prefix_len, kind, dev, via: Option<&str>| FibRouteSpec {
+        dst: ip(d),
+        prefix_len,
+        kind,
+        dev,
+        via: via.map(ip),
+    };
+    FibModel {
+        devs: vec![dev(1, "lo"), dev(2, "eth0"), dev(3, "eth1")],
+        addrs: vec![
+            addr("127.0.0.1", 8, 1),
+            addr("::1", 128, 1),
+            addr("198.18.0.1", 24, 2),
+            addr("2001:db8::1", 64, 2),
+            addr("fe80::ff:fe00:1", 64, 2),
+            addr("198.18.1.1", 24, 3),
+            addr("2001:db8:1::1", 64, 3),
+            addr("fe80::ff:fe00:3", 64, 3),
+        ],
+        routes: vec![
+            route("198.18.100.0", 24, rtn::UNICAST, 2, Some("198.18.0.2")),
+            route("2001:db8:100::", 40, rtn::UNICAST, 2, Some("2001:db8::2")),
+            route("0.0.0.0", 0, rtn::UNICAST, 3, Some("198.18.1.2")),
+            route("::", 0, rtn::UNICAST, 3, Some("2001:db8:1::2")),
+            route("198.18.200.0", 24, rtn::BLACKHOLE, 0, None),
+            route("2001:db8:dead::", 48, rtn::BLACKHOLE, 0, None),
+            route("198.18.201.0", 24, rtn::PROHIBIT, 0, None),
+            route("2001:db8:beef::", 48, rtn::PROHIBIT, 0, None),
+            route("198.18.202.0", 24, rtn::UNREACHABLE, 0, None),
+            route("2001:db8:bad::", 48, rtn::UNREACHABLE, 0, None),
+        ],
+        ipv6_forwarding: true,
+    }
+}
 
 /// The frame that closes each round: an Ethernet frame of the local experimental EtherType
 /// with a sequence number, traced at ingress like the rest.
@@ -211,16 +265,22 @@ impl PyLab {
             n(&r, "link set eth1 up"),
             n(&s, "link set weirpy0 up"),
             n(&s, "link set weirpy1 up"),
-            n(&r, "addr add 198.18.0.1/24 dev eth0"),
-            n(&r, "addr add 198.18.1.1/24 dev eth1"),
-            n(&r, "-6 addr add 2001:db8::1/64 dev eth0 nodad"),
-            n(&r, "-6 addr add 2001:db8:1::1/64 dev eth1 nodad"),
             // the next hop's addresses known for good: nothing waits for ARP or ND
             n(&r, "neigh add 198.18.1.2 lladdr 02:00:00:00:00:04 dev eth1 nud permanent"),
             n(&r, "-6 neigh add 2001:db8:1::2 lladdr 02:00:00:00:00:04 dev eth1 nud permanent"),
-            n(&r, "route add default via 198.18.1.2 dev eth1"),
-            n(&r, "-6 route add default via 2001:db8:1::2 dev eth1"),
         ];
+        // addresses and routes from the model weir's fib answers from (the link-local
+        // addresses the kernel makes itself)
+        let script: Vec<String> = script
+            .into_iter()
+            .chain(
+                lab_fib()
+                    .ip_commands()
+                    .into_iter()
+                    .filter(|c| c.starts_with("ip ") && !c.contains(" fe80:"))
+                    .map(|c| format!("ip -n {r} {}", &c[3..])),
+            )
+            .collect();
         for line in &script {
             let args: Vec<&str> = line.split_whitespace().skip(1).collect();
             ip(&args, None)?;
@@ -639,18 +699,27 @@ impl PyLab {
                 r.skip(format!("{hook:?} chain: not reached by packets sent in"));
                 return Ok(());
             }
+            Hook::Input if rule.contains("fib ") => {
+                r.skip("fib at input: the lab makes every address local there");
+                return Ok(());
+            }
             _ if spec.contains("type nat") => {
                 r.skip("nat chain: the lab's packets are untracked");
                 return Ok(());
             }
             _ => {}
         }
-        let env = Env { family, hook };
+        let env = Env {
+            family,
+            hook,
+            fib: Some(std::sync::Arc::new(lab_fib())),
+        };
         let load_weir = || {
             // nft runs with TZ=UTC here: its times of day are weir's (no shift); the
             // sender is pinned: its CPU processes the packets
             Weir::load(text, hook).map(|mut w| {
                 w.cpu = current_cpu();
+                w.set_fib(std::sync::Arc::new(lab_fib()));
                 w
             })
         };

@@ -402,47 +402,7 @@ pub(super) fn special_key(cx: &mut Cx, words: &[ast::Ident], span: Span) -> Opti
             Some(Some(vec![KeyPart::field(f)]))
         }
         ["fib", rest @ ..] if rest.len() >= 2 => {
-            cx.uneval.push("fib");
-            let (flags, result) = rest.split_at(rest.len() - 1);
-            let has = |f: &str| flags.contains(&f);
-            let why = if let Some(f) = flags
-                .iter()
-                .find(|f| !matches!(**f, "saddr" | "daddr" | "mark" | "iif" | "oif"))
-            {
-                Some(format!(
-                    "unknown fib flag '{f}' (saddr, daddr, mark, iif, oif)"
-                ))
-            } else if has("saddr") == has("daddr") {
-                Some("fib looks up one address: saddr or daddr".to_string())
-            } else if has("iif") && has("oif") {
-                Some("fib takes iif or oif, not both".to_string())
-            } else if has("daddr") && has("oif") {
-                Some(
-                    "fib daddr . oif: a destination is looked up by its input interface (iif)"
-                        .to_string(),
-                )
-            } else {
-                None
-            };
-            if let Some(why) = why {
-                err(cx, span, why);
-                return Some(None);
-            }
-            let f = match result[0] {
-                "oif" => Field::FibOif,
-                "oifname" => Field::FibOifname,
-                "type" => Field::FibType,
-                "check" => Field::FibCheck,
-                other => {
-                    err(
-                        cx,
-                        span,
-                        format!("fib gives oif, oifname, type or check, not '{other}'"),
-                    );
-                    return Some(None);
-                }
-            };
-            Some(Some(vec![KeyPart::field(f)]))
+            lower_fib(cx, rest, span).map(|p| p.map(|p| vec![p]))
         }
         ["osf", rest @ ..] => {
             cx.uneval.push("osf");
@@ -531,4 +491,112 @@ pub(super) fn special_key(cx: &mut Cx, words: &[ast::Ident], span: Span) -> Opti
         }
         _ => None,
     }
+}
+
+/// `fib FLAGS RESULT` (`fib saddr . iif oif`): a route lookup with nft's flags and result
+/// (`nft_fib_init`'s checks, and `nft_fib_validate`'s hooks when the chain is a base chain).
+/// `check` is the oif lookup with `NFTA_FIB_F_PRESENT` (`fib daddr oif exists`).
+fn lower_fib(cx: &mut Cx, rest: &[&str], span: Span) -> Option<Option<KeyPart>> {
+    use crate::ir::fib::*;
+    let (flags, result) = rest.split_at(rest.len() - 1);
+    let has = |f: &str| flags.contains(&f);
+    let why = if let Some(f) = flags
+        .iter()
+        .find(|f| !matches!(**f, "saddr" | "daddr" | "mark" | "iif" | "oif"))
+    {
+        Some(format!(
+            "unknown fib flag '{f}' (saddr, daddr, mark, iif, oif)"
+        ))
+    } else if has("saddr") == has("daddr") {
+        Some("fib looks up one address: saddr or daddr".to_string())
+    } else if has("iif") && has("oif") {
+        Some("fib takes iif or oif, not both".to_string())
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        err(cx, span, why);
+        return Some(None);
+    }
+    let mut bits = 0u8;
+    for (name, b) in [
+        ("saddr", F_SADDR),
+        ("daddr", F_DADDR),
+        ("mark", F_MARK),
+        ("iif", F_IIF),
+        ("oif", F_OIF),
+    ] {
+        if has(name) {
+            bits |= b;
+        }
+    }
+    let (f, res) = match result[0] {
+        "oif" => (Field::FibOif, RESULT_OIF),
+        "oifname" => (Field::FibOifname, RESULT_OIFNAME),
+        "type" => (Field::FibType, RESULT_ADDRTYPE),
+        "check" => (Field::FibCheck, RESULT_OIF),
+        other => {
+            err(
+                cx,
+                span,
+                format!("fib gives oif, oifname, type or check, not '{other}'"),
+            );
+            return Some(None);
+        }
+    };
+    if f == Field::FibCheck {
+        bits |= F_PRESENT;
+    }
+    if res != RESULT_ADDRTYPE && bits & F_OIF != 0 {
+        err(
+            cx,
+            span,
+            "fib ... oif: a lookup that gives the output device takes iif, not oif",
+        );
+        return Some(None);
+    }
+    // nft_fib_validate: the hooks where the lookup has what it needs (by number: netdev's
+    // ingress is prerouting's 0, egress input's 1)
+    if let Some((_, hook)) = cx.cur_hook {
+        let hook = match hook {
+            Hook::Ingress => Hook::Prerouting,
+            Hook::Egress => Hook::Input,
+            h => h,
+        };
+        let ok = match (res, bits & F_IIF != 0, bits & F_OIF != 0) {
+            (RESULT_OIF | RESULT_OIFNAME, false, _) => hook == Hook::Prerouting,
+            (RESULT_OIF | RESULT_OIFNAME, true, _) => {
+                matches!(hook, Hook::Prerouting | Hook::Input | Hook::Forward)
+            }
+            (_, true, _) => matches!(hook, Hook::Prerouting | Hook::Input | Hook::Forward),
+            (_, _, true) => matches!(hook, Hook::Output | Hook::Postrouting | Hook::Forward),
+            _ => matches!(
+                hook,
+                Hook::Prerouting | Hook::Input | Hook::Forward | Hook::Output | Hook::Postrouting
+            ),
+        };
+        if !ok {
+            err(
+                cx,
+                span,
+                format!(
+                    "fib {} {} is not valid at the {} hook (the kernel's nft_fib_validate)",
+                    flags.join(" . "),
+                    result[0],
+                    hook.name()
+                ),
+            );
+            return Some(None);
+        }
+    }
+    Some(Some(KeyPart {
+        src: Source::Fib {
+            flags: bits,
+            result: res,
+        },
+        and: u128::MAX,
+        xor: 0,
+        shift: 0,
+        dtype: f.datatype(),
+    }))
 }

@@ -547,8 +547,8 @@ fn fields_not_evaluated_yet_load_typed_and_listed() {
 }
 
 /// Statements and expressions weir does not evaluate yet load with their operands checked
-/// and are listed: `queue`, `tproxy`, `dup`, `synproxy`, `fib`, a map updated
-/// with a value (nftlb's persistence); what nft refuses is refused.
+/// and are listed: `queue`, `tproxy`, `dup`, `synproxy`, a map updated with a value
+/// (nftlb's persistence); what nft refuses is refused. (`fib` is evaluated.)
 #[test]
 fn statements_not_evaluated_yet_load_checked_and_listed() {
     let text = "table ip t {\n map persist { type ipv4_addr : mark; flags dynamic; }\n chain c {\n  type filter hook prerouting priority 0\n  queue to symhash mod 2\n  meta l4proto tcp tproxy to 198.18.0.1:3128\n  dup to 198.18.0.9 device \"lo\"\n  synproxy mss 1460 wscale 7 timestamp sack-perm\n  fib daddr type local drop\n  @th,16,16 22 drop\n  update @persist { ip saddr : ct mark }\n }\n}\n";
@@ -561,7 +561,6 @@ fn statements_not_evaluated_yet_load_checked_and_listed() {
         (6, "tproxy"),
         (7, "dup"),
         (8, "synproxy"),
-        (9, "fib"),
         (11, "update of a map with a value"),
     ] {
         let at = format!("t.nft:{line}:");
@@ -571,9 +570,10 @@ fn statements_not_evaluated_yet_load_checked_and_listed() {
             "{at} {what}: {u:?}"
         );
     }
-    assert_eq!(u.len(), 6, "{u:?}");
-    // raw payload is evaluated
+    assert_eq!(u.len(), 5, "{u:?}");
+    // raw payload and fib are evaluated
     assert!(!u.iter().any(|e| e.contains("t.nft:10:")), "{u:?}");
+    assert!(!u.iter().any(|e| e.contains("t.nft:9:")), "{u:?}");
     for (rule, want) in [
         ("queue num 65536", "too large"),
         ("queue to symhash mod 2 offset 65536", "0-65535"),
@@ -581,7 +581,11 @@ fn statements_not_evaluated_yet_load_checked_and_listed() {
         ("tproxy to 198.18.0.1", "transport protocol first"),
         ("meta l4proto tcp tproxy ip6 to :80", "ip6 in an ip table"),
         ("fib saddr . daddr oif 1", "one address"),
-        ("fib daddr . oif type local", "iif"),
+        ("fib daddr . oif type local", "nft_fib_validate"),
+        (
+            "fib saddr . oif oifname \"eth0\"",
+            "gives the output device",
+        ),
         ("@th,16,129 1", "1 to 128 bits"),
         ("update @persist { ip saddr }", "give the value"),
         ("update @persist { ip saddr : ip daddr }", "mark"),
@@ -593,6 +597,33 @@ fn statements_not_evaluated_yet_load_checked_and_listed() {
     ] {
         let e = errors(&text.replace("  queue to symhash mod 2\n", &format!("  {rule}\n")));
         assert!(e.iter().any(|m| m.contains(want)), "{rule}: {e:?}");
+    }
+    // the hooks nft_fib_validate allows
+    for (hook, rule, ok) in [
+        ("prerouting", "fib daddr oif 2", true),
+        ("input", "fib daddr oif 2", false),
+        ("input", "fib saddr . iif oif 2", true),
+        ("output", "fib saddr . iif oif 2", false),
+        ("output", "fib daddr type local", true),
+        ("output", "fib daddr . oif type local", true),
+        ("input", "fib daddr . oif type local", false),
+        ("postrouting", "fib daddr . iif type local", false),
+        ("ingress", "fib saddr . iif oif missing", true),
+        ("ingress", "fib daddr . oif type local", false),
+    ] {
+        // netdev's ingress is hook 0, prerouting's number
+        let t = if hook == "ingress" {
+            format!(
+                "table netdev t {{ chain c {{ type filter hook ingress device \"lo\" priority 0; {rule} }} }}"
+            )
+        } else {
+            format!("table ip t {{ chain c {{ type filter hook {hook} priority 0; {rule} }} }}")
+        };
+        let e = errors(&t);
+        assert_eq!(e.is_empty(), ok, "{hook}: {rule}: {e:?}");
+        if !ok {
+            assert!(e.iter().any(|m| m.contains("nft_fib_validate")), "{e:?}");
+        }
     }
 }
 
@@ -744,7 +775,7 @@ fn socket_osf_ipsec_last_reset_load_as_not_evaluated() {
 
 /// What kube-proxy and fw4 write: names with '/', `@"quoted"` set names, `typeof numgen
 /// random mod 2` map keys, quoted protocol names, `mark set mark or 0x4000`, `fib daddr
-/// type local` (the one construct left not evaluated).
+/// type local` (evaluated: all of it runs).
 #[test]
 fn kube_proxy_and_fw4_shapes_load() {
     let text = "table ip kube-proxy {\n  map service-ips { type ipv4_addr . inet_proto . inet_service : verdict; elements = { 198.18.0.10 . tcp . 80 : goto \"service-ULMVA6XW-ns1/svc1/tcp/p80\" } }\n  map \"endpoint-map/x\" { typeof numgen random mod 2 : verdict; elements = { 0 : goto \"endpoint-5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80\", 1 : drop } }\n  chain \"service-ULMVA6XW-ns1/svc1/tcp/p80\" {\n    ip daddr 198.18.0.10 tcp dport 80 ip saddr != 10.0.0.0/8 jump mark-for-masquerade\n    numgen random mod 2 vmap @\"endpoint-map/x\"\n  }\n  chain \"endpoint-5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80\" {\n    ip saddr 10.180.0.1 jump mark-for-masquerade\n    meta l4proto tcp dnat to 10.180.0.1:80\n  }\n  chain mark-for-masquerade { mark set mark or 0x4000 }\n  chain nat-prerouting { type nat hook prerouting priority -100; ip daddr . meta l4proto . th dport vmap @service-ips }\n  chain filter-input { type filter hook input priority -110; ct state new fib daddr type local ip protocol \"tcp\" accept; meta l4proto \"udp\" accept }\n}\n";
@@ -752,8 +783,7 @@ fn kube_proxy_and_fw4_shapes_load() {
         .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
         .unwrap();
     let u = rs.unevaluated();
-    assert_eq!(u.len(), 1, "{u:?}");
-    assert!(u[0].contains("fib is not evaluated"), "{u:?}");
+    assert!(u.is_empty(), "{u:?}");
     assert_eq!(rs.tables[0].chains.len(), 5);
     // a quoted name must end
     assert!(
