@@ -316,7 +316,8 @@ const SOL_NETLINK: libc::c_int = 270;
 const NETLINK_ADD_MEMBERSHIP: libc::c_int = 1;
 
 /// A netlink socket (current namespace) subscribed to nfnetlink multicast `group`
-/// (`NFNLGRP_NFTRACE`: nftables' packet traces), with a large receive buffer. Non-blocking.
+/// (`NFNLGRP_NFTRACE`: nftables' packet traces; 0: none, for requests), with a large receive
+/// buffer. Non-blocking.
 pub fn nfnetlink_group_socket(group: u32) -> io::Result<OwnedFd> {
     // SAFETY: plain socket(2); the descriptor is owned right after.
     let fd = check(unsafe {
@@ -339,17 +340,59 @@ pub fn nfnetlink_group_socket(group: u32) -> io::Result<OwnedFd> {
             mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
         )
     })?;
-    set_int(
-        fd,
-        SOL_NETLINK,
-        NETLINK_ADD_MEMBERSHIP,
-        group as libc::c_int,
-    )?;
+    if group != 0 {
+        set_int(
+            fd,
+            SOL_NETLINK,
+            NETLINK_ADD_MEMBERSHIP,
+            group as libc::c_int,
+        )?;
+    }
     // SO_RCVBUFFORCE needs CAP_NET_ADMIN (the lab runs as root); SO_RCVBUF otherwise
     if set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 32 << 20).is_err() {
         set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 32 << 20)?;
     }
     Ok(s)
+}
+
+/// Send one nfnetlink request (a whole netlink message, `NLM_F_ACK` set) on a netlink socket
+/// and wait up to a second for its acknowledgement: Ok when the kernel says 0.
+pub fn nfnetlink_request(fd: &OwnedFd, msg: &[u8]) -> io::Result<()> {
+    // SAFETY: msg is valid for reads of msg.len() bytes.
+    let n = unsafe {
+        libc::send(
+            fd.as_raw_fd(),
+            msg.as_ptr() as *const libc::c_void,
+            msg.len(),
+            0,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut buf = [0u8; 4096];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    while std::time::Instant::now() < deadline {
+        if poll_readable(&[fd.as_raw_fd()], 100)?.is_empty() {
+            continue;
+        }
+        let Some(n) = recv_datagram(fd, &mut buf)? else {
+            continue;
+        };
+        // NLMSG_ERROR (2): an int error after the header (0: the acknowledgement)
+        if n >= 20 && u16::from_ne_bytes([buf[4], buf[5]]) == 2 {
+            let err = i32::from_ne_bytes([buf[16], buf[17], buf[18], buf[19]]);
+            return if err == 0 {
+                Ok(())
+            } else {
+                Err(io::Error::from_raw_os_error(-err))
+            };
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::TimedOut,
+        "no netlink acknowledgement",
+    ))
 }
 
 /// Receive one netlink datagram if there is one (non-blocking): Ok(None) when there is none.

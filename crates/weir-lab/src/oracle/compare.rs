@@ -155,6 +155,10 @@ pub struct Weir {
     pub wall_shift_ns: u64,
     /// The CPU the packet is processed on (`meta cpu`).
     pub cpu: u32,
+    /// Whether the packet has an input and an output device; None: as the hook has them
+    /// ([`Env::has_in`], [`Env::has_out`]). (A forwarded packet has its input device at
+    /// `postrouting`, a locally sent one none.)
+    pub devices: Option<(bool, bool)>,
 }
 
 /// nft-test.py runs nft with `TZ=UTC-2`: nft turns a date (`meta time "2019-07-01
@@ -200,6 +204,7 @@ impl Weir {
             hook,
             wall_shift_ns: 0,
             cpu: 0,
+            devices: None,
         })
     }
 
@@ -222,16 +227,17 @@ impl Weir {
             fib: None,
         };
         let name = |has: bool, n: &[u8; 16]| if has { u128::from_be_bytes(*n) } else { 0 };
+        let (has_in, has_out) = self.devices.unwrap_or((env.has_in(), env.has_out()));
         let mut out = Vec::new();
         for e in &mut self.engines {
             let before: u64 = e.st.rule_hits.iter().map(|h| h.0).sum();
             let mut meta = Meta {
                 mark: p.mark,
                 priority: p.priority,
-                iif: if env.has_in() { p.iif_index } else { 0 },
-                oif: if env.has_out() { p.oif_index } else { 0 },
-                iifname: name(env.has_in(), &p.iif),
-                oifname: name(env.has_out(), &p.oif),
+                iif: if has_in { p.iif_index } else { 0 },
+                oif: if has_out { p.oif_index } else { 0 },
+                iifname: name(has_in, &p.iif),
+                oifname: name(has_out, &p.oif),
                 ct_state: p.conn.state_bits(),
                 wall_ns: p.wall_ns.wrapping_add(self.wall_shift_ns),
                 cpu: self.cpu,

@@ -25,7 +25,7 @@ use crate::kernel::{self, NS_PREFIX};
 use crate::oracle::compare::{case_block, case_packets, first_hook, unknown_reason, Weir};
 use crate::oracle::fibenv::{FibAddr, FibDev, FibModel, FibRouteSpec};
 use crate::oracle::gen;
-use crate::oracle::interp::{ifname, Conn, Env, Family, Packet};
+use crate::oracle::interp::{ifname, Conn, Ct, Env, Family, Packet};
 use crate::rng::Rng;
 use crate::sys;
 use std::collections::{BTreeMap, HashMap};
@@ -37,8 +37,10 @@ use trace::{Event, Kind, Traces};
 use weir_engine::fib::rtn;
 use weir_lang::ir::Hook;
 
-/// The lab's own table: the trace chain at the router's ingress, the untracking chain.
-const LAB_RULES: &str = "table netdev weirtrace {\n  chain tracing {\n    type filter hook ingress device eth0 priority -1000; policy accept;\n    meta nftrace set 1\n  }\n}\ntable inet weirtraceout {\n  chain tracing {\n    type filter hook output priority -1000; policy accept;\n    meta nftrace set 1\n  }\n}\ntable inet weirnotrack {\n  chain pre {\n    type filter hook prerouting priority -300; policy accept;\n    notrack\n  }\n  chain out {\n    type filter hook output priority -300; policy accept;\n    notrack\n  }\n}\n";
+/// The lab's own tables: the trace chains at the router's ingress and output; and (for
+/// filter chains: NAT chains see tracked packets only) the untracking chains.
+const LAB_RULES: &str = "table netdev weirtrace {\n  chain tracing {\n    type filter hook ingress device eth0 priority -1000; policy accept;\n    meta nftrace set 1\n  }\n}\ntable inet weirtraceout {\n  chain tracing {\n    type filter hook output priority -1000; policy accept;\n    meta nftrace set 1\n  }\n}\n";
+const LAB_NOTRACK: &str = "table inet weirnotrack {\n  chain pre {\n    type filter hook prerouting priority -300; policy accept;\n    notrack\n  }\n  chain out {\n    type filter hook output priority -300; policy accept;\n    notrack\n  }\n}\n";
 
 /// The router's routing, as the kernel has it in `forward` mode (the lab configures the
 /// namespace from it and weir's `fib` answers from it): eth0 198.18.0.1/24 and
@@ -183,6 +185,9 @@ pub struct PyLab {
     tx: OwnedFd,
     /// Raw IPv4 and IPv6 sockets in the router, for the `output` hook.
     raw: [OwnedFd; 2],
+    /// A netlink socket in the router, for conntrack requests.
+    ctnl: OwnedFd,
+    ct_seq: u32,
     traces: Traces,
     router_ns: File,
     routes: Routes,
@@ -292,17 +297,27 @@ impl PyLab {
             Ok([sys::raw_send_socket(false)?, sys::raw_send_socket(true)?])
         })
         .map_err(|e| format!("raw sockets: {e}"))?;
+        let ctnl = sys::in_netns(&router_ns, || sys::nfnetlink_group_socket(0))
+            .map_err(|e| format!("netlink: {e}"))?;
         let lab = PyLab {
             tx,
             raw,
+            ctnl,
+            ct_seq: 0,
             traces,
             router_ns,
             routes: Routes::Forward,
             seq: 0,
             names: vec![r, s],
         };
-        lab.nft(LAB_RULES)
+        // conntrack (for NAT chains) takes the generated packets whatever their checksums
+        // (the module is there once a ruleset that tracks is loaded)
+        lab.nft(&format!("{LAB_RULES}{LAB_NOTRACK}"))
             .map_err(|e| format!("the lab's rules: {e}"))?;
+        sys::in_netns(&lab.router_ns, || {
+            sys::sysctl("net.netfilter.nf_conntrack_checksum", "0")
+        })
+        .map_err(|e| format!("sysctl: {e}"))?;
         Ok(lab)
     }
 
@@ -361,6 +376,7 @@ impl PyLab {
         table: &str,
         chain: &str,
         local: bool,
+        flush_ct: bool,
     ) -> Result<Vec<Sent>, String> {
         let start_table = if local { "weirtraceout" } else { "weirtrace" };
         let show = std::env::var_os("WEIR_PY_EVENTS").is_some();
@@ -368,6 +384,9 @@ impl PyLab {
         for f in frames {
             // what came before this frame (the router's own packets, a loaded ruleset's
             // first packets) is not its
+            if flush_ct {
+                self.flush_conntrack()?;
+            }
             self.traces
                 .read(0)
                 .map_err(|e| format!("traces: {e} (events lost)"))?;
@@ -459,6 +478,23 @@ impl PyLab {
             out.push(s);
         }
         Ok(out)
+    }
+
+    /// Empty the router's connection table (`conntrack -F`: IPCTNL_MSG_CT_DELETE, no tuple).
+    fn flush_conntrack(&mut self) -> Result<(), String> {
+        self.ct_seq = self.ct_seq.wrapping_add(1);
+        let mut m = Vec::with_capacity(20);
+        m.extend(20u32.to_ne_bytes());
+        m.extend(((1u16 << 8) | 2).to_ne_bytes()); // NFNL_SUBSYS_CTNETLINK, IPCTNL_MSG_CT_DELETE
+        m.extend((1u16 | 4).to_ne_bytes()); // NLM_F_REQUEST | NLM_F_ACK
+        m.extend(self.ct_seq.to_ne_bytes());
+        m.extend(0u32.to_ne_bytes());
+        m.extend([0u8, 0, 0, 0]); // nfgenmsg: AF_UNSPEC, version 0
+        match sys::nfnetlink_request(&self.ctnl, &m) {
+            // nothing to flush
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+            r => r.map_err(|e| format!("conntrack flush: {e}")),
+        }
     }
 
     /// Send a barrier and return the trace events that came before its own.
@@ -703,12 +739,11 @@ impl PyLab {
                 r.skip("fib at input: the lab makes every address local there");
                 return Ok(());
             }
-            _ if spec.contains("type nat") => {
-                r.skip("nat chain: the lab's packets are untracked");
-                return Ok(());
-            }
             _ => {}
         }
+        // a NAT chain sees the first packet of a connection: tracked, the table flushed
+        // before each packet
+        let nat = spec.contains("type nat");
         let env = Env {
             family,
             hook,
@@ -736,7 +771,8 @@ impl PyLab {
             }
         };
         // alone: the ruleset is replaced whole, in one transaction
-        let ktext = format!("flush ruleset\n{LAB_RULES}{}", kernel_text(text));
+        let notrack = if nat { "" } else { LAB_NOTRACK };
+        let ktext = format!("flush ruleset\n{LAB_RULES}{notrack}{}", kernel_text(text));
         if let Err(e) = self.nft(&ktext) {
             let first = e
                 .lines()
@@ -792,11 +828,11 @@ impl PyLab {
             let mut all = Vec::new();
             for f in &frames {
                 self.nft(&ktext)?;
-                all.extend(self.send(std::slice::from_ref(f), &table, &chain, local)?);
+                all.extend(self.send(std::slice::from_ref(f), &table, &chain, local, nat)?);
             }
             all
         } else {
-            self.send(&frames, &table, &chain, local)?
+            self.send(&frames, &table, &chain, local, nat)?
         };
         r.rules_compared += 1;
         let mut hit = false;
@@ -833,6 +869,9 @@ impl PyLab {
                     ),
                 )
             };
+            // the devices the kernel's chain had (a forwarded packet has its input device at
+            // postrouting too)
+            weir.devices = Some((sent.iif.is_some(), sent.oif.is_some()));
             let (iif_index, iif) = dev(sent.iif, 2);
             let (oif_index, oif) = dev(sent.oif, 3);
             let p = Packet {
@@ -846,6 +885,14 @@ impl PyLab {
                 // no conntrack at ingress (ct state invalid there); untracked after it
                 conn: if family == Family::Netdev {
                     Conn::Invalid
+                } else if nat {
+                    // a new connection, not yet confirmed
+                    Conn::Tracked(Ct {
+                        info: 2,
+                        status: 0,
+                        mark: 0,
+                        expiration_ms: 0,
+                    })
                 } else {
                     Conn::Untracked
                 },
