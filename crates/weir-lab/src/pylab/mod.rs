@@ -19,6 +19,7 @@
 //! Not reached from outside (left out, counted): `output` and `egress` chains, NAT chains
 //! (they see tracked packets only), the `bridge` and `arp` families.
 
+pub mod dumps;
 pub mod trace;
 
 use crate::kernel::{self, NS_PREFIX};
@@ -159,6 +160,8 @@ pub struct Report {
     /// data as its transport header, where `nft_payload_eval` (and weir) see none. A kernel
     /// bug (a fix adding the `fragoff` check was posted to netfilter-devel); not a difference.
     pub fast_path_fragments: usize,
+    /// Rules of regular chains tried in their chain made a base chain.
+    pub regular_as_base: usize,
     /// IPv4 fragments at the input hook: the kernel evaluates the datagram they are
     /// reassembled into (`ip_local_deliver`), not compared.
     pub packets_reassembled: usize,
@@ -214,7 +217,12 @@ impl PyLab {
             return Err(why);
         }
         kernel::cleanup_stale();
-        let id = format!("{NS_PREFIX}{}-py", std::process::id());
+        static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let id = format!(
+            "{NS_PREFIX}{}-py{}",
+            std::process::id(),
+            SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+        );
         let (r, s) = (format!("{id}-r"), format!("{id}-s"));
         let ip = |args: &[&str], stdin: Option<&str>| {
             kernel::run(Command::new("ip").args(args), stdin, "ip")
@@ -333,6 +341,97 @@ impl PyLab {
             .map_err(std::io::Error::other)
         })
         .map_err(|e| e.to_string())
+    }
+
+    /// `nft --debug=netlink -f -` in the router: the bytecode of a ruleset, loaded (a check
+    /// with `-c` leaves out the validation the kernel does at commit: a NAT statement in a
+    /// filter chain passes it).
+    fn nft_bytecode(&self, text: &str) -> Result<String, String> {
+        let text = text.to_string();
+        sys::in_netns(&self.router_ns, || {
+            kernel::run(
+                Command::new("nft")
+                    .args(["--debug=netlink", "-f", "-"])
+                    .env("TZ", "UTC"),
+                Some(&text),
+                "nft",
+            )
+            .map_err(std::io::Error::other)
+        })
+        .map_err(|e| e.to_string())
+    }
+
+    /// Compare one rule of a ruleset dump in its table ([`dumps::rules`]).
+    pub fn compare_dump_rule(
+        &mut self,
+        r: &mut Report,
+        d: &dumps::DumpRule,
+        seed: u64,
+        rounds: usize,
+    ) -> Result<(), String> {
+        if d.text.contains("\tflowtable ") {
+            r.skip("a flowtable: this kernel has no nf_flow_table");
+            return Ok(());
+        }
+        let mut text = dumps::kernel_devices(&d.text);
+        let base =
+            chain_named(&text, &d.chain).is_some_and(|(_, spec)| first_hook(&spec).is_some());
+        // a regular chain becomes a base chain of its own, at the first hook where the kernel
+        // takes the rule (a filter hook, else a NAT one)
+        let candidates: Vec<String> = if base {
+            vec![text.clone()]
+        } else {
+            dumps::REGULAR_AS_BASE
+                .iter()
+                .filter(|(fam, _)| *fam == (d.family == "netdev"))
+                .map(|(_, spec)| dumps::as_base(&text, &d.chain, spec))
+                .collect()
+        };
+        let mut debug = Err(String::new());
+        for t in candidates {
+            // (loaded as a replacement of the whole ruleset: the running one may hold a table
+            // of the same name; the case is loaded again, with the lab's tables, to be run)
+            debug = self.nft_bytecode(&format!("flush ruleset\n{}", kernel_text(&t)));
+            if debug.is_ok() {
+                text = t;
+                break;
+            }
+        }
+        if !base && debug.is_ok() {
+            r.regular_as_base += 1;
+        }
+        let debug = match debug {
+            Ok(o) => o,
+            Err(e) => {
+                let first = e.lines().find(|l| l.contains("Error")).unwrap_or("refused");
+                let first: String = first
+                    .split("Error:")
+                    .last()
+                    .unwrap_or("")
+                    .trim()
+                    .chars()
+                    .take(50)
+                    .collect();
+                if std::env::var_os("WEIR_PY_SKIPS").is_some() {
+                    println!("nft refuses {} `{}`: {e}", d.at, d.rule);
+                }
+                r.skip(format!("nft 1.0.6 does not load it here: {first}"));
+                return Ok(());
+            }
+        };
+        let blocks = dumps::block_from_debug(&debug, &d.family, &d.table, &d.chain, &d.rule)
+            .map(dumps::blocks_of)
+            .unwrap_or_default();
+        self.compare_in(
+            r,
+            &d.at,
+            &d.rule,
+            &text,
+            Some(&d.chain),
+            &blocks,
+            seed,
+            rounds,
+        )
     }
 
     fn set_routes(&mut self, want: Routes) -> Result<(), String> {
@@ -694,6 +793,12 @@ fn table_of(text: &str) -> (String, String) {
 
 /// The first chain's name and its spec line.
 fn first_chain(text: &str) -> Option<(String, String)> {
+    chain_named(text, "")
+}
+
+/// A chain's name and its first line (its `type ... hook ...` line when it is a base chain)
+/// by name ("": the first chain).
+fn chain_named(text: &str, want: &str) -> Option<(String, String)> {
     let mut lines = text.lines();
     while let Some(l) = lines.next() {
         if let Some(rest) = l.trim().strip_prefix("chain ") {
@@ -702,7 +807,9 @@ fn first_chain(text: &str) -> Option<(String, String)> {
                 .trim()
                 .trim_matches('"')
                 .to_string();
-            return Some((name, lines.next()?.trim().to_string()));
+            if want.is_empty() || name == want {
+                return Some((name, lines.next()?.trim().to_string()));
+            }
         }
     }
     None
@@ -721,13 +828,37 @@ impl PyLab {
         seed: u64,
         rounds: usize,
     ) -> Result<(), String> {
+        self.compare_in(r, at, rule, text, None, blocks, seed, rounds)
+    }
+
+    /// Compare one rule of a table text, in its chain `chain` (None: the first chain).
+    #[allow(clippy::too_many_arguments)]
+    pub fn compare_in(
+        &mut self,
+        r: &mut Report,
+        at: &str,
+        rule: &str,
+        text: &str,
+        chain: Option<&str>,
+        blocks: &HashMap<(String, String), crate::oracle::bytecode::Block>,
+        seed: u64,
+        rounds: usize,
+    ) -> Result<(), String> {
         let (fam_name, table) = table_of(text);
         let Some(family) = Family::from_name(&fam_name) else {
             r.skip(format!("family {fam_name}"));
             return Ok(());
         };
-        let (Some(hook), Some((chain, spec))) = (first_hook(text), first_chain(text)) else {
-            r.skip("no base chain");
+        let found = match chain {
+            Some(c) => chain_named(text, c),
+            None => first_chain(text),
+        };
+        let Some((chain, spec)) = found else {
+            r.skip("no chain");
+            return Ok(());
+        };
+        let Some(hook) = first_hook(&spec) else {
+            r.skip("a regular chain (reached by jumps only)");
             return Ok(());
         };
         match hook {
@@ -765,7 +896,10 @@ impl PyLab {
                 r.skip(what.join(" "));
                 return Ok(());
             }
-            Err(_) => {
+            Err(e) => {
+                if std::env::var_os("WEIR_PY_SKIPS").is_some() {
+                    println!("weir refuses {at} `{rule}`: {e}");
+                }
                 r.skip("weir does not load the rule");
                 return Ok(());
             }

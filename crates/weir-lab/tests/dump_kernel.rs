@@ -1,0 +1,148 @@
+//! Whole rulesets against the kernel, rule by rule in context (`weir_lab::pylab::dumps`): every
+//! `nft list ruleset` dump of nftables' shell tests (`../shared/nftables-tests/shell/*/dumps`),
+//! each rule alone in its table (the table's sets, maps, objects and chains kept), loaded by
+//! Debian's nft into the lab's router namespace and tried on packets generated from the
+//! rule's own bytecode (`nft --debug=netlink`); the kernel's traces and weir's engine must
+//! agree, or the difference is listed with its reason in `tests/dump_kernel_exceptions.txt`.
+//! Needs root, `ip` and `nft`; says why and passes when they are missing.
+//!
+//! `WEIR_PY_ONLY=PREFIX` runs the dumps whose path (`sets/dumps/0001...`) starts with PREFIX;
+//! `WEIR_PY_SHOW=N` prints N differing rules (default 20).
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use weir_lab::pylab::{dumps, PyLab, Report};
+
+/// Rules compared, at least (a ratchet).
+const COMPARED_FLOOR: usize = 860;
+
+const SEED: u64 = 0x6475_6d70;
+const ROUNDS: usize = 2;
+
+fn shell_dir() -> Option<PathBuf> {
+    let d = match std::env::var_os("WEIR_NFT_TESTS") {
+        Some(d) => PathBuf::from(d),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/nftables-tests"),
+    };
+    d.join("shell").is_dir().then(|| d.join("shell"))
+}
+
+fn dump_files(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(cats) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for c in cats.flatten() {
+        if let Ok(rd) = std::fs::read_dir(c.path().join("dumps")) {
+            for f in rd.flatten() {
+                if f.path().extension().is_some_and(|e| e == "nft") {
+                    out.push(f.path());
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn shell_dumps_against_the_kernel() {
+    let Some(shell) = shell_dir() else {
+        println!(
+            "skipped: nftables' tests not found (../shared/nftables-tests or $WEIR_NFT_TESTS)"
+        );
+        return;
+    };
+    if let Some(why) = weir_lab::kernel::unavailable() {
+        println!("skipped: the kernel lab cannot run here: {why}");
+        return;
+    }
+    let mut lab = PyLab::new().unwrap_or_else(|e| panic!("the kernel lab: {e}"));
+    weir_lab::sys::pin_to_current_cpu();
+    let only = std::env::var("WEIR_PY_ONLY").unwrap_or_default();
+    let mut r = Report::default();
+    let started = std::time::Instant::now();
+    let (mut files, mut rules) = (0, 0);
+    for p in dump_files(&shell) {
+        let name = p
+            .strip_prefix(&shell)
+            .unwrap_or(&p)
+            .to_string_lossy()
+            .into_owned();
+        if !name.starts_with(&only) {
+            continue;
+        }
+        let src = std::fs::read_to_string(&p).unwrap();
+        files += 1;
+        for d in dumps::rules(&name, &src) {
+            rules += 1;
+            if let Err(e) = lab.compare_dump_rule(&mut r, &d, SEED, ROUNDS) {
+                panic!("{}: the lab failed: {e}", d.at);
+            }
+        }
+    }
+    let skipped: usize = r.skipped.values().sum();
+    println!(
+        "kernel lab (dumps): {files} dumps, {rules} rules: {} compared ({} of regular chains made base chains; {} matched by the kernel at least once), {} packets ({} matching), {} not reaching the rule's chain, {} later fragments matched by the kernel's fast payload path only, {} IPv4 fragments reassembled before the input hook, {} differences; {skipped} rules not compared; {:.1} s",
+        r.rules_compared,
+        r.regular_as_base,
+        r.rules_hit,
+        r.packets,
+        r.packets_matching,
+        r.packets_not_reached,
+        r.fast_path_fragments,
+        r.packets_reassembled,
+        r.differences.len(),
+        started.elapsed().as_secs_f64()
+    );
+    let mut top: Vec<_> = r.skipped.iter().collect();
+    top.sort_by_key(|t| std::cmp::Reverse(*t.1));
+    println!("rules not compared, by reason:");
+    for (why, n) in top.iter().take(30) {
+        println!("  {n:5}  {why}");
+    }
+    let listed: BTreeSet<String> = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/dump_kernel_exceptions.txt"),
+    )
+    .unwrap_or_default()
+    .lines()
+    .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+    .collect();
+    let show: usize = std::env::var("WEIR_PY_SHOW")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let differ_at: BTreeSet<String> = r.differences.iter().map(|d| d.at.clone()).collect();
+    let unlisted: Vec<&String> = differ_at.difference(&listed).collect();
+    println!(
+        "differences ({} packets, {} rules; first {show} rules shown):",
+        r.differences.len(),
+        differ_at.len()
+    );
+    let mut shown = BTreeSet::new();
+    for d in &r.differences {
+        if shown.len() >= show && !shown.contains(&d.at) {
+            continue;
+        }
+        if shown.insert(d.at.clone()) {
+            println!("  {d}");
+        }
+    }
+    if only.is_empty() {
+        let stale: Vec<&String> = listed.difference(&differ_at).collect();
+        assert!(
+            stale.is_empty(),
+            "listed in tests/dump_kernel_exceptions.txt but no longer different: {stale:?}"
+        );
+        assert!(
+            r.rules_compared >= COMPARED_FLOOR,
+            "{} rules compared, below the floor of {COMPARED_FLOOR}",
+            r.rules_compared
+        );
+    }
+    assert!(
+        unlisted.is_empty(),
+        "differences not in tests/dump_kernel_exceptions.txt: {unlisted:?}"
+    );
+}
