@@ -183,10 +183,10 @@ fn retarget(text: &str, chain: &str) -> String {
             let mut rest = out.as_str();
             while let Some(i) = rest.find(&pat) {
                 let after = &rest[i + pat.len()..];
-                let whole = after
+                let whole = !after
                     .chars()
                     .next()
-                    .is_none_or(|c| !(c.is_alphanumeric() || c == '_' || c == '-' || c == '.'));
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-' || c == '.');
                 res.push_str(&rest[..i]);
                 res.push_str(if whole { "accept" } else { &pat });
                 rest = after;
