@@ -108,6 +108,7 @@ pub mod proto {
     pub const DCCP: u8 = 33;
     pub const ROUTING: u8 = 43;
     pub const FRAGMENT: u8 = 44;
+    pub const GRE: u8 = 47;
     pub const ESP: u8 = 50;
     pub const AH: u8 = 51;
     pub const ICMPV6: u8 = 58;
@@ -863,6 +864,11 @@ impl PacketMeta {
             F::ExthdrFrag if v6 => self.find_exthdr(frame, proto::FRAGMENT).is_some() as u128,
             F::ExthdrDst if v6 => self.find_exthdr(frame, proto::DSTOPTS).is_some() as u128,
             F::ExthdrMh if v6 => self.find_exthdr(frame, proto::MOBILITY).is_some() as u128,
+
+            // the GRE header (RFC 2784: C R K S, reserved, version 3 bits; the protocol)
+            F::GreFlags if l4is(proto::GRE) => (b8(frame, l4)? >> 3) as u128,
+            F::GreVersion if l4is(proto::GRE) => (b8(frame, l4 + 1)? & 7) as u128,
+            F::GreProtocol if l4is(proto::GRE) => b16(frame, l4 + 2)? as u128,
 
             F::SctpVtag if sctp => b32(frame, l4 + 4)? as u128,
             F::SctpChecksum if sctp => b32(frame, l4 + 8)? as u128,
