@@ -345,6 +345,19 @@ impl Inner {
     }
 }
 
+/// Read `field` of `tunnel` in a frame: a field of its inner packet or of its own header
+/// ([`Inner::get`]), GRE's own header fields from the outer transport header (the kernel
+/// reads them with a plain payload load, without looking inside). `None`: the rule breaks.
+pub fn read(frame: &[u8], pm: &PacketMeta, tunnel: Tunnel, field: Field) -> Option<u128> {
+    if matches!(
+        field,
+        Field::GreVersion | Field::GreFlags | Field::GreProtocol
+    ) {
+        return pm.get(frame, field);
+    }
+    Inner::parse(frame, pm, tunnel)?.get(frame, field)
+}
+
 /// The protocol after an IPv6 header's extension headers (`ipv6_find_hdr` with no target)
 /// and whether the packet is a later fragment; `None` when a header is cut short.
 fn ipv6_l4(f: &[u8], nh: usize) -> Option<(u8, bool)> {
