@@ -616,6 +616,25 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                     return out(Outcome::Unknown("register out of range".into()), regs);
                 }
             }
+            Expr::Inner {
+                typ,
+                hdrsize,
+                flags,
+                load,
+                dreg,
+            } => {
+                let Some((v, prov)) =
+                    super::inner::load(&frame, &info, (*typ, *hdrsize, *flags), load)
+                else {
+                    return out(Outcome::Break(i), regs);
+                };
+                if written {
+                    return out(Outcome::Unknown("load after a payload write".into()), regs);
+                }
+                if regs.store(*dreg, &v, &prov).is_none() {
+                    return out(Outcome::Unknown("register out of range".into()), regs);
+                }
+            }
             Expr::Meta { key, dreg } => {
                 let pv = |l: Loc| {
                     Some(Prov {
