@@ -314,7 +314,8 @@ pub fn encapsulate(f: &mut Vec<u8>, info: &Pktinfo, typ: u8, seed: u64) -> Optio
 
 /// Packets around a hit packet's tunnel that make the kernel give up or read elsewhere: the
 /// inner packet cut inside its network header, an inner later fragment, an inner IHL below
-/// 5, an inner frame of another type; a GRE header with its optional words (the inner part
+/// 5, an inner frame of another type, the inner packet as IPv6 (behind a hop-by-hop header
+/// too); a GRE header with its optional words (the inner part
 /// further on) or of version 1; Geneve options; a VLAN tag in front of the inner packet.
 pub fn edges(f: &[u8], info: &Pktinfo, typ: u8, hdrsize: u8, flags: u8) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
@@ -333,6 +334,30 @@ pub fn edges(f: &[u8], info: &Pktinfo, typ: u8, hdrsize: u8, flags: u8) -> Vec<V
         let mut q = f.to_vec();
         q[nh] = 0x44;
         out.push(q);
+    }
+    // the inner packet as IPv6 with the same transport header, also behind a hop-by-hop
+    // header (the kernel takes the transport header right after the fixed header)
+    if let (0x0800, Some(th_in)) = (c.llproto, c.th) {
+        let end = info.end.min(f.len());
+        let l4 = &f[th_in.min(end)..end];
+        for hbh in [false, true] {
+            let mut h = vec![0x60, 0, 0, 0];
+            let plen = l4.len() + if hbh { 8 } else { 0 };
+            h.extend((plen as u16).to_be_bytes());
+            h.extend([if hbh { 0 } else { c.l4proto }, 64]);
+            h.extend([0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+            h.extend([0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+            if hbh {
+                h.extend([c.l4proto, 0, 1, 4, 0, 0, 0, 0]);
+            }
+            h.extend(l4);
+            let mut q = f[..nh].to_vec();
+            q.extend(h);
+            if let Some(ll) = c.ll {
+                q[ll + 12..ll + 14].copy_from_slice(&[0x86, 0xdd]);
+            }
+            out.push(q);
+        }
     }
     if let Some(ll) = c.ll {
         let mut q = f.to_vec();
@@ -373,4 +398,106 @@ pub fn edges(f: &[u8], info: &Pktinfo, typ: u8, hdrsize: u8, flags: u8) -> Vec<V
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oracle::bytecode::{parse_file, Expr};
+    use crate::oracle::gen::{hit, misses};
+    use crate::oracle::interp::{eval, pktinfo, Env, Family, Outcome};
+    use crate::rng::Rng;
+    use weir_lang::ir::Hook;
+
+    const VXLAN: &str = "# udp dport 4789 vxlan ip saddr 10.141.11.2\nnetdev test-netdev ingress\n  [ meta load l4proto => reg 1 ]\n  [ cmp eq reg 1 0x11 ]\n  [ payload load 2b @ transport header + 2 => reg 1 ]\n  [ cmp eq reg 1 0x12b5 ]\n  [ inner type 1 hdrsize 8 flags f [ meta load protocol => reg 1 ] ]\n  [ cmp eq reg 1 0x0800 ]\n  [ inner type 1 hdrsize 8 flags f [ payload load 4b @ network header + 12 => reg 1 ] ]\n  [ cmp eq reg 1 0x0a8d0b02 ]\n";
+
+    const GRE: &str = "# gre udp sport 8888\nip test-ip4 input\n  [ meta load l4proto => reg 1 ]\n  [ cmp eq reg 1 0x2f ]\n  [ inner type 3 hdrsize 4 flags c [ meta load l4proto => reg 1 ] ]\n  [ cmp eq reg 1 0x11 ]\n  [ inner type 3 hdrsize 4 flags c [ payload load 2b @ transport header + 0 => reg 1 ] ]\n  [ cmp eq reg 1 0x22b8 ]\n";
+
+    #[test]
+    fn reads_inner_expressions() {
+        let b = &parse_file(VXLAN)[0];
+        assert!(b.error.is_none(), "{:?}", b.error);
+        assert_eq!(
+            b.exprs[4],
+            Expr::Inner {
+                typ: 1,
+                hdrsize: 8,
+                flags: 0xf,
+                load: InnerLoad::Meta("protocol".into()),
+                dreg: 4,
+            }
+        );
+        assert!(matches!(
+            b.exprs[6],
+            Expr::Inner {
+                load: InnerLoad::Payload {
+                    base: InnerBase::Network,
+                    off: 12,
+                    len: 4
+                },
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn hit_packets_carry_a_tunnel_and_misses_do_not_match() {
+        for (src, family, hook, typ) in [
+            (VXLAN, Family::Netdev, Hook::Ingress, 1u8),
+            (GRE, Family::Ip, Hook::Input, 3),
+        ] {
+            let b = &parse_file(src)[0];
+            let env = Env {
+                family,
+                hook,
+                fib: None,
+            };
+            let mut rng = Rng::new(3);
+            let h = hit(b, &env, &mut rng).expect("a hit packet");
+            assert_eq!(eval(b, &h.packet, &env).outcome, Outcome::Match);
+            let info = pktinfo(&h.packet, &env).unwrap().unwrap();
+            let flags = if typ == 1 { 0xf } else { 0xc };
+            let c = parse(&h.packet.frame, &info, typ, 8, flags).expect("a tunnel");
+            assert_eq!(c.llproto, 0x0800);
+            let m = misses(b, &env, &h, &mut rng);
+            assert!(m.len() >= 5);
+            assert!(m.iter().all(|p| eval(b, p, &env).outcome != Outcome::Match
+                || p.frame[c.nh.unwrap()..] != h.packet.frame[c.nh.unwrap()..]));
+        }
+    }
+
+    #[test]
+    fn gre_words_and_versions() {
+        // Ethernet, IPv4 (protocol 47), GRE with the key flag, an inner IPv4 UDP header
+        let mut f = vec![0u8; 14];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        let mut ip = vec![
+            0x45, 0, 0, 0, 0, 0, 0, 0, 64, 47, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+        ];
+        ip.extend([0x20, 0, 0x08, 0x00, 0, 0, 0, 7]);
+        ip.extend([
+            0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 1, 2, 3, 4, 4, 3, 2, 1,
+        ]);
+        ip.extend([0x22, 0xb8, 0, 53, 0, 8, 0, 0]);
+        let tot = ip.len() as u16;
+        ip[2..4].copy_from_slice(&tot.to_be_bytes());
+        f.extend(ip);
+        let info = Pktinfo {
+            ethertype: 0x0800,
+            l4: Some((34, 47)),
+            fragoff: false,
+            len: f.len() - 14,
+            end: f.len(),
+            nfproto: 2,
+        };
+        assert_eq!(tunnel_offset(&f, &info), Some(42));
+        let c = parse(&f, &info, 3, 4, 0xc).unwrap();
+        assert_eq!((c.nh, c.th, c.l4proto), (Some(42), Some(62), 17));
+        // as VXLAN (hdrsize): the tunnel header is the GRE header, nothing skipped
+        assert_eq!(parse(&f, &info, 1, 8, 0xf), None);
+        assert_eq!(parse(&f, &info, 1, 8, 0xd).map(|c| c.tun), Some(Some(34)));
+        // version 1: nothing inner
+        f[35] = 1;
+        assert_eq!(tunnel_offset(&f, &info), None);
+    }
 }
