@@ -191,3 +191,33 @@ fn gretap_carries_ethernet() {
     // read as plain GRE, the Ethernet header's first byte is no IP version
     assert_eq!(Inner::parse(&f, &pm, Tunnel::Gre), None);
 }
+
+#[test]
+fn inner_ipv6_transport_header_is_after_the_fixed_header() {
+    // GRE carrying IPv6 with a hop-by-hop header before UDP: `meta l4proto` is UDP (found
+    // past the extension header), the transport header is read right after the 40-byte
+    // header, as nft_inner_parse_l2l3 takes it
+    let mut ip6 = vec![0x60, 0, 0, 0, 0, 16, 0, 64];
+    ip6.extend([0xfd; 16]);
+    ip6.extend([0xfe; 16]);
+    ip6.extend([17, 0, 1, 4, 0, 0, 0, 0]);
+    ip6.extend([0x22, 0xb8, 0, 53, 0, 8, 0, 0]);
+    let (f, pm) = gre(0, 0x86dd, &[], &ip6);
+    let i = Inner::parse(&f, &pm, Tunnel::Gre).expect("parsed");
+    assert_eq!((i.llproto, i.l4proto), (0x86dd, 17));
+    assert_eq!(i.th_off, Some(i.nh_off + 40));
+    assert_eq!(i.get(&f, Field::MetaL4proto), Some(17));
+    assert_eq!(i.get(&f, Field::UdpSport), Some(0x1100));
+    // a later fragment inside: no transport header
+    let mut frag = ip6.clone();
+    frag[6] = 44;
+    frag[40..48].copy_from_slice(&[17, 0, 0, 0x10, 0, 0, 0, 1]);
+    let (f, pm) = gre(0, 0x86dd, &[], &frag);
+    let i = Inner::parse(&f, &pm, Tunnel::Gre).expect("parsed");
+    assert_eq!(i.th_off, None);
+    assert_eq!(
+        i.get(&f, Field::Ip6Saddr),
+        Some(u128::from_be_bytes([0xfd; 16]))
+    );
+    assert_eq!(i.get(&f, Field::UdpSport), None);
+}
