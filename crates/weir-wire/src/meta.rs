@@ -965,7 +965,7 @@ impl PacketMeta {
     /// Raw payload (`@th,16,16`), as nft_payload loads it: `len` bits (1 to 128) at `off`
     /// bits from the start of `base` (0 the link layer header: Ethernet frames only; 1 the
     /// network header; 2 the transport header, absent in later fragments; 3 after the
-    /// TCP or UDP header), big-endian; None when the bytes holding them pass the IP
+    /// TCP or UDP header, a GRE version 0 header, or at IPIP's inner header), big-endian; None when the bytes holding them pass the IP
     /// packet's end.
     pub fn raw(&self, frame: &[u8], base: u8, off: usize, len: usize) -> Option<u128> {
         let ip = self.l3_ok();
@@ -980,6 +980,8 @@ impl PacketMeta {
             3 if self.has_l4 => match self.l4proto {
                 proto::TCP => l4 + (b8(frame, l4 + 12)? >> 4) as usize * 4,
                 proto::UDP => l4 + 8,
+                // after a GRE version 0 header and its optional words; IPIP's inner header
+                proto::GRE | 4 => crate::tunnel::inner_offset(frame, self)?,
                 _ => return None,
             },
             _ => return None,

@@ -221,3 +221,14 @@ fn inner_ipv6_transport_header_is_after_the_fixed_header() {
     );
     assert_eq!(i.get(&f, Field::UdpSport), None);
 }
+
+#[test]
+fn raw_inner_header_after_gre() {
+    // `@ih` starts where the kernel's inner offset says: after the GRE header and its key
+    let (f, pm) = gre(0x2000, 0x0800, &[0, 0, 0, 9], &inner_syn()[14..]);
+    assert_eq!(pm.raw(&f, 3, 0, 8), Some(0x45));
+    assert_eq!(pm.raw(&f, 3, 96, 32), Some(0x0a8d_0b02));
+    // version 1: none
+    let (f, pm) = gre(0x0001, 0x880b, &[0; 4], &inner_syn()[14..]);
+    assert_eq!(pm.raw(&f, 3, 0, 8), None);
+}
