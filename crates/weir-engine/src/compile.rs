@@ -298,6 +298,13 @@ fn key_layers(k: &Key, out: &mut Vec<Layer>) {
                 present: false,
                 ..
             } => out.push(weir_wire::field::Layer::Transport(*proto)),
+            // (the outer packet's: UDP for VXLAN and Geneve, GRE for GRE and GRETAP)
+            Source::Inner { tunnel, .. } => {
+                out.push(weir_wire::field::Layer::Transport(match tunnel {
+                    weir_wire::tunnel::Tunnel::Vxlan | weir_wire::tunnel::Tunnel::Geneve => 17,
+                    _ => 47,
+                }))
+            }
             _ => {}
         }
     }

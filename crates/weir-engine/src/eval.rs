@@ -13,7 +13,7 @@ use crate::compile::*;
 use crate::hash::{jhash_key, symhash};
 use crate::sets::{KeyVals, MAX_KEY};
 use weir_lang::ir::{self, Key, KeyPart, MapValue, Policy, Source, Verdict};
-use weir_wire::{field::ifname_value, Field, Frag, LinkType, Malformed, PacketMeta, L3};
+use weir_wire::{field::ifname_value, tunnel, Field, Frag, LinkType, Malformed, PacketMeta, L3};
 
 /// Why a packet was dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -709,6 +709,7 @@ impl<'a> Pkt<'a> {
                     .raw(self.frame, *base, *offset as usize, *len as usize)?
             }
             Source::Fib { flags, result } => crate::fib::eval(st, *flags, *result, self)?,
+            Source::Inner { tunnel, field } => tunnel::read(self.frame, self.pm, *tunnel, *field)?,
             Source::Symhash { modulus, offset } => {
                 let h = symhash(self.pm);
                 (((h as u64 * *modulus as u64) >> 32) as u32 + offset) as u128

@@ -197,6 +197,15 @@ pub enum Source {
         flags: u8,
         result: u8,
     },
+    /// A field of a tunnel's inner packet (`vxlan ip saddr`: `field` is `ip saddr`, read in
+    /// the packet the VXLAN header carries) or of the tunnel's own header (`vxlan vni`,
+    /// `gre version`), found as the kernel's `nft_inner` finds it
+    /// ([`weir_wire::tunnel::Inner`]); when it gives up the rule breaks. GRE's own fields
+    /// are the outer transport header's.
+    Inner {
+        tunnel: weir_wire::tunnel::Tunnel,
+        field: Field,
+    },
 }
 
 /// nftables' `fib` flags and results, as the kernel numbers them (`nf_tables.h`).

@@ -12,6 +12,7 @@
 //! - [`pcap`]: reading pcap / pcapng captures and writing pcap.
 //! - [`build`]: making test and example packets, well-formed and hostile.
 //! - [`frag`]: cutting an IPv4 packet into fragments for a smaller MTU.
+//! - [`tunnel`]: a tunnel's inner packet (VXLAN, Geneve, GRE, GRETAP) as `nft_inner` finds it.
 //! - [`offload`]: what a device does for offloaded frames, in software: completing partial
 //!   TCP/UDP checksums and cutting TCP super-frames (TSO/GSO/GRO) into MTU-sized segments.
 
@@ -23,6 +24,7 @@ pub mod frag;
 pub mod meta;
 pub mod offload;
 pub mod pcap;
+pub mod tunnel;
 
 pub use addr::{Addr, Family, Mac};
 pub use field::{DataType, Field, Layer};

@@ -108,6 +108,7 @@ pub mod proto {
     pub const DCCP: u8 = 33;
     pub const ROUTING: u8 = 43;
     pub const FRAGMENT: u8 = 44;
+    pub const GRE: u8 = 47;
     pub const ESP: u8 = 50;
     pub const AH: u8 = 51;
     pub const ICMPV6: u8 = 58;
@@ -864,6 +865,11 @@ impl PacketMeta {
             F::ExthdrDst if v6 => self.find_exthdr(frame, proto::DSTOPTS).is_some() as u128,
             F::ExthdrMh if v6 => self.find_exthdr(frame, proto::MOBILITY).is_some() as u128,
 
+            // the GRE header (RFC 2784: C R K S, reserved, version 3 bits; the protocol)
+            F::GreFlags if l4is(proto::GRE) => (b8(frame, l4)? >> 3) as u128,
+            F::GreVersion if l4is(proto::GRE) => (b8(frame, l4 + 1)? & 7) as u128,
+            F::GreProtocol if l4is(proto::GRE) => b16(frame, l4 + 2)? as u128,
+
             F::SctpVtag if sctp => b32(frame, l4 + 4)? as u128,
             F::SctpChecksum if sctp => b32(frame, l4 + 8)? as u128,
 
@@ -959,7 +965,7 @@ impl PacketMeta {
     /// Raw payload (`@th,16,16`), as nft_payload loads it: `len` bits (1 to 128) at `off`
     /// bits from the start of `base` (0 the link layer header: Ethernet frames only; 1 the
     /// network header; 2 the transport header, absent in later fragments; 3 after the
-    /// TCP or UDP header), big-endian; None when the bytes holding them pass the IP
+    /// TCP or UDP header, a GRE version 0 header, or at IPIP's inner header), big-endian; None when the bytes holding them pass the IP
     /// packet's end.
     pub fn raw(&self, frame: &[u8], base: u8, off: usize, len: usize) -> Option<u128> {
         let ip = self.l3_ok();
@@ -974,6 +980,8 @@ impl PacketMeta {
             3 if self.has_l4 => match self.l4proto {
                 proto::TCP => l4 + (b8(frame, l4 + 12)? >> 4) as usize * 4,
                 proto::UDP => l4 + 8,
+                // after a GRE version 0 header and its optional words; IPIP's inner header
+                proto::GRE | 4 => crate::tunnel::inner_offset(frame, self)?,
                 _ => return None,
             },
             _ => return None,

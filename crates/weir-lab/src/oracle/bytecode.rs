@@ -197,8 +197,85 @@ pub enum Expr {
         present: bool,
         dreg: usize,
     },
+    /// `inner type T hdrsize H flags F [ LOAD ]`: a load in a tunnel's inner packet or
+    /// header, as `nft_inner_eval` runs it ([`super::inner`]): `typ` 1 VXLAN, 2 Geneve, 3
+    /// GRE, 4 GRETAP; `flags` the `NFT_INNER_*` bits (1 hdrsize, 2 link layer, 4 network, 8
+    /// transport header).
+    Inner {
+        typ: u8,
+        hdrsize: u8,
+        flags: u8,
+        load: InnerLoad,
+        dreg: usize,
+    },
     /// An expression the oracle does not evaluate: its kind (and key).
     Unknown(String),
+}
+
+/// What an `inner` expression loads.
+#[derive(Clone, Debug, PartialEq)]
+pub enum InnerLoad {
+    /// `payload load Nb @ BASE header + OFF` of the inner packet.
+    Payload {
+        base: InnerBase,
+        off: usize,
+        len: usize,
+    },
+    /// `meta load protocol` / `meta load l4proto` of the inner packet.
+    Meta(String),
+}
+
+/// Where an inner payload load reads (`NFT_PAYLOAD_TUN_HEADER`, `_LL_`, `_NETWORK_`,
+/// `_TRANSPORT_HEADER` in the inner context).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InnerBase {
+    Tunnel,
+    Link,
+    Network,
+    Transport,
+}
+
+/// `inner type 1 hdrsize 8 flags f [ payload load 3b @ tunnel header + 4 => reg 1 ]` split
+/// in words (the closing bracket of the outer expression already taken off).
+fn parse_inner(t: &[&str]) -> Option<Expr> {
+    if t.get(1) != Some(&"type") || t.get(3) != Some(&"hdrsize") || t.get(5) != Some(&"flags") {
+        return None;
+    }
+    let typ: u8 = t.get(2)?.parse().ok()?;
+    let hdrsize: u8 = t.get(4)?.parse().ok()?;
+    let flags = u8::from_str_radix(t.get(6)?.trim_start_matches("0x"), 16).ok()?;
+    if t.get(7) != Some(&"[") {
+        return None;
+    }
+    let n = &t[8..];
+    let (load, dreg) = match n {
+        ["payload", "load", len, "@", base, "header", "+", off, "=>", "reg", r, ..] => {
+            let base = match *base {
+                "tunnel" => InnerBase::Tunnel,
+                "link" => InnerBase::Link,
+                "network" => InnerBase::Network,
+                "transport" => InnerBase::Transport,
+                _ => return None,
+            };
+            let load = InnerLoad::Payload {
+                base,
+                off: off.parse().ok()?,
+                len: len.trim_end_matches('b').parse().ok()?,
+            };
+            (load, reg_arg(r)?)
+        }
+        ["meta", "load", key, "=>", "reg", r, ..] => {
+            (InnerLoad::Meta(key.to_string()), reg_arg(r)?)
+        }
+        _ => return None,
+    };
+    Some(Expr::Inner {
+        typ,
+        hdrsize,
+        flags,
+        load,
+        dreg,
+    })
 }
 
 /// A set element as the block prints it; `key`/`end` in register layout (each component
@@ -373,6 +450,10 @@ fn parse_expr(line: &str, raw: &mut Vec<Vec<String>>) -> Result<Expr, String> {
                 dreg,
             }
         }
+        Some("inner") => match parse_inner(&t) {
+            Some(e) => e,
+            None => return Ok(Expr::Unknown("inner".into())),
+        },
         Some("fib") => {
             // fib saddr . iif oif present => reg 1
             let arrow = t.iter().position(|w| *w == "=>").ok_or_else(bad)?;
@@ -880,6 +961,15 @@ fn resolve(b: &mut Block, raw: Vec<Vec<String>>) -> Result<(), String> {
                 set_host(&mut host, &mut len, *dreg, n, meta_host(key))
             }
             Expr::Ct { key, dreg } => set_host(&mut host, &mut len, *dreg, 4, ct_host(key)),
+            // the inner packet's bytes, its protocol (network order), its l4 protocol
+            Expr::Inner { load, dreg, .. } => {
+                let n = match load {
+                    InnerLoad::Payload { len, .. } => *len,
+                    InnerLoad::Meta(k) if k == "protocol" => 2,
+                    InnerLoad::Meta(_) => 1,
+                };
+                set_host(&mut host, &mut len, *dreg, n, false)
+            }
             Expr::Exthdr {
                 len: n,
                 dreg,
@@ -1055,6 +1145,7 @@ fn consumer_host(rest: &[Expr], reg: usize) -> bool {
             | Expr::Ct { dreg, .. }
             | Expr::Numgen { dreg, .. }
             | Expr::Fib { dreg, .. }
+            | Expr::Inner { dreg, .. }
             | Expr::Immediate { dreg, .. }
                 if *dreg == reg =>
             {

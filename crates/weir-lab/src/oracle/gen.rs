@@ -671,6 +671,18 @@ fn repair(b: &Block, i: usize, regs: &Regs, w: &mut Work, env: &Env, rng: &mut R
             }
             edit_exthdr(w, *kind, *typ, off + len, true, env)
         }
+        // no tunnel (or not one the kernel parses): put one after the transport header
+        Expr::Inner { typ, .. } => {
+            let Ok(Some(info)) = pktinfo(&w.p, env) else {
+                return false;
+            };
+            let seed = rng.next_u64();
+            let Some(at) = super::inner::encapsulate(&mut w.p.frame, &info, *typ, seed) else {
+                return false;
+            };
+            w.pinned.retain(|&o| o < at);
+            true
+        }
         // a key of a connection the packet does not have: track it
         Expr::Ct { .. } if !matches!(w.p.conn, Conn::Tracked(_)) => {
             w.p.conn = Conn::Tracked(Ct::default());
@@ -821,6 +833,23 @@ pub fn misses(b: &Block, env: &Env, hit: &Hit, rng: &mut Rng) -> Vec<Packet> {
                         out.push(q);
                     }
                 }
+            }
+        }
+    }
+    // around a tunnel: what makes the kernel give up or read elsewhere
+    if let Some(Expr::Inner {
+        typ,
+        hdrsize,
+        flags,
+        ..
+    }) = b.exprs.iter().find(|e| matches!(e, Expr::Inner { .. }))
+    {
+        if let Ok(Some(info)) = pktinfo(hit, env) {
+            for f in super::inner::edges(&hit.frame, &info, *typ, *hdrsize, *flags) {
+                let mut q = hit.clone();
+                q.frame = f;
+                fixup(&mut q, &BTreeSet::new(), None);
+                out.push(q);
             }
         }
     }

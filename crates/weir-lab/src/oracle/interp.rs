@@ -616,6 +616,25 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                     return out(Outcome::Unknown("register out of range".into()), regs);
                 }
             }
+            Expr::Inner {
+                typ,
+                hdrsize,
+                flags,
+                load,
+                dreg,
+            } => {
+                let Some((v, prov)) =
+                    super::inner::load(&frame, &info, (*typ, *hdrsize, *flags), load)
+                else {
+                    return out(Outcome::Break(i), regs);
+                };
+                if written {
+                    return out(Outcome::Unknown("load after a payload write".into()), regs);
+                }
+                if regs.store(*dreg, &v, &prov).is_none() {
+                    return out(Outcome::Unknown("register out of range".into()), regs);
+                }
+            }
             Expr::Meta { key, dreg } => {
                 let pv = |l: Loc| {
                     Some(Prov {
@@ -1096,7 +1115,8 @@ pub fn eval_present(p: &Packet, env: &Env, kind: ExtKind, typ: u8) -> u8 {
     }
 }
 
-/// `nft_payload_inner_offset`: after the TCP header (`doff * 4`) or the UDP header; none for
+/// `nft_payload_inner_offset`: after the TCP header (`doff * 4`), the UDP header, a GRE
+/// version 0 header ([`super::inner::tunnel_offset`]) or at IPIP's inner header; none for
 /// other protocols, later fragments, or without a transport header.
 pub fn inner_offset(f: &[u8], info: &Pktinfo) -> Option<usize> {
     let (th, proto) = info.l4?;
@@ -1106,6 +1126,7 @@ pub fn inner_offset(f: &[u8], info: &Pktinfo) -> Option<usize> {
     match proto {
         17 => Some(th + 8),
         6 if th + 20 <= info.end => Some(th + (f[th + 12] >> 4) as usize * 4),
+        47 | 4 => super::inner::tunnel_offset(f, info),
         _ => None,
     }
 }

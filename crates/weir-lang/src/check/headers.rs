@@ -1,12 +1,13 @@
 //! Selectors that are not one field of the table: SCTP chunks (`sctp chunk data tsn`), TCP
-//! options (`tcp option maxseg size`) and the inner packet of a tunnel (`vxlan ip saddr`),
-//! each typed here and marked as not evaluated yet.
+//! options (`tcp option maxseg size`) and the inner packet of a tunnel (`vxlan ip saddr`,
+//! an [`Source::Inner`]), each typed here.
 
 use super::tables::{err, Cx};
 use crate::ast;
 use crate::ir::*;
 use crate::source::Span;
 use crate::values;
+use weir_wire::tunnel::Tunnel;
 use weir_wire::{DataType, Field, Layer};
 
 /// SCTP chunks and the widths of their fields (nft's `sctp_chunk.c`); every chunk also has
@@ -94,6 +95,24 @@ pub(super) fn udp_tunnel_ok(cx: &mut Cx, t: &str, span: Span) -> bool {
         return false;
     }
     true
+}
+
+/// A field of a tunnel's inner packet or own header, as a key part.
+pub(super) fn inner_part(tunnel: Tunnel, f: Field) -> KeyPart {
+    KeyPart {
+        src: Source::Inner { tunnel, field: f },
+        and: u128::MAX,
+        xor: 0,
+        shift: 0,
+        dtype: f.datatype(),
+    }
+}
+
+/// The tunnel whose own header field `f` is (`vxlan vni`: VXLAN).
+pub(super) fn tunnel_of(f: Field) -> Option<Tunnel> {
+    [Tunnel::Vxlan, Tunnel::Geneve, Tunnel::Gre]
+        .into_iter()
+        .find(|t| t.owns(f))
 }
 
 /// A selector's words as written.
@@ -377,7 +396,11 @@ pub(super) fn special_key(cx: &mut Cx, words: &[ast::Ident], span: Span) -> Opti
             // the inner packet's field (its family is the inner packet's, not the table's);
             // GRE carries IP packets, the others Ethernet frames
             let name = inner.join(" ");
-            let Some(f) = Field::from_name(&name).filter(|f| f.evaluated()) else {
+            // (inside, `meta` reads only the inner protocol and transport protocol)
+            let Some(f) = Field::from_name(&name).filter(|f| {
+                f.evaluated()
+                    && (f.is_header() || matches!(f, Field::MetaProtocol | Field::MetaL4proto))
+            }) else {
                 err(
                     cx,
                     words[1].span.to(span),
@@ -398,8 +421,8 @@ pub(super) fn special_key(cx: &mut Cx, words: &[ast::Ident], span: Span) -> Opti
             if !udp_tunnel_ok(cx, t, words[0].span) {
                 return Some(None);
             }
-            cx.uneval.extend(TUNNEL_NAMES.iter().find(|n| *n == t));
-            Some(Some(vec![KeyPart::field(f)]))
+            let tunnel = Tunnel::from_name(t)?;
+            Some(Some(vec![inner_part(tunnel, f)]))
         }
         ["fib", rest @ ..] if rest.len() >= 2 => {
             lower_fib(cx, rest, span).map(|p| p.map(|p| vec![p]))

@@ -2,7 +2,7 @@
 //! [`super::headers`]), checked against the table's family, with its masks, shifts and
 //! constants folded into a [`KeyPart`]; hashes and number generators.
 
-use super::headers::{special_key, target_text, udp_tunnel_ok};
+use super::headers::{inner_part, special_key, target_text, tunnel_of, udp_tunnel_ok};
 use super::pending::dependency_clash;
 use super::sets::scalar;
 use super::tables::{err, Cx};
@@ -90,16 +90,17 @@ pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
             if !field_allowed(cx, f, *span) {
                 return None;
             }
+            // a tunnel's own header field (`vxlan vni`, `gre version`): evaluated as the
+            // kernel's inner expression reads it
+            if let Some(t) = tunnel_of(f) {
+                if !udp_tunnel_ok(cx, t.name(), *span) {
+                    return None;
+                }
+                cx.l4_seen = true;
+                return Some(vec![inner_part(t, f)]);
+            }
             if !f.evaluated() {
                 cx.uneval.push(f.name());
-                if let Some(t) = ["vxlan", "geneve"]
-                    .iter()
-                    .find(|t| f.name().starts_with(*t))
-                {
-                    if !udp_tunnel_ok(cx, t, *span) {
-                        return None;
-                    }
-                }
             }
             if f == Field::UdpDport {
                 cx.udp_dport_seen = true;

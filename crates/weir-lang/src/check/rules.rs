@@ -974,6 +974,21 @@ fn lower_item(
                     src: Source::Exthdr { proto: 6, .. },
                     ..
                 }] => Field::TcpOptionField,
+                // a tunnel's inner packet: not written (nft refuses it too)
+                [KeyPart {
+                    src: Source::Inner { tunnel, .. },
+                    ..
+                }] => {
+                    err(
+                        cx,
+                        target.span(),
+                        format!(
+                            "the inner packet of a {} tunnel cannot be set",
+                            tunnel.name()
+                        ),
+                    );
+                    return false;
+                }
                 // `@th,16,16 set ...`: raw payload
                 [KeyPart {
                     src: Source::Raw { .. },

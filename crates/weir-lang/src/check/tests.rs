@@ -484,6 +484,9 @@ fn fields_not_evaluated_yet_load_typed_and_listed() {
         "meta hour \"17:00\"-\"19:00\" meta day { Monday, \"Friday\" } drop",
         "meta time < \"2022-07-01 11:00:00\" meta priority 1:abcd drop",
         "meta skuid root meta skgid 0 meta cpu 1 meta iifgroup default accept",
+        "udp dport 4789 vxlan ip saddr 198.18.0.1 vxlan vni 10 drop",
+        "gre ip saddr . gre ip daddr { 1.2.3.4 . 4.3.2.1 } gre version 0 accept",
+        "udp dport 6081 geneve vlan id 10 geneve meta l4proto udp accept",
     ];
     let body: String = evaluated.iter().map(|r| format!("  {r}\n")).collect();
     let text = format!("table inet t {{\n chain c {{\n{body} }}\n}}\n");
@@ -496,7 +499,6 @@ fn fields_not_evaluated_yet_load_typed_and_listed() {
         "meta iifkind \"veth\" accept",
         "meta cgroup 1 drop",
         "tcp option maxseg size set 1400",
-        "udp dport 4789 vxlan ip saddr 198.18.0.1 vxlan vni 10 drop",
         "tcp option @2,3,5 1 accept",
     ];
     let body: String = rules.iter().map(|r| format!("  {r}\n")).collect();
@@ -510,7 +512,6 @@ fn fields_not_evaluated_yet_load_typed_and_listed() {
         "meta iifkind",
         "meta cgroup",
         "tcp option maxseg size set",
-        "vxlan",
         "tcp option",
     ]
     .iter()
