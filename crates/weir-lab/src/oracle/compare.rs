@@ -422,8 +422,12 @@ pub fn borrow(
             && !b.exprs.iter().any(|e| {
                 matches!(
                     e,
-                    Expr::Payload { .. }
-                        | Expr::PayloadWrite { .. }
+                    // (transport-header and inner loads read the same bytes in every family:
+                    // the `meta l4proto` before them says which)
+                    Expr::Payload {
+                        base: Base::Link | Base::Network,
+                        ..
+                    } | Expr::PayloadWrite { .. }
                         | Expr::Exthdr {
                             kind: super::bytecode::ExtKind::Ipv6,
                             ..
