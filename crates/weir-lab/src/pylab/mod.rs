@@ -191,6 +191,9 @@ pub struct PyLab {
     /// A netlink socket in the router, for conntrack requests.
     ctnl: OwnedFd,
     ct_seq: u32,
+    /// Every chain sees tracked packets (each the first of its connection), not only NAT
+    /// chains.
+    pub tracked: bool,
     traces: Traces,
     router_ns: File,
     routes: Routes,
@@ -312,6 +315,7 @@ impl PyLab {
             raw,
             ctnl,
             ct_seq: 0,
+            tracked: false,
             traces,
             router_ns,
             routes: Routes::Forward,
@@ -505,6 +509,7 @@ impl PyLab {
                 nh: Vec::new(),
                 iif: None,
                 oif: None,
+                ct: (None, None, None),
             };
             if sent {
                 let events = self.barrier(local)?;
@@ -558,6 +563,7 @@ impl PyLab {
                     if s.saw == KernelSaw::NotReached {
                         s.iif = e.iif;
                         s.oif = e.oif;
+                        s.ct = (e.ct_state, e.ct_dir, e.ct_status);
                     }
                     match e.kind {
                         // a rule's end (the kernel sends one without a handle when the
@@ -573,6 +579,9 @@ impl PyLab {
                         Kind::Other(_) => {}
                     }
                 }
+            }
+            if show {
+                println!("kernel {:?} ct {:?}", s.saw, s.ct);
             }
             out.push(s);
         }
@@ -657,6 +666,33 @@ struct Sent {
     /// The devices the rule's chain saw.
     iif: Option<u32>,
     oif: Option<u32>,
+    /// The packet's connection as the kernel's trace showed it at the rule's chain: `ct
+    /// state` bits, direction, status.
+    ct: (Option<u32>, Option<u8>, Option<u32>),
+}
+
+/// The connection weir is told the packet has: the kernel's (from its trace). No state: no
+/// entry (`ct state invalid`); 64: untracked; else new, established or related, by direction.
+fn conn_of(ct: (Option<u32>, Option<u8>, Option<u32>)) -> Conn {
+    let (state, dir, status) = ct;
+    let base = match state {
+        Some(64) => return Conn::Untracked,
+        Some(8) => 2,
+        Some(2) => 0,
+        Some(4) => 1,
+        _ => return Conn::Invalid,
+    };
+    let info = if base != 2 && dir == Some(1) {
+        base + 3
+    } else {
+        base
+    };
+    Conn::Tracked(Ct {
+        info,
+        status: status.unwrap_or(0),
+        mark: 0,
+        expiration_ms: 0,
+    })
 }
 
 /// The IP version and destination of a frame's IP packet, when it has one a raw socket can
@@ -874,7 +910,7 @@ impl PyLab {
         }
         // a NAT chain sees the first packet of a connection: tracked, the table flushed
         // before each packet
-        let nat = spec.contains("type nat");
+        let nat = spec.contains("type nat") || self.tracked;
         let env = Env {
             family,
             hook,
@@ -1017,19 +1053,7 @@ impl PyLab {
                 iif_index,
                 oif_index,
                 // no conntrack at ingress (ct state invalid there); untracked after it
-                conn: if family == Family::Netdev {
-                    Conn::Invalid
-                } else if nat {
-                    // a new connection, not yet confirmed
-                    Conn::Tracked(Ct {
-                        info: 2,
-                        status: 0,
-                        mark: 0,
-                        expiration_ms: 0,
-                    })
-                } else {
-                    Conn::Untracked
-                },
+                conn: conn_of(sent.ct),
                 wall_ns: sent.at,
             };
             let w: Vec<bool> = weir.matches(&p).into_iter().map(|a| a.0).collect();

@@ -47,6 +47,12 @@ pub struct Event {
     pub iif: Option<u32>,
     pub oif: Option<u32>,
     pub mark: Option<u32>,
+    /// The packet's connection, with the packet's headers (kernels since 6.13, when
+    /// conntrack is loaded): `ct state` bits (`NF_CT_STATE_BIT(ctinfo)`, 64 untracked; None:
+    /// no entry), direction, status.
+    pub ct_state: Option<u32>,
+    pub ct_dir: Option<u8>,
+    pub ct_status: Option<u32>,
 }
 
 impl Event {
@@ -117,6 +123,9 @@ pub fn parse(mut dgram: &[u8]) -> Vec<Event> {
                 iif: None,
                 oif: None,
                 mark: None,
+                ct_state: None,
+                ct_dir: None,
+                ct_status: None,
             };
             for (t, v) in attrs(&msg[4..]) {
                 match t {
@@ -151,6 +160,9 @@ pub fn parse(mut dgram: &[u8]) -> Vec<Event> {
                     10 => e.iif = be32(v),
                     12 => e.oif = be32(v),
                     14 => e.mark = be32(v),
+                    19 => e.ct_dir = v.first().copied(),
+                    20 => e.ct_status = be32(v),
+                    21 => e.ct_state = be32(v),
                     _ => {}
                 }
             }
@@ -217,6 +229,8 @@ mod tests {
         body.extend(attr(6, &0xabcdu32.to_be_bytes()));
         body.extend(attr(8, &[0x45, 0, 0, 20]));
         body.extend(attr(10, &2u32.to_be_bytes()));
+        body.extend(attr(19, &[1]));
+        body.extend(attr(21, &8u32.to_be_bytes()));
         let mut msg = Vec::new();
         msg.extend(((16 + body.len()) as u32).to_ne_bytes());
         msg.extend(MSG_TRACE.to_ne_bytes());
@@ -237,6 +251,10 @@ mod tests {
         assert_eq!(e.nh, vec![0x45, 0, 0, 20]);
         assert_eq!(e.iif, Some(2));
         assert_eq!(e.family, 2);
+        assert_eq!(
+            (e.ct_state, e.ct_dir, e.ct_status),
+            (Some(8), Some(1), None)
+        );
         // a truncated datagram gives what it holds whole, and never panics
         for cut in 0..msg.len() {
             let _ = parse(&msg[..cut]);
