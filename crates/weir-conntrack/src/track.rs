@@ -203,6 +203,12 @@ impl<X: Copy + Default> Conntrack<X> {
             v6,
         };
         let want = inner.invert();
+        // nf_conntrack_inet_error: the error must be for the connection's end that sent the
+        // quoted packet: its outer destination is the quoted packet's source (the found
+        // direction's destination); an error quoting B->T sent to X is not related to it
+        if pm.daddr != want.dst {
+            return bad;
+        }
         let h = self.hash(&want);
         match self.live_lookup(&want, h, tick(now_ns)) {
             Some(k) => Track::Related {

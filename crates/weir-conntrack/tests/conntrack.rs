@@ -571,6 +571,18 @@ fn icmp_errors_are_related() {
     );
     // Related packets do not touch the entry's counters.
     assert_eq!(ct.get(id).unwrap().packets(O), 2);
+    // The same error sent to another host than the quoted packet's source: not related
+    // (nf_conntrack_inet_error: "outer daddr != inner"; found by the kernel lab, a netdev
+    // `ip daddr set` before conntrack)
+    let quoted = hostile::ip_packet(
+        &seg(a(), b(), 40000, 80, ACK, 1001, 5001, b"x"),
+        LinkType::Ethernet,
+    );
+    let err = b_.icmp_error(r(), b(), 3, 1, &quoted, 28);
+    assert_eq!(
+        track(&mut ct, &err, S),
+        Track::Invalid(Invalid::IcmpUnrelated)
+    );
     // Quoting an unknown flow: invalid.
     let quoted = hostile::ip_packet(
         &seg(a(), b(), 40001, 80, SYN, 1, 0, b""),

@@ -687,14 +687,13 @@ impl Lab {
 
     /// Inject the packets one at a time and collect what the router does with each.
     pub fn inject(&mut self, pkts: &[Prepared]) -> Result<Injection, Error> {
-        // raw sockets for what may be delivered locally
+        // raw sockets for what may be delivered locally: any packet may be (a `dnat` or
+        // `redirect` to the router's own address makes a forwarded destination local)
         let mut want = Vec::new();
         for p in pkts.iter().filter(|p| p.skip.is_none()) {
             let pm = PacketMeta::parse(&p.frame, LinkType::Ethernet);
-            if let Some((_, d)) = crate::model::addrs(&pm) {
-                if self.router.route(d) == crate::topology::Dest::Local {
-                    want.push((pm.l3 == L3::Ipv6, pm.l4proto));
-                }
+            if crate::model::addrs(&pm).is_some() {
+                want.push((pm.l3 == L3::Ipv6, pm.l4proto));
             }
         }
         self.ensure_raw(&want);

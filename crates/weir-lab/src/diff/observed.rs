@@ -138,9 +138,12 @@ pub fn kernel_view(p: &Prepared, ob: &Observed) -> KernelView {
             None => false,
         };
         // translated: the same packet with one side (source or destination) rewritten
+        // (an IPv4 packet's key holds its IP id: both sides may have changed, a netdev
+        // `ip daddr set` at ingress and a `masquerade` at postrouting)
+        let v4 = p.frame.get(12..14) == Some(&[0x08, 0x00]);
         let translated = nk.is_some()
             && frame_nat_key(&c.frame, LinkType::Ethernet) == nk
-            && one_side_kept(&p.frame, &c.frame);
+            && (v4 || one_side_kept(&p.frame, &c.frame));
         if same || translated {
             v.forwarded.push((c.iface, c.frame.clone()))
         } else {

@@ -376,7 +376,7 @@ fn match_item(rng: &mut Rng, c: &Ctx) -> String {
         return ct_item(rng);
     }
     loop {
-        let k = rng.weighted(&[26, 24, 8, 12, 8, 6, 8, 5, 3, 3, 2, 2, 6, 5]);
+        let k = rng.weighted(&[26, 24, 8, 12, 8, 6, 8, 5, 3, 3, 2, 2, 6, 5, 6]);
         let s = match k {
             0 => {
                 let v6 = pick_v6(rng, c.fam);
@@ -629,16 +629,71 @@ fn match_item(rng: &mut Rng, c: &Ctx) -> String {
                     }
                 }
             }
+            14 => match extra_item(rng, c) {
+                Some(s) => s,
+                None => continue,
+            },
             _ => continue,
         };
         // family fit: `ip` selectors only where IPv4 is seen, `ip6`/`icmpv6` where IPv6 is
-        let is_v6_sel = s.starts_with("ip6 ") || s.starts_with("icmpv6 ");
+        let is_v6_sel =
+            s.starts_with("ip6 ") || s.starts_with("icmpv6 ") || s.starts_with("exthdr ");
         let is_v4_sel = (s.starts_with("ip ") || s.starts_with("icmp ")) && !is_v6_sel;
         if (is_v4_sel && !c.fam.v4()) || (is_v6_sel && !c.fam.v6()) {
             continue;
         }
         return s;
     }
+}
+
+/// Constructs evaluated since the first campaigns (issue "Bring your ruleset unchanged (2)"):
+/// route lookups (`fib`, at the hooks the kernel allows them: the router's own routes on
+/// weir's side, the kernel's on the other), TCP options, IPv6 extension headers, raw payload,
+/// the input device's type.
+fn extra_item(rng: &mut Rng, c: &Ctx) -> Option<String> {
+    let early = matches!(c.hook, "prerouting" | "input" | "forward");
+    let s = match rng.below(5) {
+        0 if early => *rng.pick(&[
+            "fib saddr . iif oif missing",
+            "fib saddr . iif oif exists",
+            "fib saddr oif exists",
+            "fib daddr type local",
+            "fib daddr type != local",
+            "fib daddr type { local, broadcast, multicast }",
+            "fib daddr . iif type local",
+            "fib daddr oif missing",
+            "fib saddr . iif oif 0",
+        ]),
+        1 => *rng.pick(&[
+            "tcp option maxseg size 1460",
+            "tcp option maxseg size < 1400",
+            "tcp option sack-perm exists",
+            "tcp option window exists",
+            "tcp option timestamp missing",
+        ]),
+        2 => *rng.pick(&[
+            "exthdr hbh exists",
+            "exthdr frag exists",
+            "exthdr dst missing",
+            "exthdr rt exists",
+        ]),
+        3 => *rng.pick(&[
+            "@th,16,16 22",
+            "@th,0,16 != 53",
+            "@nh,72,8 6",
+            "@nh,96,32 0xc6120001",
+            "@th,104,8 & 0x02 == 0x02",
+        ]),
+        4 if early => *rng.pick(&[
+            "meta iiftype ether",
+            "meta iiftype != loopback",
+            "@ll,96,16 0x0800",
+            "meta pkttype host",
+            "meta pkttype { broadcast, multicast }",
+        ]),
+        _ => return None,
+    };
+    Some(s.to_string())
 }
 
 fn vmap(rng: &mut Rng, c: &Ctx) -> Option<String> {
@@ -783,6 +838,7 @@ pub(super) fn req_of(s: &str) -> Option<Req> {
                 | "sequence"
                 | "flowlabel"
                 | "checksum"
+                | "option"
         ) && !matches!(prev, "l4proto" | "protocol" | "nexthdr" | "with");
         match t[i] {
             "ip" if sel => add(&mut r, Some(false), None)?,
@@ -804,6 +860,8 @@ pub(super) fn req_of(s: &str) -> Option<Req> {
             // a protocol set: nft then refuses any item that needs one protocol
             "protocol" | "nexthdr" | "l4proto" if next == "{" => add(&mut r, None, Some(ANY_OF))?,
             "nfproto" => add(&mut r, Some(next == "ipv6"), None)?,
+            // an IPv6 extension header
+            "exthdr" => add(&mut r, Some(true), None)?,
             "with" if next == "tcp" => add(&mut r, None, Some(6))?,
             "with" if next == "icmp" => add(&mut r, Some(false), None)?,
             "with" if next == "icmpv6" => add(&mut r, Some(true), None)?,

@@ -587,8 +587,8 @@ fn lower_fib(cx: &mut Cx, rest: &[&str], span: Span) -> Option<Option<KeyPart>> 
             h => h,
         };
         let ok = match (res, bits & F_IIF != 0, bits & F_OIF != 0) {
-            (RESULT_OIF | RESULT_OIFNAME, false, _) => hook == Hook::Prerouting,
-            (RESULT_OIF | RESULT_OIFNAME, true, _) => {
+            // (the kernel here, 6.18, takes `fib daddr oif missing` at input and forward too)
+            (RESULT_OIF | RESULT_OIFNAME, _, _) => {
                 matches!(hook, Hook::Prerouting | Hook::Input | Hook::Forward)
             }
             (_, true, _) => matches!(hook, Hook::Prerouting | Hook::Input | Hook::Forward),

@@ -602,7 +602,9 @@ fn statements_not_evaluated_yet_load_checked_and_listed() {
     // the hooks nft_fib_validate allows
     for (hook, rule, ok) in [
         ("prerouting", "fib daddr oif 2", true),
-        ("input", "fib daddr oif 2", false),
+        ("input", "fib daddr oif 2", true),
+        ("forward", "fib daddr oif missing", true),
+        ("output", "fib daddr oif missing", false),
         ("input", "fib saddr . iif oif 2", true),
         ("output", "fib saddr . iif oif 2", false),
         ("output", "fib daddr type local", true),
