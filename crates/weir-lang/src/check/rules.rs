@@ -209,7 +209,7 @@ fn set_ref(cx: &mut Cx, types: &[DataType], r: &ast::SetRef, span: Span) -> Opti
     }
 }
 
-fn map_ref(
+pub(super) fn map_ref(
     cx: &mut Cx,
     key: &Key,
     r: &ast::SetRef,
@@ -625,6 +625,18 @@ fn lower_item(
             operands,
             span,
         } => {
+            if let Some(kind) = super::objects::objref_kind(what) {
+                return match operands.first() {
+                    Some((_, e)) => match super::objects::lower_objref(cx, kind, e) {
+                        Some(x) => {
+                            out.push(x);
+                            true
+                        }
+                        None => false,
+                    },
+                    None => false,
+                };
+            }
             if !lower_pending(cx, what, family.as_ref(), operands, *span) {
                 return false;
             }
