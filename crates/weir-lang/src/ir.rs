@@ -250,6 +250,9 @@ pub struct Set {
     pub data_types: Vec<DataType>,
     pub is_map: bool,
     pub verdict_map: bool,
+    /// An object map (`type ipv4_addr : counter`): the kind of its objects; each element's
+    /// data is the object's index in the table's list of that kind.
+    pub objects: Option<ObjKind>,
     pub interval: bool,
     pub dynamic: bool,
     pub constant: bool,
@@ -297,6 +300,17 @@ pub enum RateUnit {
 }
 
 impl RateUnit {
+    /// As nft writes it (`second`, `minute`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            RateUnit::Second => "second",
+            RateUnit::Minute => "minute",
+            RateUnit::Hour => "hour",
+            RateUnit::Day => "day",
+            RateUnit::Week => "week",
+        }
+    }
+
     pub fn seconds(self) -> u64 {
         match self {
             RateUnit::Second => 1,

@@ -127,6 +127,7 @@ pub(super) fn lower_set(cx: &mut Cx, d: &ast::SetDecl, extra: &[&ast::Elem]) -> 
         data_types,
         is_map: d.is_map,
         verdict_map,
+        objects: cx.obj_maps.get(&d.name.name).copied(),
         interval,
         dynamic,
         constant,
