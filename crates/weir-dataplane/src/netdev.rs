@@ -1087,6 +1087,7 @@ mod tests {
                 value: 0,
             }],
             sets: Vec::new(),
+            quotas: Vec::new(),
         };
         k.apply(&mut rs);
         let got: Vec<(u64, u64)> = rs.rules.iter().map(|r| (r.packets, r.bytes)).collect();

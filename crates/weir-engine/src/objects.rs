@@ -100,6 +100,19 @@ pub(crate) fn objref(
     }
 }
 
+/// The bytes named quota `qi` of table `ti` has used (the workers' shared value when they
+/// share one).
+pub fn quota_used(eng: &Engine, ti: usize, qi: usize) -> Option<u64> {
+    match eng.st.shared.as_deref() {
+        Some(s) => s
+            .named_quotas
+            .get(ti)?
+            .get(qi)
+            .map(|a| a.load(Ordering::Relaxed)),
+        None => eng.st.named_quotas.get(ti)?.get(qi).copied(),
+    }
+}
+
 /// Carry the named objects' state of `old` into `fresh` (a reload): each counter, quota and
 /// limit of a table of the same family and name that still has an object of the same kind
 /// and name keeps its counts, bytes used, or tokens. Objects that are new start from their
