@@ -229,7 +229,7 @@ pub(crate) struct Bucket {
 #[derive(Debug, Default)]
 pub struct Shared {
     limits: Vec<std::sync::Mutex<Bucket>>,
-    quotas: Vec<std::sync::atomic::AtomicU64>,
+    pub(crate) quotas: Vec<std::sync::atomic::AtomicU64>,
     pub(crate) named_quotas: Vec<Vec<std::sync::atomic::AtomicU64>>,
     /// The tables' named limits (`limit NAME { ... }`): one bucket each for all workers.
     pub(crate) named_limits: Vec<Vec<std::sync::Mutex<Bucket>>>,
@@ -380,7 +380,7 @@ pub struct State {
     /// Named counters per table.
     pub named_counters: Vec<Vec<(u64, u64)>>,
     limits: Vec<Bucket>,
-    quotas: Vec<u64>,
+    pub(crate) quotas: Vec<u64>,
     pub(crate) named_quotas: Vec<Vec<u64>>,
     /// The tables' named limits, when no [`Shared`] holds them.
     pub(crate) named_limits: Vec<Vec<Bucket>>,
@@ -1125,26 +1125,7 @@ impl Engine {
                     }
                 }
                 CExpr::Quota { quota, slot } => {
-                    let goes_on = match quota.named {
-                        Some(q) => crate::objects::named_quota(t, ti, q, st, bytes),
-                        None => {
-                            let used = match st.shared.as_deref().and_then(|s| s.quotas.get(*slot))
-                            {
-                                Some(a) => a
-                                    .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed)
-                                    .saturating_add(bytes),
-                                None => {
-                                    let u = &mut st.quotas[*slot];
-                                    *u = u.saturating_add(bytes);
-                                    *u
-                                }
-                            };
-                            // as nft_quota: over once the bytes consumed reach the quota;
-                            // `quota until N` matches while under, `quota over N` once over
-                            (used >= quota.bytes) == quota.over
-                        }
-                    };
-                    if !goes_on {
+                    if !crate::objects::quota(t, ti, quota, *slot, st, bytes) {
                         return Outcome::Next;
                     }
                 }

@@ -11,6 +11,34 @@ use crate::sets::MAX_KEY;
 use std::sync::atomic::Ordering;
 use weir_lang::ir::{MapValue, ObjKind};
 
+/// A `quota` statement of a rule of table `ti` (its own, at `slot`, or a named one) consumes
+/// `bytes`: whether the rule goes on.
+pub(crate) fn quota(
+    t: &CTable,
+    ti: usize,
+    q: &weir_lang::ir::Quota,
+    slot: usize,
+    st: &mut State,
+    bytes: u64,
+) -> bool {
+    if let Some(n) = q.named {
+        return named_quota(t, ti, n, st, bytes);
+    }
+    let used = match st.shared.as_deref().and_then(|s| s.quotas.get(slot)) {
+        Some(a) => a.fetch_add(bytes, Ordering::Relaxed).saturating_add(bytes),
+        None => match st.quotas.get_mut(slot) {
+            Some(u) => {
+                *u = u.saturating_add(bytes);
+                *u
+            }
+            None => return false,
+        },
+    };
+    // as nft_quota: over once the bytes consumed reach the quota; `quota until N` matches
+    // while under, `quota over N` once over
+    (used >= q.bytes) == q.over
+}
+
 /// A named quota of table `ti` consumes `bytes` (`nft_quota_do_eval`, under the shared
 /// atomic when the workers share one): whether the rule goes on. As the kernel, the bytes are
 /// counted first; the quota is over once they reach it, and `quota name` stops the rule then

@@ -1130,6 +1130,46 @@ pub fn memcmp(a: &[u8], b: &[u8]) -> Ordering {
     a[..n].cmp(&b[..n])
 }
 
+/// Whether a `limit` or `quota` (a statement, or the object a reference names) stops the rule
+/// on its first packet, of `len` bytes: its state fresh, as `nft_limit_init` / `nft_quota_init`
+/// leave it.
+fn fresh_stops(e: &Expr, len: usize) -> bool {
+    match *e {
+        Expr::Limit {
+            rate,
+            unit_secs,
+            burst,
+            bytes,
+            invert,
+        } => {
+            // nft_limit_init / nft_limit_eval on the bucket's first packet: full of
+            // tokens (rate + burst worth of bytes, or burst packets, 5 when 0)
+            let nsecs = unit_secs as u128 * 1_000_000_000;
+            let rate = rate.max(1) as u128;
+            let (max, cost) = if bytes {
+                (
+                    nsecs * (rate + burst as u128) / rate,
+                    nsecs * len as u128 / rate,
+                )
+            } else {
+                let b = if burst == 0 { 5 } else { burst as u128 };
+                (nsecs / rate * b, nsecs / rate)
+            };
+            (max >= cost) == invert
+        }
+        Expr::Quota {
+            bytes,
+            consumed,
+            invert,
+        } => {
+            // nft_quota: over once the bytes consumed (this packet's included) reach it
+            let over = consumed + len as u64 >= bytes;
+            over != invert
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1226,45 +1266,5 @@ mod tests {
         assert_eq!(eval(b, &p, &ENV).outcome, Outcome::Match);
         p.frame[ETH + 7] = 0x10;
         assert_eq!(eval(b, &p, &ENV).outcome, Outcome::Break(2));
-    }
-}
-
-/// Whether a `limit` or `quota` (a statement, or the object a reference names) stops the rule
-/// on its first packet, of `len` bytes: its state fresh, as `nft_limit_init` / `nft_quota_init`
-/// leave it.
-fn fresh_stops(e: &Expr, len: usize) -> bool {
-    match *e {
-        Expr::Limit {
-            rate,
-            unit_secs,
-            burst,
-            bytes,
-            invert,
-        } => {
-            // nft_limit_init / nft_limit_eval on the bucket's first packet: full of
-            // tokens (rate + burst worth of bytes, or burst packets, 5 when 0)
-            let nsecs = unit_secs as u128 * 1_000_000_000;
-            let rate = rate.max(1) as u128;
-            let (max, cost) = if bytes {
-                (
-                    nsecs * (rate + burst as u128) / rate,
-                    nsecs * len as u128 / rate,
-                )
-            } else {
-                let b = if burst == 0 { 5 } else { burst as u128 };
-                (nsecs / rate * b, nsecs / rate)
-            };
-            (max >= cost) == invert
-        }
-        Expr::Quota {
-            bytes,
-            consumed,
-            invert,
-        } => {
-            // nft_quota: over once the bytes consumed (this packet's included) reach it
-            let over = consumed + len as u64 >= bytes;
-            over != invert
-        }
-        _ => false,
     }
 }
