@@ -214,3 +214,48 @@ fn object_state_survives_a_reload() {
     let mut fresh = Stateful::new(load(after), Config::default());
     assert_eq!(at(&mut fresh, udp_to(2), 3_000), 1 | 2 | 4);
 }
+
+/// Workers that share their quotas (`Shared`) reload to engines sharing a new one: the
+/// quota's bytes used carry into it, once, not once per worker.
+#[test]
+fn shared_quota_survives_a_reload_of_every_worker() {
+    let text = "table ip t {
+    quota q { 100 bytes }
+    chain in { type filter hook input priority 0;
+        udp dport 2 quota name \"q\" meta mark set meta mark | 0x1
+    }
+}";
+    let pair = || {
+        let mut es = vec![load(text), load(text)];
+        let s = weir_engine::eval::Shared::new(&es[0].rs);
+        for e in &mut es {
+            e.share(s.clone());
+        }
+        es
+    };
+    let mut sfs: Vec<Stateful> = pair()
+        .into_iter()
+        .map(|e| Stateful::new(e, Config::default()))
+        .collect();
+    let len = udp_to(2).len() as u64;
+    // two packets, one a worker
+    for (i, sf) in sfs.iter_mut().enumerate() {
+        assert_eq!(at(sf, udp_to(2), 1_000 + i as u64), 1);
+    }
+    for (sf, e) in sfs.iter_mut().zip(pair()) {
+        sf.reload(e);
+    }
+    for sf in &sfs {
+        assert_eq!(
+            weir_engine::objects::quota_used(sf.engine(), 0, 0),
+            Some(2 * len)
+        );
+    }
+    // the quota runs out where it would have without the reload
+    let mut used = 2 * len;
+    for i in 0..4u64 {
+        used += len;
+        let m = at(&mut sfs[(i % 2) as usize], udp_to(2), 2_000 + i);
+        assert_eq!(m, (used < 100) as u32, "packet {i}");
+    }
+}
