@@ -166,6 +166,23 @@ pub fn render_table(t: &Table, comment: &str) -> Result<KernelTable, String> {
             &format!("{tl}, quota {name}"),
         );
     }
+    for (name, l) in &t.limits {
+        push(
+            format!(
+                "  limit {name} {{ rate {}{}{}/{}{} }}",
+                if l.over { "over " } else { "" },
+                l.rate,
+                if l.bytes { " bytes" } else { "" },
+                l.unit.name(),
+                match (l.burst, l.bytes) {
+                    (0, _) => String::new(),
+                    (b, true) => format!(" burst {b} bytes"),
+                    (b, false) => format!(" burst {b} packets"),
+                }
+            ),
+            &format!("{tl}, limit {name}"),
+        );
+    }
     for (si, s) in t.sets.iter().enumerate() {
         let what = format!("{} {}", if s.is_map { "map" } else { "set" }, s.name);
         let line = render_set(t, si).map_err(|e| refuse(&what, &e))?;
@@ -272,6 +289,8 @@ fn render_set(t: &Table, si: usize) -> Result<String, String> {
         ty.push_str(" : ");
         if s.verdict_map {
             ty.push_str("verdict");
+        } else if let Some(k) = s.objects {
+            ty.push_str(k.name());
         } else {
             ty.push_str(&types(&s.data_types)?);
         }
@@ -342,6 +361,19 @@ fn element(t: &Table, s: &ir::Set, e: &ir::Element) -> Result<String, String> {
         Some(MapValue::Verdict(v)) => {
             out.push_str(" : ");
             out.push_str(&verdict(t, *v));
+        }
+        // an object map's element: the object's name
+        Some(MapValue::Value(vals)) if s.objects.is_some() => {
+            let i = vals.first().copied().unwrap_or(0) as usize;
+            let name = match s.objects {
+                Some(ir::ObjKind::Counter) => t.counters.get(i).map(|c| c.name.as_str()),
+                Some(ir::ObjKind::Quota) => t.quotas.get(i).map(|q| q.0.as_str()),
+                _ => t.limits.get(i).map(|l| l.0.as_str()),
+            };
+            out.push_str(" : ");
+            out.push_str(&quote(
+                name.ok_or_else(|| format!("element {out}: no such object"))?,
+            ));
         }
         Some(MapValue::Value(vals)) => {
             if vals.len() != s.data_types.len() {
@@ -837,6 +869,9 @@ mod tests {
   set ifs { type ifname; flags interval; elements = { "lan*", "wan0" } }
   counter hits { packets 5 bytes 300 }
   quota big { over 10 mbytes }
+  limit slow { rate over 10/second burst 3 packets }
+  limit bps { rate 1 mbytes/second }
+  map cm { type ipv4_addr : counter; elements = { 198.18.1.5 : "hits" } }
   chain c {
     type filter hook ingress device "weir0" priority -500; policy accept;
     ip saddr @blocked counter drop
@@ -844,6 +879,9 @@ mod tests {
     ip saddr . tcp dport @pairs counter name hits accept
     update @seen { ether saddr }
     quota name big drop
+    limit name "slow" drop
+    limit name ip saddr map { 198.18.1.6 : "bps" } accept
+    counter name ip saddr map @cm
     ip daddr { 198.18.2.1, 198.18.2.2 } counter comment "two hosts"
   }
   chain audit {
@@ -915,6 +953,7 @@ mod tests {
                     s.data_types.clone(),
                     s.is_map,
                     s.verdict_map,
+                    s.objects,
                     s.interval,
                     s.constant,
                     s.timeout_ms,
@@ -926,6 +965,7 @@ mod tests {
         }
         assert_eq!(a.counters, b.counters);
         assert_eq!(a.quotas, b.quotas);
+        assert_eq!(a.limits, b.limits);
         // what each line is, for nft's errors
         let l = kt[0]
             .lines
@@ -1047,6 +1087,7 @@ mod tests {
                 value: 0,
             }],
             sets: Vec::new(),
+            quotas: Vec::new(),
         };
         k.apply(&mut rs);
         let got: Vec<(u64, u64)> = rs.rules.iter().map(|r| (r.packets, r.bytes)).collect();

@@ -45,7 +45,8 @@ pub fn scripts_only(rs: &Ruleset) -> Result<(), String> {
                         | Expr::Counter { .. }
                         | Expr::Log(_)
                         | Expr::Limit(_)
-                        | Expr::Quota(_) => true,
+                        | Expr::Quota(_)
+                        | Expr::ObjRef(_) => true,
                         Expr::Verdict(v) => !matches!(v, Verdict::Drop),
                         _ => false,
                     };

@@ -205,6 +205,8 @@ pub struct RulesetStats {
     pub counters: Vec<NamedStat>,
     /// Elements sets gained from the packet path.
     pub sets: Vec<NamedStat>,
+    /// Named quotas' bytes used (one value for all workers: they share it).
+    pub quotas: Vec<NamedStat>,
 }
 
 impl RulesetStats {
@@ -237,6 +239,10 @@ impl RulesetStats {
         });
         zip(&mut self.counters, &o.counters, |x, y| x.value += y.value);
         zip(&mut self.sets, &o.sets, |x, y| x.value += y.value);
+        // (the workers share a quota: each reports the same bytes, or one worker has it)
+        zip(&mut self.quotas, &o.quotas, |x, y| {
+            x.value = x.value.max(y.value)
+        });
     }
 }
 
@@ -568,5 +574,24 @@ mod tests {
             .ruleset
             .counters_text()
             .contains(" 18014398509481986  inet filter forward"));
+    }
+
+    /// Named counters of the workers add up; a named quota is one for all workers (they share
+    /// it), so its bytes are not added twice.
+    #[test]
+    fn named_counters_add_and_shared_quotas_do_not() {
+        let named = |v| {
+            vec![NamedStat {
+                table: "inet filter".into(),
+                name: "n".into(),
+                value: v,
+            }]
+        };
+        let (mut a, mut b) = (worker(0, 7), worker(1, 7));
+        (a.ruleset.counters, b.ruleset.counters) = (named(3), named(4));
+        (a.ruleset.quotas, b.ruleset.quotas) = (named(900), named(900));
+        let t = WorkerStats::sum(&[a, b]);
+        assert_eq!(t.ruleset.counters[0].value, 7);
+        assert_eq!(t.ruleset.quotas[0].value, 900);
     }
 }

@@ -180,9 +180,24 @@ pub enum CExpr {
     /// base chains of the hook run, as after NF_QUEUE's reinjection with NF_ACCEPT) and the
     /// caller hands the packet to the queue's per-flow processing.
     Queue(ir::Queue),
+    /// A reference to a named object of the table (`limit name`, an object map).
+    ObjRef(Box<CObjRef>),
     /// Evaluated by the stateful engine (ct count, flow add, dynamic sets); the
     /// stateless engine passes over them and counts them.
     Stateful(Box<ir::Expr>),
+}
+
+/// An [`ir::ObjRef`] compiled: the object by index, or a key and the map giving it.
+#[derive(Clone, Debug)]
+pub struct CObjRef {
+    pub kind: ir::ObjKind,
+    pub target: CObjTarget,
+}
+
+#[derive(Clone, Debug)]
+pub enum CObjTarget {
+    Name(usize),
+    Map { key: Key, map: SetSlot },
 }
 
 #[derive(Clone, Debug)]
@@ -681,6 +696,16 @@ fn compile_expr(e: &Expr, slots: &mut Slots) -> CExpr {
                 .map(|(fam, a)| (*fam, Box::new(compile_value(a)))),
         },
         Expr::Queue(q) => CExpr::Queue(*q),
+        Expr::ObjRef(o) => CExpr::ObjRef(Box::new(CObjRef {
+            kind: o.kind,
+            target: match &o.target {
+                ir::ObjTarget::Name(i) => CObjTarget::Name(*i),
+                ir::ObjTarget::Map { key, map } => CObjTarget::Map {
+                    key: key.clone(),
+                    map: compile_set_ref(map),
+                },
+            },
+        })),
         other => CExpr::Stateful(Box::new(other.clone())),
     }
 }

@@ -215,7 +215,7 @@ impl Meta {
 }
 
 #[derive(Clone, Copy, Debug, Default)]
-struct Bucket {
+pub(crate) struct Bucket {
     tokens: u64,
     last_ns: u64,
     init: bool,
@@ -229,8 +229,10 @@ struct Bucket {
 #[derive(Debug, Default)]
 pub struct Shared {
     limits: Vec<std::sync::Mutex<Bucket>>,
-    quotas: Vec<std::sync::atomic::AtomicU64>,
-    named_quotas: Vec<Vec<std::sync::atomic::AtomicU64>>,
+    pub(crate) quotas: Vec<std::sync::atomic::AtomicU64>,
+    pub(crate) named_quotas: Vec<Vec<std::sync::atomic::AtomicU64>>,
+    /// The tables' named limits (`limit NAME { ... }`): one bucket each for all workers.
+    pub(crate) named_limits: Vec<Vec<std::sync::Mutex<Bucket>>>,
 }
 
 impl Shared {
@@ -249,6 +251,11 @@ impl Shared {
                         .map(|(_, q)| AtomicU64::new(q.used))
                         .collect()
                 })
+                .collect(),
+            named_limits: rs
+                .tables
+                .iter()
+                .map(|t| t.ir.limits.iter().map(|_| Default::default()).collect())
                 .collect(),
         })
     }
@@ -373,8 +380,10 @@ pub struct State {
     /// Named counters per table.
     pub named_counters: Vec<Vec<(u64, u64)>>,
     limits: Vec<Bucket>,
-    quotas: Vec<u64>,
-    named_quotas: Vec<Vec<u64>>,
+    pub(crate) quotas: Vec<u64>,
+    pub(crate) named_quotas: Vec<Vec<u64>>,
+    /// The tables' named limits, when no [`Shared`] holds them.
+    pub(crate) named_limits: Vec<Vec<Bucket>>,
     numgen: Vec<u32>,
     rng: u64,
     /// Log lines (the first ones; `log_count` counts them all).
@@ -746,7 +755,7 @@ impl<'a> Pkt<'a> {
     }
 
     #[inline]
-    fn key(&self, k: &Key, st: &mut State, out: &mut KeyVals) -> Option<usize> {
+    pub(crate) fn key(&self, k: &Key, st: &mut State, out: &mut KeyVals) -> Option<usize> {
         let n = k.len().min(MAX_KEY);
         for (i, p) in k.iter().take(n).enumerate() {
             out[i] = self.part(p, st)?;
@@ -801,7 +810,7 @@ fn set_contains(t: &CTable, s: &SetSlot, k: &[u128], st: &State, now_ns: u64) ->
 }
 
 #[inline]
-fn set_get<'a>(t: &'a CTable, s: &'a SetSlot, k: &[u128]) -> Option<&'a MapValue> {
+pub(crate) fn set_get<'a>(t: &'a CTable, s: &'a SetSlot, k: &[u128]) -> Option<&'a MapValue> {
     match s {
         SetSlot::Named(i) => t.sets[*i].get(k),
         SetSlot::Anon(b) => b.get(k),
@@ -879,7 +888,9 @@ impl Engine {
         st.quotas.resize(self.rs.quota_slots, 0);
         st.named_counters.resize(self.rs.tables.len(), Vec::new());
         st.named_quotas.resize(self.rs.tables.len(), Vec::new());
+        st.named_limits.resize(self.rs.tables.len(), Vec::new());
         for (i, t) in self.rs.tables.iter().enumerate() {
+            st.named_limits[i].resize(t.ir.limits.len(), Bucket::default());
             if st.named_counters[i].len() < t.ir.counters.len() {
                 st.named_counters[i] = t.ir.counters.iter().map(|c| (c.packets, c.bytes)).collect();
             }
@@ -1114,35 +1125,12 @@ impl Engine {
                     }
                 }
                 CExpr::Quota { quota, slot } => {
-                    let shared = st.shared.as_deref().and_then(|s| match quota.named {
-                        Some(q) => s.named_quotas.get(ti)?.get(q),
-                        None => s.quotas.get(*slot),
-                    });
-                    let used = match shared {
-                        Some(a) => a
-                            .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed)
-                            .saturating_add(bytes),
-                        None => {
-                            let u = match quota.named {
-                                Some(q) => &mut st.named_quotas[ti][q],
-                                None => &mut st.quotas[*slot],
-                            };
-                            *u = u.saturating_add(bytes);
-                            *u
-                        }
-                    };
-                    let limit = match quota.named {
-                        Some(q) => t.ir.quotas[q].1.bytes,
-                        None => quota.bytes,
-                    };
-                    let over_flag = match quota.named {
-                        Some(q) => t.ir.quotas[q].1.over,
-                        None => quota.over,
-                    };
-                    // as nft_quota: over once the bytes consumed reach the quota
-                    let exceeded = used >= limit;
-                    // `quota until N` matches while under; `quota over N` once over
-                    if exceeded != over_flag {
+                    if !crate::objects::quota(t, ti, quota, *slot, st, bytes) {
+                        return Outcome::Next;
+                    }
+                }
+                CExpr::ObjRef(o) => {
+                    if !crate::objects::objref(t, ti, o, p, st, bytes) {
                         return Outcome::Next;
                     }
                 }
@@ -1466,7 +1454,7 @@ fn dynset_op(t: &CTable, op: &ir::SetOp, p: &Pkt, st: &mut State, bytes: u64) ->
 /// `unit * len / rate`); the bucket holds `burst` packets' worth (bytes: `unit * (rate + burst)
 /// / rate`) and starts full. Returns whether the rule goes on: within the rate, or for `over`,
 /// beyond it.
-fn limit_pass(b: &mut Bucket, l: &ir::Limit, now_ns: u64, bytes: u64) -> bool {
+pub(crate) fn limit_pass(b: &mut Bucket, l: &ir::Limit, now_ns: u64, bytes: u64) -> bool {
     let nsecs = l.unit.seconds().saturating_mul(1_000_000_000);
     let rate = l.rate.max(1);
     let (max, cost) = if l.bytes {

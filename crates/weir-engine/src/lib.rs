@@ -13,6 +13,7 @@ pub mod fib;
 pub mod frag;
 pub mod hash;
 pub mod nat;
+pub mod objects;
 pub mod sets;
 pub mod stateful;
 

@@ -309,6 +309,7 @@ mod tests {
             data_types: vec![],
             is_map: false,
             verdict_map: false,
+            objects: None,
             interval: keys.iter().any(|k| k.iter().any(|(a, b)| a != b)),
             dynamic: false,
             constant: false,

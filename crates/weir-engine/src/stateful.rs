@@ -340,7 +340,8 @@ fn expr_needs_ct(e: &ir::Expr) -> bool {
 impl Stateful {
     /// Swap in a new ruleset without losing state (hot reload): connection tracking entries
     /// stay (with their NAT bindings and cached routes; offloaded connections return to the
-    /// slow path until a rule offloads them again), and named counters and the elements sets
+    /// slow path until a rule offloads them again), and named objects (counters, quotas,
+    /// limits: [`crate::objects::carry`]) and the elements sets
     /// gained from the packet path carry over to the table and set of the same family and
     /// name. Rule counters start again (rules may have moved).
     pub fn reload(&mut self, eng: Engine) {
@@ -363,18 +364,6 @@ impl Stateful {
                 continue;
             };
             let ot = &old.rs.tables[oi];
-            if let (Some(dst), Some(src)) = (
-                fresh.eng.st.named_counters.get_mut(ti),
-                old.st.named_counters.get(oi),
-            ) {
-                for (ci, c) in t.ir.counters.iter().enumerate() {
-                    if let Some(oc) = ot.ir.counters.iter().position(|x| x.name == c.name) {
-                        if let (Some(d), Some(v)) = (dst.get_mut(ci), src.get(oc)) {
-                            *d = *v;
-                        }
-                    }
-                }
-            }
             for (si, name) in t.set_names.iter().enumerate() {
                 let Some(os) = ot.set_names.iter().position(|x| x == name) else {
                     continue;
@@ -392,6 +381,8 @@ impl Stateful {
                 sets[ti][si] = ds.clone();
             }
         }
+        // the named objects: counters, quotas, limits
+        crate::objects::carry(&mut fresh.eng, old);
         if fresh.eng.st.fib.is_none() {
             fresh.eng.st.fib = self.eng.st.fib.take();
         }

@@ -17,6 +17,7 @@ mod headers;
 mod keys;
 pub(crate) use headers::tcp_option_name;
 mod limits;
+mod objects;
 mod pending;
 mod redirect;
 mod rules;

@@ -250,6 +250,9 @@ pub struct Set {
     pub data_types: Vec<DataType>,
     pub is_map: bool,
     pub verdict_map: bool,
+    /// An object map (`type ipv4_addr : counter`): the kind of its objects; each element's
+    /// data is the object's index in the table's list of that kind.
+    pub objects: Option<ObjKind>,
     pub interval: bool,
     pub dynamic: bool,
     pub constant: bool,
@@ -297,6 +300,17 @@ pub enum RateUnit {
 }
 
 impl RateUnit {
+    /// As nft writes it (`second`, `minute`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            RateUnit::Second => "second",
+            RateUnit::Minute => "minute",
+            RateUnit::Hour => "hour",
+            RateUnit::Day => "day",
+            RateUnit::Week => "week",
+        }
+    }
+
     pub fn seconds(self) -> u64 {
         match self {
             RateUnit::Second => 1,
@@ -440,10 +454,58 @@ pub enum Expr {
     /// queue (its profiles, `weir_script`), as the kernel hands it to the program listening
     /// on the NFQUEUE; the base chain ends (as NF_QUEUE ends it).
     Queue(Queue),
+    /// A reference to a named stateful object of the table (`limit name "l"`, `counter name
+    /// tcp dport map { 443 : "c1" }`, `quota name ip saddr map @m`), as `nft_objref`.
+    ObjRef(ObjRef),
     /// A construct weir loads, checks and prints but does not evaluate yet (`ct helper set`):
     /// `weir check` lists it, and `weir run` / `weir replay` refuse the ruleset
     /// ([`Ruleset::refuse_unevaluated`]) rather than pass it over.
     Unevaluated(&'static str),
+}
+
+/// The kinds of named stateful objects weir evaluates (nft's `NFT_OBJECT_COUNTER` 1,
+/// `NFT_OBJECT_QUOTA` 2, `NFT_OBJECT_LIMIT` 4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ObjKind {
+    Counter,
+    Quota,
+    Limit,
+}
+
+impl ObjKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ObjKind::Counter => "counter",
+            ObjKind::Quota => "quota",
+            ObjKind::Limit => "limit",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<ObjKind> {
+        Some(match s {
+            "counter" => ObjKind::Counter,
+            "quota" => ObjKind::Quota,
+            "limit" => ObjKind::Limit,
+            _ => return None,
+        })
+    }
+}
+
+/// Which object of a kind a reference names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ObjTarget {
+    /// The object at this index of the table's list of its kind (`Table::counters`,
+    /// `Table::quotas`, `Table::limits`).
+    Name(usize),
+    /// The key looked up in an object map whose data are such indices (one value an
+    /// element); a key not in the map stops the rule (`nft_objref_map_eval`).
+    Map { key: Key, map: SetRef },
+}
+
+/// A reference to a named object: its state is the table's, shared by every reference.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjRef {
+    pub kind: ObjKind,
+    pub target: ObjTarget,
 }
 
 /// A `queue` statement with a fixed number or range (one computed by an expression is
@@ -510,6 +572,8 @@ pub struct Table {
     pub flowtables: Vec<Flowtable>,
     pub counters: Vec<NamedCounter>,
     pub quotas: Vec<(String, Quota)>,
+    /// The table's named limits (`limit NAME { rate ... }`): one token bucket each.
+    pub limits: Vec<(String, Limit)>,
     /// `flags dormant`: nft keeps the table but does not run its chains. weir does not
     /// evaluate it yet ([`Ruleset::unevaluated`] lists it).
     pub dormant: bool,

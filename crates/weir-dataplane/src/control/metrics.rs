@@ -207,6 +207,20 @@ impl Snapshot {
                 .collect(),
         ));
         f.push((
+            "weir_named_quota_bytes",
+            "Bytes named quotas have used.",
+            G,
+            rs.quotas
+                .iter()
+                .map(|n| {
+                    (
+                        vec![("table", esc(&n.table)), ("quota", esc(&n.name))],
+                        Gauge(n.value as i64),
+                    )
+                })
+                .collect(),
+        ));
+        f.push((
             "weir_set_elements",
             "Elements sets gained from the packet path.",
             G,

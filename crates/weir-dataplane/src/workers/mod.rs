@@ -364,7 +364,7 @@ impl Worker {
     }
 }
 
-/// The ruleset's own counters in a worker: its rules, named counters and run-time sets.
+/// The ruleset's own counters in a worker: its rules, named counters and quotas, run-time sets.
 fn ruleset_stats(sf: &Stateful, now: u64) -> RulesetStats {
     let eng = &sf.engine();
     let mut out = RulesetStats::default();
@@ -390,6 +390,15 @@ fn ruleset_stats(sf: &Stateful, now: u64) -> RulesetStats {
                 name: name.clone(),
                 value: n as u64,
             });
+        }
+        for (qi, (name, _)) in t.ir.quotas.iter().enumerate() {
+            if let Some(used) = weir_engine::objects::quota_used(eng, ti, qi) {
+                out.quotas.push(NamedStat {
+                    table: table.clone(),
+                    name: name.clone(),
+                    value: used,
+                });
+            }
         }
         for (ci, nc) in t.ir.counters.iter().enumerate() {
             if let Some(&(pk, _)) = eng.st.named_counters.get(ti).and_then(|v| v.get(ci)) {

@@ -120,12 +120,23 @@ pub enum Expr {
         from: Vec<u8>,
         to: Vec<u8>,
     },
-    /// `lookup reg R set NAME [dreg D] [0x1]`: `set` indexes the block's sets.
+    /// `lookup reg R set NAME [dreg D] [0x1]`: `set` indexes the block's sets. Also `objref
+    /// sreg R set NAME` (`objref: Some(kind)`, the kind of the map's objects: 1 counter, 2
+    /// quota, 4 limit): the object the map gives for the key, a miss stops the rule
+    /// (`nft_objref_map_eval`).
     Lookup {
         sreg: usize,
         set: usize,
         dreg: Option<usize>,
         invert: bool,
+        objref: Option<u8>,
+    },
+    /// `objref type T name N`: the named object N of kind T (1 counter, 2 quota, 4 limit, 3
+    /// ct helper ...). [`super::objects::fill`] turns a counter, quota or limit into the
+    /// expression it evaluates as (`nft_objref_eval` runs the object's own `eval`).
+    Objref {
+        kind: u8,
+        name: String,
     },
     Immediate {
         dreg: usize,
@@ -315,6 +326,8 @@ impl Elem {
 pub enum ElemData {
     Verdict(String),
     Bytes(Vec<u8>),
+    /// An object map's data: the object's name.
+    Object(String),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -345,6 +358,10 @@ pub struct Block {
     pub exprs: Vec<Expr>,
     /// A line the parser did not understand (the block is not used).
     pub error: Option<String>,
+    /// The named objects of the rule's table an object map's elements name, as the
+    /// expression each evaluates as on a fresh object ([`Expr::Counter`], [`Expr::Quota`],
+    /// [`Expr::Limit`]); filled from the table's text by [`super::objects::fill`].
+    pub objs: BTreeMap<String, Expr>,
 }
 
 /// The register word index of `reg N`.
@@ -613,6 +630,24 @@ fn parse_expr(line: &str, raw: &mut Vec<Vec<String>>) -> Result<Expr, String> {
                 set: usize::MAX,
                 dreg,
                 invert,
+                objref: None,
+            }
+        }
+        Some("objref") if t.get(1) == Some(&"type") => Expr::Objref {
+            kind: t.get(2).and_then(|s| s.parse().ok()).ok_or_else(bad)?,
+            name: t.get(4).ok_or_else(bad)?.to_string(),
+        },
+        Some("objref") if t.get(1) == Some(&"sreg") => {
+            // objref sreg 1 set __objmap%d: the map's object type is not printed; 0 until the
+            // block's rule says (`counter name ... map`, see `parse_file`)
+            let sreg = t.get(2).and_then(|s| reg_arg(s)).ok_or_else(bad)?;
+            raw.push(vec![t.get(4).ok_or_else(bad)?.to_string()]);
+            Expr::Lookup {
+                sreg,
+                set: usize::MAX,
+                dreg: None,
+                invert: false,
+                objref: Some(0),
             }
         }
         Some("immediate") => {
@@ -787,6 +822,7 @@ pub fn parse_file(src: &str) -> Vec<Block> {
             sets: Vec::new(),
             exprs: Vec::new(),
             error: None,
+            objs: BTreeMap::new(),
         };
         let mut raw: Vec<Vec<String>> = Vec::new();
         let mut filling: Option<usize> = None;
@@ -864,6 +900,20 @@ pub fn parse_file(src: &str) -> Vec<Block> {
             if let Err(m) = resolve(&mut b, raw) {
                 b.error = Some(m);
             }
+        }
+        // an object map's kind, which the block does not print: the rule's statement says
+        let kind = super::objects::map_kind(&b.rule);
+        for e in &mut b.exprs {
+            if let Expr::Lookup {
+                objref: Some(k), ..
+            } = e
+            {
+                *k = kind;
+            }
+        }
+        // a quota or a limit object: its declaration is in the table, not here
+        if b.error.is_none() && super::objects::needs_declarations(&b) {
+            b.error = Some(super::objects::UNDECLARED.into());
         }
         out.push(b);
     }
@@ -1036,8 +1086,13 @@ fn resolve(b: &mut Block, raw: Vec<Vec<String>>) -> Result<(), String> {
                 *to = conv(&z, host[*sreg])?;
             }
             Expr::Lookup {
-                sreg, set, dreg, ..
+                sreg,
+                set,
+                dreg,
+                objref,
+                ..
             } => {
+                let objref = objref.is_some();
                 let name = next()?.remove(0);
                 // anonymous sets are all `__set%d`: the n-th lookup of one is the n-th declared
                 let k = anon_used.entry(name.clone()).or_default();
@@ -1071,37 +1126,31 @@ fn resolve(b: &mut Block, raw: Vec<Vec<String>>) -> Result<(), String> {
                     }
                     if let Some(d) = &el.raw_data {
                         let first = d.split_whitespace().next().unwrap_or("");
-                        el.data = Some(
-                            if matches!(
-                                first,
-                                "accept"
-                                    | "drop"
-                                    | "continue"
-                                    | "return"
-                                    | "jump"
-                                    | "goto"
-                                    | "queue"
-                            ) {
-                                ElemData::Verdict(d.clone())
-                            } else {
-                                // map data: its byte order is the statement's; register layout
-                                let mut out = Vec::new();
-                                for c in d.split(" . ") {
-                                    let ws: Vec<&str> = c.split_whitespace().collect();
-                                    if sink_host[i] && ws.len() > 1 {
-                                        return Err("unknown: host-order map data".into());
-                                    }
-                                    let mut v = data_bytes(&ws, sink_host[i])
-                                        .ok_or_else(|| format!("bad map data {d}"))?;
-                                    while v.len() % 4 != 0 {
-                                        v.push(0);
-                                    }
-                                    out.extend(v);
+                        el.data = Some(if objref {
+                            ElemData::Object(d.clone())
+                        } else if matches!(
+                            first,
+                            "accept" | "drop" | "continue" | "return" | "jump" | "goto" | "queue"
+                        ) {
+                            ElemData::Verdict(d.clone())
+                        } else {
+                            // map data: its byte order is the statement's; register layout
+                            let mut out = Vec::new();
+                            for c in d.split(" . ") {
+                                let ws: Vec<&str> = c.split_whitespace().collect();
+                                if sink_host[i] && ws.len() > 1 {
+                                    return Err("unknown: host-order map data".into());
                                 }
-                                data_host.get_or_insert(out.len());
-                                ElemData::Bytes(out)
-                            },
-                        );
+                                let mut v = data_bytes(&ws, sink_host[i])
+                                    .ok_or_else(|| format!("bad map data {d}"))?;
+                                while v.len() % 4 != 0 {
+                                    v.push(0);
+                                }
+                                out.extend(v);
+                            }
+                            data_host.get_or_insert(out.len());
+                            ElemData::Bytes(out)
+                        });
                     }
                 }
                 if let (Some(d), Some(n)) = (dreg, data_host) {
@@ -1199,7 +1248,8 @@ mod tests {
                 sreg: 4,
                 set: 0,
                 dreg: None,
-                invert: false
+                invert: false,
+                objref: None,
             }
         );
         // host order: the value 4 is held as 04 00 00 00

@@ -859,40 +859,16 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                     return out(Outcome::Unknown("register out of range".into()), regs);
                 }
             }
-            Expr::Limit {
-                rate,
-                unit_secs,
-                burst,
-                bytes,
-                invert,
-            } => {
-                // nft_limit_init / nft_limit_eval on the bucket's first packet: full of
-                // tokens (rate + burst worth of bytes, or burst packets, 5 when 0)
-                let nsecs = *unit_secs as u128 * 1_000_000_000;
-                let rate = (*rate).max(1) as u128;
-                let (max, cost) = if *bytes {
-                    (
-                        nsecs * (rate + *burst as u128) / rate,
-                        nsecs * info.len as u128 / rate,
-                    )
-                } else {
-                    let b = if *burst == 0 { 5 } else { *burst as u128 };
-                    (nsecs / rate * b, nsecs / rate)
-                };
-                if (max >= cost) == *invert {
+            Expr::Limit { .. } | Expr::Quota { .. } => {
+                if fresh_stops(e, info.len) {
                     return out(Outcome::Break(i), regs);
                 }
             }
-            Expr::Quota {
-                bytes,
-                consumed,
-                invert,
-            } => {
-                // nft_quota: over once the bytes consumed (this packet's included) reach it
-                let over = consumed + info.len as u64 >= *bytes;
-                if over != *invert {
-                    return out(Outcome::Break(i), regs);
-                }
+            // a counter object never stops the rule; a quota or limit object is replaced by
+            // its own expression once its declaration is known (super::objects::fill)
+            Expr::Objref { kind: 1, .. } => {}
+            Expr::Objref { kind, .. } => {
+                return out(Outcome::Unknown(format!("objref type {kind}")), regs)
             }
             Expr::Numgen { dreg, offset } => {
                 if regs
@@ -1067,6 +1043,7 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                 set,
                 dreg,
                 invert,
+                objref,
             } => {
                 let s = &b.sets[*set];
                 let n = s.elems.first().map_or(0, |e| e.key.len());
@@ -1074,6 +1051,22 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                 let found = set_lookup(s, &key);
                 if found.is_some() == *invert {
                     return out(Outcome::Break(i), regs);
+                }
+                // nft_objref_map_eval: the object the map gives evaluates, fresh
+                if let (Some(kind), Some(e)) = (objref, found) {
+                    let obj = match &e.data {
+                        Some(ElemData::Object(n)) => b.objs.get(n),
+                        _ => None,
+                    };
+                    match (kind, obj) {
+                        (1, _) => {}
+                        (2 | 4, Some(o)) => {
+                            if fresh_stops(o, info.len) {
+                                return out(Outcome::Break(i), regs);
+                            }
+                        }
+                        _ => return out(Outcome::Unknown(format!("objref type {kind}")), regs),
+                    }
                 }
                 if let (Some(d), Some(e)) = (dreg, found) {
                     match &e.data {
@@ -1135,6 +1128,46 @@ pub fn inner_offset(f: &[u8], info: &Pktinfo) -> Option<usize> {
 pub fn memcmp(a: &[u8], b: &[u8]) -> Ordering {
     let n = a.len().min(b.len());
     a[..n].cmp(&b[..n])
+}
+
+/// Whether a `limit` or `quota` (a statement, or the object a reference names) stops the rule
+/// on its first packet, of `len` bytes: its state fresh, as `nft_limit_init` / `nft_quota_init`
+/// leave it.
+fn fresh_stops(e: &Expr, len: usize) -> bool {
+    match *e {
+        Expr::Limit {
+            rate,
+            unit_secs,
+            burst,
+            bytes,
+            invert,
+        } => {
+            // nft_limit_init / nft_limit_eval on the bucket's first packet: full of
+            // tokens (rate + burst worth of bytes, or burst packets, 5 when 0)
+            let nsecs = unit_secs as u128 * 1_000_000_000;
+            let rate = rate.max(1) as u128;
+            let (max, cost) = if bytes {
+                (
+                    nsecs * (rate + burst as u128) / rate,
+                    nsecs * len as u128 / rate,
+                )
+            } else {
+                let b = if burst == 0 { 5 } else { burst as u128 };
+                (nsecs / rate * b, nsecs / rate)
+            };
+            (max >= cost) == invert
+        }
+        Expr::Quota {
+            bytes,
+            consumed,
+            invert,
+        } => {
+            // nft_quota: over once the bytes consumed (this packet's included) reach it
+            let over = consumed + len as u64 >= bytes;
+            over != invert
+        }
+        _ => false,
+    }
 }
 
 #[cfg(test)]

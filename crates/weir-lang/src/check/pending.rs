@@ -98,16 +98,6 @@ pub(super) fn lower_pending(
             return false;
         }
     }
-    // a named limit the table declares
-    if what == "limit name" {
-        if let Some((_, ast::Expr::Const(v @ (Val::Word(..) | Val::Str(..))))) = operands.first() {
-            let name = super::tables::other_text(v);
-            if !cx.limits.contains(&name) {
-                err(cx, v.span(), format!("no limit '{name}' in this table"));
-                return false;
-            }
-        }
-    }
     for (o, e) in operands {
         // `tproxy ip to 192.0.2.1:50080`: the address and the port in one word
         if let (O::Addr, ast::Expr::Const(Val::Word(w, sp))) = (o, e) {

@@ -141,6 +141,7 @@ fn anon_set(
         data_types: data.map(|d| d.to_vec()).unwrap_or_default(),
         is_map,
         verdict_map: verdict,
+        objects: cx.obj_data.filter(|_| is_map),
         interval: true,
         dynamic: false,
         constant: true,
@@ -209,7 +210,7 @@ fn set_ref(cx: &mut Cx, types: &[DataType], r: &ast::SetRef, span: Span) -> Opti
     }
 }
 
-fn map_ref(
+pub(super) fn map_ref(
     cx: &mut Cx,
     key: &Key,
     r: &ast::SetRef,
@@ -456,6 +457,7 @@ fn point_set(types: &[DataType], key: Vec<(u128, u128)>) -> SetRef {
         data_types: vec![],
         is_map: false,
         verdict_map: false,
+        objects: None,
         interval: true,
         dynamic: false,
         constant: true,
@@ -625,6 +627,18 @@ fn lower_item(
             operands,
             span,
         } => {
+            if let Some(kind) = super::objects::objref_kind(what) {
+                return match operands.first() {
+                    Some((_, e)) => match super::objects::lower_objref(cx, kind, e) {
+                        Some(x) => {
+                            out.push(x);
+                            true
+                        }
+                        None => false,
+                    },
+                    None => false,
+                };
+            }
             if !lower_pending(cx, what, family.as_ref(), operands, *span) {
                 return false;
             }

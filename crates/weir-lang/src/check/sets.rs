@@ -45,9 +45,17 @@ pub(super) fn lower_set(cx: &mut Cx, d: &ast::SetDecl, extra: &[&ast::Elem]) -> 
             data_types.push(DataType::Integer(16));
             cx.uneval_sets.insert(d.name.name.clone(), "queue map");
         } else if ast::is_object_type(&t.name) {
-            // an object map: its data are names of objects of that type
+            // an object map: its data are names of objects of that type (counters, quotas
+            // and limits are evaluated: each name becomes the object's index)
             data_types.push(DataType::IfName);
-            cx.uneval_sets.insert(d.name.name.clone(), "object map");
+            match ObjKind::from_name(&t.name) {
+                Some(k) => {
+                    cx.obj_maps.insert(d.name.name.clone(), k);
+                }
+                None => {
+                    cx.uneval_sets.insert(d.name.name.clone(), "object map");
+                }
+            }
         } else {
             match DataType::from_nft_name(&t.name) {
                 Some(dt) => data_types.push(dt),
@@ -119,6 +127,7 @@ pub(super) fn lower_set(cx: &mut Cx, d: &ast::SetDecl, extra: &[&ast::Elem]) -> 
         data_types,
         is_map: d.is_map,
         verdict_map,
+        objects: cx.obj_maps.get(&d.name.name).copied(),
         interval,
         dynamic,
         constant,
@@ -129,6 +138,7 @@ pub(super) fn lower_set(cx: &mut Cx, d: &ast::SetDecl, extra: &[&ast::Elem]) -> 
     };
     let elems: Vec<&ast::Elem> = d.elements.iter().chain(extra.iter().copied()).collect();
     let mut seen = std::collections::HashSet::new();
+    let obj_data = std::mem::replace(&mut cx.obj_data, cx.obj_maps.get(&set.name).copied());
     for e in elems {
         let el = lower_elem(cx, &set, e);
         if std::mem::take(&mut cx.catchall) {
@@ -155,6 +165,7 @@ pub(super) fn lower_set(cx: &mut Cx, d: &ast::SetDecl, extra: &[&ast::Elem]) -> 
             set.elements.push(el);
         }
     }
+    cx.obj_data = obj_data;
     if let Some(sz) = set.size {
         if set.elements.len() as u64 > sz {
             err(
@@ -347,6 +358,14 @@ pub(super) fn lower_elem(cx: &mut Cx, set: &Set, e: &ast::Elem) -> Option<Elemen
                 return None;
             }
             Some(MapValue::Verdict(lower_verdict(cx, v)?))
+        }
+        // a counter, quota or limit map's data: the object's index in its table's list
+        (Some(ast::MapData::Value(v @ (ast::Val::Str(..) | ast::Val::Word(..)))), true)
+            if cx.obj_data.is_some() =>
+        {
+            let kind = cx.obj_data?;
+            let i = super::objects::object_index(cx, kind, v)?;
+            Some(MapValue::Value(vec![i as u128]))
         }
         // an object map's data: a name (of any length; nft's are up to 255 bytes), kept by
         // the syntax tree and not evaluated

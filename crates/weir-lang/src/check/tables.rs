@@ -57,8 +57,13 @@ pub(super) struct Cx<'d> {
     pub(super) l4_dep: Option<Family>,
     /// The rule's equalities with one value so far (`meta nfproto ipv6`, `icmp type 3`).
     pub(super) eq_seen: Vec<(weir_wire::Field, u128)>,
-    /// The table's named `limit` objects.
-    pub(super) limits: std::collections::HashSet<String>,
+    /// The table's named `limit` objects, by name: their index in `Table::limits`.
+    pub(super) limits: HashMap<String, usize>,
+    /// Named object maps of counters, quotas or limits (`type ipv4_addr : counter`), by name.
+    pub(super) obj_maps: HashMap<String, ObjKind>,
+    /// The kind of object whose names the elements being lowered give as data (an object
+    /// map's elements: each name becomes the object's index).
+    pub(super) obj_data: Option<ObjKind>,
     /// Whether the rule has matched a transport field so far (NAT to a port needs one).
     pub(super) l4_seen: bool,
     /// The family of the IP addresses the rule has matched so far (`ip saddr`: Ip).
@@ -104,6 +109,8 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         l4_dep: None,
         eq_seen: Vec::new(),
         limits: Default::default(),
+        obj_maps: Default::default(),
+        obj_data: None,
         l4_seen: false,
         l3_seen: None,
         proto_set_seen: false,
@@ -111,6 +118,7 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
     // named objects
     let mut counters = Vec::new();
     let mut quotas = Vec::new();
+    let mut limits = Vec::new();
     for o in &t.objs {
         match o.kind.name.as_str() {
             "counter" => {
@@ -198,8 +206,9 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
                         let rest = words.split_off(b);
                         rest[1..].to_vec()
                     });
-                if lower_limit(&mut cx, over, &words, &burst, o.name.span).is_some() {
-                    cx.limits.insert(o.name.name.clone());
+                if let Some(l) = lower_limit(&mut cx, over, &words, &burst, o.name.span) {
+                    cx.limits.insert(o.name.name.clone(), limits.len());
+                    limits.push((o.name.name.clone(), l));
                 }
             }
             other => err(
@@ -295,6 +304,7 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         flowtables,
         counters,
         quotas,
+        limits,
         dormant: t.dormant,
         span: t.span,
     }

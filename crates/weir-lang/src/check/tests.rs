@@ -1,5 +1,6 @@
 //! Tests of the checker: a good ruleset, and the errors of bad ones.
 
+use crate::ir::{Expr, MapValue, ObjKind, ObjRef, ObjTarget, SetRef};
 use crate::load_str;
 
 fn errors(s: &str) -> Vec<String> {
@@ -679,27 +680,78 @@ fn header_writes_not_made_yet_are_listed() {
     assert!(errors("table ip t { chain c { ip id set 65536 } }")[0].contains("too large"));
 }
 
-/// Named limits as OpenWrt's fw4 writes them load (not evaluated yet); a missing one or a bad
+/// Named limits as OpenWrt's fw4 writes them, and references to objects through maps, are
+/// evaluated (lowered to [`Expr::ObjRef`]); a missing object, one of another kind or a bad
 /// rate is refused.
 #[test]
-fn named_limits_load_as_not_evaluated() {
-    let text = "table inet fw4 {\n limit lim_icmp { rate 10/second burst 5 packets }\n chain c {\n  limit name \"lim_icmp\" accept\n  quota name tcp dport map { 443 : \"q1\" }\n }\n quota q1 { 100 mbytes }\n}\n";
+fn named_objects_lower_to_objrefs() {
+    let text = "table inet fw4 {\n limit lim_icmp { rate 10/second burst 5 packets }\n chain c {\n  limit name \"lim_icmp\" accept\n  quota name tcp dport map { 443 : \"q1\", 80 : \"q0\" }\n  counter name ip saddr map @cm\n }\n quota q0 { over 1 kbytes }\n quota q1 { 100 mbytes }\n counter c1 { }\n map cm { type ipv4_addr : counter; elements = { 10.0.0.1 : \"c1\" } }\n}\n";
     let (rs, _) = load_str("t.nft", text)
         .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
         .unwrap();
-    let u = rs.unevaluated();
+    assert!(rs.unevaluated().is_empty(), "{:?}", rs.unevaluated());
+    let t = &rs.tables[0];
+    assert_eq!(t.limits.len(), 1);
+    assert_eq!(t.limits[0].0, "lim_icmp");
+    assert_eq!((t.limits[0].1.rate, t.limits[0].1.burst), (10, 5));
+    let r = &t.chains[0].rules;
+    assert!(matches!(
+        &r[0].exprs[0],
+        Expr::ObjRef(ObjRef {
+            kind: ObjKind::Limit,
+            target: ObjTarget::Name(0)
+        })
+    ));
+    let Expr::ObjRef(ObjRef {
+        kind: ObjKind::Quota,
+        target: ObjTarget::Map {
+            map: SetRef::Anon(m),
+            ..
+        },
+    }) = &r[1].exprs[0]
+    else {
+        panic!("{:?}", r[1].exprs);
+    };
+    // (q1 is the table's second quota)
+    let by_key: Vec<(u128, Option<MapValue>)> = m
+        .elements
+        .iter()
+        .map(|e| (e.key[0].0, e.data.clone()))
+        .collect();
     assert!(
-        u.iter()
-            .any(|e| e.starts_with("t.nft:4:") && e.contains("limit name")),
-        "{u:?}"
+        by_key.contains(&(443, Some(MapValue::Value(vec![1])))),
+        "{by_key:?}"
     );
     assert!(
-        u.iter()
-            .any(|e| e.starts_with("t.nft:5:") && e.contains("quota name map")),
-        "{u:?}"
+        by_key.contains(&(80, Some(MapValue::Value(vec![0])))),
+        "{by_key:?}"
     );
+    assert!(matches!(
+        &r[2].exprs[0],
+        Expr::ObjRef(ObjRef {
+            kind: ObjKind::Counter,
+            target: ObjTarget::Map {
+                map: SetRef::Named(0),
+                ..
+            }
+        })
+    ));
     let e = errors(&text.replace("limit name \"lim_icmp\"", "limit name \"nosuch\""));
     assert!(e.iter().any(|m| m.contains("no limit 'nosuch'")), "{e:?}");
+    let e = errors(&text.replace("limit name \"lim_icmp\"", "limit name \"q1\""));
+    assert!(e.iter().any(|m| m.contains("no limit 'q1'")), "{e:?}");
+    let e = errors(&text.replace("80 : \"q0\"", "80 : \"q9\""));
+    assert!(e.iter().any(|m| m.contains("no quota 'q9'")), "{e:?}");
+    let e = errors(&text.replace("10.0.0.1 : \"c1\"", "10.0.0.1 : \"q1\""));
+    assert!(e.iter().any(|m| m.contains("no counter 'q1'")), "{e:?}");
+    let e = errors(&text.replace(
+        "counter name ip saddr map @cm",
+        "quota name ip saddr map @cm",
+    ));
+    assert!(
+        e.iter().any(|m| m.contains("gives counter objects")),
+        "{e:?}"
+    );
     let e = errors(&text.replace("rate 10/second", "rate 10/fortnight"));
     assert!(e.iter().any(|m| m.contains("not a rate")), "{e:?}");
 }
