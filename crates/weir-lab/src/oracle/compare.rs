@@ -634,6 +634,12 @@ pub fn compare_case(
         // first
         let fresh = b.exprs.iter().any(|e| match e {
             Expr::Limit { .. } | Expr::Quota { .. } | Expr::Numgen { .. } => true,
+            // a quota or limit object, named or from an object map
+            Expr::Objref { kind: 2 | 4, .. }
+            | Expr::Lookup {
+                objref: Some(2 | 4),
+                ..
+            } => true,
             Expr::Stmt { kind, .. } => kind == "dynset",
             _ => false,
         });
