@@ -198,8 +198,8 @@ fn end_msg(buf: &mut [u8], at: usize) {
     buf[at..at + 4].copy_from_slice(&len.to_ne_bytes());
 }
 
-/// Attributes of a message body: (type without flags, payload).
-fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+/// Attributes of a netlink message body: (type without flags, payload). (Also rtnetlink's.)
+pub(crate) fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
     std::iter::from_fn(move || {
         if b.len() < 4 {
             return None;

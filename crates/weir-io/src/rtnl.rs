@@ -4,6 +4,7 @@
 //! `RTMGRP_IPV6_ROUTE`). Only the facts: what a route lookup makes of them is the caller's
 //! (`weir_dataplane::kernel_fib`).
 
+use crate::nfqueue::attrs;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -70,23 +71,6 @@ pub struct Snapshot {
 fn os_err(what: &str) -> io::Error {
     let e = io::Error::last_os_error();
     io::Error::new(e.kind(), format!("{what}: {e}"))
-}
-
-/// Attributes: (type without flags, payload).
-fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
-    std::iter::from_fn(move || {
-        if b.len() < 4 {
-            return None;
-        }
-        let len = u16::from_ne_bytes([b[0], b[1]]) as usize;
-        let ty = u16::from_ne_bytes([b[2], b[3]]) & 0x3fff;
-        if len < 4 || len > b.len() {
-            return None;
-        }
-        let data = &b[4..len];
-        b = &b[len.next_multiple_of(4).min(b.len())..];
-        Some((ty, data))
-    })
 }
 
 fn ne32(d: &[u8]) -> Option<u32> {

@@ -12,7 +12,6 @@
 //! `nftlb-tests/config_exec/...`) starts with PREFIX;
 //! `WEIR_PY_SHOW=N` prints N differing rules (default 20).
 
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 use weir_lab::pylab::{dumps, PyLab, Report};
 
@@ -123,68 +122,20 @@ fn shell_dumps_against_the_kernel() {
             }
         }
     }
-    let skipped: usize = r.skipped.values().sum();
-    println!(
-        "kernel lab (dumps): {files} dumps, {rules} rules: {} compared ({} of regular chains made base chains; {} matched by the kernel at least once), {} packets ({} matching), {} not reaching the rule's chain, {} later fragments matched by the kernel's fast payload path only, {} IPv4 fragments reassembled before the input hook, {} differences; {skipped} rules not compared; {:.1} s",
-        r.rules_compared,
-        r.regular_as_base,
-        r.rules_hit,
-        r.packets,
-        r.packets_matching,
-        r.packets_not_reached,
-        r.fast_path_fragments,
-        r.packets_reassembled,
-        r.differences.len(),
-        started.elapsed().as_secs_f64()
-    );
-    let mut top: Vec<_> = r.skipped.iter().collect();
-    top.sort_by_key(|t| std::cmp::Reverse(*t.1));
-    println!("rules not compared, by reason:");
-    for (why, n) in top.iter().take(30) {
-        println!("  {n:5}  {why}");
-    }
-    let listed: BTreeSet<String> = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/dump_kernel_exceptions.txt"),
-    )
-    .unwrap_or_default()
-    .lines()
-    .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-    .filter_map(|l| l.split_whitespace().next().map(str::to_string))
-    .collect();
     let show: usize = std::env::var("WEIR_PY_SHOW")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
-    let differ_at: BTreeSet<String> = r.differences.iter().map(|d| d.at.clone()).collect();
-    let unlisted: Vec<&String> = differ_at.difference(&listed).collect();
-    println!(
-        "differences ({} packets, {} rules; first {show} rules shown):",
-        r.differences.len(),
-        differ_at.len()
-    );
-    let mut shown = BTreeSet::new();
-    for d in &r.differences {
-        if shown.len() >= show && !shown.contains(&d.at) {
-            continue;
-        }
-        if shown.insert(d.at.clone()) {
-            println!("  {d}");
-        }
+    let exceptions =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/dump_kernel_exceptions.txt");
+    if let Err(e) = r.finish(
+        &format!("{files} rulesets, {rules} rules"),
+        started.elapsed().as_secs_f64(),
+        &exceptions,
+        show,
+        only.is_empty(),
+        COMPARED_FLOOR,
+    ) {
+        panic!("{e}");
     }
-    if only.is_empty() {
-        let stale: Vec<&String> = listed.difference(&differ_at).collect();
-        assert!(
-            stale.is_empty(),
-            "listed in tests/dump_kernel_exceptions.txt but no longer different: {stale:?}"
-        );
-        assert!(
-            r.rules_compared >= COMPARED_FLOOR,
-            "{} rules compared, below the floor of {COMPARED_FLOOR}",
-            r.rules_compared
-        );
-    }
-    assert!(
-        unlisted.is_empty(),
-        "differences not in tests/dump_kernel_exceptions.txt: {unlisted:?}"
-    );
 }

@@ -55,67 +55,88 @@ fn ip(s: &str) -> IpAddr {
     s.parse().expect("an address")
 }
 
-impl Default for FibModel {
-    /// `lo` (1), `eth0` (2, the input device of the oracle's packets), `eth1` (3, the output
-    /// device). eth0: 10.0.0.1/24, 2001:db8:a::1/64, fe80::2/64, and behind it 172.16.0.0/12
-    /// via 10.0.0.254 and 2001:db8:100::/40 (reverse-path hits); eth1: 192.168.1.1/24,
-    /// 2001:db8:b::1/64, fe80::3/64, the default routes; blackhole 203.0.113.0/24 and
-    /// 2001:db8:dead::/48, prohibit 198.51.100.0/24 and 2001:db8:beef::/48, unreachable
-    /// 192.0.2.0/24 and 2001:db8:bad::/48.
-    fn default() -> FibModel {
-        let dev = |index, name: &str| FibDev {
-            index,
-            name: name.into(),
-            loopback: index == 1,
-        };
-        let addr = |a: &str, prefix_len, dev| FibAddr {
-            addr: ip(a),
-            prefix_len,
-            dev,
-        };
-        let route = |d: &str, prefix_len, kind, dev, via: Option<&str>| FibRouteSpec {
-            dst: ip(d),
-            prefix_len,
-            kind,
-            dev,
-            via: via.map(ip),
-        };
+/// A route of [`FibModel::from_lists`]: destination, prefix length, [`rtn`] kind, device
+/// index (0: none), gateway.
+pub type RouteRow<'a> = (&'a str, u8, u8, u32, Option<&'a str>);
+
+impl FibModel {
+    /// A model from plain lists: devices (index, name; index 1 is the loopback device),
+    /// addresses (address, prefix length, device index), routes ([`RouteRow`]); IPv6
+    /// forwarding on. Panics on an address that does not parse (the lists are the caller's
+    /// constants).
+    pub fn from_lists(
+        devs: &[(u32, &str)],
+        addrs: &[(&str, u8, u32)],
+        routes: &[RouteRow<'_>],
+    ) -> FibModel {
         FibModel {
-            devs: vec![dev(1, "lo"), dev(2, "eth0"), dev(3, "eth1")],
-            addrs: vec![
-                addr("127.0.0.1", 8, 1),
-                addr("::1", 128, 1),
-                addr("10.0.0.1", 24, 2),
-                addr("2001:db8:a::1", 64, 2),
-                addr("fe80::2", 64, 2),
-                addr("192.168.1.1", 24, 3),
-                addr("2001:db8:b::1", 64, 3),
-                addr("fe80::3", 64, 3),
+            devs: devs
+                .iter()
+                .map(|&(index, name)| FibDev {
+                    index,
+                    name: name.into(),
+                    loopback: index == 1,
+                })
+                .collect(),
+            addrs: addrs
+                .iter()
+                .map(|&(a, prefix_len, dev)| FibAddr {
+                    addr: ip(a),
+                    prefix_len,
+                    dev,
+                })
+                .collect(),
+            routes: routes
+                .iter()
+                .map(|&(d, prefix_len, kind, dev, via)| FibRouteSpec {
+                    dst: ip(d),
+                    prefix_len,
+                    kind,
+                    dev,
+                    via: via.map(ip),
+                })
+                .collect(),
+            ipv6_forwarding: true,
+        }
+    }
+}
+
+impl Default for FibModel {
+    fn default() -> FibModel {
+        FibModel::from_lists(
+            &[(1, "lo"), (2, "eth0"), (3, "eth1")],
+            &[
+                ("127.0.0.1", 8, 1),
+                ("::1", 128, 1),
+                ("10.0.0.1", 24, 2),
+                ("2001:db8:a::1", 64, 2),
+                ("fe80::2", 64, 2),
+                ("192.168.1.1", 24, 3),
+                ("2001:db8:b::1", 64, 3),
+                ("fe80::3", 64, 3),
             ],
-            routes: vec![
-                route("172.16.0.0", 12, rtn::UNICAST, 2, Some("10.0.0.254")),
-                route(
+            &[
+                ("172.16.0.0", 12, rtn::UNICAST, 2, Some("10.0.0.254")),
+                (
                     "2001:db8:100::",
                     40,
                     rtn::UNICAST,
                     2,
                     Some("2001:db8:a::fe"),
                 ),
-                route("0.0.0.0", 0, rtn::UNICAST, 3, Some("192.168.1.254")),
-                route("::", 0, rtn::UNICAST, 3, Some("2001:db8:b::fe")),
-                route("203.0.113.0", 24, rtn::BLACKHOLE, 0, None),
-                route("2001:db8:dead::", 48, rtn::BLACKHOLE, 0, None),
-                route("198.51.100.0", 24, rtn::PROHIBIT, 0, None),
-                route("2001:db8:beef::", 48, rtn::PROHIBIT, 0, None),
-                route("192.0.2.0", 24, rtn::UNREACHABLE, 0, None),
-                route("2001:db8:bad::", 48, rtn::UNREACHABLE, 0, None),
+                ("0.0.0.0", 0, rtn::UNICAST, 3, Some("192.168.1.254")),
+                ("::", 0, rtn::UNICAST, 3, Some("2001:db8:b::fe")),
+                ("203.0.113.0", 24, rtn::BLACKHOLE, 0, None),
+                ("2001:db8:dead::", 48, rtn::BLACKHOLE, 0, None),
+                ("198.51.100.0", 24, rtn::PROHIBIT, 0, None),
+                ("2001:db8:beef::", 48, rtn::PROHIBIT, 0, None),
+                ("192.0.2.0", 24, rtn::UNREACHABLE, 0, None),
+                ("2001:db8:bad::", 48, rtn::UNREACHABLE, 0, None),
             ],
-            ipv6_forwarding: true,
-        }
+        )
     }
 }
 
-/// One entry of a table the kernel builds: prefix, length, type, device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Entry {
     pub dst: IpAddr,

@@ -24,7 +24,7 @@ pub mod trace;
 
 use crate::kernel::{self, NS_PREFIX};
 use crate::oracle::compare::{case_block, case_packets, first_hook, unknown_reason, Weir};
-use crate::oracle::fibenv::{FibAddr, FibDev, FibModel, FibRouteSpec};
+use crate::oracle::fibenv::FibModel;
 use crate::oracle::gen;
 use crate::oracle::interp::{ifname, Conn, Ct, Env, Family, Packet};
 use crate::rng::Rng;
@@ -49,50 +49,31 @@ const LAB_NOTRACK: &str = "table inet weirnotrack {\n  chain pre {\n    type fil
 /// addresses, from their MACs), the default route by eth1, a prefix behind eth0 (for
 /// reverse-path lookups), a blackhole, a prohibit and an unreachable route.
 pub fn lab_fib() -> FibModel {
-    let ip = |s: &str| s.parse::<std::net::IpAddr>().expect("an address");
-    let dev = |index, name: &str| FibDev {
-        index,
-        name: name.into(),
-        loopback: index == 1,
-    };
-    let addr = |a: &str, prefix_len, dev| FibAddr {
-        addr: ip(a),
-        prefix_len,
-        dev,
-    };
-    let route = |d: &str, prefix_len, kind, dev, via: Option<&str>| FibRouteSpec {
-        dst: ip(d),
-        prefix_len,
-        kind,
-        dev,
-        via: via.map(ip),
-    };
-    FibModel {
-        devs: vec![dev(1, "lo"), dev(2, "eth0"), dev(3, "eth1")],
-        addrs: vec![
-            addr("127.0.0.1", 8, 1),
-            addr("::1", 128, 1),
-            addr("198.18.0.1", 24, 2),
-            addr("2001:db8::1", 64, 2),
-            addr("fe80::ff:fe00:1", 64, 2),
-            addr("198.18.1.1", 24, 3),
-            addr("2001:db8:1::1", 64, 3),
-            addr("fe80::ff:fe00:3", 64, 3),
+    FibModel::from_lists(
+        &[(1, "lo"), (2, "eth0"), (3, "eth1")],
+        &[
+            ("127.0.0.1", 8, 1),
+            ("::1", 128, 1),
+            ("198.18.0.1", 24, 2),
+            ("2001:db8::1", 64, 2),
+            ("fe80::ff:fe00:1", 64, 2),
+            ("198.18.1.1", 24, 3),
+            ("2001:db8:1::1", 64, 3),
+            ("fe80::ff:fe00:3", 64, 3),
         ],
-        routes: vec![
-            route("198.18.100.0", 24, rtn::UNICAST, 2, Some("198.18.0.2")),
-            route("2001:db8:100::", 40, rtn::UNICAST, 2, Some("2001:db8::2")),
-            route("0.0.0.0", 0, rtn::UNICAST, 3, Some("198.18.1.2")),
-            route("::", 0, rtn::UNICAST, 3, Some("2001:db8:1::2")),
-            route("198.18.200.0", 24, rtn::BLACKHOLE, 0, None),
-            route("2001:db8:dead::", 48, rtn::BLACKHOLE, 0, None),
-            route("198.18.201.0", 24, rtn::PROHIBIT, 0, None),
-            route("2001:db8:beef::", 48, rtn::PROHIBIT, 0, None),
-            route("198.18.202.0", 24, rtn::UNREACHABLE, 0, None),
-            route("2001:db8:bad::", 48, rtn::UNREACHABLE, 0, None),
+        &[
+            ("198.18.100.0", 24, rtn::UNICAST, 2, Some("198.18.0.2")),
+            ("2001:db8:100::", 40, rtn::UNICAST, 2, Some("2001:db8::2")),
+            ("0.0.0.0", 0, rtn::UNICAST, 3, Some("198.18.1.2")),
+            ("::", 0, rtn::UNICAST, 3, Some("2001:db8:1::2")),
+            ("198.18.200.0", 24, rtn::BLACKHOLE, 0, None),
+            ("2001:db8:dead::", 48, rtn::BLACKHOLE, 0, None),
+            ("198.18.201.0", 24, rtn::PROHIBIT, 0, None),
+            ("2001:db8:beef::", 48, rtn::PROHIBIT, 0, None),
+            ("198.18.202.0", 24, rtn::UNREACHABLE, 0, None),
+            ("2001:db8:bad::", 48, rtn::UNREACHABLE, 0, None),
         ],
-        ipv6_forwarding: true,
-    }
+    )
 }
 
 /// The frame that closes each round: an Ethernet frame of the local experimental EtherType
@@ -171,6 +152,83 @@ pub struct Report {
 impl Report {
     fn skip(&mut self, why: impl Into<String>) {
         *self.skipped.entry(why.into()).or_default() += 1;
+    }
+
+    /// Print the figures, the reasons rules were not compared and the first `show` differing
+    /// rules; then check the differences against an exceptions file (`FILE:LINE reason` per
+    /// line, `#` comments): an error names the differences it does not list, and, when
+    /// `whole` (a full run), the listed rules that no longer differ and a count of rules
+    /// compared under `floor`.
+    pub fn finish(
+        &self,
+        label: &str,
+        elapsed_s: f64,
+        exceptions: &std::path::Path,
+        show: usize,
+        whole: bool,
+        floor: usize,
+    ) -> Result<(), String> {
+        let skipped: usize = self.skipped.values().sum();
+        println!(
+            "kernel lab ({label}): {} rules compared ({} of regular chains made base chains; {} matched by the kernel at least once), {} packets ({} matching), {} not reaching the rule's chain, {} later fragments matched by the kernel's fast payload path only, {} IPv4 fragments reassembled before the input hook, {} differences; {skipped} rules not compared; {elapsed_s:.1} s",
+            self.rules_compared,
+            self.regular_as_base,
+            self.rules_hit,
+            self.packets,
+            self.packets_matching,
+            self.packets_not_reached,
+            self.fast_path_fragments,
+            self.packets_reassembled,
+            self.differences.len(),
+        );
+        let mut top: Vec<_> = self.skipped.iter().collect();
+        top.sort_by_key(|t| std::cmp::Reverse(*t.1));
+        println!("rules not compared, by reason:");
+        for (why, n) in top.iter().take(30) {
+            println!("  {n:5}  {why}");
+        }
+        let listed: std::collections::BTreeSet<String> = std::fs::read_to_string(exceptions)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+            .collect();
+        let differ_at: std::collections::BTreeSet<String> =
+            self.differences.iter().map(|d| d.at.clone()).collect();
+        println!(
+            "differences ({} packets, {} rules; first {show} rules shown):",
+            self.differences.len(),
+            differ_at.len()
+        );
+        let mut shown = std::collections::BTreeSet::new();
+        for d in &self.differences {
+            if shown.len() >= show && !shown.contains(&d.at) {
+                continue;
+            }
+            if shown.insert(d.at.clone()) {
+                println!("  {d}");
+            }
+        }
+        let file = exceptions.display();
+        let unlisted: Vec<&String> = differ_at.difference(&listed).collect();
+        if !unlisted.is_empty() {
+            return Err(format!("differences not in {file}: {unlisted:?}"));
+        }
+        if whole {
+            let stale: Vec<&String> = listed.difference(&differ_at).collect();
+            if !stale.is_empty() {
+                return Err(format!(
+                    "listed in {file} but no longer different: {stale:?}"
+                ));
+            }
+            if self.rules_compared < floor {
+                return Err(format!(
+                    "{} rules compared, below the floor of {floor}",
+                    self.rules_compared
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
