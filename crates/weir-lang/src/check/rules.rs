@@ -1021,8 +1021,13 @@ fn lower_item(
                 );
                 return false;
             }
-            // statements on what the engine does not evaluate yet
-            if !f.evaluated() {
+            // statements on what the engine does not evaluate yet (zones are read, always 0:
+            // weir's conntrack has no zones to set)
+            let zone = matches!(
+                f,
+                Field::CtZone | Field::CtOriginalZone | Field::CtReplyZone
+            );
+            if !f.evaluated() || zone {
                 let ok = match f {
                     Field::TcpOptionField => {
                         target_text(target).starts_with("tcp option maxseg size")
@@ -1050,6 +1055,9 @@ fn lower_item(
                 }
                 out.push(Expr::Unevaluated(match f {
                     Field::TcpOptionField => "tcp option maxseg size set",
+                    Field::CtZone => "ct zone set",
+                    Field::CtOriginalZone => "ct original zone set",
+                    Field::CtReplyZone => "ct reply zone set",
                     _ => f.name(),
                 }));
                 cx.uneval.retain(|w| *w != "tcp option");
