@@ -129,3 +129,36 @@ fn ct_zone_set_is_not_evaluated() {
     });
     assert!(rs.refuse_unevaluated().is_err());
 }
+
+/// `ct label N`: no connection has a label (`ct label set` is not evaluated), so bit N is never
+/// set; `ct label != N` holds for every tracked connection, and neither without an entry.
+#[test]
+fn ct_label_reads_no_bit_set() {
+    let rules = "table inet f {
+        chain fwd { type filter hook forward priority 0; policy accept;
+            ct label 127 meta mark set meta mark | 0x1
+            ct label 0 meta mark set meta mark | 0x2
+            ct label != 5 meta mark set meta mark | 0x4
+        }
+    }";
+    for mode in [Mode::Compiled, Mode::Linear] {
+        let mut sf = stateful(rules, mode);
+        let m = forward(&mut sf, &seg(true, tf::SYN, 100, 0, &[]), 1_000_000_000);
+        assert_eq!(m, 0x4, "{mode:?}: {m:#x}");
+    }
+    let untracked = "table inet f {
+        chain raw { type filter hook prerouting priority -300; notrack }
+        chain fwd { type filter hook forward priority 0; policy accept;
+            ct label != 5 meta mark set meta mark | 0x4
+        }
+    }";
+    let mut sf = stateful(untracked, Mode::Linear);
+    assert_eq!(forward(&mut sf, &seg(true, tf::SYN, 100, 0, &[]), 1), 0);
+    // `ct label set` stays refused
+    let text =
+        "table ip f { chain c { type filter hook prerouting priority 0; ct label set 127 } }";
+    let (rs, _) = weir_lang::load_str("t.nft", text).unwrap_or_else(|(sm, d)| {
+        panic!("{}", weir_lang::diag::render_all(&d, &sm));
+    });
+    assert!(rs.refuse_unevaluated().is_err());
+}

@@ -113,6 +113,7 @@ pub fn unknown_reason(b: &Block, env: &Env) -> Option<String> {
                         | "expiration"
                         | "l3protocol"
                         | "protocol"
+                        | "label"
                         | "zone"
                         | "zone original"
                         | "zone reply"

@@ -1,11 +1,11 @@
 //! The `ct` keys of a connection's tuples and counters (`ct load src_ip|dst_ip|src_ip6|
 //! dst_ip6|src|dst|proto_src|proto_dst|protocol|l3protocol|bytes|packets|avgpkt|zone [, dir
-//! D]`), as `nft_ct_get_eval` reads them, from the oracle's model of the connection.
+//! D]`, `label`), as `nft_ct_get_eval` reads them, from the oracle's model of the connection.
 //!
 //! The model: no NAT, so the reply tuple is the original one inverted; the packet's own tuple
 //! is the original one when it goes in the original direction (`info` 0, 1, 2: a new,
 //! established or related packet of the original direction, as an expected connection's first
-//! packet is), the reply one otherwise (`info` 3, 4). Counters are the model's (see [`counters`]); the zone is 0 (no zone templates).
+//! packet is), the reply one otherwise (`info` 3, 4). Counters are the model's (see [`counters`]); the zone is 0 (no zone templates), no label is set.
 
 use super::interp::{Ct, Loc, Packet, Pktinfo, Prov};
 use weir_engine::CtView;
@@ -120,6 +120,8 @@ pub fn load(key: &str, c: &Ct, p: &Packet, info: &Pktinfo) -> Result<Option<Load
     let v4 = info.ethertype == 0x0800;
     match name {
         "zone" => return Ok(Some((vec![0, 0], vec![None, None]))),
+        // `nf_ct_labels_find`: none (the model sets no label), the bitmap reads as zeros
+        "label" if dir.is_none() => return Ok(Some((vec![0; 16], vec![None; 16]))),
         "bytes" | "packets" | "avgpkt" => {
             let count = counters(c, info);
             let sum = |base: usize| match dir {

@@ -338,6 +338,17 @@ fn lower_match(
         Some((o, s)) => (Some(o), s),
         None => (None, span),
     };
+    // `ct label N` (bit N set) and `!=`, compared with one label: evaluated (no label is ever
+    // set, `ct label set` is not evaluated); other forms stay not evaluated
+    if key.len() == 1
+        && key[0].is_plain()
+        && key[0].src == Source::Field(Field::CtLabel)
+        && matches!(cmp, None | Some(CmpOp::Eq | CmpOp::Ne))
+        && matches!(rhs, ast::Rhs::Val(Val::Word(..)))
+        && cx.uneval.last() == Some(&Field::CtLabel.name())
+    {
+        cx.uneval.pop();
+    }
     match rhs {
         ast::Rhs::Set(r) => {
             let negate = match cmp {
@@ -1058,9 +1069,10 @@ fn lower_item(
                     Field::CtZone => "ct zone set",
                     Field::CtOriginalZone => "ct original zone set",
                     Field::CtReplyZone => "ct reply zone set",
+                    Field::CtLabel => "ct label set",
                     _ => f.name(),
                 }));
-                cx.uneval.retain(|w| *w != "tcp option");
+                cx.uneval.retain(|w| *w != "tcp option" && *w != "ct label");
                 return true;
             }
             if !ASSIGNABLE.contains(&f)
