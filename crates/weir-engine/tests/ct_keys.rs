@@ -162,3 +162,34 @@ fn ct_label_reads_no_bit_set() {
     });
     assert!(rs.refuse_unevaluated().is_err());
 }
+
+/// An IPv6 connection: the `ip6` address keys read its tuples, the `ip` ones break the rule
+/// (negated too), `ct l3proto` is ipv6.
+#[test]
+fn ct_keys_of_an_ipv6_connection() {
+    let rules = "table inet f {
+        chain fwd { type filter hook forward priority 0; policy accept;
+            ct original ip6 saddr 2001:db8::10 ct original ip6 daddr 2001:db8:1::20 ct reply ip6 saddr 2001:db8:1::20 ct reply ip6 daddr 2001:db8::10 meta mark set meta mark | 0x1
+            ct original ip saddr != 1.2.3.4 meta mark set meta mark | 0x2
+            ct reply ip daddr != 1.2.3.4 meta mark set meta mark | 0x4
+            ct l3proto ipv6 ct reply proto-src 443 ct original proto-dst 443 meta mark set meta mark | 0x8
+            ct original ip6 saddr 2001:db8:1::20 meta mark set meta mark | 0x10
+        }
+    }";
+    let c: std::net::Ipv6Addr = "2001:db8::10".parse().unwrap();
+    let s: std::net::Ipv6Addr = "2001:db8:1::20".parse().unwrap();
+    for mode in [Mode::Compiled, Mode::Linear] {
+        let mut sf = stateful(rules, mode);
+        let syn = Builder::new().tcp(c, s, &Tcp::new(50000, 443, tf::SYN).seq(1), &[]);
+        let m = forward(&mut sf, &syn, 1_000_000_000);
+        assert_eq!(m, 0x1 | 0x8, "{mode:?} SYN: {m:#x}");
+        let syn_ack = Builder::new().tcp(
+            s,
+            c,
+            &Tcp::new(443, 50000, tf::SYN | tf::ACK).seq(9).ack(2),
+            &[],
+        );
+        let m = forward(&mut sf, &syn_ack, 1_000_000_001);
+        assert_eq!(m, 0x1 | 0x8, "{mode:?} SYN-ACK: {m:#x}");
+    }
+}
