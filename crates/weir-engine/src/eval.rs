@@ -68,6 +68,8 @@ pub struct CtView {
     pub orig_dport: u16,
     pub reply_src: u128,
     pub reply_dst: u128,
+    pub reply_sport: u16,
+    pub reply_dport: u16,
     /// (original, reply) packets and bytes.
     pub packets: [u64; 2],
     pub bytes: [u64; 2],
@@ -616,28 +618,7 @@ impl<'a> Pkt<'a> {
                 if !self.meta.has_ct {
                     return None;
                 }
-                let c = &self.meta.ct;
-                let v4 = c.l3proto == 2;
-                Some(match f {
-                    Field::CtMark => self.meta.ct_mark as u128,
-                    Field::CtStatus => c.status as u128,
-                    Field::CtDirection => c.dir as u128,
-                    Field::CtExpiration => c.expiration_ms as u128,
-                    Field::CtL3proto => c.l3proto as u128,
-                    Field::CtProtocol => c.protocol as u128,
-                    Field::CtOriginalPackets => c.packets[0] as u128,
-                    Field::CtOriginalBytes => c.bytes[0] as u128,
-                    Field::CtReplyPackets => c.packets[1] as u128,
-                    Field::CtReplyBytes => c.bytes[1] as u128,
-                    // the address keys are typed IPv4 here: an IPv6 entry does not match
-                    Field::CtOriginalSaddr if v4 => c.orig_src,
-                    Field::CtOriginalDaddr if v4 => c.orig_dst,
-                    Field::CtReplySaddr if v4 => c.reply_src,
-                    Field::CtReplyDaddr if v4 => c.reply_dst,
-                    Field::CtOriginalProtoSrc => c.orig_sport as u128,
-                    Field::CtOriginalProtoDst => c.orig_dport as u128,
-                    _ => return None,
-                })
+                crate::ct::ct_key(&self.meta.ct, self.meta.ct_mark, f)
             }
             // nft reads `icmp id` / `icmp sequence` behind `icmp type { echo-reply,
             // echo-request }` (the messages of other types with an identifier do not match)

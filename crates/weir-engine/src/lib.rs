@@ -8,6 +8,7 @@
 
 pub mod answer;
 pub mod compile;
+mod ct;
 pub mod eval;
 pub mod fib;
 pub mod frag;

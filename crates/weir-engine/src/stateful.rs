@@ -162,6 +162,8 @@ fn ct_view(
         orig_dport: o.dport,
         reply_src: r.src,
         reply_dst: r.dst,
+        reply_sport: r.sport,
+        reply_dport: r.dport,
         packets: [e.packets(Dir::Original), e.packets(Dir::Reply)],
         bytes: [e.bytes(Dir::Original), e.bytes(Dir::Reply)],
     }

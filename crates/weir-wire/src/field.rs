@@ -444,6 +444,28 @@ fields! {
     // the socket's owner (NFQUEUE's UID/GID attributes)
     MetaSkuid => "meta skuid", T::Uid, L::Meta;
     MetaSkgid => "meta skgid", T::Gid, L::Meta;
+    // connection tracking keys by direction, totals of both directions, zones (always 0:
+    // weir's conntrack has no zones; `ct zone set` is not evaluated)
+    CtZone => "ct zone", T::Integer(16), L::Meta;
+    CtOriginalZone => "ct original zone", T::Integer(16), L::Meta;
+    CtReplyZone => "ct reply zone", T::Integer(16), L::Meta;
+    CtBytes => "ct bytes", T::Integer(64), L::Meta;
+    CtPackets => "ct packets", T::Integer(64), L::Meta;
+    CtAvgpkt => "ct avgpkt", T::Integer(64), L::Meta;
+    CtOriginalAvgpkt => "ct original avgpkt", T::Integer(64), L::Meta;
+    CtReplyAvgpkt => "ct reply avgpkt", T::Integer(64), L::Meta;
+    CtOriginalIpSaddr => "ct original ip saddr", T::Ipv4Addr, L::Ip4;
+    CtOriginalIpDaddr => "ct original ip daddr", T::Ipv4Addr, L::Ip4;
+    CtReplyIpSaddr => "ct reply ip saddr", T::Ipv4Addr, L::Ip4;
+    CtReplyIpDaddr => "ct reply ip daddr", T::Ipv4Addr, L::Ip4;
+    CtOriginalIp6Saddr => "ct original ip6 saddr", T::Ipv6Addr, L::Ip6;
+    CtOriginalIp6Daddr => "ct original ip6 daddr", T::Ipv6Addr, L::Ip6;
+    CtReplyIp6Saddr => "ct reply ip6 saddr", T::Ipv6Addr, L::Ip6;
+    CtReplyIp6Daddr => "ct reply ip6 daddr", T::Ipv6Addr, L::Ip6;
+    CtOriginalProtocol => "ct original protocol", T::InetProto, L::Meta;
+    CtReplyProtocol => "ct reply protocol", T::InetProto, L::Meta;
+    CtReplyProtoSrc => "ct reply proto-src", T::InetService, L::Meta;
+    CtReplyProtoDst => "ct reply proto-dst", T::InetService, L::Meta;
     // ---- loaded and checked, not evaluated yet (see `Field::evaluated`) ----
     // metadata
     MetaIifkind => "meta iifkind", T::IfName, L::Meta;
@@ -488,35 +510,15 @@ fields! {
     Icmp6Taddr => "icmpv6 taddr", T::Ipv6Addr, L::Icmp6;
     Icmp6Daddr => "icmpv6 daddr", T::Ipv6Addr, L::Icmp6;
     // connection tracking keys not read yet
-    CtZone => "ct zone", T::Integer(16), L::Meta;
-    CtOriginalZone => "ct original zone", T::Integer(16), L::Meta;
-    CtReplyZone => "ct reply zone", T::Integer(16), L::Meta;
-    CtBytes => "ct bytes", T::Integer(64), L::Meta;
-    CtPackets => "ct packets", T::Integer(64), L::Meta;
-    CtAvgpkt => "ct avgpkt", T::Integer(64), L::Meta;
-    CtOriginalAvgpkt => "ct original avgpkt", T::Integer(64), L::Meta;
-    CtReplyAvgpkt => "ct reply avgpkt", T::Integer(64), L::Meta;
     CtId => "ct id", T::Integer(32), L::Meta;
     CtHelper => "ct helper", T::Str16, L::Meta;
     CtEvent => "ct event", T::CtEvent, L::Meta;
-    CtOriginalIpSaddr => "ct original ip saddr", T::Ipv4Addr, L::Ip4;
-    CtOriginalIpDaddr => "ct original ip daddr", T::Ipv4Addr, L::Ip4;
-    CtReplyIpSaddr => "ct reply ip saddr", T::Ipv4Addr, L::Ip4;
-    CtReplyIpDaddr => "ct reply ip daddr", T::Ipv4Addr, L::Ip4;
-    CtOriginalIp6Saddr => "ct original ip6 saddr", T::Ipv6Addr, L::Ip6;
-    CtOriginalIp6Daddr => "ct original ip6 daddr", T::Ipv6Addr, L::Ip6;
-    CtReplyIp6Saddr => "ct reply ip6 saddr", T::Ipv6Addr, L::Ip6;
-    CtReplyIp6Daddr => "ct reply ip6 daddr", T::Ipv6Addr, L::Ip6;
     // routing (`rt`), route lookups (`fib`, typed by the checker), raw payload
     RtMtu => "rt mtu", T::Integer(16), L::Meta;
     RtIpsec => "rt ipsec", T::Boolean, L::Meta;
     RtIpNexthop => "rt ip nexthop", T::Ipv4Addr, L::Ip4;
     RtIp6Nexthop => "rt ip6 nexthop", T::Ipv6Addr, L::Ip6;
     RtClassid => "rt classid", T::Realm, L::Meta;
-    CtOriginalProtocol => "ct original protocol", T::InetProto, L::Meta;
-    CtReplyProtocol => "ct reply protocol", T::InetProto, L::Meta;
-    CtReplyProtoSrc => "ct reply proto-src", T::InetService, L::Meta;
-    CtReplyProtoDst => "ct reply proto-dst", T::InetService, L::Meta;
     // tunnel metadata a netdev device attached (`tunnel path exists`, `tunnel id 10`)
     TunnelPath => "tunnel path", T::Boolean, L::Meta;
     TunnelId => "tunnel id", T::Integer(32), L::Meta;

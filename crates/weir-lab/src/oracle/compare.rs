@@ -113,6 +113,39 @@ pub fn unknown_reason(b: &Block, env: &Env) -> Option<String> {
                         | "expiration"
                         | "l3protocol"
                         | "protocol"
+                        | "label"
+                        | "zone"
+                        | "zone original"
+                        | "zone reply"
+                        | "bytes"
+                        | "bytes original"
+                        | "bytes reply"
+                        | "packets"
+                        | "packets original"
+                        | "packets reply"
+                        | "avgpkt"
+                        | "avgpkt original"
+                        | "avgpkt reply"
+                        | "protocol original"
+                        | "protocol reply"
+                        | "l3protocol original"
+                        | "l3protocol reply"
+                        | "src original"
+                        | "src reply"
+                        | "dst original"
+                        | "dst reply"
+                        | "src_ip original"
+                        | "src_ip reply"
+                        | "dst_ip original"
+                        | "dst_ip reply"
+                        | "src_ip6 original"
+                        | "src_ip6 reply"
+                        | "dst_ip6 original"
+                        | "dst_ip6 reply"
+                        | "proto_src original"
+                        | "proto_src reply"
+                        | "proto_dst original"
+                        | "proto_dst reply"
                 ) =>
             {
                 format!("ct {key}")
@@ -254,6 +287,8 @@ impl Weir {
                     protocol: pm.l4proto,
                     ..CtView::default()
                 };
+                let info = interp::pktinfo(p, &env).ok().flatten();
+                super::ctkeys::fill_view(&c, p, info.as_ref(), &mut meta.ct);
             }
             let mut pkt = Pkt {
                 frame: &p.frame,

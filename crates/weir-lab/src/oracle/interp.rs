@@ -853,7 +853,11 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                         Some((_, proto)) => (vec![proto], vec![None]),
                         None => return out(Outcome::Unknown("ct protocol".into()), regs),
                     },
-                    (k, _) => return out(Outcome::Unknown(format!("ct {k}")), regs),
+                    (k, Conn::Tracked(c)) => match super::ctkeys::load(k, &c, p, &info) {
+                        Ok(Some(l)) => l,
+                        Ok(None) => return out(Outcome::Break(i), regs),
+                        Err(why) => return out(Outcome::Unknown(why), regs),
+                    },
                 };
                 if regs.store(*dreg, &v, &prov).is_none() {
                     return out(Outcome::Unknown("register out of range".into()), regs);

@@ -7,6 +7,7 @@
 
 pub mod bytecode;
 pub mod compare;
+pub mod ctkeys;
 pub mod exthdr;
 pub mod fibenv;
 pub mod gen;

@@ -338,6 +338,17 @@ fn lower_match(
         Some((o, s)) => (Some(o), s),
         None => (None, span),
     };
+    // `ct label N` (bit N set) and `!=`, compared with one label: evaluated (no label is ever
+    // set, `ct label set` is not evaluated); other forms stay not evaluated
+    if key.len() == 1
+        && key[0].is_plain()
+        && key[0].src == Source::Field(Field::CtLabel)
+        && matches!(cmp, None | Some(CmpOp::Eq | CmpOp::Ne))
+        && matches!(rhs, ast::Rhs::Val(Val::Word(..)))
+        && cx.uneval.last() == Some(&Field::CtLabel.name())
+    {
+        cx.uneval.pop();
+    }
     match rhs {
         ast::Rhs::Set(r) => {
             let negate = match cmp {
@@ -1021,8 +1032,13 @@ fn lower_item(
                 );
                 return false;
             }
-            // statements on what the engine does not evaluate yet
-            if !f.evaluated() {
+            // statements on what the engine does not evaluate yet (zones are read, always 0:
+            // weir's conntrack has no zones to set)
+            let zone = matches!(
+                f,
+                Field::CtZone | Field::CtOriginalZone | Field::CtReplyZone
+            );
+            if !f.evaluated() || zone {
                 let ok = match f {
                     Field::TcpOptionField => {
                         target_text(target).starts_with("tcp option maxseg size")
@@ -1050,9 +1066,13 @@ fn lower_item(
                 }
                 out.push(Expr::Unevaluated(match f {
                     Field::TcpOptionField => "tcp option maxseg size set",
+                    Field::CtZone => "ct zone set",
+                    Field::CtOriginalZone => "ct original zone set",
+                    Field::CtReplyZone => "ct reply zone set",
+                    Field::CtLabel => "ct label set",
                     _ => f.name(),
                 }));
-                cx.uneval.retain(|w| *w != "tcp option");
+                cx.uneval.retain(|w| *w != "tcp option" && *w != "ct label");
                 return true;
             }
             if !ASSIGNABLE.contains(&f)

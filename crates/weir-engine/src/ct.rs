@@ -1,0 +1,62 @@
+//! The `ct` keys read from the packet's connection entry, as the kernel's `nft_ct_get_eval`
+//! reads them (`ct state` is read apart: it has a value without an entry).
+
+use crate::eval::CtView;
+use weir_wire::Field;
+
+/// `ct label` of a connection without labels: a value no label number (0 to 127) equals.
+const NO_LABEL: u128 = u128::MAX;
+
+/// The value of the conntrack key `f` for the connection `c` (whose mark is `mark`); `None`
+/// breaks the rule, as the kernel's `NFT_BREAK`: a key this connection does not have (an IPv4
+/// address key of an IPv6 connection and the other way round).
+///
+/// Packets and bytes are counted for every connection (the kernel counts them only with
+/// `nf_conntrack_acct`, which a rule reading `ct bytes` turns on). A key without a direction
+/// (`ct bytes`, `ct packets`, `ct avgpkt`) sums both directions; `avgpkt` is bytes divided by
+/// packets, 0 without packets. Zones: weir's conntrack has none, every connection is in zone
+/// 0 (as in a kernel without `ct zone set` rules or zone templates); likewise no label.
+pub(crate) fn ct_key(c: &CtView, mark: u32, f: Field) -> Option<u128> {
+    let v4 = c.l3proto == 2;
+    let v6 = c.l3proto == 10;
+    let both = |a: [u64; 2]| a[0].wrapping_add(a[1]);
+    let avg = |bytes: u64, packets: u64| bytes.checked_div(packets).unwrap_or(0);
+    Some(match f {
+        Field::CtMark => mark as u128,
+        Field::CtStatus => c.status as u128,
+        Field::CtDirection => c.dir as u128,
+        Field::CtExpiration => c.expiration_ms as u128,
+        Field::CtL3proto => c.l3proto as u128,
+        Field::CtProtocol | Field::CtOriginalProtocol | Field::CtReplyProtocol => {
+            c.protocol as u128
+        }
+        Field::CtOriginalPackets => c.packets[0] as u128,
+        Field::CtOriginalBytes => c.bytes[0] as u128,
+        Field::CtReplyPackets => c.packets[1] as u128,
+        Field::CtReplyBytes => c.bytes[1] as u128,
+        Field::CtPackets => both(c.packets) as u128,
+        Field::CtBytes => both(c.bytes) as u128,
+        Field::CtAvgpkt => avg(both(c.bytes), both(c.packets)) as u128,
+        Field::CtOriginalAvgpkt => avg(c.bytes[0], c.packets[0]) as u128,
+        Field::CtReplyAvgpkt => avg(c.bytes[1], c.packets[1]) as u128,
+        Field::CtZone | Field::CtOriginalZone | Field::CtReplyZone => 0,
+        // the labels: weir's entries have none (`ct label set` is not evaluated), so no bit
+        // number is set; weir-lang lets only `ct label N` / `!= N` be evaluated, which this
+        // value (no bit number) never equals
+        Field::CtLabel => NO_LABEL,
+        // the address keys without a family are typed IPv4 here: an IPv6 entry does not match
+        Field::CtOriginalSaddr | Field::CtOriginalIpSaddr if v4 => c.orig_src,
+        Field::CtOriginalDaddr | Field::CtOriginalIpDaddr if v4 => c.orig_dst,
+        Field::CtReplySaddr | Field::CtReplyIpSaddr if v4 => c.reply_src,
+        Field::CtReplyDaddr | Field::CtReplyIpDaddr if v4 => c.reply_dst,
+        Field::CtOriginalIp6Saddr if v6 => c.orig_src,
+        Field::CtOriginalIp6Daddr if v6 => c.orig_dst,
+        Field::CtReplyIp6Saddr if v6 => c.reply_src,
+        Field::CtReplyIp6Daddr if v6 => c.reply_dst,
+        Field::CtOriginalProtoSrc => c.orig_sport as u128,
+        Field::CtOriginalProtoDst => c.orig_dport as u128,
+        Field::CtReplyProtoSrc => c.reply_sport as u128,
+        Field::CtReplyProtoDst => c.reply_dport as u128,
+        _ => return None,
+    })
+}
