@@ -1410,8 +1410,8 @@ fn dynset_op(t: &CTable, op: &ir::SetOp, p: &Pkt, st: &mut State, bytes: u64) ->
     }
     let live = ds.live(key, now);
     if !live {
-        // a static element counts as present
-        if t.sets[op.set].contains(key) && op.limit.is_none() && !op.counter {
+        // a static element counts as present (not the catch-all: the kernel adds beside it)
+        if t.sets[op.set].lookup_own(key).is_some() && op.limit.is_none() && !op.counter {
             return true;
         }
         if ds.elems.len() >= size {

@@ -259,6 +259,9 @@ pub struct Set {
     pub timeout_ms: Option<u64>,
     pub size: Option<u64>,
     pub elements: Vec<Element>,
+    /// The catch-all element (`*`, its key empty): what a lookup finds when no element of
+    /// `elements` has the key (nft_set_catchall_lookup).
+    pub catchall: Option<Element>,
     pub span: Span,
 }
 

@@ -490,8 +490,13 @@ pub struct NatOut {
     pub port: Option<(u16, u16)>,
 }
 
-/// Whether a set holds `key` (register layout); its element when it does.
+/// Whether a set holds `key` (register layout); its element when it does: one of its own,
+/// else its catch-all element (nft_set_catchall_lookup, after the set's own lookup misses).
 pub fn set_lookup<'a>(set: &'a Set, key: &[u8]) -> Option<&'a super::bytecode::Elem> {
+    own_lookup(set, key).or(set.catchall.as_ref())
+}
+
+fn own_lookup<'a>(set: &'a Set, key: &[u8]) -> Option<&'a super::bytecode::Elem> {
     let n = set.elems.first()?.key.len();
     let key = &key[..n.min(key.len())];
     if set.elems.iter().any(|e| e.end.is_some()) {

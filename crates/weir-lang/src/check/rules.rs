@@ -65,9 +65,6 @@ fn named_types(cx: &Cx, id: &ast::Ident) -> Option<Vec<weir_wire::DataType>> {
 }
 
 fn named_set(cx: &mut Cx, id: &ast::Ident) -> Option<usize> {
-    if cx.catchall_sets.contains(&id.name) {
-        cx.uneval.push("catch-all element");
-    }
     if let Some(&what) = cx.uneval_sets.get(&id.name) {
         cx.uneval.push(what);
     }
@@ -148,13 +145,14 @@ fn anon_set(
         timeout_ms: None,
         size: None,
         elements: Vec::new(),
+        catchall: None,
         span: Span::default(),
     };
     let mut ok = true;
     for e in elems {
         match lower_elem(cx, &set, e) {
             Some(el) => set.elements.push(el),
-            None if std::mem::take(&mut cx.catchall) => cx.uneval.push("catch-all element"),
+            None if cx.catchall.is_some() => set.catchall = cx.catchall.take(),
             None => ok = false,
         }
     }
@@ -468,6 +466,7 @@ fn point_set(types: &[DataType], key: Vec<(u128, u128)>) -> SetRef {
             data: None,
             timeout_ms: None,
         }],
+        catchall: None,
         span: Span::default(),
     }))
 }
