@@ -8,6 +8,7 @@
 
 pub mod answer;
 pub mod compile;
+mod dynset;
 pub mod eval;
 pub mod fib;
 pub mod frag;
