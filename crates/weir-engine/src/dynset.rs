@@ -17,6 +17,8 @@ pub(crate) struct DynElem {
     pub(crate) conns: ConnList,
     pub(crate) packets: u64,
     pub(crate) bytes: u64,
+    /// A map's element: its value (`add @m { ip saddr : meta mark }`), set when it was added.
+    pub(crate) data: Option<MapValue>,
 }
 
 /// The elements a set gained from the packet path (exact keys), beside its static elements.
@@ -74,10 +76,34 @@ pub(crate) fn set_contains(t: &CTable, s: &SetSlot, k: &[u128], st: &State, now_
     }
 }
 
+/// The map data for a key: a static element's, else a live element the packet path added,
+/// else the catch-all's (the kernel's set holds the first two alike; nft_set_catchall_lookup
+/// comes after both).
 #[inline]
-pub(crate) fn set_get<'a>(t: &'a CTable, s: &'a SetSlot, k: &[u128]) -> Option<&'a MapValue> {
+pub(crate) fn set_get<'a>(
+    t: &'a CTable,
+    s: &'a SetSlot,
+    k: &[u128],
+    st: &'a State,
+    now_ns: u64,
+) -> Option<&'a MapValue> {
     match s {
-        SetSlot::Named(i) => t.sets[*i].get(k),
+        SetSlot::Named(i) => {
+            let set = &t.sets[*i];
+            if let Some(e) = set.lookup_own(k) {
+                return e.data.as_ref();
+            }
+            let added = st
+                .dynsets
+                .get(t.index)
+                .and_then(|v| v.get(*i))
+                .and_then(|d| d.elems.get(k))
+                .filter(|e| e.expires_ns == 0 || e.expires_ns > now_ns);
+            match added {
+                Some(e) => e.data.as_ref(),
+                None => set.catchall().and_then(|e| e.data.as_ref()),
+            }
+        }
         SetSlot::Anon(b) => b.get(k),
         SetSlot::Small { .. } => None,
     }
@@ -93,6 +119,20 @@ pub(crate) fn dynset_op(t: &CTable, op: &ir::SetOp, p: &Pkt, st: &mut State, byt
     };
     let key = &kv[..n];
     let now = p.now_ns;
+    // a map's value, as nft_dynset reads its sreg_data (only a new element takes it)
+    let data = match &op.data {
+        None => None,
+        Some(ir::ValueExpr::Const(c)) => Some(MapValue::Value(c.clone())),
+        Some(ir::ValueExpr::Key(k)) => {
+            let mut dv = [0u128; MAX_KEY];
+            let Some(m) = p.key(k, st, &mut dv) else {
+                return false;
+            };
+            Some(MapValue::Value(dv[..m].to_vec()))
+        }
+        // the checker marks other values not evaluated
+        Some(_) => return false,
+    };
     let set = &t.ir.sets[op.set];
     let size = set.size.map_or(DYNSET_DEFAULT_SIZE, |s| s as usize);
     let timeout_ms = op.timeout_ms.or(set.timeout_ms);
@@ -129,6 +169,7 @@ pub(crate) fn dynset_op(t: &CTable, op: &ir::SetOp, p: &Pkt, st: &mut State, byt
             key.to_vec(),
             DynElem {
                 expires_ns: expires,
+                data,
                 ..DynElem::default()
             },
         );

@@ -1001,12 +1001,13 @@ impl Engine {
                     let Some(n) = p.key(key, st, &mut kv) else {
                         return Outcome::Next;
                     };
-                    match set_get(t, map, &kv[..n]) {
+                    match set_get(t, map, &kv[..n], st, p.now_ns) {
                         Some(MapValue::Verdict(v)) => {
+                            let v = *v;
                             let h = &mut st.rule_hits[r.gid];
                             h.0 += 1;
                             h.1 += bytes;
-                            return Outcome::Verdict(*v);
+                            return Outcome::Verdict(v);
                         }
                         _ => return Outcome::Next,
                     }
@@ -1180,7 +1181,7 @@ impl Engine {
                                     }
                                     _ => *comps,
                                 };
-                                match set_get(t, map, &kv[..n]) {
+                                match set_get(t, map, &kv[..n], st, p.now_ns) {
                                     // with a range in the data, each component is lo, hi
                                     Some(MapValue::Value(v))
                                         if comps > 0 && v.len() == 2 * comps =>
@@ -1275,7 +1276,7 @@ fn value_of(t: &CTable, v: &CValue, p: &Pkt, st: &mut State) -> Option<u128> {
         CValue::Map { key, map, .. } => {
             let mut kv = [0u128; MAX_KEY];
             let n = p.key(key, st, &mut kv)?;
-            match set_get(t, map, &kv[..n]) {
+            match set_get(t, map, &kv[..n], st, p.now_ns) {
                 Some(MapValue::Value(v)) => v.first().copied(),
                 _ => None,
             }

@@ -409,6 +409,9 @@ pub struct SetOp {
     pub counter: bool,
     /// `ct count [over] N` (nft_connlimit in the element): (N, over).
     pub ct_count: Option<(u32, bool)>,
+    /// A map's value (`update @m { ip saddr : ct mark }`, nft_dynset's `sreg_data`): the data
+    /// a new element gets.
+    pub data: Option<ValueExpr>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1163,12 +1163,18 @@ fn lower_item(
                 Some(t) => time_val(cx, t),
                 None => None,
             };
-            // a map's element is stored with its value (`update @m { ip saddr : ct mark }`):
-            // typed here, not evaluated yet (the engine's dynamic sets hold keys only)
+            // a map's element is stored with its value (`update @m { ip saddr : ct mark }`),
+            // as nft_dynset's sreg_data: the value a new element gets
             let (is_map, data) = (cx.sets[si].is_map, cx.sets[si].data_types.clone());
+            let mut value_expr = None;
             match (value, is_map) {
                 (Some(v), true) => {
-                    if data.is_empty() || lower_value(cx, &data, v).is_none() {
+                    let lowered = if data.is_empty() {
+                        None
+                    } else {
+                        lower_value(cx, &data, v)
+                    };
+                    let Some(lowered) = lowered else {
                         if data.is_empty() {
                             err(
                                 cx,
@@ -1180,9 +1186,13 @@ fn lower_item(
                             );
                         }
                         return false;
+                    };
+                    // a value looked up in a map, or a range: not evaluated yet
+                    if !matches!(lowered, ValueExpr::Const(_) | ValueExpr::Key(_)) {
+                        out.push(Expr::Unevaluated("update of a map with a value"));
+                        return true;
                     }
-                    out.push(Expr::Unevaluated("update of a map with a value"));
-                    return true;
+                    value_expr = Some(lowered);
                 }
                 (Some(v), false) => {
                     err(
@@ -1213,6 +1223,7 @@ fn lower_item(
                 limit: None,
                 counter: false,
                 ct_count: None,
+                data: value_expr,
             };
             for s in stmts {
                 match s {
