@@ -628,6 +628,18 @@ fn compile_expr(e: &Expr, slots: &mut Slots) -> CExpr {
         Expr::Match(m) => {
             let set = compile_set_ref(&m.set);
             match (&m.key[..], &set) {
+                // a new number each read: through the key, where the engine's state is at hand
+                (
+                    [KeyPart {
+                        src: Source::Field(Field::MetaRandom),
+                        ..
+                    }],
+                    _,
+                ) => CExpr::Match {
+                    key: m.key.clone(),
+                    negate: m.negate,
+                    set,
+                },
                 (
                     [KeyPart {
                         src: Source::Field(f),

@@ -339,6 +339,8 @@ pub struct State {
     pub(crate) named_limits: Vec<Vec<Bucket>>,
     numgen: Vec<u32>,
     rng: u64,
+    /// `meta random`'s xorshift64 generator (seeded when the engine is made).
+    pub(crate) meta_rng: u64,
     /// Log lines (the first ones; `log_count` counts them all).
     pub logs: Vec<String>,
     pub log_count: u64,
@@ -637,6 +639,7 @@ impl<'a> Pkt<'a> {
     #[inline]
     fn part(&self, p: &KeyPart, st: &mut State) -> Option<u128> {
         let v = match &p.src {
+            Source::Field(Field::MetaRandom) => crate::random::next(st) as u128,
             Source::Field(f) => self.field(*f)?,
             Source::Jhash {
                 key,
@@ -829,6 +832,9 @@ impl Engine {
         }
         if st.rng == 0 {
             st.rng = 0x853c_49e6_748f_ea9b;
+        }
+        if st.meta_rng == 0 {
+            st.meta_rng = crate::random::seed();
         }
     }
 

@@ -15,6 +15,7 @@ pub mod frag;
 pub mod hash;
 pub mod nat;
 pub mod objects;
+mod random;
 pub mod sets;
 pub mod stateful;
 

@@ -448,12 +448,13 @@ fields! {
     // the socket's owner (NFQUEUE's UID/GID attributes)
     MetaSkuid => "meta skuid", T::Uid, L::Meta;
     MetaSkgid => "meta skgid", T::Gid, L::Meta;
+    // a pseudo-random number a read (the engine's per-worker generator, not the packet's)
+    MetaRandom => "meta random", T::Integer(32), L::Meta;
     // ---- loaded and checked, not evaluated yet (see `Field::evaluated`) ----
     // metadata
     MetaIifkind => "meta iifkind", T::IfName, L::Meta;
     MetaOifkind => "meta oifkind", T::IfName, L::Meta;
     MetaCgroup => "meta cgroup", T::Integer(32), L::Meta;
-    MetaRandom => "meta random", T::Integer(32), L::Meta;
     MetaNftrace => "meta nftrace", T::Integer(1), L::Meta;
     MetaRtclassid => "meta rtclassid", T::Realm, L::Meta;
     MetaSecmark => "meta secmark", T::Integer(32), L::Meta;
