@@ -661,6 +661,20 @@ impl<'a> Pkt<'a> {
                 offset,
                 len,
                 present,
+            } if *proto == 6 && crate::tcp_strip::pending(self.meta, *kind) => {
+                // an option a `reset tcp option` of this chain strips is missing
+                if *present {
+                    0
+                } else {
+                    return None;
+                }
+            }
+            Source::Exthdr {
+                proto,
+                kind,
+                offset,
+                len,
+                present,
             } => self.pm.exthdr_l4(
                 self.frame,
                 *proto,
@@ -1257,6 +1271,23 @@ impl Engine {
                         }
                         None => st.stateful_skipped += 1,
                     },
+                    ir::Expr::ResetTcpOption(kind) => {
+                        use crate::tcp_strip::{check, Strip};
+                        match check(p.frame, p.pm, *kind) {
+                            Strip::Break => return Outcome::Next,
+                            Strip::Drop => return Outcome::Verdict(Verdict::Drop),
+                            Strip::Absent => {}
+                            Strip::Found => {
+                                let n = p.meta.nwrites as usize;
+                                if n < MAX_WRITES {
+                                    p.meta.writes[n] = Some((Field::TcpOption, *kind as u128));
+                                    p.meta.nwrites += 1;
+                                } else {
+                                    st.rewrites_skipped += 1;
+                                }
+                            }
+                        }
+                    }
                     _ => st.stateful_skipped += 1,
                 },
             }

@@ -18,6 +18,7 @@ pub mod objects;
 mod random;
 pub mod sets;
 pub mod stateful;
+mod tcp_strip;
 
 pub use compile::{Compiled, Mode};
 pub use eval::{CtView, Decision, DropReason, Engine, Fwd, FwdNeigh, Meta, NatAction, Pkt};

@@ -467,6 +467,9 @@ pub enum Expr {
     /// `weir check` lists it, and `weir run` / `weir replay` refuse the ruleset
     /// ([`Ruleset::refuse_unevaluated`]) rather than pass it over.
     Unevaluated(&'static str),
+    /// `reset tcp option KIND`: the first option of that kind in the TCP header turned into
+    /// NOPs (nft_exthdr_tcp_strip_eval).
+    ResetTcpOption(u8),
 }
 
 /// The kinds of named stateful objects weir evaluates (nft's `NFT_OBJECT_COUNTER` 1,

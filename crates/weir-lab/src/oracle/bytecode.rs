@@ -191,6 +191,11 @@ pub enum Expr {
         len: usize,
         sreg: usize,
     },
+    /// `exthdr reset tcpopt TYPE` (`reset tcp option`): the first TCP option of the type
+    /// turned into NOPs (nft_exthdr_tcp_strip_eval).
+    ExthdrReset {
+        typ: u8,
+    },
     /// `exthdr load [ipv6|tcpopt] Nb @ TYPE + OFF [present] => reg R` (no keyword: SCTP).
     Exthdr {
         kind: ExtKind,
@@ -441,6 +446,10 @@ fn parse_expr(line: &str, raw: &mut Vec<Vec<String>>) -> Result<Expr, String> {
                 len,
                 dreg,
             }
+        }
+        Some("exthdr") if t.get(1) == Some(&"reset") && t.get(2) == Some(&"tcpopt") => {
+            let typ: u8 = t.get(3).and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+            Expr::ExthdrReset { typ }
         }
         Some("exthdr") if t.get(1) == Some(&"load") => {
             // exthdr load [ipv6|tcpopt] 1b @ 0 + 0 [present] => reg 1

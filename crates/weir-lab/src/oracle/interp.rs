@@ -750,6 +750,15 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                     return out(Outcome::Unknown("register out of range".into()), regs);
                 }
             }
+            Expr::ExthdrReset { typ } => match super::exthdr::tcp_strip(*typ, &frame, &info) {
+                None => return out(Outcome::Break(i), regs),
+                // the packet is dropped (NF_DROP), a verdict the comparison does not model
+                Some(Some((_, _, false))) => {
+                    return out(Outcome::Unknown("reset tcp option: dropped".into()), regs)
+                }
+                // stripped (the bytes the comparison does not look at) or absent: on
+                Some(_) => {}
+            },
             Expr::Exthdr {
                 kind,
                 typ,

@@ -646,6 +646,15 @@ fn lower_item(
                     queue(operands)
                         .map_or(Expr::Unevaluated("queue to an expression"), Expr::Queue),
                 ),
+                "reset tcp option" => Some(
+                    match operands.first() {
+                        Some((_, ast::Expr::Const(Val::Word(w, _)))) => {
+                            super::headers::tcp_option_kind(w)
+                        }
+                        _ => None,
+                    }
+                    .map_or(Expr::Unevaluated(what), Expr::ResetTcpOption),
+                ),
                 _ => Some(Expr::Unevaluated(what)),
             }
         }
