@@ -107,10 +107,13 @@ impl CExpr {
 }
 
 impl SetSlot {
-    /// The elements' key ranges, for inline sets (the classifier indexes those).
+    /// The elements' key ranges, for inline sets (the classifier indexes those). None for a
+    /// named set, and for an inline set with a catch-all element (it matches every key: the
+    /// match is checked by the residual, not indexed).
     pub fn inline_ranges(&self) -> Option<Vec<&[(u128, u128)]>> {
         match self {
             SetSlot::Named(_) => None,
+            SetSlot::Anon(s) if s.catchall().is_some() => None,
             SetSlot::Anon(s) => Some(s.elements().map(|e| &e.key[..]).collect()),
             SetSlot::Small { comps, ranges } => Some(ranges.chunks(*comps).collect()),
         }
@@ -606,14 +609,16 @@ struct Slots {
 fn compile_set_ref(s: &SetRef) -> SetSlot {
     match s {
         SetRef::Named(i) => SetSlot::Named(*i),
-        SetRef::Anon(a) if !a.is_map && a.elements.len() <= SMALL_SET => SetSlot::Small {
-            comps: a.key_types.len().max(1),
-            ranges: a
-                .elements
-                .iter()
-                .flat_map(|e| e.key.iter().copied())
-                .collect(),
-        },
+        SetRef::Anon(a) if !a.is_map && a.catchall.is_none() && a.elements.len() <= SMALL_SET => {
+            SetSlot::Small {
+                comps: a.key_types.len().max(1),
+                ranges: a
+                    .elements
+                    .iter()
+                    .flat_map(|e| e.key.iter().copied())
+                    .collect(),
+            }
+        }
         SetRef::Anon(a) => SetSlot::Anon(Box::new(SetIndex::build(a))),
     }
 }
@@ -623,6 +628,18 @@ fn compile_expr(e: &Expr, slots: &mut Slots) -> CExpr {
         Expr::Match(m) => {
             let set = compile_set_ref(&m.set);
             match (&m.key[..], &set) {
+                // a new number each read: through the key, where the engine's state is at hand
+                (
+                    [KeyPart {
+                        src: Source::Field(Field::MetaRandom),
+                        ..
+                    }],
+                    _,
+                ) => CExpr::Match {
+                    key: m.key.clone(),
+                    negate: m.negate,
+                    set,
+                },
                 (
                     [KeyPart {
                         src: Source::Field(f),

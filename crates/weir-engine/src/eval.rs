@@ -10,6 +10,8 @@
 //! implicit protocol dependency of nftables).
 
 use crate::compile::*;
+pub(crate) use crate::dynset::{dynset_op, set_contains, set_get, DynElem};
+pub use crate::dynset::{DynSet, DYNSET_DEFAULT_SIZE};
 use crate::hash::{jhash_key, symhash};
 use crate::sets::{KeyVals, MAX_KEY};
 use weir_lang::ir::{self, Key, KeyPart, MapValue, Policy, Source, Verdict};
@@ -325,55 +327,6 @@ impl ConnList {
     }
 }
 
-/// An element added from the packet path (`add @s`, `update @s`).
-#[derive(Clone, Debug, Default)]
-struct DynElem {
-    /// When it expires (0: never).
-    expires_ns: u64,
-    /// Its own `limit`, `counter`, `ct count`.
-    bucket: Bucket,
-    conns: ConnList,
-    packets: u64,
-    bytes: u64,
-}
-
-/// The elements a set gained from the packet path (exact keys), beside its static elements.
-#[derive(Clone, Debug, Default)]
-pub struct DynSet {
-    elems: std::collections::HashMap<Vec<u128>, DynElem>,
-}
-
-impl DynSet {
-    fn live(&self, k: &[u128], now_ns: u64) -> bool {
-        self.elems
-            .get(k)
-            .is_some_and(|e| e.expires_ns == 0 || e.expires_ns > now_ns)
-    }
-
-    /// Live elements now.
-    pub fn len_at(&self, now_ns: u64) -> usize {
-        self.elems
-            .values()
-            .filter(|e| e.expires_ns == 0 || e.expires_ns > now_ns)
-            .count()
-    }
-
-    /// Live elements with their (packets, bytes) counters and expiry (0: none).
-    pub fn elements(&self, now_ns: u64) -> Vec<(Vec<u128>, u64, u64, u64)> {
-        let mut v: Vec<_> = self
-            .elems
-            .iter()
-            .filter(|(_, e)| e.expires_ns == 0 || e.expires_ns > now_ns)
-            .map(|(k, e)| (k.clone(), e.packets, e.bytes, e.expires_ns))
-            .collect();
-        v.sort();
-        v
-    }
-}
-
-/// Default size of a set filled from the packet path when it gives none (nftables: 65535).
-pub const DYNSET_DEFAULT_SIZE: usize = 65535;
-
 /// Mutable per-worker state: counters, rate limiters, quotas.
 #[derive(Clone, Debug, Default)]
 pub struct State {
@@ -388,6 +341,8 @@ pub struct State {
     pub(crate) named_limits: Vec<Vec<Bucket>>,
     numgen: Vec<u32>,
     rng: u64,
+    /// `meta random`'s xorshift64 generator (seeded when the engine is made).
+    pub(crate) meta_rng: u64,
     /// Log lines (the first ones; `log_count` counts them all).
     pub logs: Vec<String>,
     pub log_count: u64,
@@ -665,6 +620,7 @@ impl<'a> Pkt<'a> {
     #[inline]
     fn part(&self, p: &KeyPart, st: &mut State) -> Option<u128> {
         let v = match &p.src {
+            Source::Field(Field::MetaRandom) => crate::random::next(st) as u128,
             Source::Field(f) => self.field(*f)?,
             Source::Jhash {
                 key,
@@ -679,6 +635,20 @@ impl<'a> Pkt<'a> {
                 }
                 let h = jhash_key(&vals[..n], key, *seed);
                 (((h as u64 * *modulus as u64) >> 32) as u32 + offset) as u128
+            }
+            Source::Exthdr {
+                proto,
+                kind,
+                offset,
+                len,
+                present,
+            } if *proto == 6 && crate::tcp_strip::pending(self.meta, *kind) => {
+                // an option a `reset tcp option` of this chain strips is missing
+                if *present {
+                    0
+                } else {
+                    return None;
+                }
             }
             Source::Exthdr {
                 proto,
@@ -772,33 +742,6 @@ impl<'a> Pkt<'a> {
     }
 }
 
-#[inline]
-fn set_contains(t: &CTable, s: &SetSlot, k: &[u128], st: &State, now_ns: u64) -> bool {
-    match s {
-        SetSlot::Named(i) => {
-            t.sets[*i].contains(k)
-                || st
-                    .dynsets
-                    .get(t.index)
-                    .and_then(|v| v.get(*i))
-                    .is_some_and(|d| d.live(k, now_ns))
-        }
-        SetSlot::Anon(b) => b.contains(k),
-        SetSlot::Small { comps, ranges } => ranges
-            .chunks_exact(*comps)
-            .any(|e| e.iter().zip(k).all(|((lo, hi), v)| lo <= v && v <= hi)),
-    }
-}
-
-#[inline]
-pub(crate) fn set_get<'a>(t: &'a CTable, s: &'a SetSlot, k: &[u128]) -> Option<&'a MapValue> {
-    match s {
-        SetSlot::Named(i) => t.sets[*i].get(k),
-        SetSlot::Anon(b) => b.get(k),
-        SetSlot::Small { .. } => None,
-    }
-}
-
 /// Evaluate a pure match.
 #[inline]
 fn eval_match(t: &CTable, key: &Key, negate: bool, set: &SetSlot, p: &Pkt, st: &mut State) -> bool {
@@ -884,6 +827,9 @@ impl Engine {
         }
         if st.rng == 0 {
             st.rng = 0x853c_49e6_748f_ea9b;
+        }
+        if st.meta_rng == 0 {
+            st.meta_rng = crate::random::seed();
         }
     }
 
@@ -1056,12 +1002,13 @@ impl Engine {
                     let Some(n) = p.key(key, st, &mut kv) else {
                         return Outcome::Next;
                     };
-                    match set_get(t, map, &kv[..n]) {
+                    match set_get(t, map, &kv[..n], st, p.now_ns) {
                         Some(MapValue::Verdict(v)) => {
+                            let v = *v;
                             let h = &mut st.rule_hits[r.gid];
                             h.0 += 1;
                             h.1 += bytes;
-                            return Outcome::Verdict(*v);
+                            return Outcome::Verdict(v);
                         }
                         _ => return Outcome::Next,
                     }
@@ -1235,7 +1182,7 @@ impl Engine {
                                     }
                                     _ => *comps,
                                 };
-                                match set_get(t, map, &kv[..n]) {
+                                match set_get(t, map, &kv[..n], st, p.now_ns) {
                                     // with a range in the data, each component is lo, hi
                                     Some(MapValue::Value(v))
                                         if comps > 0 && v.len() == 2 * comps =>
@@ -1305,6 +1252,23 @@ impl Engine {
                         }
                         None => st.stateful_skipped += 1,
                     },
+                    ir::Expr::ResetTcpOption(kind) => {
+                        use crate::tcp_strip::{check, Strip};
+                        match check(p.frame, p.pm, *kind) {
+                            Strip::Break => return Outcome::Next,
+                            Strip::Drop => return Outcome::Verdict(Verdict::Drop),
+                            Strip::Absent => {}
+                            Strip::Found => {
+                                let n = p.meta.nwrites as usize;
+                                if n < MAX_WRITES {
+                                    p.meta.writes[n] = Some((Field::TcpOption, *kind as u128));
+                                    p.meta.nwrites += 1;
+                                } else {
+                                    st.rewrites_skipped += 1;
+                                }
+                            }
+                        }
+                    }
                     _ => st.stateful_skipped += 1,
                 },
             }
@@ -1330,7 +1294,7 @@ fn value_of(t: &CTable, v: &CValue, p: &Pkt, st: &mut State) -> Option<u128> {
         CValue::Map { key, map, .. } => {
             let mut kv = [0u128; MAX_KEY];
             let n = p.key(key, st, &mut kv)?;
-            match set_get(t, map, &kv[..n]) {
+            match set_get(t, map, &kv[..n], st, p.now_ns) {
                 Some(MapValue::Value(v)) => v.first().copied(),
                 _ => None,
             }
@@ -1359,76 +1323,6 @@ fn linear_next(t: &CTable, c: &CChain, from: u32, p: &Pkt, st: &mut State) -> Op
         }
     }
     None
-}
-
-/// `add @s { key ... }`, `update @s { key ... }`, `delete @s { key }` from the packet path
-/// (`nft_dynset`): false stops the rule (the key cannot be built, the set is full, or the
-/// element's own `limit` does not let the packet on).
-fn dynset_op(t: &CTable, op: &ir::SetOp, p: &Pkt, st: &mut State, bytes: u64) -> bool {
-    let mut kv = [0u128; MAX_KEY];
-    let Some(n) = p.key(&op.key, st, &mut kv) else {
-        return false;
-    };
-    let key = &kv[..n];
-    let now = p.now_ns;
-    let set = &t.ir.sets[op.set];
-    let size = set.size.map_or(DYNSET_DEFAULT_SIZE, |s| s as usize);
-    let timeout_ms = op.timeout_ms.or(set.timeout_ms);
-    let expires = timeout_ms.map_or(0, |ms| {
-        now.saturating_add(ms.saturating_mul(1_000_000)).max(1)
-    });
-    if st.dynsets.len() <= t.index {
-        st.dynsets.resize(t.index + 1, Vec::new());
-    }
-    let sets = &mut st.dynsets[t.index];
-    if sets.len() <= op.set {
-        sets.resize(op.set + 1, DynSet::default());
-    }
-    let ds = &mut sets[op.set];
-    if op.op == ir::SetOpKind::Delete {
-        ds.elems.remove(key);
-        return true;
-    }
-    let live = ds.live(key, now);
-    if !live {
-        // a static element counts as present
-        if t.sets[op.set].contains(key) && op.limit.is_none() && !op.counter {
-            return true;
-        }
-        if ds.elems.len() >= size {
-            ds.elems
-                .retain(|_, e| e.expires_ns == 0 || e.expires_ns > now);
-        }
-        if ds.elems.len() >= size && !ds.elems.contains_key(key) {
-            st.dynset_full += 1;
-            return false;
-        }
-        ds.elems.insert(
-            key.to_vec(),
-            DynElem {
-                expires_ns: expires,
-                ..DynElem::default()
-            },
-        );
-    }
-    let e = ds.elems.get_mut(key).expect("inserted");
-    if live && op.op == ir::SetOpKind::Update {
-        e.expires_ns = expires;
-    }
-    e.packets += 1;
-    e.bytes += bytes;
-    if let Some(l) = &op.limit {
-        if !limit_pass(&mut e.bucket, l, now, bytes) {
-            return false;
-        }
-    }
-    if let (Some((count, over)), Some(conns)) = (op.ct_count, p.conns) {
-        let n = e.conns.add(&p.conn_tuple(), conns, now);
-        if (n as u64 > count as u64) != over {
-            return false;
-        }
-    }
-    true
 }
 
 /// The kernel's nft_limit token bucket, in nanoseconds: a packet costs `unit / rate` (bytes:

@@ -9,14 +9,17 @@
 pub mod answer;
 pub mod compile;
 mod ct;
+mod dynset;
 pub mod eval;
 pub mod fib;
 pub mod frag;
 pub mod hash;
 pub mod nat;
 pub mod objects;
+mod random;
 pub mod sets;
 pub mod stateful;
+mod tcp_strip;
 
 pub use compile::{Compiled, Mode};
 pub use eval::{CtView, Decision, DropReason, Engine, Fwd, FwdNeigh, Meta, NatAction, Pkt};

@@ -473,6 +473,10 @@ pub fn icmp_reply_translation(
 /// updates. Returns false when the packet does not carry the field (nothing written).
 pub fn set_header_field(frame: &mut [u8], pm: &PacketMeta, f: weir_wire::Field, v: u128) -> bool {
     use weir_wire::Field as F;
+    if f == F::TcpOption {
+        // `reset tcp option KIND` (the kind is the value)
+        return crate::tcp_strip::strip(frame, pm, v as u8);
+    }
     if let F::EtherDaddr | F::EtherSaddr = f {
         // the Ethernet destination (bytes 0..6) or source (6..12): no checksum covers them;
         // a raw-IP frame has neither

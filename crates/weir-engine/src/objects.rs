@@ -104,7 +104,7 @@ pub(crate) fn objref(
             let Some(n) = p.key(key, st, &mut kv) else {
                 return false;
             };
-            match set_get(t, map, &kv[..n]) {
+            match set_get(t, map, &kv[..n], st, p.now_ns) {
                 Some(MapValue::Value(v)) => match v.first() {
                     Some(&i) => i as usize,
                     None => return false,

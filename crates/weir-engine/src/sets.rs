@@ -45,6 +45,9 @@ pub struct SetIndex {
     /// Some interval element was split around another one (only inline sets overlap; nftables
     /// refuses overlapping intervals in named sets).
     overlaps: bool,
+    /// The catch-all element (`*`): kept out of the index, found when the index misses, as
+    /// nft_set_catchall_lookup after the set's own lookup.
+    catchall: Option<Element>,
 }
 
 fn hash_key(k: &[u128]) -> u64 {
@@ -85,6 +88,7 @@ impl SetIndex {
             live: 0,
             exact: HashMap::new(),
             overlaps: false,
+            catchall: set.catchall.clone(),
         };
         for e in &set.elements {
             s.insert(e.clone());
@@ -193,9 +197,22 @@ impl SetIndex {
         self.exact.get(key).copied()
     }
 
-    /// The element matching a key read from a packet.
+    /// The element matching a key read from a packet: one of the set's own, or else its
+    /// catch-all element.
     #[inline]
     pub fn lookup(&self, k: &[u128]) -> Option<&Element> {
+        self.lookup_own(k).or(self.catchall.as_ref())
+    }
+
+    /// The catch-all element (`*`), if the set has one.
+    pub fn catchall(&self) -> Option<&Element> {
+        self.catchall.as_ref()
+    }
+
+    /// The set's own element matching a key, the catch-all left out (as nft_dynset's update
+    /// finds an element to refresh or adds one).
+    #[inline]
+    pub fn lookup_own(&self, k: &[u128]) -> Option<&Element> {
         let id = match &self.index {
             Index::Points(m) => *m.get(&k[0])?,
             Index::Intervals(v) => {
@@ -323,8 +340,29 @@ mod tests {
                     timeout_ms: None,
                 })
                 .collect(),
+            catchall: None,
             span: Default::default(),
         }
+    }
+
+    #[test]
+    fn catchall_answers_a_miss() {
+        let mut m = set(&[vec![(1, 1)], vec![(5, 9)]]);
+        m.is_map = true;
+        for e in &mut m.elements {
+            e.data = Some(MapValue::Value(vec![1]));
+        }
+        m.catchall = Some(Element {
+            key: vec![],
+            data: Some(MapValue::Value(vec![2])),
+            timeout_ms: None,
+        });
+        let s = SetIndex::build(&m);
+        assert_eq!(s.get(&[1]), Some(&MapValue::Value(vec![1])));
+        assert_eq!(s.get(&[7]), Some(&MapValue::Value(vec![1])));
+        assert_eq!(s.get(&[3]), Some(&MapValue::Value(vec![2])));
+        assert_eq!(s.len(), 2);
+        assert_eq!(s.elements().count(), 2);
     }
 
     #[test]

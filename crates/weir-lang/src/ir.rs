@@ -259,6 +259,9 @@ pub struct Set {
     pub timeout_ms: Option<u64>,
     pub size: Option<u64>,
     pub elements: Vec<Element>,
+    /// The catch-all element (`*`, its key empty): what a lookup finds when no element of
+    /// `elements` has the key (nft_set_catchall_lookup).
+    pub catchall: Option<Element>,
     pub span: Span,
 }
 
@@ -406,6 +409,9 @@ pub struct SetOp {
     pub counter: bool,
     /// `ct count [over] N` (nft_connlimit in the element): (N, over).
     pub ct_count: Option<(u32, bool)>,
+    /// A map's value (`update @m { ip saddr : ct mark }`, nft_dynset's `sreg_data`): the data
+    /// a new element gets.
+    pub data: Option<ValueExpr>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -461,6 +467,9 @@ pub enum Expr {
     /// `weir check` lists it, and `weir run` / `weir replay` refuse the ruleset
     /// ([`Ruleset::refuse_unevaluated`]) rather than pass it over.
     Unevaluated(&'static str),
+    /// `reset tcp option KIND`: the first option of that kind in the TCP header turned into
+    /// NOPs (nft_exthdr_tcp_strip_eval).
+    ResetTcpOption(u8),
 }
 
 /// The kinds of named stateful objects weir evaluates (nft's `NFT_OBJECT_COUNTER` 1,

@@ -354,6 +354,10 @@ fields! {
     Icmp6Code => "icmpv6 code", T::Icmp6Code, L::Icmp6;
     Icmp6Id => "icmpv6 id", T::Integer(16), L::Icmp6;
     Icmp6Sequence => "icmpv6 sequence", T::Integer(16), L::Icmp6;
+    // fixed fields of one message type each (nft adds the `icmp type` dependency)
+    IcmpGateway => "icmp gateway", T::Integer(32), L::Icmp;
+    IcmpMtu => "icmp mtu", T::Integer(16), L::Icmp;
+    Icmp6Mtu => "icmpv6 mtu", T::Integer(32), L::Icmp6;
     // connection tracking (from the engine's context)
     CtState => "ct state", T::CtState, L::Meta;
     CtStatus => "ct status", T::CtStatus, L::Meta;
@@ -466,12 +470,13 @@ fields! {
     CtReplyProtocol => "ct reply protocol", T::InetProto, L::Meta;
     CtReplyProtoSrc => "ct reply proto-src", T::InetService, L::Meta;
     CtReplyProtoDst => "ct reply proto-dst", T::InetService, L::Meta;
+    // a pseudo-random number a read (the engine's per-worker generator, not the packet's)
+    MetaRandom => "meta random", T::Integer(32), L::Meta;
     // ---- loaded and checked, not evaluated yet (see `Field::evaluated`) ----
     // metadata
     MetaIifkind => "meta iifkind", T::IfName, L::Meta;
     MetaOifkind => "meta oifkind", T::IfName, L::Meta;
     MetaCgroup => "meta cgroup", T::Integer(32), L::Meta;
-    MetaRandom => "meta random", T::Integer(32), L::Meta;
     MetaNftrace => "meta nftrace", T::Integer(1), L::Meta;
     MetaRtclassid => "meta rtclassid", T::Realm, L::Meta;
     MetaSecmark => "meta secmark", T::Integer(32), L::Meta;
@@ -500,10 +505,7 @@ fields! {
     GreProtocol => "gre protocol", T::EtherType, L::Transport(47);
     // ICMP and ICMPv6 fields not read yet
     IcmpChecksum => "icmp checksum", T::Integer(16), L::Icmp;
-    IcmpGateway => "icmp gateway", T::Integer(32), L::Icmp;
-    IcmpMtu => "icmp mtu", T::Integer(16), L::Icmp;
     Icmp6Checksum => "icmpv6 checksum", T::Integer(16), L::Icmp6;
-    Icmp6Mtu => "icmpv6 mtu", T::Integer(32), L::Icmp6;
     Icmp6MaxDelay => "icmpv6 max-delay", T::Integer(16), L::Icmp6;
     Icmp6ParameterProblem => "icmpv6 parameter-problem", T::Integer(32), L::Icmp6;
     Icmp6PacketTooBig => "icmpv6 packet-too-big", T::Integer(32), L::Icmp6;

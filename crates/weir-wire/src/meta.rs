@@ -908,6 +908,11 @@ impl PacketMeta {
             F::Icmp6Sequence if icmp6 && icmp6_has_id(b8(frame, l4)?) => {
                 self.icmp_word(frame, 6)?
             }
+            // read behind the type nft's dependency names: redirect, destination unreachable
+            // (the "fragmentation needed" MTU), packet too big
+            F::IcmpGateway if icmp && b8(frame, l4)? == 5 => self.icmp_bytes(frame, 4, 4)?,
+            F::IcmpMtu if icmp && b8(frame, l4)? == 3 => self.icmp_bytes(frame, 6, 2)?,
+            F::Icmp6Mtu if icmp6 && b8(frame, l4)? == 2 => self.icmp_bytes(frame, 4, 4)?,
             _ => return None,
         };
         Some(v)
@@ -1101,6 +1106,18 @@ impl PacketMeta {
     }
 
     /// A 16-bit word of the ICMP header at `at`, if it lies inside the IP packet.
+    /// `len` bytes (2 or 4) of the ICMP header at `at`, big-endian, if the packet holds them.
+    fn icmp_bytes(&self, frame: &[u8], at: usize, len: usize) -> Option<u128> {
+        let i = self.l4_off as usize + at;
+        if i + len > self.l3_end() {
+            return None;
+        }
+        match len {
+            2 => b16(frame, i).map(u128::from),
+            _ => b32(frame, i).map(u128::from),
+        }
+    }
+
     fn icmp_word(&self, frame: &[u8], at: usize) -> Option<u128> {
         let i = self.l4_off as usize + at;
         if i + 2 > self.l3_end() {

@@ -204,8 +204,50 @@ fn every_header_field_read_back() {
         64,
         1,
     ));
-    e.extend([(Field::IcmpType, 3), (Field::IcmpCode, 3)]);
+    // a destination unreachable's MTU (bytes 6-7; 0 here): read behind its type
+    e.extend([
+        (Field::IcmpType, 3),
+        (Field::IcmpCode, 3),
+        (Field::IcmpMtu, 0),
+    ]);
     check(&mut seen, "icmp unreachable", &f, LinkType::Ethernet, &e);
+    // fragmentation needed, MTU 1400; a redirect's gateway (bytes 4-7)
+    let f = Builder::new().icmp(A4, B4, 3, 4, 1400, &inner);
+    let mut e = ether(0x0800);
+    e.extend(ip4(
+        &f,
+        14,
+        (0, 0),
+        (20 + 8 + inner.len()) as u16,
+        1,
+        0,
+        64,
+        1,
+    ));
+    e.extend([
+        (Field::IcmpType, 3),
+        (Field::IcmpCode, 4),
+        (Field::IcmpMtu, 1400),
+    ]);
+    check(&mut seen, "icmp frag needed", &f, LinkType::Ethernet, &e);
+    let f = Builder::new().icmp(A4, B4, 5, 1, 0xc612_0701, &inner);
+    let mut e = ether(0x0800);
+    e.extend(ip4(
+        &f,
+        14,
+        (0, 0),
+        (20 + 8 + inner.len()) as u16,
+        1,
+        0,
+        64,
+        1,
+    ));
+    e.extend([
+        (Field::IcmpType, 5),
+        (Field::IcmpCode, 1),
+        (Field::IcmpGateway, 0xc612_0701),
+    ]);
+    check(&mut seen, "icmp redirect", &f, LinkType::Ethernet, &e);
 
     // SCTP: sctp and th ports.
     let sctp = [0x0b, 0xb8, 0x0b, 0xb9, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 4];
@@ -372,6 +414,21 @@ fn every_header_field_read_back() {
     e.extend(ip6((0, 0), 0, 24, 58, 64));
     e.extend([(Field::Icmp6Type, 135), (Field::Icmp6Code, 0)]);
     check(&mut seen, "icmpv6 ns", &f, LinkType::Ethernet, &e);
+    let f = Builder::new().icmp(a6(), b6(), 2, 0, 1280, &[0; 16]);
+    let mut e = ether(0x86dd);
+    e.extend(ip6((0, 0), 0, 24, 58, 64));
+    e.extend([
+        (Field::Icmp6Type, 2),
+        (Field::Icmp6Code, 0),
+        (Field::Icmp6Mtu, 1280),
+    ]);
+    check(
+        &mut seen,
+        "icmpv6 packet too big",
+        &f,
+        LinkType::Ethernet,
+        &e,
+    );
 
     // IPv6 through hop-by-hop, routing (a segment routing header), fragment (the first),
     // destination options, then a mobility header: each found as the kernel finds it.

@@ -191,6 +191,11 @@ pub enum Expr {
         len: usize,
         sreg: usize,
     },
+    /// `exthdr reset tcpopt TYPE` (`reset tcp option`): the first TCP option of the type
+    /// turned into NOPs (nft_exthdr_tcp_strip_eval).
+    ExthdrReset {
+        typ: u8,
+    },
     /// `exthdr load [ipv6|tcpopt] Nb @ TYPE + OFF [present] => reg R` (no keyword: SCTP).
     Exthdr {
         kind: ExtKind,
@@ -300,6 +305,9 @@ pub struct Elem {
     pub end: Option<Vec<u8>>,
     /// `flags 1` (NFT_SET_ELEM_INTERVAL_END): where an interval ends (exclusive).
     pub interval_end: bool,
+    /// `flags 2` (NFT_SET_ELEM_CATCHALL): the `*` element, its key empty (the set's
+    /// [`Set::catchall`]).
+    pub catchall: bool,
     pub data: Option<ElemData>,
     raw_key: String,
     raw_end: Option<String>,
@@ -314,6 +322,7 @@ impl Elem {
             comps,
             end: Some(end),
             interval_end: false,
+            catchall: false,
             data: None,
             raw_key: String::new(),
             raw_end: None,
@@ -336,6 +345,9 @@ pub struct Set {
     /// NFT_SET_* flags of the declaration (0x4: interval).
     pub flags: u32,
     pub elems: Vec<Elem>,
+    /// The catch-all element (`element  : accept flags 2`): what a lookup finds when no
+    /// element of `elems` holds the key (nft_set_catchall_lookup).
+    pub catchall: Option<Elem>,
     /// A set of the `.t` file (`!NAME ...`), not in the block: its elements come from the
     /// rule's table ([`super::sets`]); whether the key the lookup builds is in host order.
     pub named: Option<bool>,
@@ -434,6 +446,10 @@ fn parse_expr(line: &str, raw: &mut Vec<Vec<String>>) -> Result<Expr, String> {
                 len,
                 dreg,
             }
+        }
+        Some("exthdr") if t.get(1) == Some(&"reset") && t.get(2) == Some(&"tcpopt") => {
+            let typ: u8 = t.get(3).and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+            Expr::ExthdrReset { typ }
         }
         Some("exthdr") if t.get(1) == Some(&"load") => {
             // exthdr load [ipv6|tcpopt] 1b @ 0 + 0 [present] => reg 1
@@ -782,9 +798,27 @@ fn parse_expr(line: &str, raw: &mut Vec<Vec<String>>) -> Result<Expr, String> {
 fn parse_elem(s: &str) -> Option<Elem> {
     // KEY [- END] [: DATA] [flags N]
     let s = s.trim();
-    let (s, interval_end) = match s.rsplit_once(" flags ") {
-        Some((a, f)) => (a.trim(), f.trim() == "1"),
-        None => (s, false),
+    let (s, flags) = match s.rsplit_once(" flags ") {
+        Some((a, f)) => (a.trim(), f.trim().parse::<u32>().ok()?),
+        None => (s, 0),
+    };
+    let (interval_end, catchall) = (flags & 1 != 0, flags & 2 != 0);
+    // the catch-all's key is empty: `element  : accept flags 2`
+    let s = match s.strip_prefix(": ") {
+        Some(d) if catchall => {
+            return Some(Elem {
+                key: Vec::new(),
+                comps: Vec::new(),
+                end: None,
+                interval_end,
+                catchall,
+                data: None,
+                raw_key: String::new(),
+                raw_end: None,
+                raw_data: Some(d.trim().to_string()),
+            })
+        }
+        _ => s,
     };
     let (k, d) = match s.split_once(" : ") {
         Some((k, d)) => (k.trim(), Some(d.trim().to_string())),
@@ -799,6 +833,7 @@ fn parse_elem(s: &str) -> Option<Elem> {
         comps: Vec::new(),
         end: None,
         interval_end,
+        catchall,
         data: None,
         raw_key: k.to_string(),
         raw_end: e,
@@ -842,6 +877,7 @@ pub fn parse_file(src: &str) -> Vec<Block> {
                             name: if map { "__map%d" } else { "__set%d" }.into(),
                             flags: 0,
                             elems: Vec::new(),
+                            catchall: None,
                             named: None,
                         });
                         filling = Some(0);
@@ -854,6 +890,7 @@ pub fn parse_file(src: &str) -> Vec<Block> {
                 };
                 for e in l.split("element ").skip(1) {
                     match parse_elem(e) {
+                        Some(e) if e.catchall => b.sets[si].catchall = Some(e),
                         Some(e) => b.sets[si].elems.push(e),
                         None => b.error = Some(format!("cannot read element {e}")),
                     }
@@ -881,6 +918,7 @@ pub fn parse_file(src: &str) -> Vec<Block> {
                                 name,
                                 flags,
                                 elems: Vec::new(),
+                                catchall: None,
                                 named: None,
                             });
                             filling = None;
@@ -1115,6 +1153,7 @@ fn resolve(b: &mut Block, raw: Vec<Vec<String>>) -> Result<(), String> {
                             name: name.clone(),
                             flags: 0,
                             elems: Vec::new(),
+                            catchall: None,
                             named: Some(host[*sreg]),
                         });
                         sets.len() - 1
@@ -1125,8 +1164,10 @@ fn resolve(b: &mut Block, raw: Vec<Vec<String>>) -> Result<(), String> {
                 *set = idx;
                 let s = &mut sets[idx];
                 let mut data_host = None;
-                for el in s.elems.iter_mut() {
-                    (el.key, el.comps) = key_bytes(&el.raw_key, *sreg, &host)?;
+                for el in s.elems.iter_mut().chain(s.catchall.as_mut()) {
+                    if !el.catchall {
+                        (el.key, el.comps) = key_bytes(&el.raw_key, *sreg, &host)?;
+                    }
                     if let Some(e) = &el.raw_end {
                         el.end = Some(key_bytes(e, *sreg, &host)?.0);
                     }

@@ -85,6 +85,27 @@ pub fn find(
 }
 
 /// The TCP header's offset and length (`nft_tcp_header_pointer`).
+/// `reset tcp option TYPE` (nft_exthdr_tcp_strip_eval): None when the TCP header cannot be
+/// read (NFT_BREAK); else the first option of the type, its offset in the frame and length,
+/// or None when there is none (`i + len` past the header: the kernel drops the packet).
+pub fn tcp_strip(typ: u8, f: &[u8], info: &Pktinfo) -> Option<Option<(usize, usize, bool)>> {
+    let (th, hl) = tcp_header(f, info)?;
+    let mut i = 20;
+    while i + 1 < hl {
+        let o = f[th + i];
+        let optl = if o <= 1 || f[th + i + 1] == 0 {
+            1
+        } else {
+            f[th + i + 1] as usize
+        };
+        if o == typ {
+            return Some(Some((th + i, optl, i + optl <= hl)));
+        }
+        i += optl;
+    }
+    Some(None)
+}
+
 fn tcp_header(f: &[u8], info: &Pktinfo) -> Option<(usize, usize)> {
     let (th, proto) = info.l4?;
     if proto != 6 || info.fragoff || th + 20 > info.end {

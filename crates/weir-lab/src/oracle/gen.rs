@@ -854,6 +854,31 @@ pub fn misses(b: &Block, env: &Env, hit: &Hit, rng: &mut Rng) -> Vec<Packet> {
         }
     }
     for (i, e) in b.exprs.iter().enumerate() {
+        // `reset tcp option`: the hit packet with an option of the type (stripped), and the
+        // packets around it (an option running past the header: the kernel drops the packet)
+        if let Expr::ExthdrReset { typ } = e {
+            let mut w = Work {
+                p: hit.clone(),
+                pinned: pinned.clone(),
+                len: None,
+            };
+            if edit_exthdr(&mut w, ExtKind::Tcp, *typ, 2, true, env) {
+                fixup(&mut w.p, &w.pinned, w.len);
+                if let Ok(Some(info)) = pktinfo(&w.p, env) {
+                    let at = super::exthdr::find(ExtKind::Tcp, *typ, 2, false, &w.p.frame, &info);
+                    if let Some(at) = at {
+                        for f in super::exthdr::edges(ExtKind::Tcp, 2, at, &w.p.frame, &info) {
+                            let mut q = w.p.clone();
+                            q.frame = f;
+                            fixup(&mut q, &BTreeSet::new(), None);
+                            out.push(q);
+                        }
+                    }
+                }
+                out.push(w.p);
+            }
+            continue;
+        }
         let ext = match e {
             Expr::Cmp { .. } | Expr::Range { .. } | Expr::Lookup { .. } => None,
             Expr::Exthdr {

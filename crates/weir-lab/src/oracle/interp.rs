@@ -490,8 +490,13 @@ pub struct NatOut {
     pub port: Option<(u16, u16)>,
 }
 
-/// Whether a set holds `key` (register layout); its element when it does.
+/// Whether a set holds `key` (register layout); its element when it does: one of its own,
+/// else its catch-all element (nft_set_catchall_lookup, after the set's own lookup misses).
 pub fn set_lookup<'a>(set: &'a Set, key: &[u8]) -> Option<&'a super::bytecode::Elem> {
+    own_lookup(set, key).or(set.catchall.as_ref())
+}
+
+fn own_lookup<'a>(set: &'a Set, key: &[u8]) -> Option<&'a super::bytecode::Elem> {
     let n = set.elems.first()?.key.len();
     let key = &key[..n.min(key.len())];
     if set.elems.iter().any(|e| e.end.is_some()) {
@@ -745,6 +750,15 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                     return out(Outcome::Unknown("register out of range".into()), regs);
                 }
             }
+            Expr::ExthdrReset { typ } => match super::exthdr::tcp_strip(*typ, &frame, &info) {
+                None => return out(Outcome::Break(i), regs),
+                // the packet is dropped (NF_DROP), a verdict the comparison does not model
+                Some(Some((_, _, false))) => {
+                    return out(Outcome::Unknown("reset tcp option: dropped".into()), regs)
+                }
+                // stripped (the bytes the comparison does not look at) or absent: on
+                Some(_) => {}
+            },
             Expr::Exthdr {
                 kind,
                 typ,

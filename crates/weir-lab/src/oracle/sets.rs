@@ -109,6 +109,14 @@ pub fn fill(b: &mut Block, text: &str) -> Result<(), String> {
         for e in elems {
             // `192.168.3.4 timeout 30s`: the element
             let e = e.split(" timeout ").next().unwrap_or("").trim();
+            if e == "*" {
+                // the catch-all: holds every key no other element does
+                let mut c = Elem::range(Vec::new(), Vec::new(), Vec::new());
+                c.end = None;
+                c.catchall = true;
+                s.catchall = Some(c);
+                continue;
+            }
             let parts: Vec<&str> = e.split(" . ").map(str::trim).collect();
             if parts.len() != types.len() {
                 return Err(format!("named set element {e}"));

@@ -133,6 +133,16 @@ pub(crate) fn tcp_option_name(k: u128) -> Option<&'static str> {
 }
 
 /// Whether `w` names a TCP option (`maxseg`) or is a kind number 0-255.
+/// A TCP option's kind by name or number (`maxseg`, `2`).
+pub(super) fn tcp_option_kind(w: &str) -> Option<u8> {
+    match TCP_OPTIONS.iter().find(|o| o.0 == w) {
+        Some(o) => Some(o.1),
+        None => values::parse_number(w)
+            .filter(|k| *k <= 255)
+            .map(|k| k as u8),
+    }
+}
+
 pub(super) fn tcp_option_known(w: &str) -> bool {
     TCP_OPTIONS.iter().any(|o| o.0 == w) || values::parse_number(w).is_some_and(|k| k <= 255)
 }

@@ -65,9 +65,6 @@ fn named_types(cx: &Cx, id: &ast::Ident) -> Option<Vec<weir_wire::DataType>> {
 }
 
 fn named_set(cx: &mut Cx, id: &ast::Ident) -> Option<usize> {
-    if cx.catchall_sets.contains(&id.name) {
-        cx.uneval.push("catch-all element");
-    }
     if let Some(&what) = cx.uneval_sets.get(&id.name) {
         cx.uneval.push(what);
     }
@@ -148,13 +145,14 @@ fn anon_set(
         timeout_ms: None,
         size: None,
         elements: Vec::new(),
+        catchall: None,
         span: Span::default(),
     };
     let mut ok = true;
     for e in elems {
         match lower_elem(cx, &set, e) {
             Some(el) => set.elements.push(el),
-            None if std::mem::take(&mut cx.catchall) => cx.uneval.push("catch-all element"),
+            None if cx.catchall.is_some() => set.catchall = cx.catchall.take(),
             None => ok = false,
         }
     }
@@ -479,6 +477,7 @@ fn point_set(types: &[DataType], key: Vec<(u128, u128)>) -> SetRef {
             data: None,
             timeout_ms: None,
         }],
+        catchall: None,
         span: Span::default(),
     }))
 }
@@ -657,6 +656,15 @@ fn lower_item(
                 "queue" => Some(
                     queue(operands)
                         .map_or(Expr::Unevaluated("queue to an expression"), Expr::Queue),
+                ),
+                "reset tcp option" => Some(
+                    match operands.first() {
+                        Some((_, ast::Expr::Const(Val::Word(w, _)))) => {
+                            super::headers::tcp_option_kind(w)
+                        }
+                        _ => None,
+                    }
+                    .map_or(Expr::Unevaluated(what), Expr::ResetTcpOption),
                 ),
                 _ => Some(Expr::Unevaluated(what)),
             }
@@ -1184,12 +1192,18 @@ fn lower_item(
                 Some(t) => time_val(cx, t),
                 None => None,
             };
-            // a map's element is stored with its value (`update @m { ip saddr : ct mark }`):
-            // typed here, not evaluated yet (the engine's dynamic sets hold keys only)
+            // a map's element is stored with its value (`update @m { ip saddr : ct mark }`),
+            // as nft_dynset's sreg_data: the value a new element gets
             let (is_map, data) = (cx.sets[si].is_map, cx.sets[si].data_types.clone());
+            let mut value_expr = None;
             match (value, is_map) {
                 (Some(v), true) => {
-                    if data.is_empty() || lower_value(cx, &data, v).is_none() {
+                    let lowered = if data.is_empty() {
+                        None
+                    } else {
+                        lower_value(cx, &data, v)
+                    };
+                    let Some(lowered) = lowered else {
                         if data.is_empty() {
                             err(
                                 cx,
@@ -1201,9 +1215,13 @@ fn lower_item(
                             );
                         }
                         return false;
+                    };
+                    // a value looked up in a map, or a range: not evaluated yet
+                    if !matches!(lowered, ValueExpr::Const(_) | ValueExpr::Key(_)) {
+                        out.push(Expr::Unevaluated("update of a map with a value"));
+                        return true;
                     }
-                    out.push(Expr::Unevaluated("update of a map with a value"));
-                    return true;
+                    value_expr = Some(lowered);
                 }
                 (Some(v), false) => {
                     err(
@@ -1234,6 +1252,7 @@ fn lower_item(
                 limit: None,
                 counter: false,
                 ct_count: None,
+                data: value_expr,
             };
             for s in stmts {
                 match s {

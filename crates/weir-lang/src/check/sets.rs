@@ -134,6 +134,7 @@ pub(super) fn lower_set(cx: &mut Cx, d: &ast::SetDecl, extra: &[&ast::Elem]) -> 
         timeout_ms,
         size,
         elements: Vec::new(),
+        catchall: None,
         span: d.span,
     };
     let elems: Vec<&ast::Elem> = d.elements.iter().chain(extra.iter().copied()).collect();
@@ -141,8 +142,9 @@ pub(super) fn lower_set(cx: &mut Cx, d: &ast::SetDecl, extra: &[&ast::Elem]) -> 
     let obj_data = std::mem::replace(&mut cx.obj_data, cx.obj_maps.get(&set.name).copied());
     for e in elems {
         let el = lower_elem(cx, &set, e);
-        if std::mem::take(&mut cx.catchall) {
-            cx.catchall_sets.insert(set.name.clone());
+        if let Some(c) = cx.catchall.take() {
+            set.catchall = Some(c);
+            continue;
         }
         if let Some(el) = el {
             if !set.interval && el.key.iter().any(|(lo, hi)| lo != hi) {
@@ -309,7 +311,7 @@ pub(super) fn key_ranges(cx: &mut Cx, types: &[DataType], v: &Val) -> Option<Vec
 
 pub(super) fn lower_elem(cx: &mut Cx, set: &Set, e: &ast::Elem) -> Option<Element> {
     // `*`: the catch-all element (matches what no other element does); its data is checked,
-    // the caller sees `cx.catchall` and does not take it as an error
+    // and it is left in `cx.catchall` for the caller (None is returned: not an error)
     let star = matches!(&e.key, ast::Val::Word(w, _) if w == "*");
     let key = if star {
         Vec::new()
@@ -401,7 +403,11 @@ pub(super) fn lower_elem(cx: &mut Cx, set: &Set, e: &ast::Elem) -> Option<Elemen
         }
     };
     if star {
-        cx.catchall = true;
+        cx.catchall = Some(Element {
+            key: Vec::new(),
+            data,
+            timeout_ms,
+        });
         return None;
     }
     Some(Element {

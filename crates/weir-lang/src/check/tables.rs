@@ -39,11 +39,9 @@ pub(super) struct Cx<'d> {
     /// The width of the field a `set` statement being lowered writes (0 outside one): a
     /// value computed for it may set bits its operand's own type does not have.
     pub(super) set_target_bits: u32,
-    /// The element just lowered was a catch-all (`*`): it loads, but weir does not evaluate
-    /// it yet, so the rules reading its set are marked.
-    pub(super) catchall: bool,
-    /// Named sets and maps with a catch-all element.
-    pub(super) catchall_sets: std::collections::HashSet<String>,
+    /// The element just lowered was a catch-all (`*`): the set's `catchall`, taken by the
+    /// caller.
+    pub(super) catchall: Option<crate::ir::Element>,
     /// Sets weir loads but does not evaluate (object maps, sets with statements on their
     /// elements): a rule that reads one is not evaluated either.
     pub(super) uneval_sets: HashMap<String, &'static str>,
@@ -101,8 +99,7 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         uneval: Vec::new(),
         udp_dport_seen: false,
         set_target_bits: 0,
-        catchall: false,
-        catchall_sets: Default::default(),
+        catchall: None,
         uneval_sets: Default::default(),
         key_hint: None,
         secmarks: Default::default(),
