@@ -119,19 +119,23 @@ pub(crate) fn dynset_op(t: &CTable, op: &ir::SetOp, p: &Pkt, st: &mut State, byt
     };
     let key = &kv[..n];
     let now = p.now_ns;
-    // a map's value, as nft_dynset reads its sreg_data (only a new element takes it)
-    let data = match &op.data {
-        None => None,
-        Some(ir::ValueExpr::Const(c)) => Some(MapValue::Value(c.clone())),
-        Some(ir::ValueExpr::Key(k)) => {
-            let mut dv = [0u128; MAX_KEY];
-            let Some(m) = p.key(k, st, &mut dv) else {
-                return false;
-            };
-            Some(MapValue::Value(dv[..m].to_vec()))
-        }
+    // a map's value, as nft_dynset reads its sreg_data: read here (a value that cannot be
+    // built stops the rule), made an element's value only when an element is added (a live
+    // one keeps its own): no allocation for a packet that refreshes an element
+    let mut dv = [0u128; MAX_KEY];
+    let data_len = match &op.data {
+        None | Some(ir::ValueExpr::Const(_)) => 0,
+        Some(ir::ValueExpr::Key(k)) => match p.key(k, st, &mut dv) {
+            Some(m) => m,
+            None => return false,
+        },
         // the checker marks other values not evaluated
         Some(_) => return false,
+    };
+    let data = || match &op.data {
+        Some(ir::ValueExpr::Const(c)) => Some(MapValue::Value(c.clone())),
+        Some(ir::ValueExpr::Key(_)) => Some(MapValue::Value(dv[..data_len].to_vec())),
+        _ => None,
     };
     let set = &t.ir.sets[op.set];
     let size = set.size.map_or(DYNSET_DEFAULT_SIZE, |s| s as usize);
@@ -169,7 +173,7 @@ pub(crate) fn dynset_op(t: &CTable, op: &ir::SetOp, p: &Pkt, st: &mut State, byt
             key.to_vec(),
             DynElem {
                 expires_ns: expires,
-                data,
+                data: data(),
                 ..DynElem::default()
             },
         );
