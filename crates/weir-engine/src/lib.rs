@@ -14,6 +14,7 @@ pub mod eval;
 pub mod fib;
 pub mod frag;
 pub mod hash;
+pub mod helper;
 pub mod nat;
 pub mod objects;
 mod random;
