@@ -41,19 +41,19 @@ pub fn help(cx: &Cx, payload: &[u8], out: &mut Out) {
                 remap(cx, &hp, &mut edits);
             }
         }
-        if let Some(h) = m.first(Name::Via) {
+        if let Some(h) = m.first("via") {
             if let Some(&(s, e)) = elements(p, h.s, h.e).first() {
                 via(cx, p, s, e, m.request.is_some(), &mut edits);
             }
         }
-        for h in m.headers.iter().filter(|h| h.name == Name::Contact) {
+        for h in m.headers.iter().filter(|h| h.name == "contact") {
             for (s, e) in elements(p, h.s, h.e) {
                 if let Some(hp) = header_uri(p, s, e, v6) {
                     remap(cx, &hp, &mut edits);
                 }
             }
         }
-        for name in [Name::From, Name::To] {
+        for name in ["from", "to"] {
             if let Some(h) = m.first(name) {
                 if let Some(hp) = header_uri(p, h.s, h.e, v6) {
                     remap(cx, &hp, &mut edits);
@@ -61,7 +61,7 @@ pub fn help(cx: &Cx, payload: &[u8], out: &mut Out) {
             }
         }
     }
-    let is_sdp = m.first(Name::CType).is_some_and(|h| {
+    let is_sdp = m.first("content-type").is_some_and(|h| {
         let v = &p[h.s..h.e];
         v.len() >= 15
             && v[..15].eq_ignore_ascii_case(b"application/sdp")
@@ -72,7 +72,7 @@ pub fn help(cx: &Cx, payload: &[u8], out: &mut Out) {
             Some(((ms, me), _)) => ["INVITE", "UPDATE", "ACK", "PRACK"]
                 .iter()
                 .any(|x| p[ms..me].eq_ignore_ascii_case(x.as_bytes())),
-            None => (100..300).contains(&m.status) && cseq_ok(p, m.first(Name::CSeq)),
+            None => (100..300).contains(&m.status) && cseq_ok(p, m.first("cseq")),
         };
         let mut body_edits = Vec::new();
         sdp(cx, p, m.body, want, &mut out.expects, &mut body_edits);
@@ -82,11 +82,7 @@ pub fn help(cx: &Cx, payload: &[u8], out: &mut Out) {
             .sum();
         if delta != 0 {
             if let Some((cs, ce, n)) = m.clen {
-                edits.push(Edit {
-                    at: cs,
-                    len: ce - cs,
-                    with: (n as isize + delta).to_string().into_bytes(),
-                });
+                edits.push(edit(cs, ce, (n as isize + delta).to_string()));
             }
         }
         edits.extend(body_edits);
@@ -94,53 +90,35 @@ pub fn help(cx: &Cx, payload: &[u8], out: &mut Out) {
     edits.sort_by_key(|e| e.at);
     // Spans come from distinct places of the message; refuse anything else rather than hand
     // the stateful layer a broken list.
-    let mut end = 0;
-    for e in &edits {
-        if e.at < end || e.at + e.len > p.len() {
-            return;
-        }
-        end = e.at + e.len;
+    let sound = edits.windows(2).all(|w| w[0].at + w[0].len <= w[1].at);
+    if sound && edits.iter().all(|e| e.at + e.len <= p.len()) {
+        out.edits.extend(edits);
     }
-    out.edits.extend(edits);
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Name {
-    Via,
-    Contact,
-    From,
-    To,
-    CLen,
-    CType,
-    CSeq,
-    Other,
-}
+/// Header names with their compact forms; a header is known by the first.
+const NAMES: [[&str; 2]; 7] = [
+    ["via", "v"],
+    ["contact", "m"],
+    ["from", "f"],
+    ["to", "t"],
+    ["content-length", "l"],
+    ["content-type", "c"],
+    ["cseq", "cseq"],
+];
 
-fn name_of(n: &[u8]) -> Name {
+fn name_of(n: &[u8]) -> &'static str {
     let is = |s: &str| n.eq_ignore_ascii_case(s.as_bytes());
-    if is("via") || is("v") {
-        Name::Via
-    } else if is("contact") || is("m") {
-        Name::Contact
-    } else if is("from") || is("f") {
-        Name::From
-    } else if is("to") || is("t") {
-        Name::To
-    } else if is("content-length") || is("l") {
-        Name::CLen
-    } else if is("content-type") || is("c") {
-        Name::CType
-    } else if is("cseq") {
-        Name::CSeq
-    } else {
-        Name::Other
-    }
+    NAMES
+        .iter()
+        .find(|x| is(x[0]) || is(x[1]))
+        .map_or("", |x| x[0])
 }
 
 /// A header line: its name and its value's span (trimmed).
 #[derive(Clone, Copy, Debug)]
 struct Header {
-    name: Name,
+    name: &'static str,
     s: usize,
     e: usize,
 }
@@ -158,7 +136,7 @@ struct Msg {
 }
 
 impl Msg {
-    fn first(&self, name: Name) -> Option<Header> {
+    fn first(&self, name: &str) -> Option<Header> {
         self.headers.iter().find(|h| h.name == name).copied()
     }
 }
@@ -255,7 +233,7 @@ fn parse(p: &[u8]) -> Option<Msg> {
     };
     let mut body = (body_start, p.len());
     let mut clen = None;
-    if let Some(h) = headers.iter().find(|h| h.name == Name::CLen) {
+    if let Some(h) = headers.iter().find(|h| h.name == "content-length") {
         let n = number(&p[h.s..h.e])?;
         if n > p.len() - body_start {
             return None; // truncated
@@ -400,6 +378,15 @@ fn header_uri(p: &[u8], s: usize, e: usize, v6: bool) -> Option<HostPort> {
     }
 }
 
+/// Replace `at..end` with `with`.
+fn edit(at: usize, end: usize, with: String) -> Edit {
+    Edit {
+        at,
+        len: end - at,
+        with: with.into_bytes(),
+    }
+}
+
 fn host_text(addr: u128, v6: bool, brackets: bool) -> String {
     if brackets {
         format!("[{}]", addr_text(addr, v6))
@@ -429,11 +416,7 @@ fn remap(cx: &Cx, hp: &HostPort, edits: &mut Vec<Edit>) {
     if hp.port.is_some() || port != SIP_PORT {
         t.push_str(&format!(":{port}"));
     }
-    edits.push(Edit {
-        at: hp.s,
-        len: hp.e - hp.s,
-        with: t.into_bytes(),
-    });
+    edits.push(edit(hp.s, hp.e, t));
 }
 
 /// The topmost Via (`SIP/2.0/UDP host:port;params`): its sent-by when it is the sender's
@@ -496,11 +479,7 @@ fn via(cx: &Cx, p: &[u8], s: usize, e: usize, request: bool, edits: &mut Vec<Edi
             }
         };
         if let Some(t) = new {
-            edits.push(Edit {
-                at: vs,
-                len: ve - vs,
-                with: t.into_bytes(),
-            });
+            edits.push(edit(vs, ve, t));
         }
     }
 }
@@ -508,21 +487,12 @@ fn via(cx: &Cx, p: &[u8], s: usize, e: usize, request: bool, edits: &mut Vec<Edi
 /// The address of an SDP line `... IN IP4|IP6 ADDR[/ttl]` whose address is field `idx` (the
 /// network and address types the two before): its span and value.
 fn sdp_addr(p: &[u8], s: usize, e: usize, idx: usize, v6: bool) -> Option<(usize, usize, u128)> {
-    let mut fields = Vec::new();
-    let mut i = s;
-    while i < e && fields.len() <= idx {
-        match find(p, i, e, |b| b == b' ') {
-            Some(sp) => {
-                if sp > i {
-                    fields.push((i, sp));
-                }
-                i = sp + 1;
-            }
-            None => {
-                fields.push((i, e));
-                i = e;
-            }
+    let (mut fields, mut i) = (Vec::new(), s);
+    for t in p[s..e].split(|&b| b == b' ') {
+        if !t.is_empty() && fields.len() <= idx {
+            fields.push((i, i + t.len()));
         }
+        i += t.len() + 1;
     }
     let &(as_, fe) = fields.get(idx)?;
     let (ns, ne) = fields[idx - 2];
@@ -582,11 +552,7 @@ fn sdp(
         let found = sdp_addr(p, ls + 2, le, idx, v6);
         if let Some((as_, ae, a)) = found {
             if nat && a == cx.this.src && a != cx.other.dst {
-                edits.push(Edit {
-                    at: as_,
-                    len: ae - as_,
-                    with: addr_text(cx.other.dst, v6).into_bytes(),
-                });
+                edits.push(edit(as_, ae, addr_text(cx.other.dst, v6)));
             }
         }
         if idx == 2 {
@@ -699,7 +665,7 @@ mod tests {
         format!("{}{body}", head.replace("{len}", &body.len().to_string())).into_bytes()
     }
 
-    /// The (first) value of header `name` and the body, of a rewritten message.
+    /// The first value of header `name` of a (CRLF) message.
     fn header<'a>(m: &'a str, name: &str) -> &'a str {
         let head = m.split("\r\n\r\n").next().unwrap();
         head.split("\r\n")
@@ -820,7 +786,7 @@ mod tests {
         assert_eq!(header(&m, "to"), "Bob <sip:bob@203.0.113.5>;tag=a6c85cf");
         assert_eq!(body(&m), body(std::str::from_utf8(&p).unwrap()));
         assert_eq!(out.expects, rtp(a4(SERVER), a4(SERVER), 30000));
-        // a 200 to OPTIONS carrying SDP, a 180 without body, a 486: no media
+        // a 200 to OPTIONS carrying SDP, a 486: no media
         for (status, cseq) in [("200 OK", "1 OPTIONS"), ("486 Busy", "1 INVITE")] {
             let p = msg(
                 &format!("SIP/2.0 {status}\nCSeq: {cseq}\nc: application/sdp\nl: {{len}}\n\n"),
