@@ -65,6 +65,29 @@ impl Timeouts {
         }
     }
 
+    /// Every timeout at most `max`.
+    pub(crate) fn clamp(&mut self, max: Duration) {
+        for d in [
+            &mut self.tcp_syn_sent,
+            &mut self.tcp_syn_recv,
+            &mut self.tcp_established,
+            &mut self.tcp_fin_wait,
+            &mut self.tcp_close_wait,
+            &mut self.tcp_last_ack,
+            &mut self.tcp_time_wait,
+            &mut self.tcp_close,
+            &mut self.tcp_syn_sent2,
+            &mut self.tcp_retrans,
+            &mut self.tcp_unack,
+            &mut self.udp,
+            &mut self.udp_stream,
+            &mut self.icmp,
+            &mut self.generic,
+        ] {
+            *d = (*d).min(max);
+        }
+    }
+
     pub(crate) fn all(&self) -> [Duration; 15] {
         [
             self.tcp_syn_sent,

@@ -65,6 +65,8 @@ pub struct Conntrack<X> {
     pub(crate) expects: crate::expect::Expectations,
     /// Sequence shifts of connections with `S_SEQADJ`, by slot.
     pub(crate) seqadj: std::collections::HashMap<u32, [crate::expect::SeqOff; 2]>,
+    /// Timeout policies (`ct timeout` objects), an entry's `policy` - 1 indexes them.
+    policies: Vec<crate::Timeouts>,
 }
 
 const NIL: u32 = u32::MAX;
@@ -99,26 +101,7 @@ impl<X: Copy + Default> Conntrack<X> {
     pub fn new(cfg: Config) -> Conntrack<X> {
         let mut cfg = cfg;
         cfg.max_entries = cfg.max_entries.clamp(1, 1 << 30);
-        let t = &mut cfg.timeouts;
-        for d in [
-            &mut t.tcp_syn_sent,
-            &mut t.tcp_syn_recv,
-            &mut t.tcp_established,
-            &mut t.tcp_fin_wait,
-            &mut t.tcp_close_wait,
-            &mut t.tcp_last_ack,
-            &mut t.tcp_time_wait,
-            &mut t.tcp_close,
-            &mut t.tcp_syn_sent2,
-            &mut t.tcp_retrans,
-            &mut t.tcp_unack,
-            &mut t.udp,
-            &mut t.udp_stream,
-            &mut t.icmp,
-            &mut t.generic,
-        ] {
-            *d = (*d).min(MAX_TIMEOUT);
-        }
+        cfg.timeouts.clamp(MAX_TIMEOUT);
         let max_t = cfg.timeouts.all().into_iter().max().unwrap_or_default();
         let max_ticks = ((max_t.as_nanos() as u64) >> TICK_SHIFT) as u32 + 2;
         let keys = 2 * cfg.max_entries;
@@ -150,7 +133,57 @@ impl<X: Copy + Default> Conntrack<X> {
             killed: None,
             expects: Default::default(),
             seqadj: Default::default(),
+            policies: Vec::new(),
         }
+    }
+
+    /// Set the timeout policies entries may be given ([`Conntrack::set_policy`]; at most 255,
+    /// each timeout at most 20 days). Entries keep their policy number: give the same list
+    /// again, in the same order, after a reload.
+    pub fn set_timeout_policies(&mut self, mut p: Vec<crate::Timeouts>) {
+        p.truncate(255);
+        for t in &mut p {
+            t.clamp(MAX_TIMEOUT);
+        }
+        let max_t = p
+            .iter()
+            .chain(std::iter::once(&self.cfg.timeouts))
+            .flat_map(|t| t.all())
+            .max()
+            .unwrap_or_default();
+        self.max_ticks = self
+            .max_ticks
+            .max(((max_t.as_nanos() as u64) >> TICK_SHIFT) as u32 + 2);
+        self.policies = p;
+    }
+
+    /// The timeouts of policy `p` (0, or one not set: the configured ones).
+    #[inline]
+    pub(crate) fn timeouts_of(&self, p: u8) -> crate::Timeouts {
+        match p {
+            0 => self.cfg.timeouts,
+            p => self
+                .policies
+                .get(p as usize - 1)
+                .copied()
+                .unwrap_or(self.cfg.timeouts),
+        }
+    }
+
+    /// Give a new connection timeout policy `p` (index + 1 into
+    /// [`Conntrack::set_timeout_policies`]'s list) and its timeout for the state it is in (Linux
+    /// `nft_ct_timeout_obj_eval`: the connection refreshed with the policy's first value).
+    pub fn set_policy(&self, pend: &mut Pending<X>, p: u8, now_ns: u64) {
+        let to = self.timeouts_of(p);
+        let e = &mut pend.entry;
+        e.tcp.policy = p;
+        let t = match e.proto() {
+            weir_wire::meta::proto::TCP => to.tcp(e.tcp.state()),
+            weir_wire::meta::proto::UDP | weir_wire::meta::proto::UDPLITE => to.udp,
+            weir_wire::meta::proto::ICMP | weir_wire::meta::proto::ICMPV6 => to.icmp,
+            _ => to.generic,
+        };
+        e.refresh(now_ns, t);
     }
 
     pub fn config(&self) -> &Config {

@@ -349,6 +349,9 @@ pub struct TcpConn {
     state_idx: u8,
     last_wscale: u8,
     last_flags: u8,
+    /// The entry's timeout policy (`ct timeout set`: index + 1 into the table's policies; 0:
+    /// the configured timeouts), kept in the struct's last spare byte.
+    pub(crate) policy: u8,
 }
 
 /// What to do with a segment of a tracked connection.

@@ -268,6 +268,7 @@ impl<X: Copy + Default> Conntrack<X> {
         let h = self.hash(&t);
         if let Some(k) = self.live_lookup(&t, h, tick(now_ns)) {
             let (idx, d) = (((k - 1) >> 1) as usize, ((k - 1) & 1) as usize);
+            let timeout = self.timeouts_of(self.entries[idx].tcp.policy).icmp;
             let e = &mut self.entries[idx];
             let info = ctinfo(e, d);
             e.refresh(now_ns, timeout);
@@ -296,6 +297,7 @@ impl<X: Copy + Default> Conntrack<X> {
         let now = tick(now_ns);
         if let Some(k) = self.live_lookup(&t, h, now) {
             let (idx, d) = (((k - 1) >> 1) as usize, ((k - 1) & 1) as usize);
+            let to = self.timeouts_of(self.entries[idx].tcp.policy);
             let e = &mut self.entries[idx];
             let info = ctinfo(e, d);
             let mut now_assured = false;
@@ -376,6 +378,7 @@ impl<X: Copy + Default> Conntrack<X> {
             let (idx, d) = (((k - 1) >> 1) as usize, ((k - 1) & 1) as usize);
             let id = EntryId(idx as u32);
             let dir = Dir::from_index(d);
+            let to = self.timeouts_of(self.entries[idx].tcp.policy);
             seg.ack_off = 0;
             if self.entries[idx].tcp.ct_status & S_SEQADJ != 0 {
                 let other = Dir::from_index(1 - d);

@@ -151,6 +151,14 @@ pub struct Meta {
     /// A `ct helper set` statement ran: the helper (`crate::helper::Kind` as u8) a new
     /// connection gets.
     pub helper: u8,
+    /// A `ct timeout set` statement ran: the object (table, index in the table's
+    /// `ct_timeouts`) whose policy a new connection gets.
+    pub ct_timeout: Option<(u16, u16)>,
+    /// A `ct expectation set` statement ran: what a new connection expects.
+    pub ct_expect: Option<weir_lang::ir::CtExpectation>,
+    /// The packet's connection is new and not yet confirmed (set by the stateful layer):
+    /// what `ct expectation set` requires.
+    pub ct_unconfirmed: bool,
     /// Header fields written by statements (`ip daddr set ...`: stateless NAT), in order;
     /// later matches read these values, and the stateful layer writes them into the frame
     /// when the base chain ends.
@@ -1265,6 +1273,19 @@ impl Engine {
                                 p.meta.helper = k as u8;
                             }
                         }
+                    }
+                    ir::Expr::CtTimeout { obj, l4proto } => {
+                        if p.pm.l4proto == *l4proto {
+                            p.meta.ct_timeout = Some((ti as u16, *obj as u16));
+                        }
+                    }
+                    ir::Expr::CtExpect(x) => {
+                        // nft_ct_expect_obj_eval: NFT_BREAK without a connection not yet
+                        // confirmed
+                        if !p.meta.ct_unconfirmed {
+                            return Outcome::Next;
+                        }
+                        p.meta.ct_expect = Some(*x);
                     }
                     ir::Expr::ResetTcpOption(kind) => {
                         use crate::tcp_strip::{check, Strip};

@@ -27,6 +27,7 @@ use weir_lang::ir::{self, ChainType, Family, Hook};
 use weir_wire::{Frag, PacketMeta, L3};
 
 mod access;
+mod ctobj;
 mod fast;
 mod help;
 mod queue;
@@ -130,6 +131,9 @@ pub struct PacketCt {
     pub tuples: Option<CtTuples>,
     /// The packet's part in virtual reassembly.
     pub frag: FragPkt,
+    /// `ct expectation set` ran for the packet's new connection: the expectation made when
+    /// it is confirmed.
+    pub expect: Option<ir::CtExpectation>,
 }
 
 /// A fragment's part in virtual reassembly ([`crate::frag`]).
@@ -244,6 +248,8 @@ pub struct StatefulStats {
     pub helper_unmangled: u64,
     /// Packets whose TCP sequence numbers were shifted after a helper's rewrite.
     pub seq_adjusted: u64,
+    /// New connections given a `ct timeout` policy.
+    pub ct_timeout_set: u64,
 }
 
 /// The engine plus a connection table.
@@ -282,6 +288,9 @@ pub struct Stateful {
     flow_hook: Option<Box<dyn FlowHook>>,
     /// What it asked to send.
     queue_out: Vec<Vec<u8>>,
+    /// The timeout policy number (1-based, in the connection table) of each table's
+    /// `ct timeout` objects.
+    timeout_ids: Vec<Vec<u8>>,
     /// When its timers last ran, and whether it had any then ([`Stateful::tick`]).
     ticked: Option<u64>,
     ticking: bool,
@@ -356,9 +365,13 @@ fn expr_needs_ct(e: &ir::Expr) -> bool {
         ir::Expr::Vmap { key, .. } => key_needs_ct(key),
         ir::Expr::Assign { field, value } => field.is_conntrack() || value_needs_ct(value),
         // (`queue`: the listener keeps its state per connection)
-        ir::Expr::CtCount { .. } | ir::Expr::Nat(_) | ir::Expr::FlowAdd(_) | ir::Expr::Queue(_) => {
-            true
-        }
+        ir::Expr::CtCount { .. }
+        | ir::Expr::Nat(_)
+        | ir::Expr::FlowAdd(_)
+        | ir::Expr::Queue(_)
+        | ir::Expr::CtHelper { .. }
+        | ir::Expr::CtTimeout { .. }
+        | ir::Expr::CtExpect(_) => true,
         _ => false,
     }
 }
@@ -419,6 +432,10 @@ impl Stateful {
         self.nat_v4 = fresh.nat_v4;
         self.nat_v6 = fresh.nat_v6;
         self.flowtables = fresh.flowtables;
+        // the new ruleset's timeout policies (entries keep their numbers)
+        let (policies, timeout_ids) = ctobj::policies(&self.eng, &cfg.timeouts);
+        self.ct.set_timeout_policies(policies);
+        self.timeout_ids = timeout_ids;
         let ids: Vec<EntryId> = self
             .ct
             .iter()
@@ -463,9 +480,13 @@ impl Stateful {
                 flowtables.push((ti, fi, f.devices.clone()));
             }
         }
+        let (policies, timeout_ids) = ctobj::policies(&eng, &cfg.timeouts);
+        let mut ct = Conntrack::new(cfg);
+        ct.set_timeout_policies(policies);
         Stateful {
             eng,
-            ct: Conntrack::new(cfg),
+            ct,
+            timeout_ids,
             track_v4: v4,
             track_v6: v6,
             stats: StatefulStats::default(),
@@ -497,6 +518,7 @@ impl Stateful {
     /// Fill the packet's `ct` view from its context.
     fn load_view(&self, m: &mut Meta, l3: L3, pc: &PacketCt) {
         m.has_ct = false;
+        m.ct_unconfirmed = false;
         let (id, bits) = match pc.ct {
             CtPkt::NotYet => {
                 // before conntrack (raw priority): no entry, and not marked untracked
@@ -518,6 +540,7 @@ impl Stateful {
                 return;
             }
             CtPkt::New(pend) => {
+                m.ct_unconfirmed = true;
                 m.ct_state = if pend.master.is_some() {
                     state::RELATED
                 } else {
@@ -968,6 +991,7 @@ impl Stateful {
             if let Some(ft) = meta.flow_add.take() {
                 self.flow_add(ft, pm, pc);
             }
+            self.ct_objects(meta, pc, now_ns);
             if meta.helper != 0 {
                 // nft_ct_helper_obj_eval: a connection not confirmed yet, without a helper
                 if let CtPkt::New(pend) = &mut pc.ct {
@@ -1177,6 +1201,9 @@ impl Stateful {
             match self.ct.confirm(pend, now_ns) {
                 Ok(id) => {
                     self.stats.confirmed += 1;
+                    if let Some(x) = pc.expect.take() {
+                        self.expect_object(id, &x, now_ns);
+                    }
                     pc.ct = CtPkt::Entry {
                         id,
                         dir: Dir::Original,

@@ -16,6 +16,7 @@ mod gather;
 mod headers;
 mod keys;
 pub(crate) use headers::tcp_option_name;
+mod ctobj;
 mod limits;
 mod objects;
 mod pending;

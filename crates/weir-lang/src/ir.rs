@@ -474,6 +474,17 @@ pub enum Expr {
         helper: String,
         l4proto: u8,
     },
+    /// `ct timeout set "NAME"`: the table's `ct timeout` object `obj` (an index into
+    /// [`Table::ct_timeouts`]) given to the packet's connection while it is new, when the
+    /// packet's protocol is the object's (`nft_ct_timeout_obj_eval`).
+    CtTimeout {
+        obj: usize,
+        l4proto: u8,
+    },
+    /// `ct expectation set "NAME"`: a new connection expects one from its peer
+    /// (`nft_ct_expect_obj_eval`); the rule stops for a packet of a connection already
+    /// confirmed, or untracked.
+    CtExpect(CtExpectation),
     /// `reset tcp option KIND`: the first option of that kind in the TCP header turned into
     /// NOPs (nft_exthdr_tcp_strip_eval).
     ResetTcpOption(u8),
@@ -590,6 +601,8 @@ pub struct Table {
     pub quotas: Vec<(String, Quota)>,
     /// The table's named limits (`limit NAME { rate ... }`): one token bucket each.
     pub limits: Vec<(String, Limit)>,
+    /// The table's `ct timeout` objects that weir evaluates (`Expr::CtTimeout` indexes them).
+    pub ct_timeouts: Vec<(String, CtTimeoutPolicy)>,
     /// `flags dormant`: nft keeps the table but does not run its chains. weir does not
     /// evaluate it yet ([`Ruleset::unevaluated`] lists it).
     pub dormant: bool,
@@ -603,6 +616,25 @@ impl Table {
     pub fn set(&self, name: &str) -> Option<usize> {
         self.sets.iter().position(|s| s.name == name)
     }
+}
+
+/// A `ct timeout` object: its protocol and the timeouts it sets (state names as nft writes
+/// them: `established`, `close`, `unreplied`, `replied`, `timeout`...; milliseconds). States it
+/// does not name keep the configured timeouts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CtTimeoutPolicy {
+    pub l4proto: u8,
+    pub values: Vec<(String, u64)>,
+}
+
+/// A `ct expectation` object: the connection expected comes from the peer, to this side's
+/// `dport` with protocol `l4proto`, within `timeout_ms`; at most `size` per connection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtExpectation {
+    pub l4proto: u8,
+    pub dport: u16,
+    pub timeout_ms: u64,
+    pub size: u8,
 }
 
 /// A checked ruleset with the sources it came from.

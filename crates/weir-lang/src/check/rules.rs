@@ -981,6 +981,19 @@ fn lower_item(
                         out.push(Expr::CtHelper { helper, l4proto });
                         return true;
                     }
+                    if what == "ct timeout set" {
+                        if let Some(&obj) = cx.ct_timeouts.get(&name) {
+                            let l4proto = cx.ct_timeout_protos[obj];
+                            out.push(Expr::CtTimeout { obj, l4proto });
+                            return true;
+                        }
+                    }
+                    if what == "ct expectation set" {
+                        if let Some(&x) = cx.ct_expects.get(&name) {
+                            out.push(Expr::CtExpect(x));
+                            return true;
+                        }
+                    }
                     out.push(Expr::Unevaluated(what));
                     return true;
                 }

@@ -28,6 +28,12 @@ pub(super) struct Cx<'d> {
     pub(super) cur_chain: Option<usize>,
     /// The table's `ct helper` objects (`ct helper set "NAME"` names one).
     pub(super) ct_helpers: std::collections::HashSet<String>,
+    /// The `ct timeout` objects weir evaluates: name -> index into the table's list.
+    pub(super) ct_timeouts: HashMap<String, usize>,
+    /// Their protocols, by index.
+    pub(super) ct_timeout_protos: Vec<u8>,
+    /// The `ct expectation` objects weir evaluates.
+    pub(super) ct_expects: HashMap<String, crate::ir::CtExpectation>,
     /// The `ct helper` objects whose helper weir runs: name -> (type, protocol number).
     pub(super) ct_helper_kinds: std::collections::HashMap<String, (String, u8)>,
     /// Its `ct timeout` and `ct expectation` objects.
@@ -97,6 +103,9 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         cur_chain: None,
         ct_helpers: Default::default(),
         ct_helper_kinds: Default::default(),
+        ct_timeouts: Default::default(),
+        ct_timeout_protos: Vec::new(),
+        ct_expects: Default::default(),
         ct_objects: Default::default(),
         cur_hook: None,
         uneval: Vec::new(),
@@ -119,6 +128,7 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
     let mut counters = Vec::new();
     let mut quotas = Vec::new();
     let mut limits = Vec::new();
+    let mut ct_timeouts = Vec::new();
     for o in &t.objs {
         match o.kind.name.as_str() {
             "counter" => {
@@ -187,6 +197,18 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
             "tunnel" => {}
             "ct timeout" | "ct expectation" | "synproxy" => {
                 cx.ct_objects.insert(o.name.name.clone());
+                if o.kind.name == "ct timeout" {
+                    if let Some(p) = super::ctobj::timeout_policy(&o.body) {
+                        cx.ct_timeouts
+                            .insert(o.name.name.clone(), ct_timeouts.len());
+                        cx.ct_timeout_protos.push(p.l4proto);
+                        ct_timeouts.push((o.name.name.clone(), p));
+                    }
+                } else if o.kind.name == "ct expectation" {
+                    if let Some(x) = super::ctobj::expectation(&o.body) {
+                        cx.ct_expects.insert(o.name.name.clone(), x);
+                    }
+                }
             }
             // `limit NAME { rate [over] N/UNIT [burst N packets|bytes] }`: checked as a
             // `limit` statement is; rules reach it with `limit name "NAME"`
@@ -314,6 +336,7 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         counters,
         quotas,
         limits,
+        ct_timeouts,
         dormant: t.dormant,
         span: t.span,
     }

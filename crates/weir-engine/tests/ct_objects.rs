@@ -1,0 +1,134 @@
+//! `ct timeout` and `ct expectation` objects through `Stateful`, as the kernel's
+//! `nft_ct_timeout_obj_eval` and `nft_ct_expect_obj_eval` apply them: a new connection given a
+//! policy times out by it (other connections by the defaults); a connection that set an
+//! expectation sees its peer's connection to the port `related` (once), others `new`; the
+//! expectation rule stops for a packet of a confirmed connection.
+
+use std::net::Ipv4Addr;
+use weir_conntrack::Config;
+use weir_engine::stateful::{PacketCt, Stateful};
+use weir_engine::{Compiled, Decision, Engine, Meta, Mode, Pkt};
+use weir_lang::ir::Hook;
+use weir_wire::build::{Builder, Tcp};
+use weir_wire::{LinkType, PacketMeta};
+
+const C: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 10);
+const S: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 20);
+const SEC: u64 = 1_000_000_000;
+
+fn stateful(rules: &str) -> Stateful {
+    let (rs, _) = weir_lang::load_str("t.nft", rules).unwrap_or_else(|(sm, d)| {
+        panic!("{}", weir_lang::diag::render_all(&d, &sm));
+    });
+    assert!(rs.refuse_unevaluated().is_ok(), "{:?}", rs.unevaluated());
+    Stateful::new(
+        Engine::new(Compiled::build(&rs, Mode::Compiled)),
+        Config::default(),
+    )
+}
+
+/// A packet forwarded through prerouting, forward and postrouting; its mark as it leaves.
+fn forward(sf: &mut Stateful, frame: &[u8], now_ns: u64) -> u32 {
+    let pm = PacketMeta::parse(frame, LinkType::Ethernet);
+    let mut pc = PacketCt::default();
+    let mut mark = 0;
+    for hook in [Hook::Prerouting, Hook::Forward, Hook::Postrouting] {
+        let mut meta = Meta::with_ifnames("lan0", "wan0");
+        meta.mark = mark;
+        let mut p = Pkt {
+            frame,
+            pm: &pm,
+            meta: &mut { meta },
+            now_ns,
+            conns: None,
+        };
+        assert_eq!(sf.hook(hook, &mut p, &mut pc), Decision::Accept);
+        mark = p.meta.mark;
+    }
+    assert_eq!(sf.finish(&mut pc, now_ns), Decision::Accept);
+    mark
+}
+
+const RULES: &str = r#"table ip f {
+    ct timeout short-udp { protocol udp; l3proto ip; policy = { unreplied : 5s, replied : 7s } }
+    ct expectation back { protocol tcp; dport 6000; timeout 1m; size 2; }
+    chain pre {
+        type filter hook prerouting priority 0; policy accept;
+        udp dport 53 ct timeout set "short-udp"
+        tcp dport 21 ct expectation set "back" meta mark set 0x10
+    }
+    chain fwd {
+        type filter hook forward priority 0; policy accept;
+        ct state new meta mark set mark | 0x1
+        ct state related meta mark set mark | 0x2
+        ct state established meta mark set mark | 0x4
+    }
+}"#;
+
+/// The seconds left of each connection, by destination port.
+fn remaining(sf: &Stateful, now: u64) -> Vec<(u16, u64)> {
+    let mut v: Vec<(u16, u64)> = sf
+        .ct()
+        .iter()
+        .map(|(id, e)| {
+            let t = sf.ct().tuple(id, weir_conntrack::Dir::Original).unwrap();
+            (
+                t.dport,
+                (e.timeout_remaining(now).as_millis() as u64 + 500) / 1000,
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_timeout_policy_times_its_connections_out() {
+    let mut sf = stateful(RULES);
+    let q = Builder::new().udp(C, S, 1000, 53, b"q");
+    let other = Builder::new().udp(C, S, 1000, 54, b"q");
+    assert_eq!(forward(&mut sf, &q, 0), 0x1);
+    assert_eq!(forward(&mut sf, &other, 0), 0x1);
+    assert_eq!(sf.stats().ct_timeout_set, 1);
+    assert_eq!(remaining(&sf, 0), vec![(53, 5), (54, 30)]);
+    // replied: the policy's 7 s (once the stream timeout applies), the default 120 s
+    let a = Builder::new().udp(S, C, 53, 1000, b"a");
+    let b = Builder::new().udp(S, C, 54, 1000, b"a");
+    assert_eq!(forward(&mut sf, &a, SEC), 0x4);
+    assert_eq!(forward(&mut sf, &b, SEC), 0x4);
+    assert_eq!(forward(&mut sf, &q, 3 * SEC), 0x4);
+    assert_eq!(forward(&mut sf, &other, 3 * SEC), 0x4);
+    assert_eq!(remaining(&sf, 3 * SEC), vec![(53, 7), (54, 120)]);
+    // 8 s later the policy's connection is gone: its next packet starts a new one
+    assert_eq!(forward(&mut sf, &q, 11 * SEC), 0x1, "new again");
+    assert_eq!(forward(&mut sf, &other, 11 * SEC), 0x4);
+}
+
+#[test]
+fn an_expectation_object_makes_the_peers_connection_related() {
+    let mut sf = stateful(RULES);
+    let syn = Builder::new().tcp(C, S, &Tcp::new(40000, 21, 0x02).seq(1), b"");
+    assert_eq!(
+        forward(&mut sf, &syn, 0),
+        0x11,
+        "new, and the expectation rule ran"
+    );
+    // a retransmitted SYN: the connection is confirmed, the rule stops before its mark
+    assert_eq!(forward(&mut sf, &syn, 1), 0x1);
+    let back = |sport| Builder::new().tcp(S, C, &Tcp::new(sport, 6000, 0x02).seq(9), b"");
+    assert_eq!(forward(&mut sf, &back(2000), 2), 0x2, "related");
+    // once: the next connection to the port is new
+    let other = Builder::new().tcp(S, C, &Tcp::new(2001, 6000, 0x02).seq(9), b"");
+    assert_eq!(forward(&mut sf, &other, 3), 0x1);
+    // from another host, or after the timeout: new
+    let syn2 = Builder::new().tcp(C, S, &Tcp::new(40001, 21, 0x02).seq(1), b"");
+    assert_eq!(forward(&mut sf, &syn2, 4), 0x11);
+    let stranger = Builder::new().tcp(
+        Ipv4Addr::new(198, 19, 0, 99),
+        C,
+        &Tcp::new(2002, 6000, 0x02).seq(9),
+        b"",
+    );
+    assert_eq!(forward(&mut sf, &stranger, 5), 0x1);
+    assert_eq!(forward(&mut sf, &back(2003), 61 * SEC), 0x1, "expired");
+}
