@@ -472,6 +472,15 @@ fields! {
     CtReplyProtoDst => "ct reply proto-dst", T::InetService, L::Meta;
     // a pseudo-random number a read (the engine's per-worker generator, not the packet's)
     MetaRandom => "meta random", T::Integer(32), L::Meta;
+    // ICMP and ICMPv6 fields behind the types nft's dependencies name (max-delay: an MLD
+    // query; taddr: MLD and neighbour discovery; daddr: a redirect)
+    IcmpChecksum => "icmp checksum", T::Integer(16), L::Icmp;
+    Icmp6Checksum => "icmpv6 checksum", T::Integer(16), L::Icmp6;
+    Icmp6MaxDelay => "icmpv6 max-delay", T::Integer(16), L::Icmp6;
+    Icmp6ParameterProblem => "icmpv6 parameter-problem", T::Integer(32), L::Icmp6;
+    Icmp6PacketTooBig => "icmpv6 packet-too-big", T::Integer(32), L::Icmp6;
+    Icmp6Taddr => "icmpv6 taddr", T::Ipv6Addr, L::Icmp6;
+    Icmp6Daddr => "icmpv6 daddr", T::Ipv6Addr, L::Icmp6;
     // ---- loaded and checked, not evaluated yet (see `Field::evaluated`) ----
     // metadata
     MetaIifkind => "meta iifkind", T::IfName, L::Meta;
@@ -503,14 +512,6 @@ fields! {
     GreVersion => "gre version", T::Integer(3), L::Transport(47);
     GreFlags => "gre flags", T::Integer(5), L::Transport(47);
     GreProtocol => "gre protocol", T::EtherType, L::Transport(47);
-    // ICMP and ICMPv6 fields not read yet
-    IcmpChecksum => "icmp checksum", T::Integer(16), L::Icmp;
-    Icmp6Checksum => "icmpv6 checksum", T::Integer(16), L::Icmp6;
-    Icmp6MaxDelay => "icmpv6 max-delay", T::Integer(16), L::Icmp6;
-    Icmp6ParameterProblem => "icmpv6 parameter-problem", T::Integer(32), L::Icmp6;
-    Icmp6PacketTooBig => "icmpv6 packet-too-big", T::Integer(32), L::Icmp6;
-    Icmp6Taddr => "icmpv6 taddr", T::Ipv6Addr, L::Icmp6;
-    Icmp6Daddr => "icmpv6 daddr", T::Ipv6Addr, L::Icmp6;
     // connection tracking keys not read yet
     CtId => "ct id", T::Integer(32), L::Meta;
     CtHelper => "ct helper", T::Str16, L::Meta;

@@ -913,6 +913,17 @@ impl PacketMeta {
             F::IcmpGateway if icmp && b8(frame, l4)? == 5 => self.icmp_bytes(frame, 4, 4)?,
             F::IcmpMtu if icmp && b8(frame, l4)? == 3 => self.icmp_bytes(frame, 6, 2)?,
             F::Icmp6Mtu if icmp6 && b8(frame, l4)? == 2 => self.icmp_bytes(frame, 4, 4)?,
+            F::IcmpChecksum if icmp => self.icmp_bytes(frame, 2, 2)?,
+            F::Icmp6Checksum if icmp6 => self.icmp_bytes(frame, 2, 2)?,
+            F::Icmp6PacketTooBig if icmp6 && b8(frame, l4)? == 2 => self.icmp_bytes(frame, 4, 4)?,
+            F::Icmp6ParameterProblem if icmp6 && b8(frame, l4)? == 4 => {
+                self.icmp_bytes(frame, 4, 4)?
+            }
+            F::Icmp6MaxDelay if icmp6 && b8(frame, l4)? == 130 => self.icmp_bytes(frame, 4, 2)?,
+            F::Icmp6Taddr if icmp6 && matches!(b8(frame, l4)?, 130..=132 | 135..=137) => {
+                self.icmp_bytes(frame, 8, 16)?
+            }
+            F::Icmp6Daddr if icmp6 && b8(frame, l4)? == 137 => self.icmp_bytes(frame, 24, 16)?,
             _ => return None,
         };
         Some(v)
@@ -1114,6 +1125,10 @@ impl PacketMeta {
         }
         match len {
             2 => b16(frame, i).map(u128::from),
+            16 => frame
+                .get(i..i + 16)
+                .and_then(|b| b.try_into().ok())
+                .map(u128::from_be_bytes),
             _ => b32(frame, i).map(u128::from),
         }
     }

@@ -185,6 +185,7 @@ fn every_header_field_read_back() {
         (Field::IcmpType, 8),
         (Field::IcmpCode, 0),
         (Field::IcmpId, 0xabcd),
+        (Field::IcmpChecksum, be16(&f, 36)),
         (Field::IcmpSequence, 9),
     ]);
     let m = check(&mut seen, "icmp echo", &f, LinkType::Ethernet, &e);
@@ -209,6 +210,7 @@ fn every_header_field_read_back() {
         (Field::IcmpType, 3),
         (Field::IcmpCode, 3),
         (Field::IcmpMtu, 0),
+        (Field::IcmpChecksum, be16(&f, 36)),
     ]);
     check(&mut seen, "icmp unreachable", &f, LinkType::Ethernet, &e);
     // fragmentation needed, MTU 1400; a redirect's gateway (bytes 4-7)
@@ -228,6 +230,7 @@ fn every_header_field_read_back() {
         (Field::IcmpType, 3),
         (Field::IcmpCode, 4),
         (Field::IcmpMtu, 1400),
+        (Field::IcmpChecksum, be16(&f, 36)),
     ]);
     check(&mut seen, "icmp frag needed", &f, LinkType::Ethernet, &e);
     let f = Builder::new().icmp(A4, B4, 5, 1, 0xc612_0701, &inner);
@@ -246,6 +249,7 @@ fn every_header_field_read_back() {
         (Field::IcmpType, 5),
         (Field::IcmpCode, 1),
         (Field::IcmpGateway, 0xc612_0701),
+        (Field::IcmpChecksum, be16(&f, 36)),
     ]);
     check(&mut seen, "icmp redirect", &f, LinkType::Ethernet, &e);
 
@@ -406,13 +410,20 @@ fn every_header_field_read_back() {
         (Field::Icmp6Type, 129),
         (Field::Icmp6Code, 0),
         (Field::Icmp6Id, 77),
+        (Field::Icmp6Checksum, be16(&f, 56)),
         (Field::Icmp6Sequence, 78),
     ]);
     check(&mut seen, "icmpv6 echo reply", &f, LinkType::Ethernet, &e);
     let f = Builder::new().icmp(a6(), b6(), 135, 0, 0, &[0; 16]);
     let mut e = ether(0x86dd);
     e.extend(ip6((0, 0), 0, 24, 58, 64));
-    e.extend([(Field::Icmp6Type, 135), (Field::Icmp6Code, 0)]);
+    // a neighbour solicitation's target address (bytes 8-23): read behind its type
+    e.extend([
+        (Field::Icmp6Type, 135),
+        (Field::Icmp6Code, 0),
+        (Field::Icmp6Checksum, be16(&f, 56)),
+        (Field::Icmp6Taddr, 0),
+    ]);
     check(&mut seen, "icmpv6 ns", &f, LinkType::Ethernet, &e);
     let f = Builder::new().icmp(a6(), b6(), 2, 0, 1280, &[0; 16]);
     let mut e = ether(0x86dd);
@@ -421,6 +432,8 @@ fn every_header_field_read_back() {
         (Field::Icmp6Type, 2),
         (Field::Icmp6Code, 0),
         (Field::Icmp6Mtu, 1280),
+        (Field::Icmp6PacketTooBig, 1280),
+        (Field::Icmp6Checksum, be16(&f, 56)),
     ]);
     check(
         &mut seen,
@@ -429,6 +442,44 @@ fn every_header_field_read_back() {
         LinkType::Ethernet,
         &e,
     );
+
+    // an MLD query's maximum delay (bytes 4-5) and address; a parameter problem's pointer; a
+    // redirect's target and destination
+    let group = [0xffu8, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x16];
+    let f = Builder::new().icmp(a6(), b6(), 130, 0, 1000 << 16, &group);
+    let mut e = ether(0x86dd);
+    e.extend(ip6((0, 0), 0, 24, 58, 64));
+    e.extend([
+        (Field::Icmp6Type, 130),
+        (Field::Icmp6Code, 0),
+        (Field::Icmp6Checksum, be16(&f, 56)),
+        (Field::Icmp6MaxDelay, 1000),
+        (Field::Icmp6Taddr, u128::from_be_bytes(group)),
+    ]);
+    check(&mut seen, "mld query", &f, LinkType::Ethernet, &e);
+    let f = Builder::new().icmp(a6(), b6(), 4, 0, 40, &[0; 8]);
+    let mut e = ether(0x86dd);
+    e.extend(ip6((0, 0), 0, 16, 58, 64));
+    e.extend([
+        (Field::Icmp6Type, 4),
+        (Field::Icmp6Code, 0),
+        (Field::Icmp6Checksum, be16(&f, 56)),
+        (Field::Icmp6ParameterProblem, 40),
+    ]);
+    check(&mut seen, "parameter problem", &f, LinkType::Ethernet, &e);
+    let mut body = a6().octets().to_vec();
+    body.extend_from_slice(&b6().octets());
+    let f = Builder::new().icmp(a6(), b6(), 137, 0, 0, &body);
+    let mut e = ether(0x86dd);
+    e.extend(ip6((0, 0), 0, 40, 58, 64));
+    e.extend([
+        (Field::Icmp6Type, 137),
+        (Field::Icmp6Code, 0),
+        (Field::Icmp6Checksum, be16(&f, 56)),
+        (Field::Icmp6Taddr, u128::from(a6())),
+        (Field::Icmp6Daddr, u128::from(b6())),
+    ]);
+    check(&mut seen, "redirect", &f, LinkType::Ethernet, &e);
 
     // IPv6 through hop-by-hop, routing (a segment routing header), fragment (the first),
     // destination options, then a mobility header: each found as the kernel finds it.

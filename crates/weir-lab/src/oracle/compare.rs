@@ -279,6 +279,8 @@ impl Weir {
             if let Conn::Tracked(c) = p.conn {
                 meta.has_ct = true;
                 meta.ct_mark = c.mark;
+                // IPS_CONFIRMED (8) not set: the connection's first packet, before it leaves
+                meta.ct_unconfirmed = c.status & 8 == 0;
                 meta.ct = CtView {
                     dir: (c.info >= 3) as u8,
                     status: c.status,
