@@ -13,7 +13,9 @@
 //!   request-URI, the topmost Via's sent-by (for a request when it is the sender's, for a
 //!   response when it is the peer's) with its `maddr=`, `received=` and `rport=` parameters,
 //!   every Contact, From and To; in the SDP body, `o=` and `c=` addresses equal to the sender's
-//!   become its translated address; Content-Length (`l:`) follows the body's length.
+//!   become its translated address; Content-Length (`l:`) follows the body's length. A
+//!   rewritten host is written `addr:port` even where the port was left out, as Linux's
+//!   `sip_sprintf_addr_port` writes it.
 //! - header names case-insensitive, compact forms, CRLF or bare LF; a malformed or truncated
 //!   message (no blank line, a body shorter than its Content-Length) gives nothing.
 //!
@@ -21,7 +23,8 @@
 //! a message spread over several TCP segments (or several in one: only the first is read),
 //! T.38 (`m=image ... udptl`), SIP over TLS (`sips:`), folded (continuation) header lines
 //! (skipped), Record-Route/Route (Linux does not rewrite them either), a media port the NAT
-//! would have to change (the `m=` port is never rewritten), expectation timeouts.
+//! would have to change (the `m=` port is never rewritten). Expectations time out after 180 s
+//! (the stateful layer's).
 
 use super::{addr_text, Cx, Edit, Expect, Out};
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -412,10 +415,9 @@ fn remap(cx: &Cx, hp: &HostPort, edits: &mut Vec<Edit>) {
     let Some((addr, port)) = map(cx, hp.addr, hp.port.unwrap_or(SIP_PORT)) else {
         return;
     };
+    // as Linux's sip_sprintf_addr_port: always `addr:port`, even where the port was left out
     let mut t = host_text(addr, hp.v6, hp.v6);
-    if hp.port.is_some() || port != SIP_PORT {
-        t.push_str(&format!(":{port}"));
-    }
+    t.push_str(&format!(":{port}"));
     edits.push(edit(hp.s, hp.e, t));
 }
 
@@ -717,14 +719,14 @@ mod tests {
         let out = run(&client_cx(), &p);
         let m = String::from_utf8(apply(&p, &out.edits)).unwrap();
         assert!(
-            m.starts_with("INVITE sip:bob@203.0.113.5 SIP/2.0\r\n"),
+            m.starts_with("INVITE sip:bob@203.0.113.5:5060 SIP/2.0\r\n"),
             "{m}"
         );
         assert_eq!(
             header(&m, "via"),
             "SIP/2.0/UDP 198.51.100.1:1024;branch=z9hG4bK776asdhds;rport"
         );
-        assert_eq!(header(&m, "to"), "Bob <sip:bob@203.0.113.5>");
+        assert_eq!(header(&m, "to"), "Bob <sip:bob@203.0.113.5:5060>");
         assert_eq!(
             header(&m, "from"),
             "\"Alice, A.\" <sip:alice@198.51.100.1:1024>;tag=1928301774"
@@ -864,10 +866,10 @@ mod tests {
             header(&m, "via"),
             "SIP/2.0/UDP [2001:db8:ffff::1]:5060;branch=z9hG4bKx;maddr=[2001:db8:ffff::1]"
         );
-        assert_eq!(header(&m, "from"), "<sip:alice@[2001:db8:ffff::1]>;tag=x");
+        assert_eq!(header(&m, "from"), "<sip:alice@[2001:db8:ffff::1]:5060>;tag=x");
         assert_eq!(
             header(&m, "contact"),
-            "<sip:alice@[2001:db8:ffff::1]>, sip:alice@[2001:db8:1::3]"
+            "<sip:alice@[2001:db8:ffff::1]:5060>, sip:alice@[2001:db8:1::3]"
         );
         let b = body(&m);
         assert!(b.contains("o=- 1 1 IN IP6 2001:db8:ffff::1\r\n"));
@@ -901,7 +903,7 @@ mod tests {
             "invite sip:bob@203.0.113.5:5060 SIP/2.0\n\
              v:SIP/2.0/UDP 198.51.100.1:1024\n\
              f: sip:alice@198.51.100.1:1024;tag=9\n\
-             t: <sip:bob@203.0.113.5>\n\
+             t: <sip:bob@203.0.113.5:5060>\n\
              m: <sip:alice@198.51.100.1:1024>\n\
              c: Application/SDP\n\
              L : 88"
