@@ -165,6 +165,13 @@ pub enum CExpr {
         value: Box<CValue>,
     },
     /// `notrack`: the packet will not be tracked (it must run before connection tracking).
+    /// `tcp option KIND FIELD set VALUE` (bytes `offset..offset + len` of the option).
+    SetTcpOption {
+        kind: u8,
+        offset: u8,
+        len: u8,
+        value: Box<CValue>,
+    },
     Notrack,
     /// `snat`, `dnat`, `masquerade`, `redirect`: evaluated to a [`crate::NatAction`] for the
     /// stateful layer; it ends the chain like `accept`.
@@ -699,6 +706,17 @@ fn compile_expr(e: &Expr, slots: &mut Slots) -> CExpr {
             field: *field,
             value: Box::new(compile_value(value)),
         },
+        Expr::SetTcpOption {
+            kind,
+            offset,
+            len,
+            value,
+        } => CExpr::SetTcpOption {
+            kind: *kind,
+            offset: *offset,
+            len: *len,
+            value: Box::new(compile_value(value)),
+        },
         Expr::Notrack => CExpr::Notrack,
         Expr::Nat(n) => CExpr::Nat {
             nat: Box::new(n.clone()),
@@ -1010,6 +1028,7 @@ impl Compiled {
                             | CExpr::Limit { .. }
                             | CExpr::Quota { .. }
                             | CExpr::Assign { .. }
+                            | CExpr::SetTcpOption { .. }
                             | CExpr::Stateful(_) => items += 64,
                             _ => {}
                         }

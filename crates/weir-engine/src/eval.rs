@@ -159,6 +159,10 @@ pub struct Meta {
     /// The packet's connection is new and not yet confirmed (set by the stateful layer):
     /// what `ct expectation set` requires.
     pub ct_unconfirmed: bool,
+    /// `rt mtu` (nft's `NFT_RT_TCPMSS`): the TCP MSS of the packet's route, the smaller of the
+    /// output route's MTU and the MTU of the route back to the source, less the IP and TCP
+    /// headers (40 bytes, 60 for IPv6); 0 before routing (the expression stops the rule).
+    pub rt_mss: u16,
     /// Header fields written by statements (`ip daddr set ...`: stateless NAT), in order;
     /// later matches read these values, and the stateful layer writes them into the frame
     /// when the base chain ends.
@@ -556,6 +560,7 @@ impl<'a> Pkt<'a> {
             Field::MetaIifname => Some(self.meta.iifname),
             Field::MetaOifname => Some(self.meta.oifname),
             Field::MetaCpu => Some(self.meta.cpu as u128),
+            Field::RtMtu => (self.meta.rt_mss != 0).then_some(self.meta.rt_mss as u128),
             Field::MetaSkuid => self.meta.skuid.map(u128::from),
             Field::MetaSkgid => self.meta.skgid.map(u128::from),
             // a hook without the device breaks the rule, as nft_meta does
@@ -1119,6 +1124,29 @@ impl Engine {
                         // l4proto udp`; a later fragment: the write itself breaks)
                         f if f.is_header() => return Outcome::Next,
                         _ => st.rewrites_skipped += 1,
+                    }
+                }
+                CExpr::SetTcpOption {
+                    kind,
+                    offset,
+                    len,
+                    value,
+                } => {
+                    let Some(v) = value_of(t, value, p, st) else {
+                        return Outcome::Next;
+                    };
+                    // nft_exthdr_tcp_set_eval: no TCP header, or the field beyond the
+                    // option: the rule stops; no such option: nothing to do
+                    if !crate::tcp_strip::can_set(p.frame, p.pm, *kind, *offset, *len) {
+                        return Outcome::Next;
+                    }
+                    let n = p.meta.nwrites as usize;
+                    if n < MAX_WRITES {
+                        let packed = crate::tcp_strip::pack(*kind, *offset, *len, v);
+                        p.meta.writes[n] = Some((Field::TcpOptionField, packed));
+                        p.meta.nwrites += 1;
+                    } else {
+                        st.rewrites_skipped += 1;
                     }
                 }
                 CExpr::Notrack => p.meta.notrack = true,

@@ -477,6 +477,10 @@ pub fn set_header_field(frame: &mut [u8], pm: &PacketMeta, f: weir_wire::Field, 
         // `reset tcp option KIND` (the kind is the value)
         return crate::tcp_strip::strip(frame, pm, v as u8);
     }
+    if f == F::TcpOptionField {
+        // `tcp option KIND FIELD set VALUE` (kind, offset, length and value packed)
+        return crate::tcp_strip::set(frame, pm, v);
+    }
     if let F::EtherDaddr | F::EtherSaddr = f {
         // the Ethernet destination (bytes 0..6) or source (6..12): no checksum covers them;
         // a raw-IP frame has neither

@@ -1,3 +1,12 @@
+//! TCP option writes.
+//!
+//! `tcp option KIND FIELD set VALUE` (nft_exthdr_tcp_set_eval; `tcp option maxseg size set rt
+//! mtu`, MSS clamping): the field (2 or 4 bytes) of the first option of that kind is written,
+//! the checksum updated; an MSS is only ever lowered ("an increase can stall the connection");
+//! the rule stops without a TCP header or when the field lies beyond the option or the header.
+//! The check runs with the statement ([`can_set`]), the write with the chain's other header
+//! writes ([`set`]).
+//!
 //! `reset tcp option KIND` (nft_exthdr_tcp_strip_eval): the first option of that kind in the
 //! TCP header is overwritten with NOPs, the TCP checksum updated for each byte. The rule
 //! stops (NFT_BREAK) where the kernel cannot read the TCP header (another protocol, a later
@@ -99,6 +108,97 @@ pub(crate) fn strip(frame: &mut [u8], pm: &PacketMeta, kind: u8) -> bool {
     true
 }
 
+/// Whether `tcp option KIND FIELD set` may go on with this packet (else the rule stops).
+pub(crate) fn can_set(frame: &[u8], pm: &PacketMeta, kind: u8, offset: u8, len: u8) -> bool {
+    let Some((l4, hlen)) = header(frame, pm) else {
+        return false;
+    };
+    match find(&frame[l4..l4 + hlen], kind) {
+        None => true,
+        Some((i, l)) => i + l <= hlen && (offset + len) as usize <= l,
+    }
+}
+
+/// A write's kind, offset, length and value in one `u128` (a header write's value).
+pub(crate) fn pack(kind: u8, offset: u8, len: u8, value: u128) -> u128 {
+    (value & 0xffff_ffff) | (kind as u128) << 32 | (offset as u128) << 40 | (len as u128) << 48
+}
+
+/// Write a TCP option's field (see the module docs). Whether the packet changed.
+pub(crate) fn set(frame: &mut [u8], pm: &PacketMeta, packed: u128) -> bool {
+    let (kind, offset, len) = (
+        (packed >> 32) as u8,
+        (packed >> 40) as u8 as usize,
+        (packed >> 48) as u8 as usize,
+    );
+    let value = packed as u32;
+    let Some((l4, hlen)) = header(frame, pm) else {
+        return false;
+    };
+    let Some((i, l)) = find(&frame[l4..l4 + hlen], kind) else {
+        return false;
+    };
+    if i + l > hlen || offset + len > l {
+        return false;
+    }
+    let at = l4 + i + offset;
+    let mut csum = u16::from_be_bytes([frame[l4 + 16], frame[l4 + 17]]);
+    match len {
+        2 => {
+            let old = u16::from_be_bytes([frame[at], frame[at + 1]]);
+            let new = value as u16;
+            // an MSS only ever lowered; the same value: nothing to do
+            if (kind == 2 && old <= new) || old == new {
+                return false;
+            }
+            frame[at..at + 2].copy_from_slice(&new.to_be_bytes());
+            // an odd offset straddles two 16-bit words of the checksum
+            if (at - l4) % 2 == 0 {
+                csum = weir_wire::checksum::update16(csum, old, new);
+            } else {
+                return fix_full(frame, pm, l4);
+            }
+        }
+        4 => {
+            let old = u32::from_be_bytes([frame[at], frame[at + 1], frame[at + 2], frame[at + 3]]);
+            if old == value {
+                return false;
+            }
+            frame[at..at + 4].copy_from_slice(&value.to_be_bytes());
+            if (at - l4) % 2 == 0 {
+                csum = weir_wire::checksum::update32(csum, old, value);
+            } else {
+                return fix_full(frame, pm, l4);
+            }
+        }
+        _ => return false,
+    }
+    frame[l4 + 16..l4 + 18].copy_from_slice(&csum.to_be_bytes());
+    true
+}
+
+/// The TCP checksum computed afresh (a field at an odd offset).
+fn fix_full(frame: &mut [u8], pm: &PacketMeta, l4: usize) -> bool {
+    use weir_wire::checksum::{checksum_with, pseudo_v4, pseudo_v6};
+    let (l3, end) = (pm.l3_off as usize, pm.l3_end().min(frame.len()));
+    frame[l4 + 16..l4 + 18].copy_from_slice(&[0, 0]);
+    let len = end - l4;
+    let pseudo = if pm.l3 == weir_wire::L3::Ipv4 {
+        let (mut a, mut b) = ([0u8; 4], [0u8; 4]);
+        a.copy_from_slice(&frame[l3 + 12..l3 + 16]);
+        b.copy_from_slice(&frame[l3 + 16..l3 + 20]);
+        pseudo_v4(a, b, 6, len as u16)
+    } else {
+        let (mut a, mut b) = ([0u8; 16], [0u8; 16]);
+        a.copy_from_slice(&frame[l3 + 8..l3 + 24]);
+        b.copy_from_slice(&frame[l3 + 24..l3 + 40]);
+        pseudo_v6(a, b, 6, len as u32)
+    };
+    let c = checksum_with(pseudo, &frame[l4..end]);
+    frame[l4 + 16..l4 + 18].copy_from_slice(&c.to_be_bytes());
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,5 +252,36 @@ mod tests {
         let u = Builder::raw().ip(a, a, 17, &[0, 1, 0, 2, 0, 8, 0, 0]);
         let pm = PacketMeta::parse(&u, LinkType::RawIp);
         assert_eq!(check(&u, &pm, 2), Strip::Break);
+    }
+
+    #[test]
+    fn mss_is_clamped_down_only() {
+        let mut f = tcp(&[1, 2, 4, 0x05, 0xb4, 1, 1, 1]); // NOP, MSS 1460 at an odd offset
+        let pm = PacketMeta::parse(&f, LinkType::RawIp);
+        let l4 = pm.l4_off as usize;
+        assert!(can_set(&f, &pm, 2, 2, 2));
+        assert!(!set(&mut f, &pm, pack(2, 2, 2, 1500)), "not raised");
+        assert!(!set(&mut f, &pm, pack(2, 2, 2, 1460)), "the same");
+        assert!(set(&mut f, &pm, pack(2, 2, 2, 1400)));
+        assert_eq!(&f[l4 + 20..l4 + 25], &[1, 2, 4, 0x05, 0x78]);
+        assert!(PacketMeta::parse(&f, LinkType::RawIp).transport_checksum_ok(&f));
+        // an even offset: the checksum updated in place
+        let mut f = tcp(&[2, 4, 0x05, 0xb4, 1, 1, 1, 1]);
+        let pm = PacketMeta::parse(&f, LinkType::RawIp);
+        assert!(set(&mut f, &pm, pack(2, 2, 2, 1360)));
+        assert!(PacketMeta::parse(&f, LinkType::RawIp).transport_checksum_ok(&f));
+        // a 4-byte field (a timestamp's value) may rise or fall
+        let mut f = tcp(&[8, 10, 0, 0, 0, 5, 0, 0, 0, 6, 1, 1]);
+        let pm = PacketMeta::parse(&f, LinkType::RawIp);
+        assert!(set(&mut f, &pm, pack(8, 2, 4, 99)));
+        assert!(PacketMeta::parse(&f, LinkType::RawIp).transport_checksum_ok(&f));
+        // no MSS option: nothing, the rule goes on; a field beyond the option: the rule stops
+        let mut f = tcp(&[1, 1, 1, 1]);
+        let pm = PacketMeta::parse(&f, LinkType::RawIp);
+        assert!(can_set(&f, &pm, 2, 2, 2));
+        assert!(!set(&mut f, &pm, pack(2, 2, 2, 1200)));
+        let f = tcp(&[2, 3, 0, 1]);
+        let pm = PacketMeta::parse(&f, LinkType::RawIp);
+        assert!(!can_set(&f, &pm, 2, 2, 2));
     }
 }

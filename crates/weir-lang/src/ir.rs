@@ -485,6 +485,15 @@ pub enum Expr {
     /// (`nft_ct_expect_obj_eval`); the rule stops for a packet of a connection already
     /// confirmed, or untracked.
     CtExpect(CtExpectation),
+    /// `tcp option KIND FIELD set VALUE` (`tcp option maxseg size set rt mtu`): bytes
+    /// `offset..offset + len` of the first option of that kind written
+    /// (`nft_exthdr_tcp_set_eval`: an MSS only ever lowered).
+    SetTcpOption {
+        kind: u8,
+        offset: u8,
+        len: u8,
+        value: ValueExpr,
+    },
     /// `reset tcp option KIND`: the first option of that kind in the TCP header turned into
     /// NOPs (nft_exthdr_tcp_strip_eval).
     ResetTcpOption(u8),

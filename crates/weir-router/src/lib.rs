@@ -389,6 +389,24 @@ impl Router {
 
     /// The metadata of a packet at a hook: its input and output ports (None: no device
     /// there) and its mark.
+    /// `rt mtu` for a packet leaving by `port` (nft's `get_tcpmss`): the smaller of the port's
+    /// MTU and the MTU of the route back to the packet's source, less the IP and TCP headers;
+    /// 536 when that leaves nothing.
+    fn tcp_mss(&self, port: usize, pm: &weir_wire::PacketMeta) -> u16 {
+        let mut mtu = self.ports[port].mtu;
+        if let Some(src) = weir_wire::Addr::src_of(pm) {
+            if let Some(ri) = self.routes.lookup(src) {
+                mtu = mtu.min(self.ports[self.routes.get(ri).port].mtu);
+            }
+        }
+        let minlen = if pm.l3 == weir_wire::L3::Ipv6 { 60 } else { 40 };
+        if mtu <= minlen || mtu > 0xffff {
+            536
+        } else {
+            (mtu - minlen) as u16
+        }
+    }
+
     fn meta(&self, iif: Option<usize>, oif: Option<usize>, mark: u32) -> Meta {
         let mut m = Meta::with_ifnames("", "");
         m.iifname = iif.map_or(self.absent_ifname, |p| self.ports[p].name_value);

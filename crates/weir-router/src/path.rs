@@ -283,6 +283,7 @@ impl Router {
         pc.oif_addr = self.ports[port].addr(fam).map(Addr::bits);
         for h in [Hook::Forward, Hook::Postrouting] {
             let mut meta = self.meta(Some(in_port), Some(port), mark);
+            meta.rt_mss = self.tcp_mss(port, &pm);
             if let Decision::Drop(why) = sf.hook_mut(h, frame, &mut pm, &mut meta, now, &mut pc) {
                 return self.refused(sf, h, in_port, why, frame, &pm, &pc, now);
             }
@@ -732,7 +733,8 @@ impl Router {
         let Some(fam) = Family::of(pm.l3) else {
             return Decision::Accept;
         };
-        let meta = self.meta(None, Some(port), 0);
+        let mut meta = self.meta(None, Some(port), 0);
+        meta.rt_mss = self.tcp_mss(port, &pm);
         let pc = PacketCt {
             oif_addr: self.ports[port].addr(fam).map(Addr::bits),
             ..PacketCt::default()

@@ -481,6 +481,9 @@ fields! {
     Icmp6PacketTooBig => "icmpv6 packet-too-big", T::Integer(32), L::Icmp6;
     Icmp6Taddr => "icmpv6 taddr", T::Ipv6Addr, L::Icmp6;
     Icmp6Daddr => "icmpv6 daddr", T::Ipv6Addr, L::Icmp6;
+    // the TCP MSS of the packet's route (`rt mtu`: the route's MTU less the IP and TCP
+    // headers), known after routing
+    RtMtu => "rt mtu", T::Integer(16), L::Meta;
     // ---- loaded and checked, not evaluated yet (see `Field::evaluated`) ----
     // metadata
     MetaIifkind => "meta iifkind", T::IfName, L::Meta;
@@ -517,7 +520,6 @@ fields! {
     CtHelper => "ct helper", T::Str16, L::Meta;
     CtEvent => "ct event", T::CtEvent, L::Meta;
     // routing (`rt`), route lookups (`fib`, typed by the checker), raw payload
-    RtMtu => "rt mtu", T::Integer(16), L::Meta;
     RtIpsec => "rt ipsec", T::Boolean, L::Meta;
     RtIpNexthop => "rt ip nexthop", T::Ipv4Addr, L::Ip4;
     RtIp6Nexthop => "rt ip6 nexthop", T::Ipv6Addr, L::Ip6;

@@ -221,6 +221,8 @@ pub struct IfNames {
     types: HashMap<u32, u16>,
     /// The devices' groups (`/sys/class/net/NAME/netdev_group`).
     groups: HashMap<u32, u32>,
+    /// The devices' MTUs (`/sys/class/net/NAME/mtu`).
+    mtus: HashMap<u32, u32>,
     since: u64,
 }
 
@@ -234,6 +236,7 @@ impl IfNames {
             self.names.clear();
             self.types.clear();
             self.groups.clear();
+            self.mtus.clear();
             self.since = now;
         }
     }
@@ -249,6 +252,41 @@ impl IfNames {
                 .entry(idx)
                 .or_insert_with(|| crate::config::netdev_group(&Self::lookup(idx))),
         )
+    }
+
+    /// The device's MTU, 0 when unknown.
+    fn mtu(&mut self, idx: u32) -> u32 {
+        if idx == 0 {
+            return 0;
+        }
+        *self.mtus.entry(idx).or_insert_with(|| {
+            let name = Self::lookup(idx);
+            std::fs::read_to_string(format!("/sys/class/net/{name}/mtu"))
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+                .unwrap_or(0)
+        })
+    }
+
+    /// `rt mtu` after the kernel routed the packet out of `out` (arrived by `inp`, 0 for the
+    /// router's own): the smaller MTU of the two devices (the route back to a forwarded
+    /// packet's source is taken as its arrival device's) less the IP and TCP headers; 536
+    /// when that leaves nothing; 0 without an output device.
+    fn tcp_mss(&mut self, out: u32, inp: u32, v6: bool) -> u16 {
+        let mut mtu = self.mtu(out);
+        if mtu == 0 {
+            return 0;
+        }
+        let back = self.mtu(inp);
+        if back != 0 {
+            mtu = mtu.min(back);
+        }
+        let minlen = if v6 { 60 } else { 40 };
+        if mtu <= minlen || mtu > 0xffff {
+            536
+        } else {
+            (mtu - minlen) as u16
+        }
     }
 
     /// The device's ARPHRD type (`meta iiftype`), 0 when unknown.
@@ -329,6 +367,8 @@ pub fn process(
         if has_out {
             (meta.oif, meta.oifname, meta.oiftype) = (p.outdev, oif, oiftype);
             meta.oifgroup = oifgroup;
+            let inp = if has_in { p.indev } else { 0 };
+            meta.rt_mss = ifs.tcp_mss(p.outdev, inp, pm.l3 == weir_wire::L3::Ipv6);
         }
         meta.mark = p.mark;
         (meta.skuid, meta.skgid) = (p.uid, p.gid);

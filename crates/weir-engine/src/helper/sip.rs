@@ -866,7 +866,10 @@ mod tests {
             header(&m, "via"),
             "SIP/2.0/UDP [2001:db8:ffff::1]:5060;branch=z9hG4bKx;maddr=[2001:db8:ffff::1]"
         );
-        assert_eq!(header(&m, "from"), "<sip:alice@[2001:db8:ffff::1]:5060>;tag=x");
+        assert_eq!(
+            header(&m, "from"),
+            "<sip:alice@[2001:db8:ffff::1]:5060>;tag=x"
+        );
         assert_eq!(
             header(&m, "contact"),
             "<sip:alice@[2001:db8:ffff::1]:5060>, sip:alice@[2001:db8:1::3]"

@@ -953,6 +953,15 @@ fn rule(rng: &mut Rng, c: &Ctx, user: bool) -> String {
     for _ in 0..nmatch {
         add_match(rng, &mut parts, &mut cons);
     }
+    // MSS clamping (`rt mtu` only after routing: forward and postrouting base chains)
+    if !user && matches!(c.hook, "forward" | "postrouting") && rng.chance(8) {
+        let clamp = rng.pick(&[
+            "tcp option maxseg size set rt mtu",
+            "tcp flags syn tcp option maxseg size set rt mtu",
+            "tcp option maxseg size set 1300",
+        ]);
+        try_add(&mut parts, &mut cons, clamp.to_string());
+    }
     let stmt = rng.weighted(&[60, 25, 15]);
     match stmt {
         1 => parts.push("counter".into()),

@@ -1089,8 +1089,26 @@ fn lower_item(
                     );
                     return false;
                 }
-                if lower_value(cx, &[tk[0].dtype], value).is_none() {
+                let Some(v) = lower_value(cx, &[tk[0].dtype], value) else {
                     return false;
+                };
+                if let (
+                    Field::TcpOptionField,
+                    Source::Exthdr {
+                        kind, offset, len, ..
+                    },
+                ) = (f, &tk[0].src)
+                {
+                    if matches!(*len, 2 | 4) && !cx.uneval.iter().any(|w| *w == "rt mtu") {
+                        out.push(Expr::SetTcpOption {
+                            kind: *kind,
+                            offset: *offset,
+                            len: *len,
+                            value: v,
+                        });
+                        cx.uneval.retain(|w| *w != "tcp option");
+                        return true;
+                    }
                 }
                 out.push(Expr::Unevaluated(match f {
                     Field::TcpOptionField => "tcp option maxseg size set",

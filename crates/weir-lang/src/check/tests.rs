@@ -499,6 +499,8 @@ fn fields_not_evaluated_yet_load_typed_and_listed() {
         "udp dport 4789 vxlan ip saddr 198.18.0.1 vxlan vni 10 drop",
         "gre ip saddr . gre ip daddr { 1.2.3.4 . 4.3.2.1 } gre version 0 accept",
         "udp dport 6081 geneve vlan id 10 geneve meta l4proto udp accept",
+        "tcp option maxseg size set 1400",
+        "tcp flags syn tcp option maxseg size set rt mtu",
     ];
     let body: String = evaluated.iter().map(|r| format!("  {r}\n")).collect();
     let text = format!("table inet t {{\n chain c {{\n{body} }}\n}}\n");
@@ -510,7 +512,7 @@ fn fields_not_evaluated_yet_load_typed_and_listed() {
         "meta hour \"21:00\"-\"02:00\" drop",
         "meta iifkind \"veth\" accept",
         "meta cgroup 1 drop",
-        "tcp option maxseg size set 1400",
+        "meta secmark set 1",
         "tcp option @2,3,5 1 accept",
     ];
     let body: String = rules.iter().map(|r| format!("  {r}\n")).collect();
@@ -523,7 +525,7 @@ fn fields_not_evaluated_yet_load_typed_and_listed() {
         "meta hour across midnight",
         "meta iifkind",
         "meta cgroup",
-        "tcp option maxseg size set",
+        "meta secmark",
         "tcp option",
     ]
     .iter()
