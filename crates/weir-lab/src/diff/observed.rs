@@ -36,7 +36,7 @@ fn ident(frame: &[u8], link: LinkType) -> Option<Ident> {
 
 /// What NAT does not change in a packet: family, protocol, IPv4 identification and the
 /// transport bytes other than ports, ICMP identifier and checksums (TCP sequence numbers,
-/// flags, options and data; UDP length and data; ICMP type, code, sequence and data). A copy
+/// flags, options but an MSS value, and data; UDP length and data; ICMP type, code, sequence and data). A copy
 /// that left the router with other addresses or ports is the packet, translated.
 pub(super) fn nat_key(v6: bool, proto: u8, ip_id: Option<u16>, t: &[u8]) -> Vec<u8> {
     let mut k = vec![v6 as u8, proto];
@@ -47,7 +47,27 @@ pub(super) fn nat_key(v6: bool, proto: u8, ip_id: Option<u16>, t: &[u8]) -> Vec<
     match proto {
         6 if t.len() >= 20 => {
             k.extend(part(4, 14));
-            k.extend(part(20, t.len()));
+            // MSS clamping (`tcp option maxseg size set`) may lower an MSS option's value
+            let mut rest = part(20, t.len());
+            let hlen = ((t[12] >> 4) as usize * 4).clamp(20, t.len()) - 20;
+            let mut i = 0;
+            while i + 1 < hlen {
+                match rest[i] {
+                    0 => break,
+                    1 => i += 1,
+                    kind => {
+                        let l = rest[i + 1] as usize;
+                        if l < 2 {
+                            break;
+                        }
+                        if kind == 2 && l == 4 && i + 4 <= hlen {
+                            rest[i + 2..i + 4].copy_from_slice(&[0, 0]);
+                        }
+                        i += l;
+                    }
+                }
+            }
+            k.extend(rest);
         }
         17 if t.len() >= 8 => {
             k.extend(part(4, 6));
