@@ -1099,7 +1099,7 @@ fn lower_item(
                     },
                 ) = (f, &tk[0].src)
                 {
-                    if matches!(*len, 2 | 4) && !cx.uneval.iter().any(|w| *w == "rt mtu") {
+                    if matches!(*len, 2 | 4) && !cx.uneval.contains(&"rt mtu") {
                         out.push(Expr::SetTcpOption {
                             kind: *kind,
                             offset: *offset,
