@@ -48,3 +48,34 @@ fn time_day_and_hour_read_the_engines_wall_clock() {
         assert_eq!(mark_at(&mut sf, sat - 364 * 86_400 + 3600), 0x2);
     }
 }
+
+/// A time of day across midnight matches outside the range between its ends, the ends
+/// themselves excluded, as nft compiles it (`range neq 02:00 21:00`).
+#[test]
+fn an_hour_range_across_midnight() {
+    let rules = "table ip t {
+  chain c {
+    type filter hook input priority 0;
+    meta hour \"21:00\"-\"02:00\" meta mark set 0x1
+    meta hour != \"21:00\"-\"02:00\" meta mark set meta mark | 0x2
+  }
+}
+";
+    let sat = 1_796_428_800;
+    for mode in [Mode::Compiled, Mode::Linear] {
+        let mut sf = engine(rules, mode);
+        for (h, m) in [
+            (22, 0x1),
+            (0, 0x1),
+            (1, 0x1),
+            (12, 0x2),
+            (3, 0x2),
+            (20, 0x2),
+        ] {
+            assert_eq!(mark_at(&mut sf, sat + h * 3600 + 60), m, "{h}:01");
+        }
+        // the ends: outside (nft's boundary)
+        assert_eq!(mark_at(&mut sf, sat + 21 * 3600), 0x2);
+        assert_eq!(mark_at(&mut sf, sat + 2 * 3600), 0x2);
+    }
+}

@@ -447,10 +447,22 @@ fn lower_match(
                     }))
                 }
                 _ => {
+                    let before = cx.uneval.len();
                     let r = key_ranges(cx, &types, v)?;
+                    let mut negate = cmp == Some(CmpOp::Ne);
+                    // a time of day across midnight ("21:00"-"02:00"), compared alone: nft
+                    // matches outside the range between them, both ends excluded (`range
+                    // neq 02:00 21:00`); the ranges came back swapped
+                    if single
+                        && cx.uneval.len() == before + 1
+                        && cx.uneval.last() == Some(&"meta hour across midnight")
+                    {
+                        cx.uneval.pop();
+                        negate = !negate;
+                    }
                     Some(Expr::Match(Match {
                         key,
-                        negate: cmp == Some(CmpOp::Ne),
+                        negate,
                         set: point_set(&types, r),
                     }))
                 }

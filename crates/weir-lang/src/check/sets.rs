@@ -209,7 +209,8 @@ pub(super) fn comp_range(cx: &mut Cx, dt: DataType, v: &Val) -> Option<(u128, u1
         Val::Range(a, b) => match (scalar(cx, dt, a), scalar(cx, dt, b)) {
             (Some(lo), Some(hi)) if lo <= hi => Ok((lo, hi)),
             // a time of day across midnight ("21:00"-"02:00"): nft matches outside the
-            // range between them; weir keeps the range and does not evaluate it
+            // range between them; the range comes back swapped, and a plain comparison
+            // (rules.rs) negates it; in a set it stays not evaluated
             (Some(lo), Some(hi)) if dt == DataType::Hour => {
                 cx.uneval.push("meta hour across midnight");
                 Ok((hi, lo))

@@ -501,6 +501,7 @@ fn fields_not_evaluated_yet_load_typed_and_listed() {
         "udp dport 6081 geneve vlan id 10 geneve meta l4proto udp accept",
         "tcp option maxseg size set 1400",
         "tcp flags syn tcp option maxseg size set rt mtu",
+        "meta hour \"21:00\"-\"02:00\" drop",
     ];
     let body: String = evaluated.iter().map(|r| format!("  {r}\n")).collect();
     let text = format!("table inet t {{\n chain c {{\n{body} }}\n}}\n");
@@ -509,7 +510,7 @@ fn fields_not_evaluated_yet_load_typed_and_listed() {
         .unwrap();
     assert!(rs.unevaluated().is_empty(), "{:?}", rs.unevaluated());
     let rules = [
-        "meta hour \"21:00\"-\"02:00\" drop",
+        "meta hour { \"21:00\"-\"02:00\", \"04:00\" } drop",
         "meta iifkind \"veth\" accept",
         "meta cgroup 1 drop",
         "meta secmark set 1",
