@@ -24,6 +24,8 @@ pub(crate) const S_EVICT: u8 = 0x10;
 pub(crate) const S_EXPECTED: u8 = 0x20;
 /// A helper shifted the connection's sequence numbers (Linux `IPS_SEQ_ADJUST`).
 pub(crate) const S_SEQADJ: u8 = 0x40;
+/// The connection has labels (`ct label set`), kept beside the table.
+pub(crate) const S_LABELS: u8 = 0x80;
 
 #[inline]
 pub(crate) fn tick(now_ns: u64) -> u32 {
@@ -160,6 +162,8 @@ pub struct Pending<X> {
     pub master: Option<EntryId>,
     /// How the expectation asks this connection to be translated.
     pub follow: Option<crate::Follow>,
+    /// Its labels (`ct label set`), kept when it is confirmed.
+    pub labels: u128,
 }
 
 impl<X> Pending<X> {

@@ -2,8 +2,8 @@
 //! IPv6 addresses, confirming and removing entries, the counters.
 
 use crate::entry::{
-    tick, MAX_TIMEOUT, S_ASSURED, S_EVICT, S_EXPECTED, S_LIVE, S_SEEN_REPLY, S_SEQADJ, S_V6,
-    TICK_SHIFT,
+    tick, MAX_TIMEOUT, S_ASSURED, S_EVICT, S_EXPECTED, S_LABELS, S_LIVE, S_SEEN_REPLY, S_SEQADJ,
+    S_V6, TICK_SHIFT,
 };
 use crate::{Config, Dir, Entry, EntryId, Killed, Pending, Tuple};
 
@@ -65,6 +65,8 @@ pub struct Conntrack<X> {
     pub(crate) expects: crate::expect::Expectations,
     /// Sequence shifts of connections with `S_SEQADJ`, by slot.
     pub(crate) seqadj: std::collections::HashMap<u32, [crate::expect::SeqOff; 2]>,
+    /// Labels of entries with `S_LABELS`, by slot.
+    labels: std::collections::HashMap<u32, u128>,
     /// Timeout policies (`ct timeout` objects), an entry's `policy` - 1 indexes them.
     policies: Vec<crate::Timeouts>,
 }
@@ -134,6 +136,7 @@ impl<X: Copy + Default> Conntrack<X> {
             expects: Default::default(),
             seqadj: Default::default(),
             policies: Vec::new(),
+            labels: Default::default(),
         }
     }
 
@@ -184,6 +187,26 @@ impl<X: Copy + Default> Conntrack<X> {
             _ => to.generic,
         };
         e.refresh(now_ns, t);
+    }
+
+    /// A connection's labels (`ct label`: bit N for label N).
+    #[inline]
+    pub fn labels(&self, id: EntryId) -> u128 {
+        match self.get(id) {
+            Some(e) if e.tcp.ct_status & S_LABELS != 0 => {
+                self.labels.get(&id.0).copied().unwrap_or(0)
+            }
+            _ => 0,
+        }
+    }
+
+    /// Set a connection's labels (`ct label set` adds bits: give the union).
+    pub fn set_labels(&mut self, id: EntryId, labels: u128) {
+        if self.get(id).is_none() || labels == self.labels(id) {
+            return;
+        }
+        self.entries[id.0 as usize].tcp.ct_status |= S_LABELS;
+        self.labels.insert(id.0, labels);
     }
 
     pub fn config(&self) -> &Config {
@@ -307,6 +330,9 @@ impl<X: Copy + Default> Conntrack<X> {
         self.update_evictable(idx as usize);
         self.len += 1;
         self.stats.inserted += 1;
+        if p.labels != 0 {
+            self.set_labels(EntryId(idx), p.labels);
+        }
         Ok(EntryId(idx))
     }
 
@@ -322,6 +348,9 @@ impl<X: Copy + Default> Conntrack<X> {
         }
         if e.tcp.ct_status & S_SEQADJ != 0 {
             self.seqadj.remove(&idx);
+        }
+        if e.tcp.ct_status & S_LABELS != 0 {
+            self.labels.remove(&idx);
         }
         e.tcp.ct_status = 0;
         e.addr[0] = self.free_head;

@@ -177,6 +177,7 @@ impl<X: Copy + Default> Conntrack<X> {
             follow: exp
                 .map(|x| x.follow)
                 .filter(|f| *f != crate::Follow::default()),
+            labels: 0,
         })
     }
 

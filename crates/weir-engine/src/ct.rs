@@ -5,7 +5,6 @@ use crate::eval::CtView;
 use weir_wire::Field;
 
 /// `ct label` of a connection without labels: a value no label number (0 to 127) equals.
-const NO_LABEL: u128 = u128::MAX;
 
 /// The value of the conntrack key `f` for the connection `c` (whose mark is `mark`); `None`
 /// breaks the rule, as the kernel's `NFT_BREAK`: a key this connection does not have (an IPv4
@@ -40,10 +39,6 @@ pub(crate) fn ct_key(c: &CtView, mark: u32, f: Field) -> Option<u128> {
         Field::CtOriginalAvgpkt => avg(c.bytes[0], c.packets[0]) as u128,
         Field::CtReplyAvgpkt => avg(c.bytes[1], c.packets[1]) as u128,
         Field::CtZone | Field::CtOriginalZone | Field::CtReplyZone => 0,
-        // the labels: weir's entries have none (`ct label set` is not evaluated), so no bit
-        // number is set; weir-lang lets only `ct label N` / `!= N` be evaluated, which this
-        // value (no bit number) never equals
-        Field::CtLabel => NO_LABEL,
         // the address keys without a family are typed IPv4 here: an IPv6 entry does not match
         Field::CtOriginalSaddr | Field::CtOriginalIpSaddr if v4 => c.orig_src,
         Field::CtOriginalDaddr | Field::CtOriginalIpDaddr if v4 => c.orig_dst,

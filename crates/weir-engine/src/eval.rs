@@ -163,6 +163,9 @@ pub struct Meta {
     /// output route's MTU and the MTU of the route back to the source, less the IP and TCP
     /// headers (40 bytes, 60 for IPv6); 0 before routing (the expression stops the rule).
     pub rt_mss: u16,
+    /// The connection's labels (`ct label`: bit N for label N), loaded with the connection
+    /// and written back after each chain (`ct label set N`).
+    pub ct_labels: u128,
     /// Header fields written by statements (`ip daddr set ...`: stateless NAT), in order;
     /// later matches read these values, and the stateful layer writes them into the frame
     /// when the base chain ends.
@@ -588,6 +591,7 @@ impl<'a> Pkt<'a> {
                 }
             }
             Field::CtState => Some(self.meta.ct_state as u128),
+            Field::CtLabel => self.meta.has_ct.then_some(self.meta.ct_labels),
             f if f.is_conntrack() => {
                 if !self.meta.has_ct {
                     return None;
@@ -1108,6 +1112,9 @@ impl Engine {
                         Field::MetaMark => p.meta.mark = v as u32,
                         Field::MetaPriority => p.meta.priority = v as u32,
                         Field::CtMark => p.meta.ct_mark = v as u32,
+                        // nft_ct_set_eval: without a connection, nothing
+                        Field::CtLabel if p.meta.has_ct => p.meta.ct_labels |= 1u128 << (v & 127),
+                        Field::CtLabel => {}
                         f if f.is_header() && p.field(*f).is_some() => {
                             let n = p.meta.nwrites as usize;
                             if n < MAX_WRITES {

@@ -541,6 +541,7 @@ impl Stateful {
             }
             CtPkt::New(pend) => {
                 m.ct_unconfirmed = true;
+                m.ct_labels = pend.labels;
                 m.ct_state = if pend.master.is_some() {
                     state::RELATED
                 } else {
@@ -576,6 +577,7 @@ impl Stateful {
         if let Some(e) = e {
             m.has_ct = true;
             m.ct_mark = e.mark;
+            m.ct_labels = self.ct.labels(id);
         }
     }
 
@@ -650,10 +652,16 @@ impl Stateful {
         }
         let mark = m.ct_mark;
         match &mut pc.ct {
-            CtPkt::New(pend) => pend.entry.mark = mark,
+            CtPkt::New(pend) => {
+                pend.entry.mark = mark;
+                pend.labels = m.ct_labels;
+            }
             CtPkt::Entry { id, .. } | CtPkt::Related { master: id, .. } => {
                 if let Some(e) = self.ct.get_mut(*id) {
                     e.mark = mark;
+                }
+                if m.ct_labels != 0 {
+                    self.ct.set_labels(*id, m.ct_labels);
                 }
             }
             _ => {}

@@ -132,3 +132,33 @@ fn an_expectation_object_makes_the_peers_connection_related() {
     assert_eq!(forward(&mut sf, &stranger, 5), 0x1);
     assert_eq!(forward(&mut sf, &back(2003), 61 * SEC), 0x1, "expired");
 }
+
+/// `ct label set N` adds bit N to the connection's labels (kept when it is confirmed, seen by
+/// its later packets both ways); `ct label N` tests the bit, `ct label != N` its absence.
+#[test]
+fn labels_set_on_the_first_packet_are_read_by_later_ones() {
+    let rules = r#"table ip f {
+    chain fwd {
+        type filter hook forward priority 0; policy accept;
+        tcp dport 22 ct label set 5
+        ct label 5 meta mark set mark | 0x1
+        ct label != 5 meta mark set mark | 0x2
+        ct label 127 meta mark set mark | 0x4
+        ct state established tcp sport 22 ct label set 127
+    }
+}"#;
+    let mut sf = stateful(rules);
+    let syn = Builder::new().tcp(C, S, &Tcp::new(40000, 22, 0x02).seq(1), b"");
+    assert_eq!(
+        forward(&mut sf, &syn, 0),
+        0x1,
+        "set, then read in the same chain"
+    );
+    let other = Builder::new().tcp(C, S, &Tcp::new(40000, 80, 0x02).seq(1), b"");
+    assert_eq!(forward(&mut sf, &other, 0), 0x2);
+    let sa = Builder::new().tcp(S, C, &Tcp::new(22, 40000, 0x12).seq(7).ack(2), b"");
+    assert_eq!(forward(&mut sf, &sa, 1), 0x1, "the reply sees the label");
+    // the reply added label 127: the next packet sees both
+    let a = Builder::new().tcp(C, S, &Tcp::new(40000, 22, 0x10).seq(2).ack(8), b"");
+    assert_eq!(forward(&mut sf, &a, 2), 0x1 | 0x4);
+}

@@ -345,7 +345,22 @@ fn lower_match(
         && matches!(rhs, ast::Rhs::Val(Val::Word(..)))
         && cx.uneval.last() == Some(&Field::CtLabel.name())
     {
+        // bit N of the connection's labels, as nft compiles it (`& 1 << N`, `!= 0`)
         cx.uneval.pop();
+        if let ast::Rhs::Val(v) = rhs {
+            let n = scalar(cx, types[0], v)?;
+            if n > 127 {
+                err(cx, v.span(), "a connection label is a number from 0 to 127");
+                return None;
+            }
+            key[0].and = 1u128 << n;
+            key[0].shift = n as i8;
+            return Some(Expr::Match(Match {
+                key,
+                negate: cmp != Some(CmpOp::Ne),
+                set: point_set(&types, vec![(0, 0)]),
+            }));
+        }
     }
     match rhs {
         ast::Rhs::Set(r) => {
@@ -1104,6 +1119,12 @@ fn lower_item(
                 let Some(v) = lower_value(cx, &[tk[0].dtype], value) else {
                     return false;
                 };
+                // `ct label set N`: bit N added to the connection's labels
+                if f == Field::CtLabel && matches!(v, crate::ir::ValueExpr::Const(_)) {
+                    out.push(Expr::Assign { field: f, value: v });
+                    cx.uneval.retain(|w| *w != "ct label");
+                    return true;
+                }
                 if let (
                     Field::TcpOptionField,
                     Source::Exthdr {
