@@ -4,8 +4,6 @@
 use crate::eval::CtView;
 use weir_wire::Field;
 
-/// `ct label` of a connection without labels: a value no label number (0 to 127) equals.
-
 /// The value of the conntrack key `f` for the connection `c` (whose mark is `mark`); `None`
 /// breaks the rule, as the kernel's `NFT_BREAK`: a key this connection does not have (an IPv4
 /// address key of an IPv6 connection and the other way round).
