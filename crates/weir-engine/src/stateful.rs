@@ -32,6 +32,7 @@ mod fast;
 mod help;
 mod queue;
 
+pub(crate) use help::finish_transport;
 pub use queue::{FlowHook, QueueVerdict, Queued, QueuedConn, TICK_NS};
 
 /// Engine data kept in each connection entry.

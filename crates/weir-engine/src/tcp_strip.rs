@@ -178,24 +178,8 @@ pub(crate) fn set(frame: &mut [u8], pm: &PacketMeta, packed: u128) -> bool {
 }
 
 /// The TCP checksum computed afresh (a field at an odd offset).
-fn fix_full(frame: &mut [u8], pm: &PacketMeta, l4: usize) -> bool {
-    use weir_wire::checksum::{checksum_with, pseudo_v4, pseudo_v6};
-    let (l3, end) = (pm.l3_off as usize, pm.l3_end().min(frame.len()));
-    frame[l4 + 16..l4 + 18].copy_from_slice(&[0, 0]);
-    let len = end - l4;
-    let pseudo = if pm.l3 == weir_wire::L3::Ipv4 {
-        let (mut a, mut b) = ([0u8; 4], [0u8; 4]);
-        a.copy_from_slice(&frame[l3 + 12..l3 + 16]);
-        b.copy_from_slice(&frame[l3 + 16..l3 + 20]);
-        pseudo_v4(a, b, 6, len as u16)
-    } else {
-        let (mut a, mut b) = ([0u8; 16], [0u8; 16]);
-        a.copy_from_slice(&frame[l3 + 8..l3 + 24]);
-        b.copy_from_slice(&frame[l3 + 24..l3 + 40]);
-        pseudo_v6(a, b, 6, len as u32)
-    };
-    let c = checksum_with(pseudo, &frame[l4..end]);
-    frame[l4 + 16..l4 + 18].copy_from_slice(&c.to_be_bytes());
+fn fix_full(frame: &mut [u8], pm: &PacketMeta, _l4: usize) -> bool {
+    crate::stateful::finish_transport(frame, pm);
     true
 }
 

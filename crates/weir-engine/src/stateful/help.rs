@@ -156,9 +156,17 @@ impl Stateful {
             }
             self.stats.helper_rewritten += 1;
             if delta == 0 {
+                // the same length in all (edits may still differ in length one by one): the
+                // payload rebuilt and written over itself
+                let mut body = Vec::with_capacity(plen);
+                let mut at = 0;
                 for e in &out.edits {
-                    frame[ps + e.at..ps + e.at + e.len].copy_from_slice(&e.with);
+                    body.extend_from_slice(&frame[ps + at..ps + e.at]);
+                    body.extend_from_slice(&e.with);
+                    at = e.at + e.len;
                 }
+                body.extend_from_slice(&frame[ps + at..ps + plen]);
+                frame[ps..ps + plen].copy_from_slice(&body);
                 self.seq_adjust(id, dir, frame, pm);
                 finish_transport(frame, pm);
                 *pm = PacketMeta::parse(frame, pm.link);
@@ -335,7 +343,7 @@ fn set_lengths(ip: &mut [u8], pm: &PacketMeta) {
 
 /// The transport checksum recomputed over the rewritten segment (a UDP/IPv4 datagram sent
 /// without one stays without).
-fn finish_transport(frame: &mut [u8], pm: &PacketMeta) {
+pub(crate) fn finish_transport(frame: &mut [u8], pm: &PacketMeta) {
     let (l3, l4) = (pm.l3_off as usize, pm.l4_off as usize);
     let end = pm.l3_end().min(frame.len());
     let at = match pm.l4proto {
