@@ -24,8 +24,13 @@
 # has grown. On a failure the FTP commands and replies each side saw (curl -v, vsftpd's
 # protocol log, tcpdump at both ends if installed) and the SIP messages are printed.
 #
-# HL_ROUTERS picks the routers (default "kernel weir"), HL_NAT the NAT passes (default "snat
-# dnat"), HL_IO weir's io (default afpacket).
+# A third pass per router, the control: SNAT without the `ct helper set` rules, where a PASV
+# download and a TFTP get must fail (their data dropped by the forward chain), nothing counted
+# as related.
+#
+# HL_ROUTERS picks the routers (default "kernel weir"), HL_NAT the passes (default "snat dnat
+# nohelper"), HL_IO weir's io (default afpacket); HL_KEEP=1 keeps the scratch folder in
+# /tmp/weirhl-kept; HL_KEEP_GOING=1 runs every step and lists the failed ones at the end.
 #
 # Usage: tests/lab/helpers.sh [path/to/weir]
 set -euo pipefail
@@ -33,7 +38,7 @@ C=weirhl-c R=weirhl-r S=weirhl-s
 NAMESPACES="$C $R $S" TOOLS="python3 ip nft ethtool curl vsftpd in.tftpd tftp ss cmp" PREFIX=weirhl
 . "$(dirname "$0")/common.sh"
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROUTERS=${HL_ROUTERS:-kernel weir} NATS=${HL_NAT:-snat dnat} IO=${HL_IO:-afpacket}
+ROUTERS=${HL_ROUTERS:-kernel weir} NATS=${HL_NAT:-snat dnat nohelper} IO=${HL_IO:-afpacket}
 CA=198.18.60.2 RA=198.18.60.1 RB=198.18.61.1 SA=198.18.61.2 PUB=198.18.61.100
 # servers and captures, killed by their PID (then common.sh's cleanup)
 PIDS=""
@@ -113,11 +118,13 @@ ip netns exec $S ss -Hltn 'sport = :21' | grep -q LISTEN || fail "vsftpd did not
 ip netns exec $S ss -Hlun 'sport = :69' | grep -q . || fail "in.tftpd did not start: $(cat $DIR/tftpd.out)"
 ok "lab built, vsftpd and in.tftpd listening on $SA"
 
-write_rules() { # snat | dnat
-  local pre="" post=""
+write_rules() { # snat | dnat | nohelper (snat without the helpers)
+  local pre="" post="" h1='tcp dport 21 ct helper set "ftp-std"' h2='udp dport 69 ct helper set "tftp-std"'
+  local h3='udp dport 5060 ct helper set "sip-std"'
   case $1 in
     snat) post='oifname "weirhl-r1" masquerade' ;;
     dnat) pre="ip daddr $PUB dnat to $SA" ;;
+    nohelper) post='oifname "weirhl-r1" masquerade' h1="" h2="" h3="" ;;
   esac
   cat > "$DIR/rules.nft" <<N
 table inet hl {
@@ -126,9 +133,9 @@ table inet hl {
   ct helper sip-std { type "sip" protocol udp; }
   chain pre {
     type filter hook prerouting priority filter; policy accept;
-    tcp dport 21 ct helper set "ftp-std"
-    udp dport 69 ct helper set "tftp-std"
-    udp dport 5060 ct helper set "sip-std"
+    $h1
+    $h2
+    $h3
   }
   chain forward {
     type filter hook forward priority filter; policy drop;
@@ -224,7 +231,7 @@ diagnose() {
     [ -s "$DIR/$n.pcap" ] || continue
     echo "-- tcpdump in $n:"
     tcpdump -r "$DIR/$n.pcap" -nn -A 2>/dev/null |
-      grep -aE "^[0-9].* IP |PORT |EPRT |227 |229 |^c=IN|^m=audio|^(INVITE|SIP/2.0) " | tail -40 | sed 's/^/  /' || true
+      grep -aE "FTP: (PORT|EPRT|PASV|EPSV|227|229|200 PORT|200 EPRT|425|500) |TFTP|\.5060: |^c=IN|^m=audio" | tail -40 | sed 's/^/  /' || true
   done
   [ "$ROUTER" = weir ] && { echo "-- weir ctl counters:"; ctl counters | sed 's/^/  /'; } || true
   [ "$ROUTER" = kernel ] && { echo "-- kernel conntrack in $R:"; ip netns exec $R conntrack -L 2>/dev/null | sed 's/^/  /'; } || true
@@ -300,7 +307,35 @@ sip_call() {
   ok "sip: INVITE/200 OK, RTP both ways ($(grep -o 'INVITE.s SDP names [0-9.:]*' "$DIR/sip-s.log"); $(grep -o "200 OK.s SDP names [0-9.:]*" "$DIR/sip-c.log"))"
 }
 
+# the control: without the helpers the PASV data connection is a new one to a port the ruleset
+# does not open, dropped in forward; the tftp reply (from another port than 69) matches no
+# connection and goes to the router itself under SNAT, not to the client; the control
+# connection still works
+control() {
+  local d0 d1 r
+  d0=$(counted dropped); d0=${d0:-0}
+  if ip netns exec $C timeout 5 curl -sS -v --connect-timeout 1 -m 3 --disable-epsv \
+    -o "$DIR/out/ftp.bin" "ftp://$TARGET/file.bin" >"$DIR/curl.log" 2>&1; then
+    hfail "without the ftp helper a PASV download passed"
+  fi
+  grep -q "^< 227 " "$DIR/curl.log" || hfail "without the ftp helper the control connection failed: $(tail -3 $DIR/curl.log)"
+  if ip netns exec $C timeout 2 tftp -m binary $TARGET -c get file.bin "$DIR/out/tftp.bin" >"$DIR/tftp.log" 2>&1 &&
+    cmp -s "$DIR/tftp/file.bin" "$DIR/out/tftp.bin"; then
+    hfail "without the tftp helper a download passed"
+  fi
+  d1=$(counted dropped); d1=${d1:-0}; r=$(counted related); r=${r:-0}
+  [ "$r" = 0 ] || hfail "without helpers $r packets counted as related"
+  [ "$d1" -gt "$d0" ] || hfail "without helpers nothing was dropped"
+  ok "without helpers: the ftp PASV data connection dropped by the forward chain ($((d1 - d0)) packets), the tftp get failed, nothing related"
+}
+
 # --- the passes ------------------------------------------------------------------------------
+# HL_KEEP_GOING=1: a failed step (in a subshell) is noted and the next one runs
+FAILED=""
+step() {
+  if [ -z "${HL_KEEP_GOING:-}" ]; then "$@"; return; fi
+  ( "$@" ) || { FAILED="$FAILED|$ROUTER $NAT: $*"; TS=$(date +%s.%N); }
+}
 for ROUTER in $ROUTERS; do
 for NAT in $NATS; do
   LABEL=$ROUTER; [ "$ROUTER" = weir ] && LABEL="weir inline (io = $IO)"
@@ -317,13 +352,23 @@ for NAT in $NATS; do
     ip netns exec $R "$WEIR" run --config "$DIR/weir.toml" >"$DIR/weir.log" 2>&1 &
     WPID=$!
     for _ in $(seq 300); do grep -q ready "$DIR/weir.log" 2>/dev/null && break; kill -0 $WPID 2>/dev/null || break; sleep 0.1; done
-    grep -q ready "$DIR/weir.log" || fail "weir did not start: $(cat "$DIR/weir.log")"
+    if ! grep -q ready "$DIR/weir.log"; then
+      [ -n "${HL_KEEP_GOING:-}" ] || fail "weir did not start"
+      echo "FAILED: weir did not start:"; sed 's/^/  weir: /' "$DIR/weir.log"
+      FAILED="$FAILED|$ROUTER $NAT: weir did not start"; kill $WPID 2>/dev/null || true; wait $WPID 2>/dev/null || true; WPID=
+      continue
+    fi
   fi
   ok "$ROUTER routes"
   captures_start
-  for m in epsv pasv eprt port; do ftp_get $m; done
-  tftp_get
-  sip_call
+  F0=$FAILED
+  if [ "$NAT" = nohelper ]; then
+    step control
+  else
+    for m in epsv pasv eprt port; do step ftp_get $m; done
+    step tftp_get
+    step sip_call
+  fi
   captures_stop
   D=$(counted dropped)
   echo "  dropped by the forward chain's policy rule: ${D:-0} packets"
@@ -334,8 +379,10 @@ for NAT in $NATS; do
   else
     kill -TERM $WPID; wait $WPID || true; WPID=
   fi
-  ok "$ROUTER $NAT: ftp (EPSV, PASV, EPRT, PORT), tftp and sip through the router"
+  [ "$NAT" = nohelper ] || [ "$FAILED" != "$F0" ] || ok "$ROUTER $NAT: ftp (EPSV, PASV, EPRT, PORT), tftp and sip through the router"
 done
 done
+[ -z "$FAILED" ] || { echo "failed steps:"; tr '|' '\n' <<<"${FAILED#|}" | sed 's/^/  /'; }
 echo "total $(awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f s", b - a }')"
+[ -z "$FAILED" ] || { echo "FAIL"; exit 1; }
 echo "PASS"
