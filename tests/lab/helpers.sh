@@ -256,7 +256,7 @@ ftp_get() { # mode (epsv | pasv | eprt | port)
   esac
   rm -f "$DIR/out/ftp.bin"
   rel_mark
-  ip netns exec $C timeout 20 curl -sS -v --connect-timeout 5 -m 15 "${opts[@]}" \
+  ip netns exec $C timeout 12 curl -sS -v --connect-timeout 3 -m 8 "${opts[@]}" \
     -o "$DIR/out/ftp.bin" "ftp://$TARGET/file.bin" >"$DIR/curl.log" 2>&1 ||
     hfail "ftp $1: curl failed: $(grep -v '^[<>*{}]' $DIR/curl.log | tail -3)"
   cmp -s "$DIR/ftp/file.bin" "$DIR/out/ftp.bin" || hfail "ftp $1: the file differs"
@@ -277,7 +277,7 @@ ftp_get() { # mode (epsv | pasv | eprt | port)
 tftp_get() {
   rm -f "$DIR/out/tftp.bin"
   rel_mark
-  ip netns exec $C timeout 15 tftp -m binary $TARGET -c get file.bin "$DIR/out/tftp.bin" >"$DIR/tftp.log" 2>&1 ||
+  ip netns exec $C timeout 8 tftp -m binary $TARGET -c get file.bin "$DIR/out/tftp.bin" >"$DIR/tftp.log" 2>&1 ||
     hfail "tftp: $(cat $DIR/tftp.log)"
   cmp -s "$DIR/tftp/file.bin" "$DIR/out/tftp.bin" || hfail "tftp: the file differs: $(cat $DIR/tftp.log)"
   rel_check "tftp"
