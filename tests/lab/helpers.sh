@@ -233,7 +233,7 @@ diagnose() {
     tcpdump -r "$DIR/$n.pcap" -nn -A 2>/dev/null |
       grep -aE "FTP: (PORT|EPRT|PASV|EPSV|227|229|200 PORT|200 EPRT|425|500) |TFTP|\.5060: |^c=IN|^m=audio" | tail -40 | sed 's/^/  /' || true
   done
-  [ "$ROUTER" = weir ] && { echo "-- weir ctl counters:"; ctl counters | sed 's/^/  /'; } || true
+  [ "$ROUTER" = weir ] && { echo "-- weir ctl counters:"; ctl counters | sed "s/^/  /"; echo "-- weir ctl ct list:"; ctl ct list | sed "s/^/  /"; } || true
   [ "$ROUTER" = kernel ] && { echo "-- kernel conntrack in $R:"; ip netns exec $R conntrack -L 2>/dev/null | sed 's/^/  /'; } || true
 }
 hfail() { diagnose; fail "$ROUTER $NAT: $*"; }
