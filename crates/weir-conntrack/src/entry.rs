@@ -20,6 +20,10 @@ pub(crate) const S_ASSURED: u8 = 0x04;
 pub(crate) const S_LIVE: u8 = 0x08;
 /// The entry's bit is set in the evictable bitmap.
 pub(crate) const S_EVICT: u8 = 0x10;
+/// The connection was expected by a helper (Linux `IPS_EXPECTED`): `related` until a reply.
+pub(crate) const S_EXPECTED: u8 = 0x20;
+/// A helper shifted the connection's sequence numbers (Linux `IPS_SEQ_ADJUST`).
+pub(crate) const S_SEQADJ: u8 = 0x40;
 
 #[inline]
 pub(crate) fn tick(now_ns: u64) -> u32 {
@@ -78,6 +82,14 @@ impl<X> Entry<X> {
     /// A packet has been seen in the reply direction (`IPS_SEEN_REPLY`).
     pub fn seen_reply(&self) -> bool {
         self.tcp.ct_status & S_SEEN_REPLY != 0
+    }
+    /// Expected by a helper (Linux `IPS_EXPECTED`).
+    pub fn expected(&self) -> bool {
+        self.tcp.ct_status & S_EXPECTED != 0
+    }
+    /// A helper shifted the connection's sequence numbers (Linux `IPS_SEQ_ADJUST`).
+    pub fn seq_adjusted(&self) -> bool {
+        self.tcp.ct_status & S_SEQADJ != 0
     }
     /// Linux `IPS_ASSURED`: not evicted when the table is full.
     pub fn assured(&self) -> bool {
@@ -144,6 +156,10 @@ pub struct Pending<X> {
     /// The entry to insert: protocol state, counters, deadline of the first packet. Set
     /// `entry.mark` and `entry.ext` as needed.
     pub entry: Entry<X>,
+    /// The connection whose helper expected this one (see [`crate::expect`]).
+    pub master: Option<EntryId>,
+    /// How the expectation asks this connection to be translated.
+    pub follow: Option<crate::Follow>,
 }
 
 impl<X> Pending<X> {

@@ -82,6 +82,8 @@
 //! - ICMP / ICMPv6: echo, timestamp, information and address-mask requests create entries
 //!   (id in `sport`, type and code in `dport`), replies match them inverted, 30 s. Errors are
 //!   [`Track::Related`] to the connection they quote, or invalid.
+//! - Expectations ([`expect`]): connections a helper announced are `Related` until their
+//!   reply; sequence shifts of payloads a helper rewrote are read through by the TCP tracker.
 //! - Everything else (SCTP, DCCP, GRE, ESP, ...): the generic tracker, 600 s, keyed on
 //!   addresses, protocol and, where the protocol has them, ports.
 //!
@@ -91,7 +93,6 @@
 //!   tracked by its transport header (Linux reassembles before conntrack). The engine's
 //!   virtual reassembly (`weir_engine::frag`) gives later fragments their first's connection
 //!   and counts their TCP payload with [`Entry::extend_sent`].
-//! - No expectations / helpers (FTP, SIP...): `Related` only comes from ICMP errors.
 //! - No SCTP / DCCP / GRE state machines (generic tracker instead), no zones, no checksum
 //!   verification (`nf_conntrack_checksum`), no retransmission counter
 //!   (`nf_conntrack_tcp_max_retrans` / `timeout_max_retrans`), no zero-window timeout, no
@@ -105,6 +106,7 @@ pub mod tcp;
 mod config;
 mod entry;
 mod evict;
+pub mod expect;
 mod index;
 mod prefetch;
 mod table;
@@ -115,6 +117,7 @@ mod unit;
 
 pub use config::{Config, Timeouts};
 pub use entry::{Entry, Killed, Pending};
+pub use expect::{ExpectRefused, Expectation, Follow, SeqOff};
 pub use table::{Conntrack, Refused, Stats};
 pub use tcp::{TcpConn, TcpState};
 pub use track::{CtInfo, Invalid, Track};

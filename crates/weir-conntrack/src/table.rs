@@ -1,7 +1,10 @@
 //! The connection table ([`Conntrack`]): the entry slab and its free list, the side slab of
 //! IPv6 addresses, confirming and removing entries, the counters.
 
-use crate::entry::{tick, MAX_TIMEOUT, S_ASSURED, S_EVICT, S_LIVE, S_SEEN_REPLY, S_V6, TICK_SHIFT};
+use crate::entry::{
+    tick, MAX_TIMEOUT, S_ASSURED, S_EVICT, S_EXPECTED, S_LIVE, S_SEEN_REPLY, S_SEQADJ, S_V6,
+    TICK_SHIFT,
+};
 use crate::{Config, Dir, Entry, EntryId, Killed, Pending, Tuple};
 
 /// Why [`Conntrack::confirm`] did not insert.
@@ -32,6 +35,12 @@ pub struct Stats {
     pub invalid: u64,
     /// Entries examined while looking for room (eviction and expiry searches).
     pub searched: u64,
+    /// Expectations recorded by helpers.
+    pub expect_created: u64,
+    /// Expectations a new connection met.
+    pub expect_matched: u64,
+    /// Expectations refused (the table of expectations was full).
+    pub expect_refused: u64,
 }
 
 /// The connection table. `X` is per-entry engine data.
@@ -53,6 +62,9 @@ pub struct Conntrack<X> {
     pub(crate) max_ticks: u32,
     pub(crate) stats: Stats,
     pub(crate) killed: Option<Killed<X>>,
+    pub(crate) expects: crate::expect::Expectations,
+    /// Sequence shifts of connections with `S_SEQADJ`, by slot.
+    pub(crate) seqadj: std::collections::HashMap<u32, [crate::expect::SeqOff; 2]>,
 }
 
 const NIL: u32 = u32::MAX;
@@ -136,6 +148,8 @@ impl<X: Copy + Default> Conntrack<X> {
             max_ticks,
             stats: Stats::default(),
             killed: None,
+            expects: Default::default(),
+            seqadj: Default::default(),
         }
     }
 
@@ -221,7 +235,8 @@ impl<X: Copy + Default> Conntrack<X> {
             return Err(Refused::Full);
         }
         let mut e = p.entry;
-        e.tcp.ct_status = (e.tcp.ct_status & (S_V6 | S_SEEN_REPLY | S_ASSURED)) | S_LIVE;
+        e.tcp.ct_status =
+            (e.tcp.ct_status & (S_V6 | S_SEEN_REPLY | S_ASSURED | S_EXPECTED)) | S_LIVE;
         debug_assert_eq!(e.tcp.ct_status & S_EVICT, 0);
         if p.orig.v6 {
             let addrs = [p.orig.src, p.orig.dst, p.reply.src, p.reply.dst];
@@ -271,6 +286,9 @@ impl<X: Copy + Default> Conntrack<X> {
         }
         if e.tcp.ct_status & S_EVICT != 0 {
             self.evictable[idx as usize / 64] &= !(1 << (idx % 64));
+        }
+        if e.tcp.ct_status & S_SEQADJ != 0 {
+            self.seqadj.remove(&idx);
         }
         e.tcp.ct_status = 0;
         e.addr[0] = self.free_head;

@@ -223,6 +223,9 @@ pub(crate) struct Seg<'a> {
     pub end: u32,
     /// Option bytes (after the 20-byte header).
     pub opts: &'a [u8],
+    /// The shift a helper's payload rewrite made in the other direction's sequence numbers:
+    /// `ack` and SACK edges are read less this (Linux `nf_ct_seq_offset` in `tcp_in_window`).
+    pub ack_off: u32,
 }
 
 impl<'a> Seg<'a> {
@@ -250,6 +253,7 @@ impl<'a> Seg<'a> {
             flags,
             end,
             opts,
+            ack_off: 0,
         })
     }
 }
@@ -471,7 +475,7 @@ impl TcpConn {
         let r = 1 - d;
         let state = self.state_idx & 0x0f;
         let mut seq = seg.seq;
-        let mut ack = seg.ack;
+        let mut ack = seg.ack.wrapping_sub(seg.ack_off);
         let mut sack = ack;
         let mut end = seg.end;
         let mut win = seg.win as u32;
@@ -479,7 +483,7 @@ impl TcpConn {
         let has_ack = seg.flags & ACK != 0;
         let rst = seg.flags & RST != 0;
         if self.flags[r] & SACK_PERM != 0 {
-            sack = sack_edge(seg.opts, sack);
+            sack = sack_edge(seg.opts, seg.ack).wrapping_sub(seg.ack_off);
         }
 
         if self.maxwin[d] == 0 {

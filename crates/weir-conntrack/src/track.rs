@@ -5,7 +5,7 @@
 use weir_wire::meta::proto;
 use weir_wire::{Frag, PacketMeta, L3};
 
-use crate::entry::{tick, S_ASSURED, S_SEEN_REPLY};
+use crate::entry::{tick, S_ASSURED, S_EXPECTED, S_SEEN_REPLY, S_SEQADJ};
 use crate::tcp;
 use crate::tuple::{icmp6_untracked, icmp_creates, icmp_inverse};
 use crate::{Conntrack, Dir, Entry, EntryId, Killed, Pending, TcpConn, Tuple};
@@ -98,6 +98,7 @@ impl<X> Track<X> {
         match self {
             Track::Existing { info, .. } => Some(*info),
             Track::Related { .. } => Some(CtInfo::Related),
+            Track::New(p) if p.master.is_some() => Some(CtInfo::Related),
             Track::New(_) => Some(CtInfo::New),
             _ => None,
         }
@@ -159,6 +160,21 @@ impl<X: Copy + Default> Conntrack<X> {
                 self.track_simple(t, udp, len, now_ns)
             }
         }
+    }
+
+    /// A new connection, expected or not.
+    fn new_pending(&mut self, t: Tuple, mut e: Entry<X>, now_ns: u64) -> Track<X> {
+        let exp = self.take_expected(&t, now_ns);
+        if exp.is_some() {
+            e.tcp.ct_status |= S_EXPECTED;
+        }
+        Track::New(Pending {
+            orig: t,
+            reply: t.invert(),
+            entry: e,
+            master: exp.map(|x| x.master),
+            follow: exp.map(|x| x.follow),
+        })
     }
 
     fn related(&mut self, pm: &PacketMeta, frame: &[u8], v6: bool, now_ns: u64) -> Track<X> {
@@ -268,11 +284,7 @@ impl<X: Copy + Default> Conntrack<X> {
         let mut e = Entry::blank(pm.l4proto, v6);
         e.refresh(now_ns, timeout);
         e.account(0, len);
-        Track::New(Pending {
-            orig: t,
-            reply: t.invert(),
-            entry: e,
-        })
+        self.new_pending(t, e, now_ns)
     }
 
     fn track_simple(&mut self, t: Tuple, udp: bool, len: u32, now_ns: u64) -> Track<X> {
@@ -316,11 +328,7 @@ impl<X: Copy + Default> Conntrack<X> {
             e.tcp.end[0] = tick(now_ns.saturating_add(2_000_000_000));
         }
         e.account(0, len);
-        Track::New(Pending {
-            orig: t,
-            reply: t.invert(),
-            entry: e,
-        })
+        self.new_pending(t, e, now_ns)
     }
 
     fn track_tcp(
@@ -339,7 +347,7 @@ impl<X: Copy + Default> Conntrack<X> {
         // (a capture cut short, an NFQUEUE header copy)
         let wire_end = pm.l3_end();
         let end = wire_end.min(frame.len());
-        let Some(seg) = frame
+        let Some(mut seg) = frame
             .get(l4..end)
             .and_then(|th| tcp::Seg::parse(th, wire_end.saturating_sub(l4)))
         else {
@@ -363,10 +371,15 @@ impl<X: Copy + Default> Conntrack<X> {
                 break;
             };
             let (idx, d) = (((k - 1) >> 1) as usize, ((k - 1) & 1) as usize);
-            let e = &mut self.entries[idx];
-            let info = ctinfo(e, d);
             let id = EntryId(idx as u32);
             let dir = Dir::from_index(d);
+            seg.ack_off = 0;
+            if self.entries[idx].tcp.ct_status & S_SEQADJ != 0 {
+                let other = Dir::from_index(1 - d);
+                seg.ack_off = self.seq_offset(id, other, seg.ack.wrapping_sub(1)) as u32;
+            }
+            let e = &mut self.entries[idx];
+            let info = ctinfo(e, d);
             match e
                 .tcp
                 .packet(d, &seg, e.seen_reply(), e.assured(), liberal, &to)
@@ -421,11 +434,7 @@ impl<X: Copy + Default> Conntrack<X> {
                 e.tcp = conn;
                 e.refresh(now_ns, timeout);
                 e.account(0, len);
-                Track::New(Pending {
-                    orig: t,
-                    reply: t.invert(),
-                    entry: e,
-                })
+                self.new_pending(t, e, now_ns)
             }
             tcp::TcpVerdict::Invalid(r) => Track::Invalid(r),
             _ => Track::Invalid(Invalid::CannotCreate),
@@ -436,6 +445,8 @@ impl<X: Copy + Default> Conntrack<X> {
 fn ctinfo<X>(e: &Entry<X>, d: usize) -> CtInfo {
     if d == 1 || e.seen_reply() {
         CtInfo::Established
+    } else if e.tcp.ct_status & S_EXPECTED != 0 {
+        CtInfo::Related
     } else {
         CtInfo::New
     }

@@ -36,6 +36,9 @@ pub enum DropReason {
     /// Handed to a queue (`queue num N`) whose per-flow processing dropped it, or that
     /// nobody listens on (without `bypass`).
     Queue(u16),
+    /// A connection-tracking helper rewrote the packet to another length: its rewritten copy
+    /// is sent in its place (`Stateful::take_queue_out`).
+    Replaced,
 }
 
 /// The final decision for one packet at one hook.
@@ -145,6 +148,9 @@ pub struct Meta {
     /// by the chains, cleared by whoever runs them (a hook's caller reads it after the
     /// hook).
     pub queue: Option<weir_lang::ir::Queue>,
+    /// A `ct helper set` statement ran: the helper (`crate::helper::Kind` as u8) a new
+    /// connection gets.
+    pub helper: u8,
     /// Header fields written by statements (`ip daddr set ...`: stateless NAT), in order;
     /// later matches read these values, and the stateful layer writes them into the frame
     /// when the base chain ends.
@@ -1252,6 +1258,14 @@ impl Engine {
                         }
                         None => st.stateful_skipped += 1,
                     },
+                    ir::Expr::CtHelper { helper, l4proto } => {
+                        // nft_ct_helper_obj_eval: the helper's protocol must be the packet's
+                        if p.pm.l4proto == *l4proto {
+                            if let Some(k) = crate::helper::Kind::of_name(helper, *l4proto) {
+                                p.meta.helper = k as u8;
+                            }
+                        }
+                    }
                     ir::Expr::ResetTcpOption(kind) => {
                         use crate::tcp_strip::{check, Strip};
                         match check(p.frame, p.pm, *kind) {

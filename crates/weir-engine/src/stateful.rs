@@ -28,6 +28,7 @@ use weir_wire::{Frag, PacketMeta, L3};
 
 mod access;
 mod fast;
+mod help;
 mod queue;
 
 pub use queue::{FlowHook, QueueVerdict, Queued, QueuedConn, TICK_NS};
@@ -46,6 +47,8 @@ pub struct CtExt {
     /// The `queue` listener is done with the connection's original (bit 0) or reply (bit 1)
     /// direction: its packets pass `queue` after one bit test, the listener not called.
     pub queue_done: u8,
+    /// The connection's helper (`ct helper set`: [`crate::helper::Kind`] as u8; 0: none).
+    pub helper: u8,
 }
 
 /// The flowtables whose devices include an interface (see [`Stateful::flowtable_devices`]).
@@ -70,7 +73,11 @@ pub mod state {
 }
 
 /// What connection tracking decided for one packet, carried across its hooks.
+///
+/// `New` carries the pending entry by value, as [`Track::New`] does (no allocation per
+/// packet); the context is passed by reference through the hooks.
 #[derive(Clone, Copy, Debug, Default)]
+#[allow(clippy::large_enum_variant)]
 pub enum CtPkt {
     /// Connection tracking has not seen the packet yet.
     #[default]
@@ -220,6 +227,23 @@ pub struct StatefulStats {
     pub queue_modified: u64,
     /// Of `queued`, in a direction the listener is done with (accepted on the entry's bit).
     pub queue_done: u64,
+    /// Connections given a helper (`ct helper set`).
+    pub helper_assigned: u64,
+    /// Expectations helpers recorded (an FTP data connection, TFTP transfer, SIP media).
+    pub helper_expectations: u64,
+    /// Expectations refused (the table of expectations full).
+    pub helper_expect_refused: u64,
+    /// New connections that met an expectation (`ct state related`).
+    pub helper_related: u64,
+    /// Packets whose payload a helper rewrote (NAT).
+    pub helper_rewritten: u64,
+    /// Of those, sent as a rewritten copy of another length ([`DropReason::Replaced`]).
+    pub helper_replaced: u64,
+    /// Packets a helper should have rewritten and did not (a fragment, a packet delivered
+    /// locally that would change length, edits out of bounds).
+    pub helper_unmangled: u64,
+    /// Packets whose TCP sequence numbers were shifted after a helper's rewrite.
+    pub seq_adjusted: u64,
 }
 
 /// The engine plus a connection table.
@@ -494,7 +518,11 @@ impl Stateful {
                 return;
             }
             CtPkt::New(pend) => {
-                m.ct_state = state::NEW;
+                m.ct_state = if pend.master.is_some() {
+                    state::RELATED
+                } else {
+                    state::NEW
+                };
                 m.has_ct = true;
                 m.ct_mark = pend.entry.mark;
                 return;
@@ -562,7 +590,15 @@ impl Stateful {
         let (id, dir) = match pc.ct {
             CtPkt::New(pend) => {
                 let e = &pend.entry;
-                m.ct = ct_view(e, pend.orig(), pend.reply(), Dir::Original, 0, now_ns);
+                let expected = if pend.master.is_some() { 1 } else { 0 };
+                m.ct = ct_view(
+                    e,
+                    pend.orig(),
+                    pend.reply(),
+                    Dir::Original,
+                    expected,
+                    now_ns,
+                );
                 return;
             }
             CtPkt::Entry { id, dir, .. } | CtPkt::Related { master: id, dir } => (id, dir),
@@ -572,6 +608,9 @@ impl Stateful {
             return;
         };
         let mut status = 8; // confirmed
+        if e.expected() {
+            status |= 1;
+        }
         if e.seen_reply() {
             status |= 2;
         }
@@ -633,7 +672,12 @@ impl Stateful {
             Track::Invalid(_) => CtPkt::Invalid,
             Track::Existing { id, dir, info } => CtPkt::Entry { id, dir, info },
             Track::Related { master, dir } => CtPkt::Related { master, dir },
-            Track::New(pend) => CtPkt::New(pend),
+            Track::New(mut pend) => {
+                if pend.master.is_some() {
+                    self.follow_master(&mut pend);
+                }
+                CtPkt::New(pend)
+            }
         };
         if let CtPkt::Entry { id, .. } | CtPkt::Related { master: id, .. } = pc.ct {
             if let (Some(e), Some(orig), Some(reply)) = (
@@ -923,6 +967,16 @@ impl Stateful {
             }
             if let Some(ft) = meta.flow_add.take() {
                 self.flow_add(ft, pm, pc);
+            }
+            if meta.helper != 0 {
+                // nft_ct_helper_obj_eval: a connection not confirmed yet, without a helper
+                if let CtPkt::New(pend) = &mut pc.ct {
+                    if pend.entry.ext.helper == 0 {
+                        pend.entry.ext.helper = meta.helper;
+                        self.stats.helper_assigned += 1;
+                    }
+                }
+                meta.helper = 0;
             }
             if meta.notrack && !tracked {
                 pc.notrack = true;

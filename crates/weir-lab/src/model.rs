@@ -500,6 +500,7 @@ impl Model {
             DropReason::Queue(n) => {
                 format!("queue {n}: dropped by its per-flow processing, or nobody listens on it")
             }
+            DropReason::Replaced => "a helper sent a rewritten copy in its place".into(),
         }
     }
 

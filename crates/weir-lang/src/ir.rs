@@ -467,6 +467,13 @@ pub enum Expr {
     /// `weir check` lists it, and `weir run` / `weir replay` refuse the ruleset
     /// ([`Ruleset::refuse_unevaluated`]) rather than pass it over.
     Unevaluated(&'static str),
+    /// `ct helper set "NAME"`: the table's `ct helper` object NAME (`type`, `protocol`) given to
+    /// the packet's connection if it is new (`nft_ct_helper_obj_eval`). Only helpers weir has
+    /// (ftp over tcp, tftp over udp, sip over either) lower to this; others are unevaluated.
+    CtHelper {
+        helper: String,
+        l4proto: u8,
+    },
     /// `reset tcp option KIND`: the first option of that kind in the TCP header turned into
     /// NOPs (nft_exthdr_tcp_strip_eval).
     ResetTcpOption(u8),

@@ -42,11 +42,14 @@ pub enum Reason {
     Offload,
     /// `queue`: its per-flow processing dropped it, or nobody listens on the queue.
     Queue,
+    /// A connection-tracking helper's NAT rewrite changed its length: a rewritten copy left in
+    /// its place (counted with what scripts send).
+    Replaced,
 }
 
 impl Reason {
     /// Every reason, in the order of their names.
-    pub const ALL: [Reason; 17] = [
+    pub const ALL: [Reason; 18] = [
         Reason::CtRefused,
         Reason::Fragment,
         Reason::FwdUnknown,
@@ -58,6 +61,7 @@ impl Reason {
         Reason::Policy,
         Reason::Queue,
         Reason::Reject,
+        Reason::Replaced,
         Reason::RpFilter,
         Reason::Rule,
         Reason::ToRouter,
@@ -86,6 +90,7 @@ impl Reason {
             Reason::FwdUnknown => "fwd-unknown-device",
             Reason::Offload => "offload",
             Reason::Queue => "queue",
+            Reason::Replaced => "replaced",
         }
     }
 
@@ -99,6 +104,7 @@ impl Reason {
             DropReason::Fragment => Reason::Fragment,
             DropReason::CtRefused => Reason::CtRefused,
             DropReason::Queue(_) => Reason::Queue,
+            DropReason::Replaced => Reason::Replaced,
         }
     }
 }
@@ -205,10 +211,11 @@ mod tests {
                 | Reason::IpChecksum
                 | Reason::FwdUnknown
                 | Reason::Offload
-                | Reason::Queue => r,
+                | Reason::Queue
+                | Reason::Replaced => r,
             };
             assert_eq!(again, r);
         }
-        assert_eq!(Reason::ALL.len(), 17);
+        assert_eq!(Reason::ALL.len(), 18);
     }
 }

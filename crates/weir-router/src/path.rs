@@ -288,7 +288,7 @@ impl Router {
             }
             mark = meta.mark;
         }
-        if let Decision::Drop(why) = sf.finish(&mut pc, now) {
+        if let Decision::Drop(why) = sf.finish_frame(frame, &mut pm, &mut pc, now, true) {
             self.noted(Hook::Postrouting, why);
             return Fate::Drop(Reason::of(why));
         }
@@ -380,7 +380,7 @@ impl Router {
         if let Decision::Drop(why) = sf.hook_mut(Hook::Input, frame, pm, &mut meta, now, pc) {
             return self.refused(sf, Hook::Input, in_port, why, frame, pm, pc, now);
         }
-        if let Decision::Drop(why) = sf.finish(pc, now) {
+        if let Decision::Drop(why) = sf.finish_frame(frame, pm, pc, now, false) {
             self.noted(Hook::Input, why);
             return Fate::Drop(Reason::of(why));
         }

@@ -64,7 +64,14 @@ mod tests {
             assert!(o.expects.is_empty());
         }
         let mut o = Out::default();
-        help(&Cx { dir: Dir::Reply, ..cx }, b"\x00\x01f\x00octet\x00", &mut o);
+        help(
+            &Cx {
+                dir: Dir::Reply,
+                ..cx
+            },
+            b"\x00\x01f\x00octet\x00",
+            &mut o,
+        );
         assert!(o.expects.is_empty());
     }
 }

@@ -32,6 +32,11 @@ impl Stateful {
         let Some(e) = self.ct.get_mut(id) else {
             return;
         };
+        // nft_flow_offload: not a connection with a helper (its packets must be read) or
+        // whose sequence numbers a helper shifted
+        if e.ext.helper != 0 || e.seq_adjusted() {
+            return;
+        }
         let ok = match e.proto() {
             6 => {
                 pm.tcp_flags & 0x05 == 0

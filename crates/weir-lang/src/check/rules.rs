@@ -974,6 +974,13 @@ fn lower_item(
                         );
                         return false;
                     }
+                    if let Some((helper, l4proto)) = (what == "ct helper set")
+                        .then(|| cx.ct_helper_kinds.get(&name).cloned())
+                        .flatten()
+                    {
+                        out.push(Expr::CtHelper { helper, l4proto });
+                        return true;
+                    }
                     out.push(Expr::Unevaluated(what));
                     return true;
                 }

@@ -28,6 +28,8 @@ pub(super) struct Cx<'d> {
     pub(super) cur_chain: Option<usize>,
     /// The table's `ct helper` objects (`ct helper set "NAME"` names one).
     pub(super) ct_helpers: std::collections::HashSet<String>,
+    /// The `ct helper` objects whose helper weir runs: name -> (type, protocol number).
+    pub(super) ct_helper_kinds: std::collections::HashMap<String, (String, u8)>,
     /// Its `ct timeout` and `ct expectation` objects.
     pub(super) ct_objects: std::collections::HashSet<String>,
     pub(super) cur_hook: Option<(ChainType, Hook)>,
@@ -94,6 +96,7 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         edges: Vec::new(),
         cur_chain: None,
         ct_helpers: Default::default(),
+        ct_helper_kinds: Default::default(),
         ct_objects: Default::default(),
         cur_hook: None,
         uneval: Vec::new(),
@@ -155,8 +158,17 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
                 let w: Vec<String> = o.body.iter().map(other_text).collect();
                 let at = |k: &str| w.iter().position(|x| x == k).and_then(|i| w.get(i + 1));
                 match (at("type"), at("protocol")) {
-                    (Some(_), Some(p)) if p == "tcp" || p == "udp" => {
+                    (Some(t), Some(p)) if p == "tcp" || p == "udp" => {
                         cx.ct_helpers.insert(o.name.name.clone());
+                        let l4 = if p == "tcp" { 6 } else { 17 };
+                        let t = t.trim_matches('"').to_string();
+                        // the helpers weir runs (weir_engine::helper)
+                        if matches!(
+                            (t.as_str(), l4),
+                            ("ftp", 6) | ("tftp", 17) | ("sip", 6 | 17)
+                        ) {
+                            cx.ct_helper_kinds.insert(o.name.name.clone(), (t, l4));
+                        }
                     }
                     _ => err(
                         &mut cx,

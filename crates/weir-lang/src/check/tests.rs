@@ -441,15 +441,26 @@ fn dnat_map_to_address_and_port() {
     assert_eq!(e.len(), 1, "{e:?}");
 }
 
-/// `ct helper` objects and `ct helper set` load (nftlb's ftp, sip and tftp farms) as
-/// constructs not evaluated yet: listed, and refused by run and replay; a helper the table
-/// does not declare, or one without its protocol, is an error.
+/// `ct helper` objects and `ct helper set` load (nftlb's ftp, sip and tftp farms): the
+/// helpers weir runs (ftp over tcp, tftp over udp, sip) lower to `Expr::CtHelper`; others
+/// (irc, h323...) are constructs not evaluated yet: listed, and refused by run and replay; a
+/// helper the table does not declare, or one without its protocol, is an error.
 #[test]
 fn ct_helpers_load_as_not_evaluated() {
     let text = "table ip t {\n ct helper ftp-tcp {\n  type \"ftp\" protocol tcp\n  l3proto ip\n }\n chain c {\n  type filter hook prerouting priority 0\n  ip protocol tcp ct helper set \"ftp-tcp\"\n }\n}\n";
     let (rs, _) = load_str("t.nft", text)
         .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
         .unwrap();
+    assert!(rs.unevaluated().is_empty(), "{:?}", rs.unevaluated());
+    let helper = &rs.tables[0].chains[0].rules[0].exprs;
+    assert!(
+        helper.iter().any(
+            |e| matches!(e, crate::ir::Expr::CtHelper { helper, l4proto: 6 } if helper == "ftp")
+        ),
+        "{helper:?}"
+    );
+    let irc = text.replace("\"ftp\"", "\"irc\"");
+    let (rs, _) = load_str("t.nft", &irc).unwrap();
     let u = rs.unevaluated();
     assert_eq!(u.len(), 1, "{u:?}");
     assert!(
