@@ -334,7 +334,8 @@ control() {
 FAILED=""
 step() {
   if [ -z "${HL_KEEP_GOING:-}" ]; then "$@"; return; fi
-  ( "$@" ) || { FAILED="$FAILED|$ROUTER $NAT: $*"; TS=$(date +%s.%N); }
+  ( "$@" ) || FAILED="$FAILED|$ROUTER $NAT: $*"
+  TS=$(date +%s.%N)   # the subshell's ok() cannot move it
 }
 for ROUTER in $ROUTERS; do
 for NAT in $NATS; do
