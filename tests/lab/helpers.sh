@@ -39,7 +39,7 @@ NAMESPACES="$C $R $S" TOOLS="python3 ip nft ethtool curl vsftpd in.tftpd tftp ss
 . "$(dirname "$0")/common.sh"
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROUTERS=${HL_ROUTERS:-kernel weir} NATS=${HL_NAT:-snat dnat nohelper} IO=${HL_IO:-afpacket}
-CA=198.18.60.2 RA=198.18.60.1 RB=198.18.61.1 SA=198.18.61.2 PUB=198.18.61.100
+CA=198.18.60.2 CA2=198.18.60.200 RA=198.18.60.1 RB=198.18.61.1 SA=198.18.61.2 PUB=198.18.61.100
 # servers and captures, killed by their PID (then common.sh's cleanup)
 PIDS=""
 stop_pids() {
@@ -65,7 +65,7 @@ for n in $NAMESPACES; do
 done
 ip link add weirhl-c0 netns $C address 02:77:68:6c:00:02 type veth peer name weirhl-r0 netns $R address 02:77:68:6c:00:01
 ip link add weirhl-s0 netns $S address 02:77:68:6c:01:02 type veth peer name weirhl-r1 netns $R address 02:77:68:6c:01:01
-ip -n $C addr add $CA/24 dev weirhl-c0; ip -n $C link set weirhl-c0 up; ip -n $C route add default via $RA
+ip -n $C addr add $CA/24 dev weirhl-c0; ip -n $C addr add $CA2/24 dev weirhl-c0; ip -n $C link set weirhl-c0 up; ip -n $C route add default via $RA
 ip -n $R addr add $RA/24 dev weirhl-r0; ip -n $R link set weirhl-r0 up
 ip -n $R addr add $RB/24 dev weirhl-r1; ip -n $R link set weirhl-r1 up
 ip -n $S addr add $SA/24 dev weirhl-s0; ip -n $S link set weirhl-s0 up; ip -n $S route add default via $RB
@@ -183,6 +183,9 @@ interface = "weirhl-r1"
 address = "$CA"
 mac = "02:77:68:6c:00:02"
 [[neighbour]]
+address = "$CA2"
+mac = "02:77:68:6c:00:02"
+[[neighbour]]
 address = "$SA"
 mac = "02:77:68:6c:01:02"
 T
@@ -247,31 +250,49 @@ rel_check() { # what
   echo "  $1: $((n - REL0)) related packets"
 }
 
-ftp_get() { # mode (epsv | pasv | eprt | port)
-  local opts=()
+join_lines() { awk 'NR > 1 { printf ", " } { printf "%s", $0 }'; }
+ftp_get() { # mode: epsv | pasv | eprt | port, or pasv2 | port2 (two downloads on one control
+  # connection, port2 from the client's second address $CA2: under SNAT its PORT shrinks by two
+  # bytes, under DNAT the server's 227 grows by two, each time: the router's sequence
+  # adjustment carries the offset over the rest of the connection and into the second rewrite)
+  local opts=() n=1
   case $1 in
     pasv) opts=(--disable-epsv) ;;
     eprt) opts=(-P -) ;;
     port) opts=(-P - --disable-eprt) ;;
+    pasv2) opts=(--disable-epsv); n=2 ;;
+    port2) opts=(--interface $CA2 -P $CA2 --disable-eprt); n=2 ;;
   esac
-  rm -f "$DIR/out/ftp.bin"
+  local i urls=()
+  for i in $(seq $n); do
+    rm -f "$DIR/out/ftp$i.bin"; urls+=(-o "$DIR/out/ftp$i.bin" "ftp://$TARGET/file.bin")
+  done
   rel_mark
-  ip netns exec $C timeout 12 curl -sS -v --connect-timeout 3 -m 8 "${opts[@]}" \
-    -o "$DIR/out/ftp.bin" "ftp://$TARGET/file.bin" >"$DIR/curl.log" 2>&1 ||
+  ip netns exec $C timeout 12 curl -sS -v --connect-timeout 3 -m 8 "${opts[@]}" "${urls[@]}" >"$DIR/curl.log" 2>&1 ||
     hfail "ftp $1: curl failed: $(grep -v '^[<>*{}]' $DIR/curl.log | tail -3)"
-  cmp -s "$DIR/ftp/file.bin" "$DIR/out/ftp.bin" || hfail "ftp $1: the file differs"
+  for i in $(seq $n); do
+    cmp -s "$DIR/ftp/file.bin" "$DIR/out/ftp$i.bin" || hfail "ftp $1: download $i differs"
+  done
+  if [ $n = 2 ]; then
+    grep -q "Re-using existing connection" "$DIR/curl.log" || hfail "ftp $1: curl did not reuse its control connection"
+  fi
   rel_check "ftp $1"
   # the address in PORT, EPRT or 227 as the client and as the server saw it: rewritten by the
   # router to its own (SNAT: PORT, EPRT) or to the public address (DNAT: 227)
   local cl sv
-  cl=$(grep -aoE '^[<>] (PORT|EPRT|227|229) .*' "$DIR/curl.log" | tr -d '\r' | tail -1)
-  sv=$(grep -aoE '"(PORT|EPRT|227|229) [^"]*' "$DIR/vsftpd.log" | tr -d '"' | tail -1)
+  cl=$(grep -aoE '^[<>] (PORT|EPRT|227|229) .*' "$DIR/curl.log" | tr -d '\r' | tail -$n | sed 's/^[<>] //' | join_lines)
+  sv=$(grep -aoE '"(PORT|EPRT|227|229) [^"]*' "$DIR/vsftpd.log" | tr -d '"' | tail -$n | join_lines)
+  local want=""
   case $NAT/$1 in
-    snat/port) grep -q "^PORT 198,18,61,1," <<<"$sv" || hfail "ftp port: the server saw $sv" ;;
-    snat/eprt) grep -q "^EPRT |1|198.18.61.1|" <<<"$sv" || hfail "ftp eprt: the server saw $sv" ;;
-    dnat/pasv) grep -q "^< 227 .*(198,18,61,100," <<<"$cl" || hfail "ftp pasv: the client saw $cl" ;;
+    snat/port*) want="PORT 198,18,61,1," ;;
+    snat/eprt) want="EPRT |1|198.18.61.1|" ;;
+    dnat/pasv*) want="227 Entering Passive Mode (198,18,61,100," ;;
   esac
-  ok "ftp $1: 300000 bytes byte for byte (client: $cl; server: $sv)"
+  case $NAT/$1 in
+    snat/*) [ -z "$want" ] || [ "$(grep -oF "$want" <<<"$sv" | wc -l)" = $n ] || hfail "ftp $1: the server saw $sv" ;;
+    dnat/*) [ -z "$want" ] || [ "$(grep -oF "$want" <<<"$cl" | wc -l)" = $n ] || hfail "ftp $1: the client saw $cl" ;;
+  esac
+  ok "ftp $1: $n x 300000 bytes byte for byte (client: $cl; server: $sv)"
 }
 
 tftp_get() {
@@ -366,7 +387,7 @@ for NAT in $NATS; do
   if [ "$NAT" = nohelper ]; then
     step control
   else
-    for m in epsv pasv eprt port; do step ftp_get $m; done
+    for m in epsv pasv eprt port pasv2 port2; do step ftp_get $m; done
     step tftp_get
     step sip_call
   fi
@@ -380,7 +401,7 @@ for NAT in $NATS; do
   else
     kill -TERM $WPID; wait $WPID || true; WPID=
   fi
-  [ "$NAT" = nohelper ] || [ "$FAILED" != "$F0" ] || ok "$ROUTER $NAT: ftp (EPSV, PASV, EPRT, PORT), tftp and sip through the router"
+  [ "$NAT" = nohelper ] || [ "$FAILED" != "$F0" ] || ok "$ROUTER $NAT: ftp (EPSV, PASV, EPRT, PORT, twice PASV, twice PORT), tftp and sip through the router"
 done
 done
 [ -z "$FAILED" ] || { echo "failed steps:"; tr '|' '\n' <<<"${FAILED#|}" | sed 's/^/  /'; }
