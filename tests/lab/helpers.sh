@@ -29,7 +29,7 @@
 # as related.
 #
 # HL_ROUTERS picks the routers (default "kernel weir"), HL_NAT the passes (default "snat dnat
-# nohelper"), HL_IO weir's io (default afpacket); HL_KEEP=1 keeps the scratch folder in
+# nohelper"), HL_IO weir's io (default afpacket), HL_WORKERS its workers (default 1); HL_KEEP=1 keeps the scratch folder in
 # /tmp/weirhl-kept; HL_KEEP_GOING=1 runs every step and lists the failed ones at the end.
 #
 # Usage: tests/lab/helpers.sh [path/to/weir]
@@ -38,7 +38,7 @@ C=weirhl-c R=weirhl-r S=weirhl-s
 NAMESPACES="$C $R $S" TOOLS="python3 ip nft ethtool curl vsftpd in.tftpd tftp ss cmp" PREFIX=weirhl
 . "$(dirname "$0")/common.sh"
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROUTERS=${HL_ROUTERS:-kernel weir} NATS=${HL_NAT:-snat dnat nohelper} IO=${HL_IO:-afpacket}
+ROUTERS=${HL_ROUTERS:-kernel weir} NATS=${HL_NAT:-snat dnat nohelper} IO=${HL_IO:-afpacket} WORKERS=${HL_WORKERS:-1}
 CA=198.18.60.2 CA2=198.18.60.200 RA=198.18.60.1 RB=198.18.61.1 SA=198.18.61.2 PUB=198.18.61.100
 # servers and captures, killed by their PID (then common.sh's cleanup)
 PIDS=""
@@ -77,7 +77,7 @@ done
 
 # the files served: random, 300 KB over FTP, 100 KB over TFTP (200 blocks)
 chmod 755 "$DIR"
-mkdir -p "$DIR/ftp" "$DIR/tftp" "$DIR/empty" "$DIR/out"
+mkdir -p "$DIR/ftp" "$DIR/tftp" "$DIR/empty" "$DIR/out" "$DIR/seen"
 head -c 300000 /dev/urandom > "$DIR/ftp/file.bin"
 head -c 100000 /dev/urandom > "$DIR/tftp/file.bin"
 chmod 755 "$DIR/ftp" "$DIR/tftp" "$DIR/empty"; chmod 644 "$DIR/ftp/file.bin" "$DIR/tftp/file.bin"
@@ -163,6 +163,7 @@ cat > "$DIR/weir.toml" <<T
 ruleset = "rules.nft"
 mode = "inline"
 io = "$IO"
+workers = $WORKERS
 [control]
 socket = "$DIR/weir.sock"
 [metrics]
@@ -305,27 +306,34 @@ tftp_get() {
   ok "tftp: 100000 bytes byte for byte"
 }
 
-sip_call() {
+sip_call() { # [client address, default $CA; media port, default 40000]
+  local ca=${1:-$CA} mport=${2:-40000}
   rel_mark
   ip netns exec $S timeout 15 python3 "$HERE/helpers/sip_ua.py" server $SA 42000 >"$DIR/sip-s.log" 2>&1 &
   local sp=$!
   PIDS="$PIDS $sp"
   for _ in $(seq 50); do ip netns exec $S ss -Hlun 'sport = :5060' | grep -q . && break; sleep 0.1; done
   local rc=0
-  ip netns exec $C timeout 15 python3 "$HERE/helpers/sip_ua.py" client $CA 40000 $TARGET >"$DIR/sip-c.log" 2>&1 || rc=$?
+  ip netns exec $C timeout 15 python3 "$HERE/helpers/sip_ua.py" client $ca $mport $TARGET >"$DIR/sip-c.log" 2>&1 || rc=$?
   local src=0
   wait $sp || src=$?
   PIDS=${PIDS/ $sp/}
   if [ $rc != 0 ] || [ $src != 0 ]; then
     echo "-- sip client (exit $rc):"; sed 's/^/  /' "$DIR/sip-c.log"
     echo "-- sip server (exit $src):"; sed 's/^/  /' "$DIR/sip-s.log"
-    hfail "sip: the call's media did not pass both ways"
+    hfail "sip from $ca: the call failed (its log above)"
   fi
-  rel_check "sip"
+  # the messages as each side received them, compared between the routers at the end (the
+  # masqueraded source port and the Call-ID masked)
+  local x
+  for x in c s; do
+    sed -E 's/(198\.18\.61\.1:)[0-9]+/\1PORT/g; s/weirhl-[0-9]+@/weirhl-ID@/' "$DIR/sip-$x.log" > "$DIR/seen/$ROUTER-$NAT-sip-$ca-$x.log"
+  done
+  rel_check "sip from $ca"
   local want="INVITE.s SDP names 198.18.61.1:" log=sip-s.log
   [ "$NAT" = dnat ] && want="200 OK.s SDP names 198.18.61.100:" log=sip-c.log
   grep -q "$want" "$DIR/$log" || hfail "sip: the SDP address was not rewritten: $(grep 'SDP names' $DIR/$log)"
-  ok "sip: INVITE/200 OK, RTP both ways ($(grep -o 'INVITE.s SDP names [0-9.:]*' "$DIR/sip-s.log"); $(grep -o "200 OK.s SDP names [0-9.:]*" "$DIR/sip-c.log"))"
+  ok "sip from $ca: INVITE/200 OK, RTP both ways ($(grep -o 'INVITE.s SDP names [0-9.:]*' "$DIR/sip-s.log"); $(grep -o "200 OK.s SDP names [0-9.:]*" "$DIR/sip-c.log"))"
 }
 
 # the control: without the helpers the PASV data connection is a new one to a port the ruleset
@@ -360,7 +368,7 @@ step() {
 }
 for ROUTER in $ROUTERS; do
 for NAT in $NATS; do
-  LABEL=$ROUTER; [ "$ROUTER" = weir ] && LABEL="weir inline (io = $IO)"
+  LABEL=$ROUTER; [ "$ROUTER" = weir ] && LABEL="weir inline (io = $IO, workers = $WORKERS)"
   echo "-- router: $LABEL, $NAT"
   TARGET=$SA; [ "$NAT" = dnat ] && TARGET=$PUB
   write_rules $NAT
@@ -390,6 +398,10 @@ for NAT in $NATS; do
     for m in epsv pasv eprt port pasv2 port2; do step ftp_get $m; done
     step tftp_get
     step sip_call
+    # a second call from the other address: its signalling masqueraded to another source port
+    # (the first call's 198.18.61.1:5060 is taken), its media on another port (the first
+    # call's media connection is still there)
+    step sip_call $CA2 40010
   fi
   captures_stop
   D=$(counted dropped)
@@ -404,6 +416,20 @@ for NAT in $NATS; do
   [ "$NAT" = nohelper ] || [ "$FAILED" != "$F0" ] || ok "$ROUTER $NAT: ftp (EPSV, PASV, EPRT, PORT, twice PASV, twice PORT), tftp and sip through the router"
 done
 done
+# the SIP messages each side received through weir are the ones it received through the kernel
+if [[ " $ROUTERS " = *" kernel "* && " $ROUTERS " = *" weir "* ]]; then
+  for f in "$DIR"/seen/kernel-*; do
+    g=$DIR/seen/weir-${f##*/kernel-}
+    [ -f "$g" ] || continue
+    if diff -u "$f" "$g" > "$DIR/seen.diff"; then
+      echo "ok: ${f##*/kernel-}: the same messages through weir as through the kernel"
+    else
+      echo "FAILED: ${f##*/kernel-}: other messages through weir than through the kernel:"; sed 's/^/  /' "$DIR/seen.diff"
+      FAILED="$FAILED|${f##*/kernel-} differs"
+      [ -n "${HL_KEEP_GOING:-}" ] || fail "the SIP messages differ"
+    fi
+  done
+fi
 [ -z "$FAILED" ] || { echo "failed steps:"; tr '|' '\n' <<<"${FAILED#|}" | sed 's/^/  /'; }
 echo "total $(awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f s", b - a }')"
 [ -z "$FAILED" ] || { echo "FAIL"; exit 1; }

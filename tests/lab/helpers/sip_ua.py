@@ -2,7 +2,8 @@
 """A minimal SIP user agent over UDP for tests/lab/helpers.sh: one INVITE with SDP, its 200 OK
 with SDP, then one "RTP" datagram each way to the media address and port the other side's SDP
 named (rewritten by the router's SIP helper under NAT). Exit status 0 when both datagrams
-arrived, 1 otherwise; the SIP messages received are printed for the log.
+arrived and each SIP message's Content-Length matched its body, 1 otherwise; the SIP messages
+received are printed for the log.
 
   sip_ua.py server ADDR MEDIA_PORT            answers one INVITE on ADDR:5060
   sip_ua.py client ADDR MEDIA_PORT SERVER     calls SERVER:5060 from ADDR:5060
@@ -50,6 +51,17 @@ def media_of(msg):
     return c.group(1), int(m.group(1))
 
 
+def length_ok(msg):
+    """Content-Length equals the body's length (a router that rewrites the SDP to an address of
+    another length must correct it)."""
+    head, _, body = msg.partition(b"\r\n\r\n")
+    m = re.search(rb"^(?:Content-Length|l)\s*:\s*(\d+)", head, re.M | re.I)
+    if not m or int(m.group(1)) != len(body):
+        print(f"Content-Length {m.group(1).decode() if m else None} but a body of {len(body)} bytes", flush=True)
+        return False
+    return True
+
+
 def recv(sock, what):
     sock.settimeout(TIMEOUT)
     try:
@@ -72,6 +84,8 @@ def server(addr, media_port):
     print(f"server got from {peer[0]}:{peer[1]}:\n{invite.decode(errors='replace')}", flush=True)
     if not invite.startswith(b"INVITE "):
         print("not an INVITE", flush=True)
+        return 1
+    if not length_ok(invite):
         return 1
     heads = dict(
         (k.lower(), v.strip())
@@ -123,6 +137,8 @@ def client(addr, media_port, server_addr):
     print(f"client got from {peer[0]}:{peer[1]}:\n{ok.decode(errors='replace')}", flush=True)
     if not ok.startswith(b"SIP/2.0 200 "):
         print("not a 200 OK", flush=True)
+        return 1
+    if not length_ok(ok):
         return 1
     data, src = recv(media, "the server's RTP")
     print(f"client: RTP {data!r} from {src[0]}:{src[1]}", flush=True)
