@@ -24,6 +24,10 @@ impl<X: Copy + Default> Conntrack<X> {
         for _ in 0..budget.min(n) {
             if self.gc_cursor >= n {
                 self.gc_cursor = 0;
+                // once per sweep of the table: expectations that expired or lost their master
+                if self.expects.len > 0 {
+                    self.expect_gc(now_ns);
+                }
             }
             let i = self.gc_cursor;
             self.gc_cursor += 1;

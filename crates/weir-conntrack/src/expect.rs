@@ -28,7 +28,8 @@ pub const MAX_PER_MASTER: usize = 8;
 pub const MAX_EXPECTATIONS: usize = 4096;
 
 /// How an expected connection is translated (Linux `nf_nat_follow_master`): its source becomes
-/// `src` and its destination `dst:dport` (equal to the packet's when there is no NAT).
+/// `src` and its destination `dst:dport`. `Follow::default()`: not translated by its master
+/// (whose connection has no NAT); the `nat` chains decide, as for any new connection.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Follow {
     pub src: u128,
@@ -68,7 +69,7 @@ fn key(t: &Tuple) -> Key {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Expectations {
     by_dst: HashMap<Key, Vec<Expectation>>,
-    len: usize,
+    pub(crate) len: usize,
 }
 
 /// A TCP connection's sequence shift in one direction (Linux `struct nf_ct_seqadj`): segments
@@ -195,7 +196,8 @@ impl<X: Copy + Default> Conntrack<X> {
         Some(e)
     }
 
-    /// Drop expired expectations and those whose master is gone (call now and then).
+    /// Drop expired expectations and those whose master is gone ([`Conntrack::gc`] does it
+    /// once per sweep of the table).
     pub fn expect_gc(&mut self, now_ns: u64) {
         let alive = |c: &Self, e: &Expectation| {
             e.expires_ns > now_ns

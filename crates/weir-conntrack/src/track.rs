@@ -173,7 +173,10 @@ impl<X: Copy + Default> Conntrack<X> {
             reply: t.invert(),
             entry: e,
             master: exp.map(|x| x.master),
-            follow: exp.map(|x| x.follow),
+            // (a master without NAT leaves its expected connection to the nat chains)
+            follow: exp
+                .map(|x| x.follow)
+                .filter(|f| *f != crate::Follow::default()),
         })
     }
 

@@ -268,6 +268,71 @@ pub struct WorkerStats {
     pub ruleset: RulesetStats,
     /// Per-flow scripts, when the worker has them.
     pub scripts: Option<ScriptsStats>,
+    /// Connection-tracking helpers, when the ruleset gives connections any.
+    pub helpers: Option<HelperStats>,
+}
+
+/// What connection-tracking helpers did (`ct helper set`: ftp, tftp, sip), from the stateful
+/// layer's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HelperStats {
+    /// Connections given a helper.
+    pub connections: u64,
+    /// Expectations recorded, and refused (the table of expectations full).
+    pub expectations: u64,
+    pub expect_refused: u64,
+    /// New connections that met an expectation (`ct state related`).
+    pub related: u64,
+    /// Packets whose payload was rewritten for NAT; of those, sent as a copy of another
+    /// length; rewrites due and not done.
+    pub rewritten: u64,
+    pub replaced: u64,
+    pub not_rewritten: u64,
+    /// Packets whose TCP sequence numbers were shifted after a rewrite.
+    pub seq_adjusted: u64,
+}
+
+impl HelperStats {
+    /// Of a worker's stateful layer; None when no connection had a helper.
+    pub fn of(s: &weir_engine::stateful::StatefulStats) -> Option<HelperStats> {
+        (s.helper_assigned > 0).then_some(HelperStats {
+            connections: s.helper_assigned,
+            expectations: s.helper_expectations,
+            expect_refused: s.helper_expect_refused,
+            related: s.helper_related,
+            rewritten: s.helper_rewritten,
+            replaced: s.helper_replaced,
+            not_rewritten: s.helper_unmangled,
+            seq_adjusted: s.seq_adjusted,
+        })
+    }
+
+    /// The counters with their metric names and help, for the metrics and the status line.
+    pub fn named(&self) -> [(&'static str, &'static str, u64); 8] {
+        [
+            ("weir_ct_helper_connections", "Connections given a helper (ct helper set).", self.connections),
+            ("weir_ct_helper_expectations", "Connections helpers expected (an FTP data connection, a TFTP transfer, SIP media).", self.expectations),
+            ("weir_ct_helper_expectations_refused", "Expectations refused: the table of expectations was full.", self.expect_refused),
+            ("weir_ct_helper_related", "New connections that met an expectation (ct state related).", self.related),
+            ("weir_ct_helper_rewritten", "Packets whose payload a helper rewrote for NAT.", self.rewritten),
+            ("weir_ct_helper_replaced", "Rewritten packets of another length, sent as a rewritten copy.", self.replaced),
+            ("weir_ct_helper_not_rewritten", "Packets a helper should have rewritten and did not (a fragment, a local packet changing length).", self.not_rewritten),
+            ("weir_ct_helper_seq_adjusted", "TCP packets whose sequence numbers were shifted after a helper's rewrite.", self.seq_adjusted),
+        ]
+    }
+}
+
+impl std::ops::AddAssign<&HelperStats> for HelperStats {
+    fn add_assign(&mut self, o: &HelperStats) {
+        self.connections += o.connections;
+        self.expectations += o.expectations;
+        self.expect_refused += o.expect_refused;
+        self.related += o.related;
+        self.rewritten += o.rewritten;
+        self.replaced += o.replaced;
+        self.not_rewritten += o.not_rewritten;
+        self.seq_adjusted += o.seq_adjusted;
+    }
 }
 
 /// Per-flow scripts' counters ([`weir_script::ScriptStats`]) and their Lua functions'.
@@ -372,7 +437,23 @@ impl WorkerStats {
             self.fragments_followed,
             self.flowtable
                 .map(|(o, f, t)| format!("; flowtable offloaded {o} fast path {f} teardowns {t}"))
-                .unwrap_or_default(),
+                .unwrap_or_default()
+                + &self
+                    .helpers
+                    .map(|h| {
+                        format!(
+                            "; ct helpers: connections {} expectations {} (refused {}) related {} rewritten {} (replaced {}, not rewritten {}) seq adjusted {}",
+                            h.connections,
+                            h.expectations,
+                            h.expect_refused,
+                            h.related,
+                            h.rewritten,
+                            h.replaced,
+                            h.not_rewritten,
+                            h.seq_adjusted
+                        )
+                    })
+                    .unwrap_or_default(),
             self.io_line(),
         )
     }
@@ -416,6 +497,9 @@ impl WorkerStats {
             t.fragments_followed += w.fragments_followed;
             t.fast_path += w.fast_path;
             t.ruleset.add(&w.ruleset);
+            if let Some(h) = &w.helpers {
+                *t.helpers.get_or_insert_with(Default::default) += h;
+            }
             if let Some(sc) = &w.scripts {
                 t.scripts.get_or_insert_with(Default::default).add(sc);
             }
@@ -468,6 +552,8 @@ pub struct Total {
     pub workers: Vec<(usize, String, u64)>,
     /// Per-flow scripts, when the workers have them.
     pub scripts: Option<ScriptsStats>,
+    /// Connection-tracking helpers, when the workers' connections had any.
+    pub helpers: Option<HelperStats>,
 }
 
 /// Process-wide facts: reloads, CPU time.
@@ -535,6 +621,7 @@ mod tests {
                 errors: 0,
             },
             scripts: None,
+            helpers: None,
             ruleset: RulesetStats {
                 rules: vec![RuleStat {
                     table: "inet filter".into(),
@@ -593,5 +680,34 @@ mod tests {
         let t = WorkerStats::sum(&[a, b]);
         assert_eq!(t.ruleset.counters[0].value, 7);
         assert_eq!(t.ruleset.quotas[0].value, 900);
+    }
+
+    /// Helpers' counters are summed over workers and shown only where connections had one.
+    #[test]
+    fn helper_counters_sum_and_show() {
+        let mut a = worker(0, 10);
+        let b = worker(1, 10);
+        assert!(!a.status_line().contains("ct helpers"));
+        let h = HelperStats {
+            connections: 2,
+            expectations: 3,
+            related: 1,
+            rewritten: 1,
+            replaced: 1,
+            seq_adjusted: 4,
+            ..HelperStats::default()
+        };
+        a.helpers = Some(h);
+        let mut c = b.clone();
+        c.helpers = Some(h);
+        let t = WorkerStats::sum(&[a.clone(), b, c]);
+        let th = t.helpers.unwrap();
+        assert_eq!(
+            (th.connections, th.expectations, th.seq_adjusted),
+            (4, 6, 8)
+        );
+        assert!(a
+            .status_line()
+            .contains("ct helpers: connections 2 expectations 3 (refused 0) related 1"));
     }
 }

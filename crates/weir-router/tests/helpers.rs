@@ -2,7 +2,8 @@
 //! behind masquerade (active mode: its `PORT` rewritten to the router's address, the segment
 //! one byte shorter, later sequence numbers shifted both ways, the server's data connection
 //! `related` and translated back to the client; passive mode: the client's data connection
-//! `related` and masqueraded), a TFTP transfer, and the same traffic without `ct helper set`
+//! `related` and masqueraded), a TFTP transfer, a SIP call (the INVITE's addresses rewritten,
+//! media both ways `related`), and the same traffic without `ct helper set`
 //! (the data connections are then new, and the ruleset drops them).
 
 use std::net::Ipv4Addr;
@@ -24,7 +25,8 @@ const PUBLIC: Ipv4Addr = Ipv4Addr::new(198, 18, 31, 1);
 fn ruleset(helpers: bool) -> String {
     let set = if helpers {
         r#"tcp dport 21 ct helper set "ftp-standard"
-    udp dport 69 ct helper set "tftp-standard""#
+    udp dport 69 ct helper set "tftp-standard"
+    udp dport 5060 ct helper set "sip-standard""#
     } else {
         ""
     };
@@ -32,6 +34,7 @@ fn ruleset(helpers: bool) -> String {
         r#"table ip f {{
   ct helper ftp-standard {{ type "ftp" protocol tcp; }}
   ct helper tftp-standard {{ type "tftp" protocol udp; }}
+  ct helper sip-standard {{ type "sip" protocol udp; }}
   chain pre {{
     type filter hook prerouting priority 0; policy accept;
     {set}
@@ -42,6 +45,7 @@ fn ruleset(helpers: bool) -> String {
     ct state related counter accept
     iifname "lan0" tcp dport 21 ct state new accept
     iifname "lan0" udp dport 69 ct state new accept
+    iifname "lan0" udp dport 5060 ct state new accept
   }}
 }}
 table ip nat {{
@@ -339,4 +343,75 @@ fn without_the_helper_the_data_connections_are_new_and_dropped() {
     // not forwarded: for the router itself (nothing listens there)
     assert!(!matches!(fate, Fate::Out { .. }), "{fate:?}");
     assert_eq!(sf.stats().helper_expectations, 0);
+}
+
+fn sip(from_client: bool, body_addr: &str, media_port: u16, first: &str) -> Vec<u8> {
+    let sdp = format!(
+        "v=0\r\no=- 1 1 IN IP4 {body_addr}\r\ns=-\r\nc=IN IP4 {body_addr}\r\nt=0 0\r\nm=audio {media_port} RTP/AVP 0\r\n"
+    );
+    let msg = format!(
+        "{first}\r\nVia: SIP/2.0/UDP 198.18.30.22:5060;branch=z9hG4bK1\r\nFrom: <sip:a@198.18.30.22>;tag=1\r\nTo: <sip:b@198.18.31.2>\r\nCall-ID: 1@x\r\nCSeq: 1 INVITE\r\nContact: <sip:a@198.18.30.22:5060>\r\nContent-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}",
+        sdp.len()
+    );
+    if from_client {
+        Builder::new()
+            .macs(CMAC.0, LAN.0)
+            .udp(CLIENT, SERVER, 5060, 5060, msg.as_bytes())
+    } else {
+        Builder::new()
+            .macs(SMAC.0, WAN.0)
+            .udp(SERVER, PUBLIC, 5060, 5060, msg.as_bytes())
+    }
+}
+
+#[test]
+fn sip_call_behind_masquerade() {
+    let (mut sf, mut net) = lab(true);
+    let invite = sip(
+        true,
+        "198.18.30.22",
+        20000,
+        "INVITE sip:b@198.18.31.2 SIP/2.0",
+    );
+    let (fate, _) = go(&mut sf, &mut net, invite, 0);
+    assert!(matches!(fate, Fate::Drop(Reason::Replaced)), "{fate:?}");
+    let out = sf.take_queue_out();
+    assert_eq!(out.len(), 1);
+    let pm = PacketMeta::parse(&out[0], LinkType::RawIp);
+    assert!(pm.ipv4_checksum_ok(&out[0]) && pm.transport_checksum_ok(&out[0]));
+    let (ps, pl) = pm.payload(&out[0]).unwrap();
+    let text = String::from_utf8_lossy(&out[0][ps..ps + pl]).to_string();
+    assert!(!text.contains("198.18.30.22"), "{text}");
+    assert!(text.contains("c=IN IP4 198.18.31.1\r\n"), "{text}");
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert!(
+        head.contains(&format!("Content-Length: {}", body.len())),
+        "{text}"
+    );
+    // the server answers with its media port; media from it to the address it was told
+    let ok = sip(false, "198.18.31.2", 30000, "SIP/2.0 200 OK");
+    let (fate, _) = go(&mut sf, &mut net, ok, 1);
+    assert!(
+        matches!(
+            fate,
+            Fate::Out { port: 0, .. } | Fate::Drop(Reason::Replaced)
+        ),
+        "{fate:?}"
+    );
+    sf.take_queue_out();
+    let rtp = Builder::new()
+        .macs(SMAC.0, WAN.0)
+        .udp(SERVER, PUBLIC, 30000, 20000, b"rtp");
+    let (fate, f) = go(&mut sf, &mut net, rtp, 1);
+    assert!(matches!(fate, Fate::Out { port: 0, .. }), "{fate:?}");
+    let pm = PacketMeta::parse(&f, LinkType::Ethernet);
+    assert_eq!((pm.daddr, pm.dport), (u32::from(CLIENT) as u128, 20000));
+    let rtp = Builder::new()
+        .macs(CMAC.0, LAN.0)
+        .udp(CLIENT, SERVER, 20002, 30000, b"rtp");
+    let (fate, f) = go(&mut sf, &mut net, rtp, 0);
+    assert!(matches!(fate, Fate::Out { port: 1, .. }), "{fate:?}");
+    let pm = PacketMeta::parse(&f, LinkType::Ethernet);
+    assert_eq!(pm.saddr, u32::from(PUBLIC) as u128);
+    assert_eq!(sf.stats().helper_related, 2);
 }

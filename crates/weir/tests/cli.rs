@@ -853,14 +853,15 @@ fn systemd_unit_verifies() {
     );
 }
 
-/// A ruleset with a construct weir loads but does not evaluate yet (`ct helper set`) checks,
+/// A ruleset with a construct weir loads but does not evaluate yet (`ct helper set` with the
+/// IRC helper; ftp, tftp and sip run) checks,
 /// listed as such, and `weir replay` refuses it naming the rule, rather than pass it over.
 #[test]
 fn replay_refuses_what_it_does_not_evaluate() {
     let rules = tmp("helper.nft");
     std::fs::write(
         &rules,
-        "table ip t {\n ct helper ftp-tcp { type \"ftp\" protocol tcp; }\n chain c {\n  type filter hook prerouting priority 0\n  ip protocol tcp ct helper set \"ftp-tcp\"\n }\n}\n",
+        "table ip t {\n ct helper irc-tcp { type \"irc\" protocol tcp; }\n chain c {\n  type filter hook prerouting priority 0\n  ip protocol tcp ct helper set \"irc-tcp\"\n }\n}\n",
     )
     .unwrap();
     let out = weir().arg("check").arg(&rules).output().unwrap();

@@ -114,6 +114,11 @@ impl Snapshot {
                     .collect(),
             ),
         ];
+        if let Some(h) = &t.helpers {
+            for (name, help, v) in h.named() {
+                f.push((name, help, C, one(v)));
+            }
+        }
         if let Some(sc) = &t.scripts {
             for (name, help, v) in sc.stats.named() {
                 f.push((name, help, C, one(v)));

@@ -215,6 +215,7 @@ impl Worker {
                 .and_then(|h| h.as_any())
                 .and_then(|a| a.downcast_ref::<weir_script::Scripts>())
                 .map(crate::stats::ScriptsStats::of),
+            helpers: crate::stats::HelperStats::of(s),
         }
     }
 

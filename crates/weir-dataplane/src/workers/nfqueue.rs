@@ -177,7 +177,8 @@ fn direction_key(ip: &[u8]) -> u64 {
 const HEADER_COPY: u16 = 256;
 
 /// Whether the ruleset may change packets (NAT, header writes) or hand them to per-flow
-/// scripts (`queue`, which read payloads and rewrite them): then weir needs them whole.
+/// scripts (`queue`, which read payloads and rewrite them), or has connection-tracking helpers
+/// (which read payloads): then weir needs them whole.
 fn rewrites(sf: &Stateful) -> bool {
     sf.has_nat()
         || sf.ruleset().tables.iter().any(|t| {
@@ -186,7 +187,9 @@ fn rewrites(sf: &Stateful) -> bool {
                     r.exprs.iter().any(|e| {
                         matches!(
                             e,
-                            weir_lang::ir::Expr::Assign { .. } | weir_lang::ir::Expr::Queue(_)
+                            weir_lang::ir::Expr::Assign { .. }
+                                | weir_lang::ir::Expr::Queue(_)
+                                | weir_lang::ir::Expr::CtHelper { .. }
                         )
                     })
                 })
@@ -338,7 +341,9 @@ pub fn process(
             return (d, false, answer);
         }
     }
-    let d = sf.finish(&mut pc, now);
+    // the connection's helper reads the packet here (expectations; no NAT in this mode, so no
+    // rewrite)
+    let d = sf.finish_frame(buf, &mut pm, &mut pc, now, false);
     (d, writes(sf) != before, None)
 }
 
