@@ -4,11 +4,14 @@
 //! mode over AF_XDP and AF_PACKET (ICMP with TTL, IPv6 with neighbour discovery, ICMP errors
 //! from the router, traces, TCP through masquerade, drops, refusals, clean shutdown); inline
 //! mode as the load balancer of nftlb's testbed (lb.sh: wrk clients, nginx backends, DNAT and
-//! SNAT farms); per-flow scripts against a DPI stand-in (scripts.sh) and each desync action's
-//! packets on the wire (scripts-wire.sh); and `weir bench lab`'s harness on a short run. They
-//! need root, iproute2, iptables, nftables, iperf3, ping and ethtool (lb.sh also nginx, wrk and
-//! curl; the scripts labs python3); a test prints SKIP and a reason when it cannot run, and
-//! passes over it then.
+//! SNAT farms); the conntrack helpers ftp, tftp and sip with real clients and servers through
+//! a NAT router, the kernel first, then weir inline (helpers.sh: curl and vsftpd, tftp and
+//! in.tftpd, a python SIP user agent); per-flow scripts against a DPI stand-in (scripts.sh) and
+//! each desync action's packets on the wire (scripts-wire.sh); and `weir bench lab`'s harness
+//! on a short run. They need root, iproute2, iptables, nftables, iperf3, ping and ethtool
+//! (lb.sh also nginx, wrk and curl; helpers.sh curl, vsftpd, tftpd-hpa, tftp-hpa and python3,
+//! tcpdump optional; the scripts labs python3); a test prints SKIP and a reason when it cannot
+//! run, and passes over it then.
 
 use std::process::Command;
 
@@ -139,6 +142,16 @@ fn local_delivery_in_a_namespace_lab() {
 #[test]
 fn load_balancer_in_a_namespace_lab() {
     lab("lb.sh");
+}
+
+/// The conntrack helpers with real clients through a NAT router (helpers.sh), the kernel as the
+/// router and then weir inline, same ruleset (`ct helper set` for ftp, tftp and sip, a forward
+/// chain that lets data and media through only as related), SNAT and DNAT: curl downloads from
+/// vsftpd in EPSV, PASV, EPRT and PORT mode, tftp from in.tftpd, a SIP call's RTP both ways,
+/// each byte for byte with related packets counted; without the helpers the data is dropped.
+#[test]
+fn conntrack_helpers_with_real_clients() {
+    lab("helpers.sh");
 }
 
 /// `weir bench lab` on a short run: every mode forwards, every figure is there, the lab is
