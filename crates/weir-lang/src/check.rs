@@ -14,6 +14,7 @@ use crate::ir::Table;
 
 mod gather;
 mod headers;
+mod jumps;
 mod keys;
 pub(crate) use headers::tcp_option_name;
 mod ctobj;

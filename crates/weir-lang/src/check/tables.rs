@@ -2,8 +2,9 @@
 //! chain hooks, priorities and policies), then its rules and the jump graph.
 
 use super::gather::{val_u64, TableAcc};
+use super::jumps::check_jumps;
 use super::limits::{lower_limit, lower_quota_words};
-use super::rules::{check_jumps, lower_rule};
+use super::rules::lower_rule;
 use super::sets::lower_set;
 use crate::ast::{self, Val};
 use crate::diag::Diagnostic;
