@@ -274,6 +274,16 @@ impl Weir {
                 ct_state: p.conn.state_bits(),
                 wall_ns: p.wall_ns.wrapping_add(self.wall_shift_ns),
                 cpu: self.cpu,
+                // `rt mtu` after routing: the labs' links are 1,500 bytes both ways
+                rt_mss: if has_out {
+                    if pm.l3 == weir_wire::L3::Ipv6 {
+                        1440
+                    } else {
+                        1460
+                    }
+                } else {
+                    0
+                },
                 ..Meta::default()
             };
             if let Conn::Tracked(c) = p.conn {
