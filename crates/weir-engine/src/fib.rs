@@ -321,3 +321,15 @@ fn addr_type6(t: &dyn Fib, dst: u128, src: u128, dev: Dev, skb_dev: Dev, mark: u
         rtn::UNICAST
     }
 }
+
+/// `rt mtu` (nft's `NFT_RT_TCPMSS`, the kernel's `get_tcpmss`): the TCP MSS a route of MTU
+/// `mtu` carries, less the IP and TCP headers (40 bytes, 60 for IPv6); 536 when that leaves
+/// nothing or the MTU is out of range.
+pub fn tcp_mss(mtu: usize, v6: bool) -> u16 {
+    let minlen = if v6 { 60 } else { 40 };
+    if mtu <= minlen || mtu > 0xffff {
+        536
+    } else {
+        (mtu - minlen) as u16
+    }
+}

@@ -156,7 +156,11 @@ pub(crate) fn set(frame: &mut [u8], pm: &PacketMeta, packed: u128) -> bool {
             if (at - l4) % 2 == 0 {
                 csum = weir_wire::checksum::update16(csum, old, new);
             } else {
-                return fix_full(frame, pm, l4);
+                {
+                    // an odd offset straddles two 16-bit words: the checksum afresh
+                    crate::stateful::finish_transport(frame, pm);
+                    return true;
+                }
             }
         }
         4 => {
@@ -168,18 +172,16 @@ pub(crate) fn set(frame: &mut [u8], pm: &PacketMeta, packed: u128) -> bool {
             if (at - l4) % 2 == 0 {
                 csum = weir_wire::checksum::update32(csum, old, value);
             } else {
-                return fix_full(frame, pm, l4);
+                {
+                    // an odd offset straddles two 16-bit words: the checksum afresh
+                    crate::stateful::finish_transport(frame, pm);
+                    return true;
+                }
             }
         }
         _ => return false,
     }
     frame[l4 + 16..l4 + 18].copy_from_slice(&csum.to_be_bytes());
-    true
-}
-
-/// The TCP checksum computed afresh (a field at an odd offset).
-fn fix_full(frame: &mut [u8], pm: &PacketMeta, _l4: usize) -> bool {
-    crate::stateful::finish_transport(frame, pm);
     true
 }
 

@@ -399,12 +399,7 @@ impl Router {
                 mtu = mtu.min(self.ports[self.routes.get(ri).port].mtu);
             }
         }
-        let minlen = if pm.l3 == weir_wire::L3::Ipv6 { 60 } else { 40 };
-        if mtu <= minlen || mtu > 0xffff {
-            536
-        } else {
-            (mtu - minlen) as u16
-        }
+        weir_engine::fib::tcp_mss(mtu, pm.l3 == weir_wire::L3::Ipv6)
     }
 
     fn meta(&self, iif: Option<usize>, oif: Option<usize>, mark: u32) -> Meta {

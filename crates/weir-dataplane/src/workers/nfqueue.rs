@@ -281,12 +281,7 @@ impl IfNames {
         if back != 0 {
             mtu = mtu.min(back);
         }
-        let minlen = if v6 { 60 } else { 40 };
-        if mtu <= minlen || mtu > 0xffff {
-            536
-        } else {
-            (mtu - minlen) as u16
-        }
+        weir_engine::fib::tcp_mss(mtu as usize, v6)
     }
 
     /// The device's ARPHRD type (`meta iiftype`), 0 when unknown.

@@ -326,9 +326,9 @@ fn set_lengths(ip: &mut [u8], pm: &PacketMeta) {
     match pm.l3 {
         L3::Ipv4 => {
             ip[2..4].copy_from_slice(&(n as u16).to_be_bytes());
-            let hl = (ip[0] & 0x0f) as usize * 4;
+            let hl = ((ip[0] & 0x0f) as usize * 4).min(n);
             ip[10..12].copy_from_slice(&[0, 0]);
-            let c = checksum_with(0, &ip[..hl.min(n)]);
+            let c = checksum_with(0, &ip[..hl]);
             ip[10..12].copy_from_slice(&c.to_be_bytes());
         }
         _ => {
