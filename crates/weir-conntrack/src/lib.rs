@@ -109,6 +109,7 @@ mod evict;
 pub mod expect;
 mod index;
 mod prefetch;
+pub mod synproxy;
 mod table;
 mod track;
 mod tuple;

@@ -67,6 +67,8 @@ pub struct Conntrack<X> {
     pub(crate) seqadj: std::collections::HashMap<u32, [crate::expect::SeqOff; 2]>,
     /// Labels of entries with `S_LABELS`, by slot.
     labels: std::collections::HashMap<u32, u128>,
+    /// SYN proxy state of the connections a SYN proxy opened, by slot.
+    pub(crate) synproxy: std::collections::HashMap<u32, crate::synproxy::SynproxyExt>,
     /// Timeout policies (`ct timeout` objects), an entry's `policy` - 1 indexes them.
     policies: Vec<crate::Timeouts>,
 }
@@ -137,6 +139,7 @@ impl<X: Copy + Default> Conntrack<X> {
             seqadj: Default::default(),
             policies: Vec::new(),
             labels: Default::default(),
+            synproxy: Default::default(),
         }
     }
 
@@ -351,6 +354,9 @@ impl<X: Copy + Default> Conntrack<X> {
         }
         if e.tcp.ct_status & S_LABELS != 0 {
             self.labels.remove(&idx);
+        }
+        if !self.synproxy.is_empty() {
+            self.synproxy.remove(&idx);
         }
         e.tcp.ct_status = 0;
         e.addr[0] = self.free_head;

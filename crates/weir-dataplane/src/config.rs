@@ -258,12 +258,17 @@ pub struct ControlConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct CtConfig {
     pub max_entries: usize,
+    /// Pick up TCP connections from a packet other than a SYN (Linux's
+    /// `nf_conntrack_tcp_loose`, on by default). Off for a SYN proxy: the client's ACK must
+    /// then be `ct state invalid` to reach `synproxy`.
+    pub tcp_loose: bool,
 }
 
 impl Default for CtConfig {
     fn default() -> Self {
         CtConfig {
             max_entries: 262_144,
+            tcp_loose: true,
         }
     }
 }

@@ -66,7 +66,8 @@ pub fn cpu_seconds() -> (f64, f64) {
     (t(ru.ru_utime), t(ru.ru_stime))
 }
 
-/// Load and check the ruleset; the errors as text. In NFQUEUE mode NAT is refused.
+/// Load and check the ruleset; the errors as text. In NFQUEUE mode NAT and `synproxy` are
+/// refused.
 pub fn load(
     path: &Path,
     nfqueue: bool,
@@ -131,6 +132,18 @@ fn nat_in_nfqueue_mode(rs: &weir_lang::ir::Ruleset) -> Option<String> {
             for r in &c.rules {
                 if r.exprs
                     .iter()
+                    .any(|e| matches!(e, weir_lang::ir::Expr::Synproxy(_)))
+                {
+                    return Some(format!(
+                        "error: synproxy in nfqueue mode: `{}` (table {} {}, chain {}): the SYN proxy sends packets of its own and rewrites every packet of the connections it opens, which only a router does. Use mode = \"inline\" (weir routes), or the kernel's own synproxy beside weir's filtering.\n",
+                        r.text,
+                        t.family.name(),
+                        t.name,
+                        c.name
+                    ));
+                }
+                if r.exprs
+                    .iter()
                     .any(|e| matches!(e, weir_lang::ir::Expr::Nat(_)))
                 {
                     return Some(format!(
@@ -171,6 +184,7 @@ fn stateful(eng: Engine, cfg: &Config) -> anyhow::Result<Stateful> {
         eng,
         weir_conntrack::Config {
             max_entries: cfg.conntrack.max_entries,
+            tcp_loose: cfg.conntrack.tcp_loose,
             ..weir_conntrack::Config::default()
         },
     );

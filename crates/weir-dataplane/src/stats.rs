@@ -270,6 +270,77 @@ pub struct WorkerStats {
     pub scripts: Option<ScriptsStats>,
     /// Connection-tracking helpers, when the ruleset gives connections any.
     pub helpers: Option<HelperStats>,
+    /// The SYN proxy, when it saw a SYN or an ACK.
+    pub synproxy: Option<SynproxyStats>,
+}
+
+/// What the SYN proxy did (`synproxy`; Linux's `/proc/net/stat/synproxy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SynproxyStats {
+    /// SYNs answered with a cookie.
+    pub syn_received: u64,
+    /// ACKs whose cookie was good (the connection opened to the server) / not (dropped).
+    pub cookie_valid: u64,
+    pub cookie_invalid: u64,
+    /// Good ACKs that came again before the server answered.
+    pub cookie_retrans: u64,
+    /// Connections opened again on their entry.
+    pub conn_reopened: u64,
+}
+
+impl SynproxyStats {
+    /// Of a worker's stateful layer; None when the proxy saw nothing.
+    pub fn of(s: &weir_engine::stateful::StatefulStats) -> Option<SynproxyStats> {
+        let x = SynproxyStats {
+            syn_received: s.synproxy_syn,
+            cookie_valid: s.synproxy_cookie_valid,
+            cookie_invalid: s.synproxy_cookie_invalid,
+            cookie_retrans: s.synproxy_cookie_retrans,
+            conn_reopened: s.synproxy_reopened,
+        };
+        (x != SynproxyStats::default()).then_some(x)
+    }
+
+    /// The counters with their metric names and help, for the metrics and the status line.
+    pub fn named(&self) -> [(&'static str, &'static str, u64); 5] {
+        [
+            (
+                "weir_synproxy_syn_received",
+                "SYNs the SYN proxy answered with a cookie.",
+                self.syn_received,
+            ),
+            (
+                "weir_synproxy_cookie_valid",
+                "ACKs whose SYN cookie was good: the connection opened to the server.",
+                self.cookie_valid,
+            ),
+            (
+                "weir_synproxy_cookie_invalid",
+                "ACKs whose SYN cookie was not good (dropped).",
+                self.cookie_invalid,
+            ),
+            (
+                "weir_synproxy_cookie_retrans",
+                "Good ACKs that came again before the server answered.",
+                self.cookie_retrans,
+            ),
+            (
+                "weir_synproxy_conn_reopened",
+                "Proxied connections opened again on their entry.",
+                self.conn_reopened,
+            ),
+        ]
+    }
+}
+
+impl std::ops::AddAssign<&SynproxyStats> for SynproxyStats {
+    fn add_assign(&mut self, o: &SynproxyStats) {
+        self.syn_received += o.syn_received;
+        self.cookie_valid += o.cookie_valid;
+        self.cookie_invalid += o.cookie_invalid;
+        self.cookie_retrans += o.cookie_retrans;
+        self.conn_reopened += o.conn_reopened;
+    }
 }
 
 /// What connection-tracking helpers did (`ct helper set`: ftp, tftp, sip), from the stateful
@@ -403,6 +474,12 @@ impl WorkerStats {
         if c.fragmented > 0 {
             extra += &format!("; forwarded in fragments {}", c.fragmented);
         }
+        if let Some(x) = &self.synproxy {
+            extra += &format!(
+                "; synproxy: SYNs {} cookies good {} bad {} again {} reopened {}",
+                x.syn_received, x.cookie_valid, x.cookie_invalid, x.cookie_retrans, x.conn_reopened
+            );
+        }
         if c.script_sent + c.script_unsent > 0 {
             extra += &format!(
                 "; sent by scripts {} (not sent {})",
@@ -500,6 +577,9 @@ impl WorkerStats {
             if let Some(h) = &w.helpers {
                 *t.helpers.get_or_insert_with(Default::default) += h;
             }
+            if let Some(x) = &w.synproxy {
+                *t.synproxy.get_or_insert_with(Default::default) += x;
+            }
             if let Some(sc) = &w.scripts {
                 t.scripts.get_or_insert_with(Default::default).add(sc);
             }
@@ -554,6 +634,8 @@ pub struct Total {
     pub scripts: Option<ScriptsStats>,
     /// Connection-tracking helpers, when the workers' connections had any.
     pub helpers: Option<HelperStats>,
+    /// The SYN proxy, when it saw anything.
+    pub synproxy: Option<SynproxyStats>,
 }
 
 /// Process-wide facts: reloads, CPU time.
@@ -622,6 +704,7 @@ mod tests {
             },
             scripts: None,
             helpers: None,
+            synproxy: None,
             ruleset: RulesetStats {
                 rules: vec![RuleStat {
                     table: "inet filter".into(),

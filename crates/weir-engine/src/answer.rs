@@ -232,6 +232,6 @@ impl Stateful {
                 return d;
             }
         }
-        self.finish(&mut pc, now)
+        self.finish_frame(frame, &mut pm, &mut pc, now, false)
     }
 }

@@ -190,6 +190,7 @@ pub enum CExpr {
     /// base chains of the hook run, as after NF_QUEUE's reinjection with NF_ACCEPT) and the
     /// caller hands the packet to the queue's per-flow processing.
     Queue(ir::Queue),
+    Synproxy(ir::Synproxy),
     /// A reference to a named object of the table (`limit name`, an object map).
     ObjRef(Box<CObjRef>),
     /// Evaluated by the stateful engine (ct count, flow add, dynamic sets); the
@@ -731,6 +732,7 @@ fn compile_expr(e: &Expr, slots: &mut Slots) -> CExpr {
                 .map(|(fam, a)| (*fam, Box::new(compile_value(a)))),
         },
         Expr::Queue(q) => CExpr::Queue(*q),
+        Expr::Synproxy(s) => CExpr::Synproxy(*s),
         Expr::ObjRef(o) => CExpr::ObjRef(Box::new(CObjRef {
             kind: o.kind,
             target: match &o.target {

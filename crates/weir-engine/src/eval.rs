@@ -39,6 +39,12 @@ pub enum DropReason {
     /// A connection-tracking helper rewrote the packet to another length: its rewritten copy
     /// is sent in its place (`Stateful::take_queue_out`).
     Replaced,
+    /// Taken by the SYN proxy (`synproxy`): a client's SYN it answered, an ACK whose cookie
+    /// opened the connection to the server, the server's SYN-ACK it acknowledged (what it
+    /// sends: `Stateful::take_stack_out`).
+    Synproxy,
+    /// An ACK `synproxy` met whose cookie is not one of the proxy's (or too old).
+    SynproxyCookie,
 }
 
 /// The final decision for one packet at one hook.
@@ -148,6 +154,8 @@ pub struct Meta {
     /// by the chains, cleared by whoever runs them (a hook's caller reads it after the
     /// hook).
     pub queue: Option<weir_lang::ir::Queue>,
+    /// A `synproxy` statement took the packet (a SYN or an ACK): the stateful layer answers.
+    pub synproxy: Option<weir_lang::ir::Synproxy>,
     /// A `ct helper set` statement ran: the helper (`crate::helper::Kind` as u8) a new
     /// connection gets.
     pub helper: u8,
@@ -1157,6 +1165,24 @@ impl Engine {
                     }
                 }
                 CExpr::Notrack => p.meta.notrack = true,
+                CExpr::Synproxy(info) => {
+                    // nft_synproxy_do_eval: not TCP, the rule stops; a wrong checksum, dropped;
+                    // a SYN or an ACK, taken (NF_STOLEN); anything else goes on
+                    if p.pm.l4proto != weir_wire::meta::proto::TCP || !p.pm.has_l4 {
+                        return Outcome::Next;
+                    }
+                    let flags = p.frame.get(p.pm.l4_off as usize + 13).copied();
+                    let Some(flags) = flags.filter(|_| p.pm.transport_checksum_ok(p.frame)) else {
+                        return Outcome::Verdict(Verdict::Drop);
+                    };
+                    if flags & (crate::synproxy::SYN | crate::synproxy::ACK) != 0 {
+                        p.meta.synproxy = Some(*info);
+                        let h = &mut st.rule_hits[r.gid];
+                        h.0 += 1;
+                        h.1 += bytes;
+                        return Outcome::Verdict(Verdict::Accept);
+                    }
+                }
                 CExpr::Queue(q) => {
                     p.meta.queue = Some(*q);
                     let h = &mut st.rule_hits[r.gid];

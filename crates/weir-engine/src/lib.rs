@@ -20,6 +20,7 @@ pub mod objects;
 mod random;
 pub mod sets;
 pub mod stateful;
+pub mod synproxy;
 mod tcp_strip;
 
 pub use compile::{Compiled, Mode};

@@ -31,9 +31,11 @@ mod ctobj;
 mod fast;
 mod help;
 mod queue;
+mod synproxy;
 
 pub(crate) use help::finish_transport;
 pub use queue::{FlowHook, QueueVerdict, Queued, QueuedConn, TICK_NS};
+pub use synproxy::StackSend;
 
 /// Engine data kept in each connection entry.
 #[derive(Clone, Copy, Debug, Default)]
@@ -51,6 +53,9 @@ pub struct CtExt {
     pub queue_done: u8,
     /// The connection's helper (`ct helper set`: [`crate::helper::Kind`] as u8; 0: none).
     pub helper: u8,
+    /// A SYN proxy opened the connection (1): its state is the table's
+    /// ([`Conntrack::synproxy`]), its packets pass the proxy's hook ([`crate::synproxy`]).
+    pub synproxy: u8,
 }
 
 /// The flowtables whose devices include an interface (see [`Stateful::flowtable_devices`]).
@@ -135,6 +140,9 @@ pub struct PacketCt {
     /// `ct expectation set` ran for the packet's new connection: the expectation made when
     /// it is confirmed.
     pub expect: Option<ir::CtExpectation>,
+    /// The SYN proxy sends the packet (its SYN to the server): the connection it makes is
+    /// the proxy's (Linux's synproxy conntrack template).
+    pub synproxy: bool,
 }
 
 /// A fragment's part in virtual reassembly ([`crate::frag`]).
@@ -251,6 +259,14 @@ pub struct StatefulStats {
     pub seq_adjusted: u64,
     /// New connections given a `ct timeout` policy.
     pub ct_timeout_set: u64,
+    /// The SYN proxy (`/proc/net/stat/synproxy`): SYNs it answered with a cookie, ACKs
+    /// whose cookie was good / not, good ones that came again while the server had not
+    /// answered, connections opened again on the same entry.
+    pub synproxy_syn: u64,
+    pub synproxy_cookie_valid: u64,
+    pub synproxy_cookie_invalid: u64,
+    pub synproxy_cookie_retrans: u64,
+    pub synproxy_reopened: u64,
 }
 
 /// The engine plus a connection table.
@@ -289,6 +305,8 @@ pub struct Stateful {
     flow_hook: Option<Box<dyn FlowHook>>,
     /// What it asked to send.
     queue_out: Vec<Vec<u8>>,
+    /// What the SYN proxy sends, as the host's own packets ([`Stateful::take_stack_out`]).
+    stack_out: Vec<StackSend>,
     /// The timeout policy number (1-based, in the connection table) of each table's
     /// `ct timeout` objects.
     timeout_ids: Vec<Vec<u8>>,
@@ -370,6 +388,7 @@ fn expr_needs_ct(e: &ir::Expr) -> bool {
         | ir::Expr::Nat(_)
         | ir::Expr::FlowAdd(_)
         | ir::Expr::Queue(_)
+        | ir::Expr::Synproxy(_)
         | ir::Expr::CtHelper { .. }
         | ir::Expr::CtTimeout { .. }
         | ir::Expr::CtExpect(_) => true,
@@ -503,6 +522,7 @@ impl Stateful {
             ruleset_id: next_ruleset_id(),
             flow_hook: None,
             queue_out: Vec::new(),
+            stack_out: Vec::new(),
             ticked: None,
             ticking: false,
         }
@@ -707,6 +727,9 @@ impl Stateful {
             Track::New(mut pend) => {
                 if pend.master.is_some() {
                     self.follow_master(&mut pend);
+                }
+                if pc.synproxy {
+                    pend.entry.ext.synproxy = 1;
                 }
                 CtPkt::New(pend)
             }
@@ -981,8 +1004,13 @@ impl Stateful {
             meta.flow_add = None;
             meta.fwd = None;
             meta.queue = None;
+            meta.synproxy = None;
             let d = self.run_chain(h, &buf, pm, meta, now_ns, pc);
             self.apply_writes(&mut buf, pm, meta);
+            if let Some(info) = meta.synproxy.take() {
+                // NF_STOLEN: nothing after this runs for the packet
+                return self.synproxy_stmt(&info, buf.get(), pm, pc, now_ns);
+            }
             if let Some(q) = meta.queue.take() {
                 // NF_QUEUE: the listener now; accepted, the packet goes on with the next
                 // base chain (as the kernel's reinjection)

@@ -501,6 +501,8 @@ impl Model {
                 format!("queue {n}: dropped by its per-flow processing, or nobody listens on it")
             }
             DropReason::Replaced => "a helper sent a rewritten copy in its place".into(),
+            DropReason::Synproxy => "taken by the SYN proxy (answered, or passed on)".into(),
+            DropReason::SynproxyCookie => "an ACK whose SYN cookie is not good".into(),
         }
     }
 

@@ -460,6 +460,12 @@ pub enum Expr {
     /// queue (its profiles, `weir_script`), as the kernel hands it to the program listening
     /// on the NFQUEUE; the base chain ends (as NF_QUEUE ends it).
     Queue(Queue),
+    /// `synproxy [mss N] [wscale N] [timestamp] [sack-perm]`, or `synproxy name "NAME"` (the
+    /// table's object, its settings copied): a TCP SYN is answered with a SYN cookie, the
+    /// client's ACK checked and the connection opened to the server in its place
+    /// (`nft_synproxy`; input and forward hooks). The packet is stolen; the rule stops for a
+    /// packet that is not TCP, and goes on for one that is neither SYN nor ACK.
+    Synproxy(Synproxy),
     /// A reference to a named stateful object of the table (`limit name "l"`, `counter name
     /// tcp dport map { 443 : "c1" }`, `quota name ip saddr map @m`), as `nft_objref`.
     ObjRef(ObjRef),
@@ -644,6 +650,24 @@ pub struct CtExpectation {
     pub dport: u16,
     pub timeout_ms: u64,
     pub size: u8,
+}
+
+/// A `synproxy` statement's or object's settings (`struct nf_synproxy_info`): the MSS and
+/// window scale it announces to clients, and which TCP options it keeps (`flags`, Linux's
+/// `NF_SYNPROXY_OPT_*` bits: [`Synproxy::MSS`], ...).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Synproxy {
+    pub mss: u16,
+    pub wscale: u8,
+    pub flags: u8,
+}
+
+impl Synproxy {
+    pub const MSS: u8 = 0x01;
+    pub const WSCALE: u8 = 0x02;
+    pub const SACK_PERM: u8 = 0x04;
+    pub const TIMESTAMP: u8 = 0x08;
+    pub const ECN: u8 = 0x10;
 }
 
 /// A checked ruleset with the sources it came from.

@@ -45,11 +45,15 @@ pub enum Reason {
     /// A connection-tracking helper's NAT rewrite changed its length: a rewritten copy left in
     /// its place (counted with what scripts send).
     Replaced,
+    /// Taken by the SYN proxy (`synproxy`): answered, or passed on as its own packets.
+    Synproxy,
+    /// An ACK whose SYN cookie the proxy did not make (or too old).
+    SynproxyCookie,
 }
 
 impl Reason {
     /// Every reason, in the order of their names.
-    pub const ALL: [Reason; 18] = [
+    pub const ALL: [Reason; 20] = [
         Reason::CtRefused,
         Reason::Fragment,
         Reason::FwdUnknown,
@@ -64,6 +68,8 @@ impl Reason {
         Reason::Replaced,
         Reason::RpFilter,
         Reason::Rule,
+        Reason::Synproxy,
+        Reason::SynproxyCookie,
         Reason::ToRouter,
         Reason::TooBig,
         Reason::Truncated,
@@ -91,6 +97,8 @@ impl Reason {
             Reason::Offload => "offload",
             Reason::Queue => "queue",
             Reason::Replaced => "replaced",
+            Reason::Synproxy => "synproxy",
+            Reason::SynproxyCookie => "synproxy-cookie",
         }
     }
 
@@ -105,6 +113,8 @@ impl Reason {
             DropReason::CtRefused => Reason::CtRefused,
             DropReason::Queue(_) => Reason::Queue,
             DropReason::Replaced => Reason::Replaced,
+            DropReason::Synproxy => Reason::Synproxy,
+            DropReason::SynproxyCookie => Reason::SynproxyCookie,
         }
     }
 }
@@ -212,10 +222,12 @@ mod tests {
                 | Reason::FwdUnknown
                 | Reason::Offload
                 | Reason::Queue
-                | Reason::Replaced => r,
+                | Reason::Replaced
+                | Reason::Synproxy
+                | Reason::SynproxyCookie => r,
             };
             assert_eq!(again, r);
         }
-        assert_eq!(Reason::ALL.len(), 18);
+        assert_eq!(Reason::ALL.len(), 20);
     }
 }

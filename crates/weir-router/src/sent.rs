@@ -2,7 +2,8 @@
 //! [`Stateful::take_queue_out`]): forged variants of a queued packet (split segments, fakes),
 //! which leave as the router's own, by their destination's route and next hop, framed for
 //! the output port. As nfqws2's raw sockets with their mark and `notrack`, they cross no
-//! hook and are not tracked; they are not queued again.
+//! hook and are not tracked; they are not queued again. And what the engine itself sends as
+//! the host would (the SYN proxy's segments), which cross the output and postrouting hooks.
 
 use crate::Router;
 use weir_engine::stateful::Stateful;
@@ -17,6 +18,8 @@ pub struct SentStats {
     pub no_route: u64,
     /// The next hop's MAC is not known.
     pub no_neighbour: u64,
+    /// Dropped by the output, postrouting or egress chains (the router's own packets).
+    pub dropped: u64,
 }
 
 impl Router {
@@ -26,41 +29,82 @@ impl Router {
         let out = sf.take_queue_out();
         let mut frames = Vec::with_capacity(out.len());
         for ip in out {
-            let (dst, ethertype) = match ip.first().map(|b| b >> 4) {
-                Some(4) if ip.len() >= 20 => (
-                    Addr::v4(u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]])),
-                    0x0800u16,
-                ),
-                Some(6) if ip.len() >= 40 => {
-                    let mut b = [0u8; 16];
-                    b.copy_from_slice(&ip[24..40]);
-                    (Addr::v6(u128::from_be_bytes(b)), 0x86dd)
-                }
-                _ => {
-                    st.no_route += 1;
-                    continue;
-                }
-            };
-            let Some(ri) = self.routes.lookup(dst) else {
-                st.no_route += 1;
-                continue;
-            };
-            let r = self.routes.get(ri);
-            let (port, hop) = (r.port, r.via.unwrap_or(dst));
-            let Some(mac) = self.neigh.slot(hop).map(|s| self.neigh.mac_at(s)) else {
-                st.no_neighbour += 1;
-                continue;
-            };
-            let src = self.ports[port].mac.unwrap_or_default();
-            let mut f = Vec::with_capacity(14 + ip.len());
-            f.extend_from_slice(&mac.0);
-            f.extend_from_slice(&src.0);
-            f.extend_from_slice(&ethertype.to_be_bytes());
-            f.extend_from_slice(&ip);
-            st.framed += 1;
-            frames.push((port, f));
+            if let Some(f) = self.framed(&ip, st) {
+                st.framed += 1;
+                frames.push(f);
+            }
         }
         frames
+    }
+
+    /// What the router itself sends from the engine (the SYN proxy's segments:
+    /// [`Stateful::take_stack_out`]), as the kernel sends its own (`ip_local_out`): by route
+    /// and next hop, through the output and postrouting hooks (connection tracking included)
+    /// with the context each carries, then the port's egress chains. Ethernet frames with
+    /// their ports, in order; what the hooks drop is counted in `st.dropped`.
+    pub fn stack_out(
+        &mut self,
+        sf: &mut Stateful,
+        now: u64,
+        st: &mut SentStats,
+    ) -> Vec<(usize, Vec<u8>)> {
+        let mut frames = Vec::new();
+        // (what the hooks of one may send in turn follows it)
+        loop {
+            let out = sf.take_stack_out();
+            if out.is_empty() {
+                return frames;
+            }
+            for s in out {
+                sf.stack_before(&s);
+                let Some((port, f)) = self.framed(&s.ip, st) else {
+                    continue;
+                };
+                match self.answer_out(sf, port, f, s.pc, now) {
+                    Some(f) => {
+                        st.framed += 1;
+                        frames.push((port, f));
+                    }
+                    None => st.dropped += 1,
+                }
+            }
+        }
+    }
+
+    /// An IP packet the router sends, framed for the port its route leaves by.
+    fn framed(&self, ip: &[u8], st: &mut SentStats) -> Option<(usize, Vec<u8>)> {
+        let (dst, ethertype) = match ip.first().map(|b| b >> 4) {
+            Some(4) if ip.len() >= 20 => (
+                Addr::v4(u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]])),
+                0x0800u16,
+            ),
+            Some(6) if ip.len() >= 40 => {
+                let mut b = [0u8; 16];
+                b.copy_from_slice(&ip[24..40]);
+                (Addr::v6(u128::from_be_bytes(b)), 0x86dd)
+            }
+            _ => {
+                st.no_route += 1;
+                return None;
+            }
+        };
+        let Some(ri) = self.routes.lookup(dst) else {
+            st.no_route += 1;
+            return None;
+        };
+        let r = self.routes.get(ri);
+        let (port, hop) = (r.port, r.via.unwrap_or(dst));
+        let Some(mac) = self.neigh.slot(hop).map(|s| self.neigh.mac_at(s)) else {
+            st.no_neighbour += 1;
+            return None;
+        };
+        let src = self.ports[port].mac.unwrap_or_default();
+        let mut f = Vec::with_capacity(14 + ip.len());
+        f.extend_from_slice(&mac.0);
+        f.extend_from_slice(&src.0);
+        f.extend_from_slice(&ethertype.to_be_bytes());
+        f.extend_from_slice(ip);
+        Some((port, f))
     }
 }
 
@@ -149,7 +193,8 @@ mod tests {
             SentStats {
                 framed: 1,
                 no_route: 2,
-                no_neighbour: 0
+                no_neighbour: 0,
+                dropped: 0
             }
         );
         assert_eq!(out.len(), 1);

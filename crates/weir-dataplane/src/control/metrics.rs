@@ -119,6 +119,11 @@ impl Snapshot {
                 f.push((name, help, C, one(v)));
             }
         }
+        if let Some(x) = &t.synproxy {
+            for (name, help, v) in x.named() {
+                f.push((name, help, C, one(v)));
+            }
+        }
         if let Some(sc) = &t.scripts {
             for (name, help, v) in sc.stats.named() {
                 f.push((name, help, C, one(v)));

@@ -113,7 +113,7 @@ impl Inline {
     fn tick(&mut self, w: &mut State, now: u64, flush: bool) -> std::io::Result<()> {
         w.sf.tick(now);
         if w.sf.queue_out_pending() {
-            self.send_scripted(&mut w.sf, &mut w.counts);
+            self.send_scripted(&mut w.sf, &mut w.counts, now);
             if flush {
                 for p in self.ports.iter_mut() {
                     p.flush()?;
@@ -125,13 +125,20 @@ impl Inline {
 
     /// What per-flow scripts sent for the frame just decided (split segments, fakes): out
     /// by their routes now, before the frame itself.
-    fn send_scripted(&mut self, sf: &mut Stateful, c: &mut Counts) {
+    fn send_scripted(&mut self, sf: &mut Stateful, c: &mut Counts, now: u64) {
         let mut st = weir_router::SentStats::default();
         for (port, f) in self.router.script_out(sf, &mut st) {
             self.ports[port].push(&f);
         }
         c.script_sent += st.framed;
         c.script_unsent += st.no_route + st.no_neighbour;
+        // the SYN proxy's segments, as the host's own
+        let mut st = weir_router::SentStats::default();
+        for (port, f) in self.router.stack_out(sf, now, &mut st) {
+            self.ports[port].push(&f);
+        }
+        c.host_out += st.framed;
+        c.answers_failed += st.no_route + st.no_neighbour + st.dropped;
     }
 
     /// Carry out the fate of a frame read on port `pi`: drops counted, neighbour requests,
@@ -150,7 +157,7 @@ impl Inline {
         frame: &dyn Fn(&Inline) -> Vec<u8>,
     ) -> Option<(usize, usize)> {
         if sf.queue_out_pending() {
-            self.send_scripted(sf, c);
+            self.send_scripted(sf, c, now);
         }
         match fate {
             Fate::NotMine => {}

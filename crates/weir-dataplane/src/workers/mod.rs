@@ -216,6 +216,7 @@ impl Worker {
                 .and_then(|a| a.downcast_ref::<weir_script::Scripts>())
                 .map(crate::stats::ScriptsStats::of),
             helpers: crate::stats::HelperStats::of(s),
+            synproxy: crate::stats::SynproxyStats::of(s),
         }
     }
 

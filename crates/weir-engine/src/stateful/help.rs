@@ -55,13 +55,26 @@ impl Stateful {
         if !d.is_accept() {
             return d;
         }
-        let CtPkt::Entry { id, dir, .. } = pc.ct else {
-            return d;
+        // (a packet the host sends attached to a connection, as the SYN proxy's ACK to the
+        // client: no helper, but the connection's shifts)
+        let (id, dir, attached) = match pc.ct {
+            CtPkt::Entry { id, dir, .. } => (id, dir, false),
+            CtPkt::Attached { id: Some(id), dir } => (id, dir, true),
+            _ => return d,
         };
         let Some(e) = self.ct.get(id) else {
             return d;
         };
-        let kind = Kind::from_u8(e.ext.helper);
+        if e.ext.synproxy != 0 && pm.l4proto == proto::TCP && pm.frag == Frag::None {
+            let d = self.synproxy_hook(id, dir, frame, pm, now_ns);
+            if !d.is_accept() {
+                return d;
+            }
+        }
+        let Some(e) = self.ct.get(id) else {
+            return d;
+        };
+        let kind = Kind::from_u8(e.ext.helper).filter(|_| !attached);
         if kind.is_none() && !e.seq_adjusted() {
             return d;
         }

@@ -85,3 +85,27 @@ pub(super) fn expectation(body: &[Val]) -> Option<CtExpectation> {
         size,
     })
 }
+
+/// A `synproxy` object's body (`mss N`, `wscale N`, `timestamp`, `sack-perm`, in any order):
+/// each setting present sets its flag, as nft's parser does.
+pub(super) fn synproxy(body: &[Val]) -> Option<crate::ir::Synproxy> {
+    use crate::ir::Synproxy as S;
+    let mut s = S::default();
+    let mut words = body.iter().map(other_text);
+    while let Some(w) = words.next() {
+        match w.as_str() {
+            "mss" => {
+                s.mss = words.next()?.parse().ok()?;
+                s.flags |= S::MSS;
+            }
+            "wscale" => {
+                s.wscale = words.next()?.parse().ok()?;
+                s.flags |= S::WSCALE;
+            }
+            "timestamp" => s.flags |= S::TIMESTAMP,
+            "sack-perm" => s.flags |= S::SACK_PERM,
+            _ => {}
+        }
+    }
+    Some(s)
+}

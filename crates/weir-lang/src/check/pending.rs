@@ -4,7 +4,7 @@
 
 use super::rules::lower_value;
 use super::sets::scalar;
-use super::tables::{err, Cx};
+use super::tables::{err, other_text, Cx};
 use crate::ast::{self, Val};
 use crate::ir::*;
 use crate::source::Span;
@@ -287,4 +287,60 @@ pub(super) fn nat_clash(cx: &Cx, nat: &Nat, family_given: bool) -> Option<String
         }
     }
     None
+}
+
+/// A `synproxy` statement: its settings, or the named object's (a name a map picks is not
+/// evaluated yet). nft's kernel takes it at the input and forward hooks only.
+pub(super) fn synproxy(
+    cx: &mut Cx,
+    operands: &[(ast::Operand, ast::Expr)],
+    span: Span,
+) -> Option<Expr> {
+    use crate::ir::Synproxy as S;
+    if let Some((ty, hook)) = cx.cur_hook {
+        if ty != ChainType::Filter || !matches!(hook, Hook::Input | Hook::Forward) {
+            err(
+                cx,
+                span,
+                format!(
+                    "synproxy runs at the input and forward hooks of filter chains, not at {}",
+                    hook.name()
+                ),
+            );
+            return None;
+        }
+    }
+    if !matches!(cx.family, Family::Ip | Family::Ip6 | Family::Inet) {
+        err(cx, span, "synproxy is for ip, ip6 and inet tables");
+        return None;
+    }
+    let mut s = S::default();
+    for (o, e) in operands {
+        let word = match e {
+            ast::Expr::Const(v @ (Val::Word(..) | Val::Str(..))) => Some(other_text(v)),
+            _ => None,
+        };
+        match (o, word) {
+            (ast::Operand::Name, Some(n)) => match cx.synproxies.get(&n) {
+                Some(x) => return Some(Expr::Synproxy(*x)),
+                None => {
+                    err(cx, e.span(), format!("no synproxy '{n}' in this table"));
+                    return None;
+                }
+            },
+            (ast::Operand::Name, None) => return Some(Expr::Unevaluated("synproxy name map")),
+            (ast::Operand::Int(16), Some(w)) => {
+                s.mss = values::parse_scalar(DataType::Integer(16), &w).ok()? as u16;
+                s.flags |= S::MSS;
+            }
+            (ast::Operand::Int(_), Some(w)) => {
+                s.wscale = values::parse_scalar(DataType::Integer(8), &w).ok()? as u8;
+                s.flags |= S::WSCALE;
+            }
+            (ast::Operand::Flag, Some(f)) if f == "timestamp" => s.flags |= S::TIMESTAMP,
+            (ast::Operand::Flag, Some(f)) if f == "sack-perm" => s.flags |= S::SACK_PERM,
+            _ => return Some(Expr::Unevaluated("synproxy")),
+        }
+    }
+    Some(Expr::Synproxy(s))
 }

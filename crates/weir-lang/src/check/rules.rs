@@ -692,6 +692,7 @@ fn lower_item(
                     }
                     .map_or(Expr::Unevaluated(what), Expr::ResetTcpOption),
                 ),
+                "synproxy" => super::pending::synproxy(cx, operands, *span),
                 _ => Some(Expr::Unevaluated(what)),
             }
         }

@@ -35,6 +35,8 @@ pub(super) struct Cx<'d> {
     pub(super) ct_timeout_protos: Vec<u8>,
     /// The `ct expectation` objects weir evaluates.
     pub(super) ct_expects: HashMap<String, crate::ir::CtExpectation>,
+    /// The table's `synproxy` objects.
+    pub(super) synproxies: HashMap<String, crate::ir::Synproxy>,
     /// The `ct helper` objects whose helper weir runs: name -> (type, protocol number).
     pub(super) ct_helper_kinds: std::collections::HashMap<String, (String, u8)>,
     /// Its `ct timeout` and `ct expectation` objects.
@@ -107,6 +109,7 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         ct_timeouts: Default::default(),
         ct_timeout_protos: Vec::new(),
         ct_expects: Default::default(),
+        synproxies: Default::default(),
         ct_objects: Default::default(),
         cur_hook: None,
         uneval: Vec::new(),
@@ -209,6 +212,8 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
                     if let Some(x) = super::ctobj::expectation(&o.body) {
                         cx.ct_expects.insert(o.name.name.clone(), x);
                     }
+                } else if let Some(x) = super::ctobj::synproxy(&o.body) {
+                    cx.synproxies.insert(o.name.name.clone(), x);
                 }
             }
             // `limit NAME { rate [over] N/UNIT [burst N packets|bytes] }`: checked as a

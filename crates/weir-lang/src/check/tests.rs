@@ -562,12 +562,55 @@ fn fields_not_evaluated_yet_load_typed_and_listed() {
     }
 }
 
+/// `synproxy`: its settings, or its object's, evaluated; only at the input and forward hooks
+/// of filter chains; a name that is no synproxy object refused; a name a map picks listed.
+#[test]
+fn synproxy_statements_and_objects() {
+    use crate::ir::{Expr, Synproxy as S};
+    let text = "table inet t {\n synproxy o { mss 1400\n  wscale 5\n  sack-perm\n }\n chain c {\n  type filter hook forward priority 0\n  synproxy\n  synproxy mss 1460 wscale 7 timestamp sack-perm\n  synproxy name \"o\"\n  synproxy name tcp dport map { 80 : \"o\" }\n }\n}\n";
+    let (rs, _) = load_str("t.nft", text)
+        .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
+        .unwrap();
+    let got: Vec<Option<S>> = rs.tables[0].chains[0]
+        .rules
+        .iter()
+        .map(|r| {
+            r.exprs.iter().find_map(|e| match e {
+                Expr::Synproxy(s) => Some(*s),
+                _ => None,
+            })
+        })
+        .collect();
+    let all = S::MSS | S::WSCALE | S::TIMESTAMP | S::SACK_PERM;
+    assert_eq!(
+        got,
+        [
+            Some(S::default()),
+            Some(S { mss: 1460, wscale: 7, flags: all }),
+            Some(S { mss: 1400, wscale: 5, flags: S::MSS | S::WSCALE | S::SACK_PERM }),
+            None
+        ]
+    );
+    let u = rs.unevaluated();
+    assert!(u.len() == 1 && u[0].contains("synproxy name map"), "{u:?}");
+    for (chain, want) in [
+        ("type filter hook prerouting priority 0; synproxy", "input and forward"),
+        ("type nat hook input priority 0; synproxy", "filter chains"),
+        ("type filter hook input priority 0; synproxy name \"nope\"", "no synproxy 'nope'"),
+    ] {
+        let e = errors(&format!("table ip t {{ chain c {{ {chain}; }} }}"));
+        assert!(e.iter().any(|m| m.contains(want)), "{chain}: {e:?}");
+    }
+    let e = errors("table netdev t { chain c { type filter hook ingress device lo priority 0; synproxy; } }");
+    assert!(!e.is_empty());
+}
+
 /// Statements and expressions weir does not evaluate yet load with their operands checked
-/// and are listed: `queue`, `tproxy`, `dup`, `synproxy`, a map updated with a value
+/// and are listed: `queue`, `tproxy`, `dup`, `meta cgroup`, a map updated with a value
 /// (nftlb's persistence); what nft refuses is refused. (`fib` is evaluated.)
 #[test]
 fn statements_not_evaluated_yet_load_checked_and_listed() {
-    let text = "table ip t {\n map persist { type ipv4_addr : mark; flags dynamic; }\n chain c {\n  type filter hook prerouting priority 0\n  queue to symhash mod 2\n  meta l4proto tcp tproxy to 198.18.0.1:3128\n  dup to 198.18.0.9 device \"lo\"\n  synproxy mss 1460 wscale 7 timestamp sack-perm\n  fib daddr type local drop\n  @th,16,16 22 drop\n  update @persist { ip saddr : ct mark }\n }\n}\n";
+    let text = "table ip t {\n map persist { type ipv4_addr : mark; flags dynamic; }\n chain c {\n  type filter hook prerouting priority 0\n  queue to symhash mod 2\n  meta l4proto tcp tproxy to 198.18.0.1:3128\n  dup to 198.18.0.9 device \"lo\"\n  meta cgroup 1 drop\n  fib daddr type local drop\n  @th,16,16 22 drop\n  update @persist { ip saddr : ct mark }\n }\n}\n";
     let (rs, _) = load_str("t.nft", text)
         .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
         .unwrap();
@@ -576,7 +619,7 @@ fn statements_not_evaluated_yet_load_checked_and_listed() {
         (5, "queue to an expression"),
         (6, "tproxy"),
         (7, "dup"),
-        (8, "synproxy"),
+        (8, "meta cgroup"),
     ] {
         let at = format!("t.nft:{line}:");
         assert!(

@@ -490,8 +490,11 @@ impl Parser {
                                 self.bump();
                                 operands.push((Operand::Int(4), Expr::Const(self.val_atom()?)));
                             }
-                            Some("timestamp" | "sack-perm") => {
+                            Some(f @ ("timestamp" | "sack-perm")) => {
+                                let f = f.to_string();
                                 self.bump();
+                                let sp = self.prev_span();
+                                operands.push((Operand::Flag, Expr::Const(Val::Word(f, sp))));
                             }
                             _ => break,
                         }
