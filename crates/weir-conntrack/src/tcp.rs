@@ -591,6 +591,18 @@ impl TcpConn {
         Win::Accept
     }
 
+    /// Linux's exception for a SYN proxy's connection (`nf_conntrack_tcp_packet`): while the
+    /// server has not answered the proxy's SYN, the client (established with the proxy) may
+    /// send a keep-alive or a zero-window probe, an ACK one before its next sequence number.
+    /// It belongs to the connection, unchanged, so that the proxy sends the SYN again.
+    pub(crate) fn synproxy_keepalive(&self, d: usize, seg: &Seg) -> bool {
+        d == 0
+            && self.state() == TcpState::SynSent
+            && index_of(seg.flags) == I_ACK
+            && self.last_dir() == 0
+            && self.end[0].wrapping_sub(1) == seg.seq
+    }
+
     /// Linux `nf_conntrack_tcp_packet` for a segment in direction `d` (0 original, 1 reply).
     /// `seen_reply` / `assured` are the entry's status before this packet.
     pub(crate) fn packet(

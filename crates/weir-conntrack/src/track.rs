@@ -385,8 +385,12 @@ impl<X: Copy + Default> Conntrack<X> {
                 let other = Dir::from_index(1 - d);
                 seg.ack_off = self.seq_offset(id, other, seg.ack.wrapping_sub(1)) as u32;
             }
+            let proxied = !self.synproxy.is_empty() && self.synproxy.contains_key(&(idx as u32));
             let e = &mut self.entries[idx];
             let info = ctinfo(e, d);
+            if proxied && e.tcp.synproxy_keepalive(d, &seg) {
+                return Track::Existing { id, dir, info };
+            }
             match e
                 .tcp
                 .packet(d, &seg, e.seen_reply(), e.assured(), liberal, &to)

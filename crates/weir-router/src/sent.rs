@@ -29,19 +29,26 @@ impl Router {
         let out = sf.take_queue_out();
         let mut frames = Vec::with_capacity(out.len());
         for ip in out {
-            if let Some(f) = self.framed(&ip, st) {
-                st.framed += 1;
-                frames.push(f);
+            let Some((port, hop, f)) = self.framed(&ip, st) else {
+                continue;
+            };
+            if self.neigh.slot(hop).is_none() {
+                st.no_neighbour += 1;
+                continue;
             }
+            st.framed += 1;
+            frames.push((port, f));
         }
         frames
     }
 
     /// What the router itself sends from the engine (the SYN proxy's segments:
-    /// [`Stateful::take_stack_out`]), as the kernel sends its own (`ip_local_out`): by route
-    /// and next hop, through the output and postrouting hooks (connection tracking included)
-    /// with the context each carries, then the port's egress chains. Ethernet frames with
-    /// their ports, in order; what the hooks drop is counted in `st.dropped`.
+    /// [`Stateful::take_stack_out`]), as the kernel sends its own (`ip_local_out`): by route,
+    /// through the output and postrouting hooks (connection tracking included) with the
+    /// context each carries, then the port's egress chains, then to the next hop. Ethernet
+    /// frames with their ports, in order; what the hooks drop is counted in `st.dropped`. For
+    /// a next hop whose MAC is not known the frames hold its solicitation instead: the packet
+    /// is lost after the hooks saw it (the kernel would queue it), and its peer sends again.
     pub fn stack_out(
         &mut self,
         sf: &mut Stateful,
@@ -57,22 +64,31 @@ impl Router {
             }
             for s in out {
                 sf.stack_before(&s);
-                let Some((port, f)) = self.framed(&s.ip, st) else {
+                let Some((port, hop, f)) = self.framed(&s.ip, st) else {
                     continue;
                 };
-                match self.answer_out(sf, port, f, s.pc, now) {
-                    Some(f) => {
+                let Some(mut f) = self.answer_out(sf, port, f, s.pc, now) else {
+                    st.dropped += 1;
+                    continue;
+                };
+                match self.neigh.slot(hop).map(|s| self.neigh.mac_at(s)) {
+                    Some(mac) => {
+                        f[..6].copy_from_slice(&mac.0);
                         st.framed += 1;
                         frames.push((port, f));
                     }
-                    None => st.dropped += 1,
+                    None => {
+                        st.no_neighbour += 1;
+                        frames.extend(self.solicit(port, hop, now).map(|f| (port, f)));
+                    }
                 }
             }
         }
     }
 
-    /// An IP packet the router sends, framed for the port its route leaves by.
-    fn framed(&self, ip: &[u8], st: &mut SentStats) -> Option<(usize, Vec<u8>)> {
+    /// An IP packet the router sends, framed for the port its route leaves by (the next
+    /// hop's MAC, when known; zeros otherwise), with the port and the next hop.
+    fn framed(&self, ip: &[u8], st: &mut SentStats) -> Option<(usize, Addr, Vec<u8>)> {
         let (dst, ethertype) = match ip.first().map(|b| b >> 4) {
             Some(4) if ip.len() >= 20 => (
                 Addr::v4(u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]])),
@@ -94,17 +110,18 @@ impl Router {
         };
         let r = self.routes.get(ri);
         let (port, hop) = (r.port, r.via.unwrap_or(dst));
-        let Some(mac) = self.neigh.slot(hop).map(|s| self.neigh.mac_at(s)) else {
-            st.no_neighbour += 1;
-            return None;
-        };
+        let mac = self
+            .neigh
+            .slot(hop)
+            .map(|s| self.neigh.mac_at(s))
+            .unwrap_or_default();
         let src = self.ports[port].mac.unwrap_or_default();
         let mut f = Vec::with_capacity(14 + ip.len());
         f.extend_from_slice(&mac.0);
         f.extend_from_slice(&src.0);
         f.extend_from_slice(&ethertype.to_be_bytes());
         f.extend_from_slice(ip);
-        Some((port, f))
+        Some((port, hop, f))
     }
 }
 

@@ -4,7 +4,7 @@
 //! ways with the server's sequence numbers and timestamps shifted to the cookie's, the
 //! client's acknowledgements shifted back; an ACK with a forged cookie dropped.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use weir_engine::stateful::Stateful;
 use weir_engine::synproxy::{parse_options, Opts};
 use weir_engine::{Compiled, Engine, Mode};
@@ -19,6 +19,17 @@ const CMAC: Mac = Mac([2, 0, 0, 0, 0, 2]);
 const SMAC: Mac = Mac([2, 0, 0, 0, 1, 2]);
 const CLIENT: Ipv4Addr = Ipv4Addr::new(198, 18, 30, 2);
 const SERVER: Ipv4Addr = Ipv4Addr::new(198, 18, 31, 2);
+const CLIENT6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x30, 0, 0, 0, 0, 2);
+const SERVER6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x31, 0, 0, 0, 0, 2);
+
+/// The client's and the server's addresses.
+fn ends(v6: bool) -> (IpAddr, IpAddr) {
+    if v6 {
+        (CLIENT6.into(), SERVER6.into())
+    } else {
+        (CLIENT.into(), SERVER.into())
+    }
+}
 const NOW: u64 = 3_600_000_000_000;
 
 const RULES: &str = r#"table inet sp {
@@ -55,23 +66,27 @@ fn lab() -> (Stateful, Router) {
     );
     let mut net = Router::new(
         vec![
-            Port::new("lan0")
-                .with_mac(LAN)
-                .with_mtu(1500)
-                .with_addrs([PortAddr::host(a("198.18.30.1"))]),
-            Port::new("wan0")
-                .with_mac(WAN)
-                .with_mtu(1500)
-                .with_addrs([PortAddr::host(a("198.18.31.1"))]),
+            Port::new("lan0").with_mac(LAN).with_mtu(1500).with_addrs([
+                PortAddr::host(a("198.18.30.1")),
+                PortAddr::host(a("2001:db8:30::1")),
+            ]),
+            Port::new("wan0").with_mac(WAN).with_mtu(1500).with_addrs([
+                PortAddr::host(a("198.18.31.1")),
+                PortAddr::host(a("2001:db8:31::1")),
+            ]),
         ],
         Routes::new(vec![
             Route::new(a("198.18.30.0"), 24, 0, None),
             Route::new(a("198.18.31.0"), 24, 1, None),
+            Route::new(a("2001:db8:30::"), 64, 0, None),
+            Route::new(a("2001:db8:31::"), 64, 1, None),
         ])
         .unwrap(),
     );
     net.set_neighbour(CLIENT.into(), CMAC);
     net.set_neighbour(SERVER.into(), SMAC);
+    net.set_neighbour(CLIENT6.into(), CMAC);
+    net.set_neighbour(SERVER6.into(), SMAC);
     (sf, net)
 }
 
@@ -132,33 +147,51 @@ fn ts(val: u32, ecr: u32) -> Vec<u8> {
     o
 }
 
-fn client(sport: u16, dport: u16, seq: u32, ack: u32, flags: u8, o: &[u8], data: &[u8]) -> Vec<u8> {
+#[allow(clippy::too_many_arguments)]
+fn client(
+    v6: bool,
+    sport: u16,
+    dport: u16,
+    seq: u32,
+    ack: u32,
+    flags: u8,
+    o: &[u8],
+    data: &[u8],
+) -> Vec<u8> {
     let t = Tcp::new(sport, dport, flags)
         .seq(seq)
         .ack(ack)
         .window(502)
         .options(o);
-    Builder::new()
-        .macs(CMAC.0, LAN.0)
-        .tcp(CLIENT, SERVER, &t, data)
+    let (c, s) = ends(v6);
+    Builder::new().macs(CMAC.0, LAN.0).tcp(c, s, &t, data)
 }
 
-fn server(sport: u16, dport: u16, seq: u32, ack: u32, flags: u8, o: &[u8], data: &[u8]) -> Vec<u8> {
+#[allow(clippy::too_many_arguments)]
+fn server(
+    v6: bool,
+    sport: u16,
+    dport: u16,
+    seq: u32,
+    ack: u32,
+    flags: u8,
+    o: &[u8],
+    data: &[u8],
+) -> Vec<u8> {
     let t = Tcp::new(dport, sport, flags)
         .seq(seq)
         .ack(ack)
         .window(509)
         .options(o);
-    Builder::new()
-        .macs(SMAC.0, WAN.0)
-        .tcp(SERVER, CLIENT, &t, data)
+    let (c, s) = ends(v6);
+    Builder::new().macs(SMAC.0, WAN.0).tcp(s, c, &t, data)
 }
 
 const SYN: u8 = 0x02;
 const ACK: u8 = 0x10;
 const PSH: u8 = 0x08;
 
-fn handshake_and_data(dport: u16) {
+fn handshake_and_data(dport: u16, v6: bool) {
     let (mut sf, mut net) = lab();
     let sport = 40000;
     // the client's SYN: MSS 1460, SACK permitted, timestamps, window scale 9
@@ -168,7 +201,7 @@ fn handshake_and_data(dport: u16) {
     let (fate, _, sent) = go(
         &mut sf,
         &mut net,
-        client(sport, dport, 5000, 0, SYN, &o, b""),
+        client(v6, sport, dport, 5000, 0, SYN, &o, b""),
         0,
         NOW,
     );
@@ -200,6 +233,7 @@ fn handshake_and_data(dport: u16) {
         &mut sf,
         &mut net,
         client(
+            v6,
             sport,
             dport,
             5001,
@@ -222,6 +256,7 @@ fn handshake_and_data(dport: u16) {
         &mut sf,
         &mut net,
         client(
+            v6,
             sport,
             dport,
             5001,
@@ -246,15 +281,45 @@ fn handshake_and_data(dport: u16) {
             syn.opts.tsval,
             syn.opts.tsecr
         ),
-        (1460, 9, 1001, ctsval)
+        (if v6 { 1440 } else { 1460 }, 9, 1001, ctsval)
     );
     assert_eq!(
         syn.opts.options,
         Info::MSS | Info::WSCALE | Info::SACK_PERM | Info::TIMESTAMP
     );
     let ip = &sent[0].1[14..];
-    assert_eq!(&ip[12..20], &[198, 18, 30, 2, 198, 18, 31, 2]);
+    if v6 {
+        assert_eq!(&ip[8..24], &CLIENT6.octets());
+        assert_eq!(&ip[24..40], &SERVER6.octets());
+    } else {
+        assert_eq!(&ip[12..20], &[198, 18, 30, 2, 198, 18, 31, 2]);
+    }
     assert_eq!(syn.pm.l3_len as usize, ip.len());
+
+    // the SYN lost: the client (established with the proxy, window 0) probes with its
+    // sequence number less one; the proxy sends the same SYN again
+    let (fate, _, again) = go(
+        &mut sf,
+        &mut net,
+        client(
+            v6,
+            sport,
+            dport,
+            5000,
+            cookie.wrapping_add(1),
+            ACK,
+            &ts(1002, ctsval),
+            b"",
+        ),
+        0,
+        NOW + 500_000,
+    );
+    assert!(matches!(fate, Fate::Drop(Reason::Synproxy)), "{fate:?}");
+    assert_eq!(again.len(), 1, "the SYN again");
+    let syn2 = tcp(&again[0].1);
+    assert_eq!((syn2.flags, syn2.seq, syn2.ack), (SYN, 5000, cookie));
+    assert_eq!(syn2.opts.mss_option, syn.opts.mss_option);
+    assert_eq!(sf.stats().synproxy_cookie_retrans, 1);
 
     // the server's SYN-ACK: its own ISN 777000 and timestamp 50000; taken, both acknowledged
     let s_isn = 777_000u32;
@@ -265,7 +330,7 @@ fn handshake_and_data(dport: u16) {
     let (fate, _, sent) = go(
         &mut sf,
         &mut net,
-        server(sport, dport, s_isn, 5001, SYN | ACK, &so, b""),
+        server(v6, sport, dport, s_isn, 5001, SYN | ACK, &so, b""),
         1,
         NOW + 1_000_000,
     );
@@ -293,6 +358,7 @@ fn handshake_and_data(dport: u16) {
         &mut sf,
         &mut net,
         server(
+            v6,
             sport,
             dport,
             s_isn + 1,
@@ -316,6 +382,7 @@ fn handshake_and_data(dport: u16) {
         &mut sf,
         &mut net,
         client(
+            v6,
             sport,
             dport,
             5001,
@@ -339,16 +406,22 @@ fn handshake_and_data(dport: u16) {
             st.synproxy_cookie_valid,
             st.synproxy_cookie_invalid
         ),
-        (1, 1, 1)
+        (1, 2, 1)
     );
 }
 
 #[test]
 fn synproxy_statement_opens_the_connection_with_a_cookie() {
-    handshake_and_data(80);
+    handshake_and_data(80, false);
 }
 
 #[test]
 fn synproxy_object_does_the_same() {
-    handshake_and_data(81);
+    handshake_and_data(81, false);
+}
+
+#[test]
+fn synproxy_over_ipv6() {
+    handshake_and_data(80, true);
+    handshake_and_data(81, true);
 }

@@ -586,22 +586,38 @@ fn synproxy_statements_and_objects() {
         got,
         [
             Some(S::default()),
-            Some(S { mss: 1460, wscale: 7, flags: all }),
-            Some(S { mss: 1400, wscale: 5, flags: S::MSS | S::WSCALE | S::SACK_PERM }),
+            Some(S {
+                mss: 1460,
+                wscale: 7,
+                flags: all
+            }),
+            Some(S {
+                mss: 1400,
+                wscale: 5,
+                flags: S::MSS | S::WSCALE | S::SACK_PERM
+            }),
             None
         ]
     );
     let u = rs.unevaluated();
     assert!(u.len() == 1 && u[0].contains("synproxy name map"), "{u:?}");
     for (chain, want) in [
-        ("type filter hook prerouting priority 0; synproxy", "input and forward"),
+        (
+            "type filter hook prerouting priority 0; synproxy",
+            "input and forward",
+        ),
         ("type nat hook input priority 0; synproxy", "filter chains"),
-        ("type filter hook input priority 0; synproxy name \"nope\"", "no synproxy 'nope'"),
+        (
+            "type filter hook input priority 0; synproxy name \"nope\"",
+            "no synproxy 'nope'",
+        ),
     ] {
         let e = errors(&format!("table ip t {{ chain c {{ {chain}; }} }}"));
         assert!(e.iter().any(|m| m.contains(want)), "{chain}: {e:?}");
     }
-    let e = errors("table netdev t { chain c { type filter hook ingress device lo priority 0; synproxy; } }");
+    let e = errors(
+        "table netdev t { chain c { type filter hook ingress device lo priority 0; synproxy; } }",
+    );
     assert!(!e.is_empty());
 }
 
