@@ -1168,18 +1168,24 @@ impl Engine {
                 CExpr::Synproxy(info) => {
                     // nft_synproxy_do_eval: not TCP, the rule stops; a wrong checksum, dropped;
                     // a SYN or an ACK, taken (NF_STOLEN); anything else goes on
-                    if p.pm.l4proto != weir_wire::meta::proto::TCP || !p.pm.has_l4 {
+                    // (a fragment's checksum cannot be checked: dropped, as the kernel's
+                    // check over the fragment alone fails)
+                    if p.pm.l4proto != weir_wire::meta::proto::TCP {
                         return Outcome::Next;
                     }
-                    let flags = p.frame.get(p.pm.l4_off as usize + 13).copied();
-                    let Some(flags) = flags.filter(|_| p.pm.transport_checksum_ok(p.frame)) else {
-                        return Outcome::Verdict(Verdict::Drop);
-                    };
-                    if flags & (crate::synproxy::SYN | crate::synproxy::ACK) != 0 {
-                        p.meta.synproxy = Some(*info);
+                    let flags = (p.pm.has_l4)
+                        .then(|| p.frame.get(p.pm.l4_off as usize + 13).copied())
+                        .flatten();
+                    let good = flags.filter(|_| p.pm.transport_checksum_ok(p.frame));
+                    let taken = good.map(|f| f & (crate::synproxy::SYN | crate::synproxy::ACK));
+                    if taken != Some(0) {
                         let h = &mut st.rule_hits[r.gid];
                         h.0 += 1;
                         h.1 += bytes;
+                        if taken.is_none() {
+                            return Outcome::Verdict(Verdict::Drop);
+                        }
+                        p.meta.synproxy = Some(*info);
                         return Outcome::Verdict(Verdict::Accept);
                     }
                 }

@@ -267,6 +267,9 @@ pub struct StatefulStats {
     pub synproxy_cookie_invalid: u64,
     pub synproxy_cookie_retrans: u64,
     pub synproxy_reopened: u64,
+    /// Segments of the SYN proxy lost because the caller had not taken the ones before
+    /// ([`Stateful::take_stack_out`]).
+    pub synproxy_unsent: u64,
 }
 
 /// The engine plus a connection table.

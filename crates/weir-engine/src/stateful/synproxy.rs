@@ -26,6 +26,9 @@ pub struct StackSend {
     pub seqadj: Option<(EntryId, Dir, i32)>,
 }
 
+/// The most segments that wait for the caller.
+pub const STACK_MAX: usize = 4096;
+
 fn minute(now_ns: u64) -> u32 {
     (now_ns / 60_000_000_000) as u32
 }
@@ -38,6 +41,16 @@ impl Stateful {
     /// What the SYN proxy sent since the last call, in order.
     pub fn take_stack_out(&mut self) -> Vec<StackSend> {
         std::mem::take(&mut self.stack_out)
+    }
+
+    /// Keep a segment to send; at most [`STACK_MAX`] wait (a caller that never takes them
+    /// loses the rest, counted in `synproxy_unsent`).
+    fn stack_push(&mut self, s: StackSend) {
+        if self.stack_out.len() >= STACK_MAX {
+            self.stats.synproxy_unsent += 1;
+            return;
+        }
+        self.stack_out.push(s);
     }
 
     /// What has to happen before `s` leaves (see [`StackSend::seqadj`]).
@@ -90,7 +103,7 @@ impl Stateful {
                 },
                 _ => self.answer_ct(pc),
             };
-            self.stack_out.push(StackSend {
+            self.stack_push(StackSend {
                 ip,
                 pc,
                 seqadj: None,
@@ -137,7 +150,7 @@ impl Stateful {
             seg.window,
             o,
         );
-        self.stack_out.push(StackSend {
+        self.stack_push(StackSend {
             ip,
             pc: PacketCt {
                 synproxy: true,
@@ -247,7 +260,7 @@ impl Stateful {
                 maxwin.min(u16::MAX as u32) as u16,
                 &o,
             );
-            self.stack_out.push(StackSend {
+            self.stack_push(StackSend {
                 ip,
                 pc: PacketCt::default(),
                 seqadj: None,
@@ -268,7 +281,7 @@ impl Stateful {
                 &o,
             );
             let off = x.isn.wrapping_sub(seg.seq) as i32;
-            self.stack_out.push(StackSend {
+            self.stack_push(StackSend {
                 ip,
                 pc: PacketCt {
                     ct: CtPkt::Attached { id: Some(id), dir },

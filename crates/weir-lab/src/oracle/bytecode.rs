@@ -224,6 +224,10 @@ pub enum Expr {
         load: InnerLoad,
         dreg: usize,
     },
+    /// `synproxy mss M wscale W` (`nft_synproxy_do_eval`): not TCP, NFT_BREAK; a TCP
+    /// segment with a wrong checksum (dropped) or with SYN or ACK (taken) ends the rule
+    /// there; any other goes on.
+    Synproxy,
     /// An expression the oracle does not evaluate: its kind (and key).
     Unknown(String),
 }
@@ -732,6 +736,7 @@ fn parse_expr(line: &str, raw: &mut Vec<Vec<String>>) -> Result<Expr, String> {
                 proto: pmin.map(|a| (a, pmax.unwrap_or(a))),
             }
         }
+        Some("synproxy") => Expr::Synproxy,
         Some(k @ "reject") => Expr::Stmt {
             kind: k.into(),
             end: true,

@@ -925,6 +925,15 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                 break;
             }
             Expr::Stmt { end: true, .. } => break,
+            Expr::Synproxy => {
+                let Some((th, 6)) = info.l4 else {
+                    return out(Outcome::Break(i), regs);
+                };
+                let flags = frame.get(th + 13).copied().unwrap_or(0);
+                if info.fragoff || !tcp_checksum_ok(&frame, th, &info) || flags & 0x12 != 0 {
+                    break;
+                }
+            }
             Expr::CtSetMark { sreg } => {
                 if let Conn::Tracked(_) = p.conn {
                     let v = regs.get(*sreg, 4);
@@ -1186,6 +1195,36 @@ fn fresh_stops(e: &Expr, len: usize) -> bool {
         }
         _ => false,
     }
+}
+
+/// The TCP checksum of the segment at `th` (`nf_ip_checksum`), by RFC 1071 over the
+/// pseudo-header and the segment.
+fn tcp_checksum_ok(f: &[u8], th: usize, info: &Pktinfo) -> bool {
+    let end = info.end.min(f.len());
+    if th + 20 > end {
+        return false;
+    }
+    let seg = &f[th..end];
+    let mut sum: u64 = 0;
+    let mut add = |b: &[u8]| {
+        for c in b.chunks(2) {
+            sum += u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u64;
+        }
+    };
+    if info.ethertype == 0x86dd {
+        add(&f[ETH + 8..ETH + 40]);
+        add(&(seg.len() as u32).to_be_bytes());
+        add(&[0, 6]);
+    } else {
+        add(&f[ETH + 12..ETH + 20]);
+        add(&[0, 6]);
+        add(&(seg.len() as u16).to_be_bytes());
+    }
+    add(seg);
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum == 0xffff
 }
 
 #[cfg(test)]
