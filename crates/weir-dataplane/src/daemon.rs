@@ -100,13 +100,25 @@ fn queue_unheard(
         for c in &t.chains {
             for r in &c.rules {
                 for e in &r.exprs {
-                    let weir_lang::ir::Expr::Queue(q) = e else {
-                        continue;
+                    let nums: Vec<u16> = match e {
+                        weir_lang::ir::Expr::Queue(q) if !q.bypass => (q.first..=q.last).collect(),
+                        weir_lang::ir::Expr::QueueTo {
+                            num, bypass: false, ..
+                        } => match queue_numbers(t, num) {
+                            Some(v) => v,
+                            None => {
+                                return Some(format!(
+                                    "error: `{}` (table {} {}, chain {}): the queue is computed from the packet and may be one nobody listens on, so its packets would be dropped; give the expression a bound (`mod N`), or queue with bypass\n",
+                                    r.text,
+                                    t.family.name(),
+                                    t.name,
+                                    c.name
+                                ))
+                            }
+                        },
+                        _ => continue,
                     };
-                    if q.bypass {
-                        continue;
-                    }
-                    if let Some(n) = (q.first..=q.last).find(|n| !listening.contains(n)) {
+                    if let Some(n) = nums.into_iter().find(|n| !listening.contains(n)) {
                         return Some(format!(
                             "error: `{}` (table {} {}, chain {}): no [[scripts.profile]] listens on queue {n}, so its packets would be dropped; add one with queue = {n}, or queue with bypass\n",
                             r.text,
@@ -120,6 +132,45 @@ fn queue_unheard(
         }
     }
     None
+}
+
+/// The queues `queue to EXPR` may give: a constant, a hash's or a counter's range (`mod N
+/// offset O`), a map's values; None when they cannot be bounded.
+fn queue_numbers(t: &weir_lang::ir::Table, num: &weir_lang::ir::ValueExpr) -> Option<Vec<u16>> {
+    use weir_lang::ir::{MapValue, SetRef, Source, ValueExpr};
+    match num {
+        ValueExpr::Const(v) => Some(vec![*v.first()? as u16]),
+        ValueExpr::Key(k) if k.len() == 1 && k[0].is_plain() => match k[0].src {
+            Source::Jhash {
+                modulus, offset, ..
+            }
+            | Source::Symhash { modulus, offset }
+            | Source::Numgen {
+                modulus, offset, ..
+            } => Some(
+                (offset as u64..offset as u64 + modulus as u64)
+                    .map(|n| n as u16)
+                    .collect(),
+            ),
+            _ => None,
+        },
+        ValueExpr::Map { map, .. } => {
+            let set = match map {
+                SetRef::Named(i) => t.sets.get(*i)?,
+                SetRef::Anon(s) => s,
+            };
+            // (a named map may change at run time: its elements now, at least)
+            set.elements
+                .iter()
+                .chain(set.catchall.iter())
+                .map(|e| match &e.data {
+                    Some(MapValue::Value(v)) => v.first().map(|n| *n as u16),
+                    _ => None,
+                })
+                .collect()
+        }
+        _ => None,
+    }
 }
 
 /// In NFQUEUE mode the kernel routes a packet before weir sees it (at FORWARD, or INPUT for

@@ -190,6 +190,11 @@ pub enum CExpr {
     /// base chains of the hook run, as after NF_QUEUE's reinjection with NF_ACCEPT) and the
     /// caller hands the packet to the queue's per-flow processing.
     Queue(ir::Queue),
+    QueueTo {
+        num: Box<CValue>,
+        bypass: bool,
+        fanout: bool,
+    },
     Synproxy(ir::Synproxy),
     /// A reference to a named object of the table (`limit name`, an object map).
     ObjRef(Box<CObjRef>),
@@ -732,6 +737,15 @@ fn compile_expr(e: &Expr, slots: &mut Slots) -> CExpr {
                 .map(|(fam, a)| (*fam, Box::new(compile_value(a)))),
         },
         Expr::Queue(q) => CExpr::Queue(*q),
+        Expr::QueueTo {
+            num,
+            bypass,
+            fanout,
+        } => CExpr::QueueTo {
+            num: Box::new(compile_value(num)),
+            bypass: *bypass,
+            fanout: *fanout,
+        },
         Expr::Synproxy(s) => CExpr::Synproxy(*s),
         Expr::ObjRef(o) => CExpr::ObjRef(Box::new(CObjRef {
             kind: o.kind,

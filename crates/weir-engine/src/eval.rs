@@ -1189,8 +1189,28 @@ impl Engine {
                         return Outcome::Verdict(Verdict::Accept);
                     }
                 }
-                CExpr::Queue(q) => {
-                    p.meta.queue = Some(*q);
+                CExpr::Queue(_) | CExpr::QueueTo { .. } => {
+                    let q = match e {
+                        CExpr::QueueTo {
+                            num,
+                            bypass,
+                            fanout,
+                        } => {
+                            // nft_queue_sreg_eval: the register's low 16 bits
+                            let Some(n) = value_of(t, num, p, st) else {
+                                return Outcome::Next;
+                            };
+                            weir_lang::ir::Queue {
+                                first: n as u16,
+                                last: n as u16,
+                                bypass: *bypass,
+                                fanout: *fanout,
+                            }
+                        }
+                        CExpr::Queue(q) => *q,
+                        _ => unreachable!(),
+                    };
+                    p.meta.queue = Some(q);
                     let h = &mut st.rule_hits[r.gid];
                     h.0 += 1;
                     h.1 += bytes;

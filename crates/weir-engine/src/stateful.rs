@@ -391,6 +391,7 @@ fn expr_needs_ct(e: &ir::Expr) -> bool {
         | ir::Expr::Nat(_)
         | ir::Expr::FlowAdd(_)
         | ir::Expr::Queue(_)
+        | ir::Expr::QueueTo { .. }
         | ir::Expr::Synproxy(_)
         | ir::Expr::CtHelper { .. }
         | ir::Expr::CtTimeout { .. }

@@ -207,3 +207,51 @@ fn a_direction_the_listener_is_done_with_costs_a_bit_test() {
         assert_eq!(seen.lock().unwrap().calls.len(), 3);
     }
 }
+
+/// `queue to EXPR`: the queue computed per packet: a symmetric hash spreads connections over
+/// `mod 5 offset 5` and keeps both directions of each on one queue; a map by the source port
+/// picks 7 or 8; with nobody on the computed queue the packet is dropped, naming it.
+#[test]
+fn a_queue_computed_per_packet() {
+    for mode in [Mode::Compiled, Mode::Linear] {
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let mut sf = stateful(
+            &RULES.replace("queue num 5", "queue to symhash mod 5 offset 5"),
+            mode,
+        );
+        sf.set_flow_hook(Some(Box::new(Listener(seen.clone()))));
+        for sport in 1000..1064u16 {
+            for _ in 0..2 {
+                assert_eq!(forward(&mut sf, &mut udp(sport, b"x")).0, Decision::Accept);
+            }
+        }
+        let calls = seen.lock().unwrap().calls.clone();
+        let used: std::collections::BTreeSet<u16> = calls.iter().map(|c| c.0).collect();
+        assert_eq!(used, (5..=9).collect(), "{mode:?}");
+        assert!(calls.chunks(2).all(|c| c[0].0 == c[1].0));
+
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let mut sf = stateful(
+            &RULES.replace(
+                "queue num 5",
+                "queue to udp sport map { 1000 : 7, 1001 : 8, 1002 : 3 }",
+            ),
+            mode,
+        );
+        sf.set_flow_hook(Some(Box::new(Listener(seen.clone()))));
+        assert_eq!(forward(&mut sf, &mut udp(1000, b"x")).0, Decision::Accept);
+        assert_eq!(forward(&mut sf, &mut udp(1001, b"x")).0, Decision::Accept);
+        // queue 3: nobody listens
+        assert_eq!(
+            forward(&mut sf, &mut udp(1002, b"x")).0,
+            Decision::Drop(DropReason::Queue(3))
+        );
+        // no element: the rule stops there, the chains go on (the later one's mark)
+        assert_eq!(
+            forward(&mut sf, &mut udp(1003, b"x")),
+            (Decision::Accept, 2)
+        );
+        let nums: Vec<u16> = seen.lock().unwrap().calls.iter().map(|c| c.0).collect();
+        assert_eq!(nums, [7, 8], "{mode:?}");
+    }
+}

@@ -460,6 +460,14 @@ pub enum Expr {
     /// queue (its profiles, `weir_script`), as the kernel hands it to the program listening
     /// on the NFQUEUE; the base chain ends (as NF_QUEUE ends it).
     Queue(Queue),
+    /// `queue to EXPR`: the queue computed per packet (`queue to symhash mod 4`, `queue flags
+    /// bypass to jhash ip saddr mod 2 offset 10`, `queue to oifname map { ... }`), as
+    /// `nft_queue_sreg_eval` takes its low 16 bits.
+    QueueTo {
+        num: ValueExpr,
+        bypass: bool,
+        fanout: bool,
+    },
     /// `synproxy [mss N] [wscale N] [timestamp] [sack-perm]`, or `synproxy name "NAME"` (the
     /// table's object, its settings copied): a TCP SYN is answered with a SYN cookie, the
     /// client's ACK checked and the connection opened to the server in its place
@@ -551,7 +559,7 @@ pub struct ObjRef {
 }
 
 /// A `queue` statement with a fixed number or range (one computed by an expression is
-/// [`Expr::Unevaluated`]).
+/// [`Expr::QueueTo`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Queue {
     /// The queue, or the first of a range (`queue to 2-3`: 2).

@@ -741,7 +741,7 @@ fn parse_expr(line: &str, raw: &mut Vec<Vec<String>>) -> Result<Expr, String> {
             kind: k.into(),
             end: true,
         },
-        Some("queue") if t.get(1) == Some(&"num") => Expr::Stmt {
+        Some("queue") if matches!(t.get(1), Some(&"num") | Some(&"sreg_qnum")) => Expr::Stmt {
             kind: "queue".into(),
             end: true,
         },

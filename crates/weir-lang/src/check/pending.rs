@@ -344,3 +344,19 @@ pub(super) fn synproxy(
     }
     Some(Expr::Synproxy(s))
 }
+
+/// `queue to EXPR` (flags as `queue`'s): the number computed per packet.
+pub(super) fn queue_to(cx: &mut Cx, operands: &[(ast::Operand, ast::Expr)]) -> Option<Expr> {
+    let flag = |f: &str| {
+        operands.iter().any(|(o, e)| {
+            *o == ast::Operand::Flag && matches!(e, ast::Expr::Const(Val::Word(w, _)) if w == f)
+        })
+    };
+    let (_, e) = operands.iter().find(|(o, _)| *o == ast::Operand::Queue)?;
+    let num = lower_value(cx, &[DataType::Integer(16)], e)?;
+    Some(Expr::QueueTo {
+        num,
+        bypass: flag("bypass"),
+        fanout: flag("fanout"),
+    })
+}

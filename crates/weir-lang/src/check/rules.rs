@@ -679,10 +679,10 @@ fn lower_item(
                 return false;
             }
             match *what {
-                "queue" => Some(
-                    queue(operands)
-                        .map_or(Expr::Unevaluated("queue to an expression"), Expr::Queue),
-                ),
+                "queue" => match queue(operands) {
+                    Some(q) => Some(Expr::Queue(q)),
+                    None => super::pending::queue_to(cx, operands),
+                },
                 "reset tcp option" => Some(
                     match operands.first() {
                         Some((_, ast::Expr::Const(Val::Word(w, _)))) => {

@@ -622,17 +622,17 @@ fn synproxy_statements_and_objects() {
 }
 
 /// Statements and expressions weir does not evaluate yet load with their operands checked
-/// and are listed: `queue`, `tproxy`, `dup`, `meta cgroup`, a map updated with a value
+/// and are listed: `ct event set`, `tproxy`, `dup`, `meta cgroup`, a map updated with a value
 /// (nftlb's persistence); what nft refuses is refused. (`fib` is evaluated.)
 #[test]
 fn statements_not_evaluated_yet_load_checked_and_listed() {
-    let text = "table ip t {\n map persist { type ipv4_addr : mark; flags dynamic; }\n chain c {\n  type filter hook prerouting priority 0\n  queue to symhash mod 2\n  meta l4proto tcp tproxy to 198.18.0.1:3128\n  dup to 198.18.0.9 device \"lo\"\n  meta cgroup 1 drop\n  fib daddr type local drop\n  @th,16,16 22 drop\n  update @persist { ip saddr : ct mark }\n }\n}\n";
+    let text = "table ip t {\n map persist { type ipv4_addr : mark; flags dynamic; }\n chain c {\n  type filter hook prerouting priority 0\n  ct event set new\n  meta l4proto tcp tproxy to 198.18.0.1:3128\n  dup to 198.18.0.9 device \"lo\"\n  meta cgroup 1 drop\n  fib daddr type local drop\n  @th,16,16 22 drop\n  update @persist { ip saddr : ct mark }\n }\n}\n";
     let (rs, _) = load_str("t.nft", text)
         .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
         .unwrap();
     let u = rs.unevaluated();
     for (line, what) in [
-        (5, "queue to an expression"),
+        (5, "ct event"),
         (6, "tproxy"),
         (7, "dup"),
         (8, "meta cgroup"),
@@ -671,7 +671,7 @@ fn statements_not_evaluated_yet_load_checked_and_listed() {
         ),
         ("icmp type 2 icmp mtu 5", "icmp type 3"),
     ] {
-        let e = errors(&text.replace("  queue to symhash mod 2\n", &format!("  {rule}\n")));
+        let e = errors(&text.replace("  ct event set new\n", &format!("  {rule}\n")));
         assert!(e.iter().any(|m| m.contains(want)), "{rule}: {e:?}");
     }
     // the hooks nft_fib_validate allows
