@@ -745,6 +745,34 @@ mod tests {
             load(&p, true, &none).is_ok(),
             "bypass: accepted when nobody listens"
         );
+        // a queue computed per packet: every queue it can give is checked
+        let two: std::collections::BTreeSet<u16> = [200, 201].into();
+        for (q, ok, missing) in [
+            ("queue to symhash mod 2 offset 200", true, ""),
+            (
+                "queue to symhash mod 3 offset 200",
+                false,
+                "listens on queue 202",
+            ),
+            ("queue to tcp sport map { 1 : 200, 2 : 201 }", true, ""),
+            (
+                "queue to tcp sport map { 1 : 200, 2 : 9 }",
+                false,
+                "listens on queue 9",
+            ),
+            (
+                "queue to jhash ip saddr mod 65536",
+                false,
+                "listens on queue 0",
+            ),
+            ("queue flags bypass to jhash ip saddr mod 65536", true, ""),
+        ] {
+            std::fs::write(&p, text.replace("queue num 200-201", q)).unwrap();
+            match load(&p, true, &two) {
+                Ok(_) => assert!(ok, "{q}: loaded"),
+                Err(e) => assert!(!ok && e.contains(missing), "{q}: {e}"),
+            }
+        }
         std::fs::remove_dir_all(&dir).ok();
     }
 
