@@ -1073,6 +1073,7 @@ mod tests {
             text: text.into(),
             packets,
             bytes: 0,
+            last_ms: None,
         };
         let mut rs = RulesetStats {
             rules: vec![

@@ -186,6 +186,9 @@ pub struct RuleStat {
     pub text: String,
     pub packets: u64,
     pub bytes: u64,
+    /// A rule with `last`: how long ago a packet last reached it (milliseconds; None:
+    /// never). None for a rule without `last`.
+    pub last_ms: Option<Option<u64>>,
 }
 
 /// A named object's counter (a named counter's packets, a set's elements).
@@ -215,8 +218,13 @@ impl RulesetStats {
         self.rules
             .iter()
             .map(|r| {
+                let last = match r.last_ms {
+                    None => String::new(),
+                    Some(None) => "  (last used never)".into(),
+                    Some(Some(ms)) => format!("  (last used {}s ago)", ms / 1000),
+                };
                 format!(
-                    "{:>12} {:>14}  {} {}  {}\n",
+                    "{:>12} {:>14}  {} {}  {}{last}\n",
                     r.packets, r.bytes, r.table, r.chain, r.text
                 )
             })
@@ -236,6 +244,12 @@ impl RulesetStats {
         zip(&mut self.rules, &o.rules, |x, y| {
             x.packets += y.packets;
             x.bytes += y.bytes;
+            // the most recent of the workers'
+            x.last_ms = match (x.last_ms, y.last_ms) {
+                (Some(Some(a)), Some(Some(b))) => Some(Some(a.min(b))),
+                (Some(a), Some(b)) => Some(a.or(b)),
+                (a, b) => a.or(b),
+            };
         });
         zip(&mut self.counters, &o.counters, |x, y| x.value += y.value);
         zip(&mut self.sets, &o.sets, |x, y| x.value += y.value);
@@ -713,10 +727,37 @@ mod tests {
                     text: "ct state established, related counter accept".into(),
                     packets: 3,
                     bytes: 252,
+                    last_ms: None,
                 }],
                 ..RulesetStats::default()
             },
         }
+    }
+
+    /// A rule with `last`: `weir ctl counters` says when it was last used, the most recent
+    /// of the workers'.
+    #[test]
+    fn counters_say_when_a_rule_with_last_was_used() {
+        let rule = |last_ms| RulesetStats {
+            rules: vec![RuleStat {
+                text: "tcp dport 22 last drop".into(),
+                last_ms,
+                ..RuleStat::default()
+            }],
+            ..RulesetStats::default()
+        };
+        let mut r = rule(Some(None));
+        assert!(r
+            .counters_text()
+            .contains("tcp dport 22 last drop  (last used never)"));
+        r.add(&rule(Some(Some(9_000))));
+        r.add(&rule(Some(Some(4_500))));
+        assert!(
+            r.counters_text().contains("(last used 4s ago)"),
+            "{}",
+            r.counters_text()
+        );
+        assert!(!rule(None).counters_text().contains("last used"));
     }
 
     #[test]

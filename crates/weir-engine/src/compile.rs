@@ -196,6 +196,8 @@ pub enum CExpr {
         fanout: bool,
     },
     Synproxy(ir::Synproxy),
+    /// `last`: the rule's last-use time recorded ([`crate::eval::State::rule_last`]).
+    Last,
     /// A reference to a named object of the table (`limit name`, an object map).
     ObjRef(Box<CObjRef>),
     /// Evaluated by the stateful engine (ct count, flow add, dynamic sets); the
@@ -747,6 +749,7 @@ fn compile_expr(e: &Expr, slots: &mut Slots) -> CExpr {
             fanout: *fanout,
         },
         Expr::Synproxy(s) => CExpr::Synproxy(*s),
+        Expr::Last { .. } => CExpr::Last,
         Expr::ObjRef(o) => CExpr::ObjRef(Box::new(CObjRef {
             kind: o.kind,
             target: match &o.target {

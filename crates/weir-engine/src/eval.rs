@@ -361,6 +361,9 @@ impl ConnList {
 pub struct State {
     /// (packets, bytes) per rule counter id.
     pub rule_hits: Vec<(u64, u64)>,
+    /// Per rule counter id, for rules with `last`: when a packet last reached the
+    /// statement (the evaluation's clock, nanoseconds; 0: never).
+    pub rule_last: Vec<u64>,
     /// Named counters per table.
     pub named_counters: Vec<Vec<(u64, u64)>>,
     limits: Vec<Bucket>,
@@ -839,6 +842,7 @@ impl Engine {
     pub fn sync_state(&mut self) {
         let st = &mut self.st;
         st.rule_hits.resize(self.rs.rule_loc.len(), (0, 0));
+        st.rule_last.resize(self.rs.rule_loc.len(), 0);
         st.limits.resize(self.rs.limit_slots, Bucket::default());
         st.quotas.resize(self.rs.quota_slots, 0);
         st.named_counters.resize(self.rs.tables.len(), Vec::new());
@@ -1165,6 +1169,11 @@ impl Engine {
                     }
                 }
                 CExpr::Notrack => p.meta.notrack = true,
+                CExpr::Last => {
+                    if let Some(l) = st.rule_last.get_mut(r.gid) {
+                        *l = p.now_ns.max(1);
+                    }
+                }
                 CExpr::Synproxy(info) => {
                     // nft_synproxy_do_eval: not TCP, the rule stops; a wrong checksum, dropped;
                     // a SYN or an ACK, taken (NF_STOLEN); anything else goes on

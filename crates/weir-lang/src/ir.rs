@@ -468,6 +468,12 @@ pub enum Expr {
         bypass: bool,
         fanout: bool,
     },
+    /// `last [used never|TIME]` (`nft_last`): the rule records when a packet last reached
+    /// it. The time given (what `nft list ruleset` wrote) is kept as written; weir's record
+    /// starts at the load (weir keeps it across its own reloads).
+    Last {
+        used_ms: Option<u64>,
+    },
     /// `synproxy [mss N] [wscale N] [timestamp] [sack-perm]`, or `synproxy name "NAME"` (the
     /// table's object, its settings copied): a TCP SYN is answered with a SYN cookie, the
     /// client's ACK checked and the connection opened to the server in its place

@@ -429,6 +429,7 @@ mod tests {
                 text: "iifname \"lo\" accept".into(),
                 packets: 3,
                 bytes: 180,
+                last_ms: None,
             }],
             ..RulesetStats::default()
         };

@@ -375,6 +375,14 @@ fn ruleset_stats(sf: &Stateful, now: u64) -> RulesetStats {
         for ch in &t.chains {
             for r in ch.rules() {
                 let (packets, bytes) = eng.st.rule_hits[r.gid];
+                let last_ms = r
+                    .exprs
+                    .iter()
+                    .any(|e| matches!(e, weir_engine::compile::CExpr::Last))
+                    .then(|| {
+                        let at = eng.st.rule_last.get(r.gid).copied().unwrap_or(0);
+                        (at != 0).then(|| now.saturating_sub(at) / 1_000_000)
+                    });
                 out.rules.push(RuleStat {
                     table: table.clone(),
                     chain: ch.name.clone(),
@@ -382,6 +390,7 @@ fn ruleset_stats(sf: &Stateful, now: u64) -> RulesetStats {
                     text: r.text.clone(),
                     packets,
                     bytes,
+                    last_ms,
                 });
             }
         }

@@ -699,7 +699,7 @@ fn parse_expr(line: &str, raw: &mut Vec<Vec<String>>) -> Result<Expr, String> {
                 end: false,
             }
         }
-        Some(k @ ("log" | "notrack")) => Expr::Stmt {
+        Some(k @ ("log" | "notrack" | "last")) => Expr::Stmt {
             kind: k.into(),
             end: false,
         },

@@ -693,6 +693,12 @@ fn lower_item(
                     .map_or(Expr::Unevaluated(what), Expr::ResetTcpOption),
                 ),
                 "synproxy" => super::pending::synproxy(cx, operands, *span),
+                "last" => Some(Expr::Last {
+                    used_ms: operands.iter().find_map(|(_, e)| match e {
+                        ast::Expr::Const(v) => values::parse_time_ms(&other_text(v)).ok(),
+                        _ => None,
+                    }),
+                }),
                 _ => Some(Expr::Unevaluated(what)),
             }
         }

@@ -861,8 +861,8 @@ fn log_and_limit_options_as_nft() {
     }
 }
 
-/// Socket, OS fingerprint and IPsec keys and `last` load as not evaluated (`reset tcp
-/// option` is evaluated); bad ones are refused as nft refuses them.
+/// Socket, OS fingerprint and IPsec keys load as not evaluated (`reset tcp option` and
+/// `last` are evaluated); bad ones are refused as nft refuses them.
 #[test]
 fn socket_osf_ipsec_last_reset_load_as_not_evaluated() {
     let rules = [
@@ -872,7 +872,6 @@ fn socket_osf_ipsec_last_reset_load_as_not_evaluated() {
         ),
         ("osf ttl loose name \"Linux\" drop", "osf"),
         ("ipsec in spnum 2 ip saddr 198.18.0.1 accept", "ipsec"),
-        ("last used never", "last"),
     ];
     let body: String = rules.iter().map(|r| format!("  {}\n", r.0)).collect();
     let text = format!("table inet t {{\n chain c {{\n{body} }}\n}}\n");
@@ -890,7 +889,7 @@ fn socket_osf_ipsec_last_reset_load_as_not_evaluated() {
     }
     let (rs, _) = load_str(
         "t.nft",
-        "table inet t { chain c { reset tcp option mptcp; reset tcp option 2 } }",
+        "table inet t { chain c { reset tcp option mptcp; reset tcp option 2; last used never; last used 300s } }",
     )
     .unwrap();
     assert!(rs.unevaluated().is_empty(), "{:?}", rs.unevaluated());
