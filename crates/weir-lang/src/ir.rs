@@ -470,7 +470,7 @@ pub enum Expr {
     },
     /// `last [used never|TIME]` (`nft_last`): the rule records when a packet last reached
     /// it. The time given (what `nft list ruleset` wrote) is kept as written; weir's record
-    /// starts at the load (weir keeps it across its own reloads).
+    /// starts at the load, as the rule's counters do.
     Last {
         used_ms: Option<u64>,
     },
