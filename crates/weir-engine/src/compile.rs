@@ -791,10 +791,15 @@ fn compile_rule(r: &ir::Rule, family: Family, gid: usize, prio: u32, slots: &mut
     for e in &exprs[..first_stmt] {
         e.layers(&mut layers);
     }
-    let needs_v4 = layers.iter().any(|l| matches!(l, Layer::Ip4 | Layer::Icmp));
+    // (an ICMP field implies IPv4 packets, as nft's dependency `meta nfproto ipv4` says,
+    // except in an ip6 table, where nft reads it in IPv6 packets carrying protocol 1; and
+    // the other way round for ICMPv6)
+    let needs_v4 = layers
+        .iter()
+        .any(|l| *l == Layer::Ip4 || (*l == Layer::Icmp && family != Family::Ip6));
     let needs_v6 = layers
         .iter()
-        .any(|l| matches!(l, Layer::Ip6 | Layer::Icmp6));
+        .any(|l| *l == Layer::Ip6 || (*l == Layer::Icmp6 && family != Family::Ip));
     let needs_ip = layers
         .iter()
         .any(|l| matches!(l, Layer::Transport(_) | Layer::AnyPorts))

@@ -785,8 +785,11 @@ impl PacketMeta {
         let tcp = l4ok && self.l4proto == proto::TCP;
         let udp = l4ok && self.l4proto == proto::UDP;
         let sctp = l4ok && self.l4proto == proto::SCTP;
-        let icmp = v4 && l4ok && self.l4proto == proto::ICMP;
-        let icmp6 = v6 && l4ok && self.l4proto == proto::ICMPV6;
+        // (by the protocol number, whatever the IP version, as nft's payload loads read the
+        // transport header wherever `meta l4proto` says it is one: an IPv6 packet carrying
+        // protocol 1 has its ICMP fields read)
+        let icmp = (v4 || v6) && l4ok && self.l4proto == proto::ICMP;
+        let icmp6 = (v4 || v6) && l4ok && self.l4proto == proto::ICMPV6;
         let eth = self.link == LinkType::Ethernet && frame.len() >= 14;
         let l4is = |p: u8| l4ok && self.l4proto == p;
         let v: u128 = match f {

@@ -319,6 +319,13 @@ impl Inner {
         } else {
             L3::Other(self.llproto)
         };
+        // (an inner ICMP field depends on the inner packet's version: nft checks the inner
+        // EtherType first)
+        match (f.layer(), shown) {
+            (Layer::Icmp, L3::Ipv4) | (Layer::Icmp6, L3::Ipv6) => {}
+            (Layer::Icmp | Layer::Icmp6, _) => return None,
+            _ => {}
+        }
         let l3 = match f.layer() {
             Layer::Ip4 | Layer::Ip6 | Layer::Icmp | Layer::Icmp6 => shown,
             Layer::Link if self.ll_off.is_none() => return None,

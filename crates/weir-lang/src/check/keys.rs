@@ -14,13 +14,8 @@ use crate::values;
 use weir_wire::{DataType, Field, Layer};
 
 fn field_allowed(cx: &mut Cx, f: Field, span: Span) -> bool {
-    // nft reads the other version's ICMP header wherever the protocol number says it is one
-    // (an IPv4 packet carrying protocol 58); weir's packet parser does not
-    match (cx.family, f.layer()) {
-        (Family::Ip, Layer::Icmp6) => cx.uneval.push("icmpv6 in an ip table"),
-        (Family::Ip6, Layer::Icmp) => cx.uneval.push("icmp in an ip6 table"),
-        _ => {}
-    }
+    // (nft reads the other version's ICMP header wherever the protocol number says it is
+    // one: an IPv4 packet carrying protocol 58; so does weir)
     let bad = match (cx.family, f.layer()) {
         (Family::Ip, Layer::Ip6) => Some("an ip table sees only IPv4 packets"),
         (Family::Ip6, Layer::Ip4) => Some("an ip6 table sees only IPv6 packets"),
