@@ -320,11 +320,15 @@ fn full(bits: u32) -> u128 {
     }
 }
 
-fn key_layers(k: &Key, out: &mut Vec<Layer>) {
+fn key_layers(k: &[KeyPart], out: &mut Vec<Layer>) {
     for p in k {
         match &p.src {
             Source::Field(f) => out.push(f.layer()),
             Source::Jhash { key, .. } => key_layers(key, out),
+            Source::Binop { a, b, .. } => {
+                key_layers(std::slice::from_ref(&**a), out);
+                key_layers(std::slice::from_ref(&**b), out);
+            }
             // (presence needs no protocol: the kernel answers 0 for a packet of another one)
             Source::Exthdr {
                 proto,

@@ -703,6 +703,15 @@ impl<'a> Pkt<'a> {
                     .raw(self.frame, *base, *offset as usize, *len as usize)?
             }
             Source::Fib { flags, result } => crate::fib::eval(st, *flags, *result, self)?,
+            Source::Const(c) => *c,
+            Source::Binop { op, a, b } => {
+                let (x, y) = (self.part(a, st)?, self.part(b, st)?);
+                match op {
+                    ir::BitOp::And => x & y,
+                    ir::BitOp::Or => x | y,
+                    ir::BitOp::Xor => x ^ y,
+                }
+            }
             Source::Inner { tunnel, field } => tunnel::read(self.frame, self.pm, *tunnel, *field)?,
             Source::Symhash { modulus, offset } => {
                 let h = symhash(self.pm);

@@ -366,10 +366,13 @@ fn table_needs_ct(t: &ir::Table) -> bool {
     })
 }
 
-fn key_needs_ct(k: &ir::Key) -> bool {
+fn key_needs_ct(k: &[ir::KeyPart]) -> bool {
     k.iter().any(|p| match &p.src {
         ir::Source::Field(f) => f.is_conntrack(),
         ir::Source::Jhash { key, .. } => key_needs_ct(key),
+        ir::Source::Binop { a, b, .. } => {
+            key_needs_ct(std::slice::from_ref(&**a)) || key_needs_ct(std::slice::from_ref(&**b))
+        }
         _ => false,
     })
 }

@@ -148,10 +148,28 @@ impl KeyPart {
     }
 }
 
+/// A bitwise operation between two values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BitOp {
+    And,
+    Or,
+    Xor,
+}
+
 /// Where a key component's value comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
     Field(Field),
+    /// Two values combined (`meta mark | iif`, `ct mark & 0xffff0000 | meta mark & 0xffff`,
+    /// `ip dscp << 2 | 0x10`: nft's bitwise with a second register, or after a shift); the
+    /// part's own mask and shift apply to the result.
+    Binop {
+        op: BitOp,
+        a: Box<KeyPart>,
+        b: Box<KeyPart>,
+    },
+    /// A constant (one side of a [`Source::Binop`]).
+    Const(u128),
     /// `jhash key mod N seed S offset O`
     Jhash {
         key: Vec<KeyPart>,

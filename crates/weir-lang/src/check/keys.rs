@@ -137,13 +137,45 @@ pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
             }
             Some(out)
         }
-        // two selectors combined: checked, not evaluated yet (the engine's keys hold one
-        // field with constant masks)
-        ast::Expr::BinopExpr(_, a, b, _) => {
-            let k = lower_key(cx, a)?;
-            lower_key(cx, b)?;
-            cx.uneval.push("an operation between two selectors");
-            Some(k)
+        // two values combined (nft's bitwise with a second register)
+        ast::Expr::BinopExpr(op, a, b, span) => {
+            let ka = lower_key(cx, a)?;
+            let kb = lower_key(cx, b)?;
+            let op = match op {
+                ast::BinOp::And => BitOp::And,
+                ast::BinOp::Or => BitOp::Or,
+                ast::BinOp::Xor => BitOp::Xor,
+                // (a shift by another selector's value)
+                _ => {
+                    cx.uneval.push("an operation between two selectors");
+                    return Some(ka);
+                }
+            };
+            let (Ok([pa]), Ok([pb])) = (<[KeyPart; 1]>::try_from(ka), <[KeyPart; 1]>::try_from(kb))
+            else {
+                err(
+                    cx,
+                    *span,
+                    "a bitwise operation applies to single values, not concatenations",
+                );
+                return None;
+            };
+            let dtype = if pa.dtype.bits() >= pb.dtype.bits() {
+                pa.dtype
+            } else {
+                pb.dtype
+            };
+            Some(vec![KeyPart {
+                src: Source::Binop {
+                    op,
+                    a: Box::new(pa),
+                    b: Box::new(pb),
+                },
+                and: u128::MAX,
+                xor: 0,
+                shift: 0,
+                dtype,
+            }])
         }
         ast::Expr::Binop(op, inner, v, span) => {
             let mut k = lower_key(cx, inner)?;
@@ -219,10 +251,32 @@ pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
                         };
                         match moved {
                             Some(x) => m = x,
-                            // (`ip dscp << 26 | 0x10`: nft computes it; weir's key applies
-                            // its masks before the shift, so the rule loads unevaluated)
+                            // (`ip dscp << 26 | 0x10`: weir's key applies its masks before
+                            // the shift, so the constant is combined with the shifted value)
                             None if *op != ast::BinOp::And => {
-                                cx.uneval.push("a value combined after a shift");
+                                let shifted = p.clone();
+                                let c = KeyPart {
+                                    src: Source::Const(m),
+                                    and: u128::MAX,
+                                    xor: 0,
+                                    shift: 0,
+                                    dtype: shifted.dtype,
+                                };
+                                *p = KeyPart {
+                                    src: Source::Binop {
+                                        op: if *op == ast::BinOp::Or {
+                                            BitOp::Or
+                                        } else {
+                                            BitOp::Xor
+                                        },
+                                        a: Box::new(shifted),
+                                        b: Box::new(c),
+                                    },
+                                    and: u128::MAX,
+                                    xor: 0,
+                                    shift: 0,
+                                    dtype: p.dtype,
+                                };
                                 return Some(k);
                             }
                             None => {
