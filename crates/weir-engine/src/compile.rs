@@ -191,6 +191,8 @@ pub enum CExpr {
     /// caller hands the packet to the queue's per-flow processing.
     Queue(ir::Queue),
     Synproxy(ir::Synproxy),
+    /// `dup`: recorded in `Meta::dups` (`stateful::dup`); the rule goes on.
+    Dup(Box<crate::stateful::dup::CDup>),
     /// A reference to a named object of the table (`limit name`, an object map).
     ObjRef(Box<CObjRef>),
     /// Evaluated by the stateful engine (ct count, flow add, dynamic sets); the
@@ -732,6 +734,10 @@ fn compile_expr(e: &Expr, slots: &mut Slots) -> CExpr {
                 .map(|(fam, a)| (*fam, Box::new(compile_value(a)))),
         },
         Expr::Queue(q) => CExpr::Queue(*q),
+        Expr::Dup(d) => CExpr::Dup(Box::new(crate::stateful::dup::CDup {
+            addr: d.addr.as_ref().map(|(f, a)| (*f, compile_value(a))),
+            dev: d.dev.as_ref().map(compile_value),
+        })),
         Expr::Synproxy(s) => CExpr::Synproxy(*s),
         Expr::ObjRef(o) => CExpr::ObjRef(Box::new(CObjRef {
             kind: o.kind,

@@ -693,6 +693,7 @@ fn lower_item(
                     .map_or(Expr::Unevaluated(what), Expr::ResetTcpOption),
                 ),
                 "synproxy" => super::pending::synproxy(cx, operands, *span),
+                "dup" => super::redirect::lower_dup(cx, operands, *span),
                 _ => Some(Expr::Unevaluated(what)),
             }
         }

@@ -626,7 +626,7 @@ fn synproxy_statements_and_objects() {
 /// (nftlb's persistence); what nft refuses is refused. (`fib` is evaluated.)
 #[test]
 fn statements_not_evaluated_yet_load_checked_and_listed() {
-    let text = "table ip t {\n map persist { type ipv4_addr : mark; flags dynamic; }\n chain c {\n  type filter hook prerouting priority 0\n  queue to symhash mod 2\n  meta l4proto tcp tproxy to 198.18.0.1:3128\n  dup to 198.18.0.9 device \"lo\"\n  meta cgroup 1 drop\n  fib daddr type local drop\n  @th,16,16 22 drop\n  update @persist { ip saddr : ct mark }\n }\n}\n";
+    let text = "table ip t {\n map persist { type ipv4_addr : mark; flags dynamic; }\n chain c {\n  type filter hook prerouting priority 0\n  queue to symhash mod 2\n  meta l4proto tcp tproxy to 198.18.0.1:3128\n  last used never\n  meta cgroup 1 drop\n  fib daddr type local drop\n  @th,16,16 22 drop\n  update @persist { ip saddr : ct mark }\n }\n}\n";
     let (rs, _) = load_str("t.nft", text)
         .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
         .unwrap();
@@ -634,7 +634,7 @@ fn statements_not_evaluated_yet_load_checked_and_listed() {
     for (line, what) in [
         (5, "queue to an expression"),
         (6, "tproxy"),
-        (7, "dup"),
+        (7, "last"),
         (8, "meta cgroup"),
     ] {
         let at = format!("t.nft:{line}:");
