@@ -126,13 +126,12 @@ fn lab() -> (Stateful, Router) {
     (sf, net)
 }
 
+/// What the router sent: frames with their ports.
+type Sent = Vec<(usize, Vec<u8>)>;
+
 /// A frame from the client through the router: its fate, the frame as it left, the copies
 /// sent and their statistics.
-fn go(
-    sf: &mut Stateful,
-    net: &mut Router,
-    mut f: Vec<u8>,
-) -> (Fate, Vec<u8>, Vec<(usize, Vec<u8>)>, DupStats) {
+fn go(sf: &mut Stateful, net: &mut Router, mut f: Vec<u8>) -> (Fate, Vec<u8>, Sent, DupStats) {
     let pm = PacketMeta::parse(&f, LinkType::Ethernet);
     let fate = net.route_frame(sf, &mut f, pm, 0, Rx::default(), NOW);
     let mut st = DupStats::default();
