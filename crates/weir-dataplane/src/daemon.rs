@@ -195,6 +195,18 @@ fn nat_in_nfqueue_mode(rs: &weir_lang::ir::Ruleset) -> Option<String> {
                 }
                 if r.exprs
                     .iter()
+                    .any(|e| matches!(e, weir_lang::ir::Expr::Dup(_)))
+                {
+                    return Some(format!(
+                        "error: dup in nfqueue mode: `{}` (table {} {}, chain {}): the copy is routed to its gateway and sent by the router, which only inline mode does. Use mode = \"inline\" (weir routes), or the kernel's own dup beside weir's filtering.\n",
+                        r.text,
+                        t.family.name(),
+                        t.name,
+                        c.name
+                    ));
+                }
+                if r.exprs
+                    .iter()
                     .any(|e| matches!(e, weir_lang::ir::Expr::Nat(_)))
                 {
                     return Some(format!(

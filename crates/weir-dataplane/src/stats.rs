@@ -75,6 +75,10 @@ pub struct Counts {
     /// sent (no route or neighbour inline; the raw socket refused them in NFQUEUE mode).
     pub script_sent: u64,
     pub script_unsent: u64,
+    /// Inline mode: copies `dup` sent, and those that could not leave (no route, an
+    /// unknown device or neighbour, dropped by the output hooks).
+    pub dup_sent: u64,
+    pub dup_unsent: u64,
 }
 
 impl Counts {
@@ -100,6 +104,8 @@ impl AddAssign<&Counts> for Counts {
         self.host_out += o.host_out;
         self.script_sent += o.script_sent;
         self.script_unsent += o.script_unsent;
+        self.dup_sent += o.dup_sent;
+        self.dup_unsent += o.dup_unsent;
     }
 }
 
@@ -499,6 +505,9 @@ impl WorkerStats {
                 "; sent by scripts {} (not sent {})",
                 c.script_sent, c.script_unsent
             );
+        }
+        if c.dup_sent + c.dup_unsent > 0 {
+            extra += &format!("; dup copies {} (not sent {})", c.dup_sent, c.dup_unsent);
         }
         if c.local + c.host_out > 0 {
             extra += &format!(

@@ -198,6 +198,8 @@ pub enum CExpr {
     Synproxy(ir::Synproxy),
     /// `last`: the rule's last-use time recorded ([`crate::eval::State::rule_last`]).
     Last,
+    /// `dup`: recorded in `Meta::dups` (`stateful::dup`); the rule goes on.
+    Dup(Box<crate::stateful::dup::CDup>),
     /// A reference to a named object of the table (`limit name`, an object map).
     ObjRef(Box<CObjRef>),
     /// Evaluated by the stateful engine (ct count, flow add, dynamic sets); the
@@ -752,6 +754,10 @@ fn compile_expr(e: &Expr, slots: &mut Slots) -> CExpr {
             bypass: *bypass,
             fanout: *fanout,
         },
+        Expr::Dup(d) => CExpr::Dup(Box::new(crate::stateful::dup::CDup {
+            addr: d.addr.as_ref().map(|(f, a)| (*f, compile_value(a))),
+            dev: d.dev.as_ref().map(compile_value),
+        })),
         Expr::Synproxy(s) => CExpr::Synproxy(*s),
         Expr::Last { .. } => CExpr::Last,
         Expr::ObjRef(o) => CExpr::ObjRef(Box::new(CObjRef {

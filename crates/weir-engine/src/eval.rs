@@ -156,6 +156,8 @@ pub struct Meta {
     pub queue: Option<weir_lang::ir::Queue>,
     /// A `synproxy` statement took the packet (a SYN or an ACK): the stateful layer answers.
     pub synproxy: Option<weir_lang::ir::Synproxy>,
+    /// The `dup` statements the base chain ran (`stateful::dup`).
+    pub dups: crate::stateful::dup::Dups,
     /// A `ct helper set` statement ran: the helper (`crate::helper::Kind` as u8) a new
     /// connection gets.
     pub helper: u8,
@@ -1183,6 +1185,11 @@ impl Engine {
                         *l = p.now_ns.max(1);
                     }
                 }
+                CExpr::Dup(d) => {
+                    if !crate::stateful::dup::eval(t, d, p, st) {
+                        return Outcome::Next;
+                    }
+                }
                 CExpr::Synproxy(info) => {
                     // nft_synproxy_do_eval: not TCP, the rule stops; a wrong checksum, dropped;
                     // a SYN or an ACK, taken (NF_STOLEN); anything else goes on
@@ -1423,7 +1430,7 @@ impl Engine {
 /// The value a statement's expression gives (the first component of a map's data); None when
 /// the key cannot be built or the map has no element for it (the rule stops).
 #[inline]
-fn value_of(t: &CTable, v: &CValue, p: &Pkt, st: &mut State) -> Option<u128> {
+pub(crate) fn value_of(t: &CTable, v: &CValue, p: &Pkt, st: &mut State) -> Option<u128> {
     match v {
         CValue::Const(c) => c.first().copied(),
         CValue::Range(a, _) => Some(*a),

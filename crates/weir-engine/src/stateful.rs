@@ -28,11 +28,13 @@ use weir_wire::{Frag, PacketMeta, L3};
 
 mod access;
 mod ctobj;
+pub mod dup;
 mod fast;
 mod help;
 mod queue;
 mod synproxy;
 
+pub use dup::{DupSend, DupTo};
 pub(crate) use help::finish_transport;
 pub use queue::{FlowHook, QueueVerdict, Queued, QueuedConn, TICK_NS};
 pub use synproxy::StackSend;
@@ -270,6 +272,11 @@ pub struct StatefulStats {
     /// Segments of the SYN proxy lost because the caller had not taken the ones before
     /// ([`Stateful::take_stack_out`]).
     pub synproxy_unsent: u64,
+    /// Copies `dup` made ([`Stateful::take_dup_out`]), and the ones it could not make (no
+    /// whole IP header, more than `dup::MAX_DUPS` in a chain, the caller had not taken the
+    /// ones before).
+    pub dup_copies: u64,
+    pub dup_unsent: u64,
 }
 
 /// The engine plus a connection table.
@@ -310,6 +317,10 @@ pub struct Stateful {
     queue_out: Vec<Vec<u8>>,
     /// What the SYN proxy sends, as the host's own packets ([`Stateful::take_stack_out`]).
     stack_out: Vec<StackSend>,
+    /// The copies `dup` made ([`Stateful::take_dup_out`]).
+    dup_out: Vec<DupSend>,
+    /// A copy is crossing the hooks: `dup` makes none ([`Stateful::set_duplicating`]).
+    duplicating: bool,
     /// The timeout policy number (1-based, in the connection table) of each table's
     /// `ct timeout` objects.
     timeout_ids: Vec<Vec<u8>>,
@@ -530,6 +541,8 @@ impl Stateful {
             flow_hook: None,
             queue_out: Vec::new(),
             stack_out: Vec::new(),
+            dup_out: Vec::new(),
+            duplicating: false,
             ticked: None,
             ticking: false,
         }
@@ -1013,6 +1026,7 @@ impl Stateful {
             meta.queue = None;
             meta.synproxy = None;
             let d = self.run_chain(h, &buf, pm, meta, now_ns, pc);
+            self.dup_take(hook, &buf, pm, meta);
             self.apply_writes(&mut buf, pm, meta);
             if let Some(info) = meta.synproxy.take() {
                 // NF_STOLEN: nothing after this runs for the packet
@@ -1107,6 +1121,7 @@ impl Stateful {
                     meta.notrack = false;
                     meta.nat = None;
                     let d = self.run_chain(h, buf, pm, meta, now_ns, pc);
+                    self.dup_take(hook, buf, pm, meta);
                     self.apply_writes(buf, pm, meta);
                     self.store_mark(meta, pc);
                     if !d.is_accept() {

@@ -409,6 +409,17 @@ pub struct Fwd {
     pub neigh: Option<(u8, ValueExpr)>,
 }
 
+/// A `dup` statement (nft_dup_ipv4 / nft_dup_ipv6, nft_dup_netdev).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dup {
+    /// `dup to ADDR [device DEV]` (ip and ip6 tables): the family (4 or 6) and the gateway
+    /// the copy is routed to. None in the netdev family.
+    pub addr: Option<(u8, ValueExpr)>,
+    /// The device, as an interface-name value (as [`Fwd::dev`]): `device DEV` of the ip
+    /// families (the copy leaves by it), or the netdev family's `dup to DEV`.
+    pub dev: Option<ValueExpr>,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SetOpKind {
     Add,
@@ -472,6 +483,10 @@ pub enum Expr {
     /// nft_fwd_netdev, nft_fwd_neigh): the packet leaves by that device as it is and its
     /// processing ends (the kernel steals it: no later rule or chain runs).
     Fwd(Fwd),
+    /// `dup to ADDR [device DEV]` (ip, ip6) / `dup to DEV` (netdev): a copy of the packet as
+    /// it is at this point is sent to the gateway ADDR (untracked, through the output and
+    /// postrouting hooks) or out of device DEV as it is; the original goes on unchanged.
+    Dup(Dup),
     FlowAdd(usize),
     SetOp(SetOp),
     /// `queue num N`, `queue to N-M`: the packet goes to weir's per-flow processing of that

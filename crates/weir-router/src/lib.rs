@@ -31,6 +31,7 @@
 
 pub mod adj;
 pub mod arp;
+pub mod dup;
 pub mod fate;
 pub mod fib;
 pub mod host_fib;
@@ -44,6 +45,7 @@ pub mod routes;
 pub mod sent;
 
 pub use adj::{Adj, Adjacencies};
+pub use dup::DupStats;
 pub use fate::{Fate, Reason};
 pub use host_fib::RouterFib;
 pub use neigh::{Neighbours, SharedNeighbours};

@@ -572,7 +572,7 @@ impl Router {
 
     /// The egress chains of `port` for a frame about to leave by it.
     #[inline(always)]
-    fn egress(
+    pub(crate) fn egress(
         &mut self,
         sf: &mut Stateful,
         port: usize,

@@ -494,6 +494,20 @@ fn run_configuration_errors_and_kernel_rules() {
             && text.contains("inline"),
         "{text}"
     );
+    // dup in NFQUEUE mode: the copy is routed and sent by the router; refused likewise
+    std::fs::write(
+        dir.join("dup.nft"),
+        "table ip d {\n chain pre { type filter hook prerouting priority 0; icmp type echo-request dup to 198.18.0.9 }\n}\n",
+    )
+    .unwrap();
+    let p = cfg("dup.toml", "ruleset = \"dup.nft\"\nmode = \"nfqueue\"\n");
+    let (ok, text) = run(&p, &[]);
+    assert!(
+        !ok && text.contains("dup in nfqueue mode")
+            && text.contains("dup to 198.18.0.9")
+            && text.contains("inline"),
+        "{text}"
+    );
     // the kernel rules: forward always, input because the ruleset has an input chain
     let p = cfg(
         "ok.toml",

@@ -170,6 +170,17 @@ fn synproxy_with_real_clients() {
     lab("synproxy.sh");
 }
 
+/// tests/lab/dup.sh: nftables' `dup` with real traffic, the kernel as the router and then
+/// weir inline: a client's echo requests duplicated at prerouting and its UDP datagrams at
+/// forward (to a monitor's address out of a third port, one with the gateway from a map and no
+/// device), IPv4 and IPv6; the originals reach the server; one copy of each at the monitor
+/// from the router's port, TTL or hop limit as Linux makes it, IPv4's don't-fragment set, the
+/// server's payload; weir counts its copies; weir's summary equal to the kernel's.
+#[test]
+fn dup_with_real_traffic() {
+    lab("dup.sh");
+}
+
 /// `weir bench lab` on a short run: every mode forwards, every figure is there, the lab is
 /// gone afterwards. (The figures themselves are a benchmark's, not checked here.)
 #[test]

@@ -139,6 +139,13 @@ impl Inline {
         }
         c.host_out += st.framed;
         c.answers_failed += st.no_route + st.no_neighbour + st.dropped;
+        // the copies `dup` made (and the solicitations of their next hops)
+        let mut st = weir_router::DupStats::default();
+        for (port, f) in self.router.dup_out(sf, now, &mut st) {
+            self.ports[port].push(&f);
+        }
+        c.dup_sent += st.sent;
+        c.dup_unsent += st.unsent();
     }
 
     /// Carry out the fate of a frame read on port `pi`: drops counted, neighbour requests,

@@ -144,6 +144,7 @@ impl Stateful {
                 };
                 self.eng.process_base(h, &mut p)
             };
+            self.dup_take(h.hook, &buf, pm, meta);
             self.apply_writes(&mut buf, pm, meta);
             if !d.is_accept() || meta.fwd.is_some() {
                 return d;

@@ -128,10 +128,10 @@ impl Stateful {
         self.ticking
     }
 
-    /// Whether the listener (or the SYN proxy: [`Stateful::take_stack_out`]) asked to send
-    /// anything not yet taken.
+    /// Whether the listener (or the SYN proxy: [`Stateful::take_stack_out`], or `dup`:
+    /// [`Stateful::take_dup_out`]) asked to send anything not yet taken.
     pub fn queue_out_pending(&self) -> bool {
-        !self.queue_out.is_empty() || !self.stack_out.is_empty()
+        !self.queue_out.is_empty() || !self.stack_out.is_empty() || !self.dup_out.is_empty()
     }
 
     /// The packets the listener asked to send since the last call (IP packets, in order).

@@ -163,7 +163,7 @@ pub enum Expr {
     CtSetMark {
         sreg: usize,
     },
-    /// A statement that cannot stop the rule: `log`, `notrack`, or one that
+    /// A statement that cannot stop the rule: `log`, `notrack`, `dup`, or one that
     /// ends it (`end`): `reject`, `nat`, `redir`, `masq`, `queue num`.
     Stmt {
         kind: String,
@@ -699,7 +699,8 @@ fn parse_expr(line: &str, raw: &mut Vec<Vec<String>>) -> Result<Expr, String> {
                 end: false,
             }
         }
-        Some(k @ ("log" | "notrack" | "last")) => Expr::Stmt {
+        // `dup` (nft_dup_ipv4/ipv6/netdev): a copy sent elsewhere; the rule goes on
+        Some(k @ ("log" | "notrack" | "last" | "dup")) => Expr::Stmt {
             kind: k.into(),
             end: false,
         },

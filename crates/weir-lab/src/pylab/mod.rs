@@ -524,6 +524,35 @@ impl PyLab {
         Ok(())
     }
 
+    /// Routes out of eth0 for `dup`'s gateways, in the local table ahead of the lab's local
+    /// catch-all (`verb`: "add" or "del").
+    fn gateway_routes(&mut self, gateways: &[std::net::IpAddr], verb: &str) -> Result<(), String> {
+        for g in gateways {
+            let (v, dst) = match g {
+                std::net::IpAddr::V4(a) => ("-4", format!("{a}/32")),
+                std::net::IpAddr::V6(a) => ("-6", format!("{a}/128")),
+            };
+            kernel::run(
+                Command::new("ip").args([
+                    "-n",
+                    &self.names[0],
+                    v,
+                    "route",
+                    verb,
+                    "unicast",
+                    &dst,
+                    "dev",
+                    "eth0",
+                    "table",
+                    "local",
+                ]),
+                None,
+                "ip route",
+            )?;
+        }
+        Ok(())
+    }
+
     /// Send frames and read what the kernel did with each at chain `table`/`chain`. Frames go
     /// in by `eth0` (AF_PACKET from the sender), or with `local` out of the router itself (raw
     /// sockets: the IP packet, to the `output` hook). Each frame is followed by a barrier
@@ -857,6 +886,22 @@ fn stateful(rule: &str) -> bool {
     .any(|w| rule.contains(w))
 }
 
+/// The addresses a `dup to` statement may send to (those of its map too), each once.
+fn dup_gateways(rule: &str) -> Vec<std::net::IpAddr> {
+    let Some((_, rest)) = rule.split_once("dup to ") else {
+        return Vec::new();
+    };
+    let mut out: Vec<std::net::IpAddr> = Vec::new();
+    for w in rest.split(|c: char| c.is_whitespace() || matches!(c, '{' | '}' | ',')) {
+        if let Ok(a) = w.parse() {
+            if !out.contains(&a) {
+                out.push(a);
+            }
+        }
+    }
+    out
+}
+
 /// The case's table for the kernel: netdev chains on the lab's `eth0`.
 /// Table and chain names unquoted (nft 1.0.6 takes no quoted name there; the `.t` names are
 /// plain identifiers).
@@ -1052,16 +1097,25 @@ impl PyLab {
             }
         }
         let fresh = stateful(rule);
+        // `dup to ADDR` where every address is local: the copy would come back by `lo` and
+        // be duplicated again without end (the kernel's own loop); its gateways leave by eth0
+        let gateways = match hook {
+            Hook::Input => dup_gateways(rule),
+            _ => Vec::new(),
+        };
+        self.gateway_routes(&gateways, "add")?;
         let saw = if fresh {
             let mut all = Vec::new();
             for f in &frames {
                 self.nft(&ktext)?;
                 all.extend(self.send(std::slice::from_ref(f), &table, &chain, local, nat)?);
             }
-            all
+            Ok(all)
         } else {
-            self.send(&frames, &table, &chain, local, nat)?
+            self.send(&frames, &table, &chain, local, nat)
         };
+        self.gateway_routes(&gateways, "del")?;
+        let saw = saw?;
         r.rules_compared += 1;
         let mut hit = false;
         for (mut f, sent) in frames.into_iter().zip(saw) {

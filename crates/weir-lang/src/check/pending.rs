@@ -1,4 +1,5 @@
-//! Statements weir checks but does not evaluate yet (`queue`, `tproxy`, `dup`, `synproxy`),
+//! The operands of statements that parse to `ast::Item::Pending` (`queue`, `tproxy`, `dup`,
+//! `synproxy`), checked as nft checks them (lowered where weir evaluates them),
 //! and the dependencies between a rule's matches that nft checks (`meta nfproto ipv6` then an
 //! IPv4 field).
 

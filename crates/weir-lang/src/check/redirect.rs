@@ -247,12 +247,81 @@ pub(super) fn lower_fwd(
         }
         _ => None,
     };
-    let dev = lower_fwd_dev(cx, dev)?;
+    let dev = lower_fwd_dev(cx, dev, "fwd")?;
     Some(Expr::Fwd(Fwd { dev, neigh }))
 }
 
-/// The device of `fwd`, as an interface-name value.
-fn lower_fwd_dev(cx: &mut Cx, e: &ast::Expr) -> Option<ValueExpr> {
+/// `dup to ADDR [device DEV]` (ip, ip6) or `dup to DEV` (netdev), its operands checked by
+/// `lower_pending`: nft takes it in those families only ("unsupported family"), a device
+/// alone only in netdev, an address only in ip and ip6 ("cannot specify device").
+pub(super) fn lower_dup(
+    cx: &mut Cx,
+    operands: &[(ast::Operand, ast::Expr)],
+    span: Span,
+) -> Option<Expr> {
+    let mut addr = operands.iter().find(|(o, _)| *o == ast::Operand::Addr);
+    let mut dev = operands.iter().find(|(o, _)| *o == ast::Operand::Device);
+    if addr.is_none() && matches!(cx.family, Family::Ip | Family::Ip6) {
+        // (`dup to ADDR`: the parser cannot tell an address alone from a device)
+        addr = dev.take();
+    }
+    let fam = match cx.family {
+        Family::Ip => 4,
+        Family::Ip6 => 6,
+        Family::Netdev => 0,
+        f => {
+            err(
+                cx,
+                span,
+                format!(
+                    "dup: unsupported family {} (dup is for ip, ip6 and netdev tables)",
+                    f.name()
+                ),
+            );
+            return None;
+        }
+    };
+    let addr = match (fam, addr) {
+        (0, Some(_)) => {
+            err(cx, span, "dup in a netdev table: cannot specify device (dup to DEV sends the frame out of DEV)");
+            return None;
+        }
+        (0, None) => None,
+        (_, None) => {
+            err(
+                cx,
+                span,
+                "dup in an ip or ip6 table needs the gateway's address: dup to ADDR [device DEV]",
+            );
+            return None;
+        }
+        (f, Some((_, a))) => {
+            let dt = if f == 6 {
+                DataType::Ipv6Addr
+            } else {
+                DataType::Ipv4Addr
+            };
+            let v = lower_value(cx, &[dt], a)?;
+            if let ValueExpr::Range(..) = v {
+                err(
+                    cx,
+                    a.span(),
+                    "dup sends to one gateway, not to a range or prefix of addresses",
+                );
+                return None;
+            }
+            Some((f, v))
+        }
+    };
+    let dev = match dev {
+        Some((_, d)) => Some(lower_fwd_dev(cx, d, "dup")?),
+        None => None,
+    };
+    Some(Expr::Dup(Dup { addr, dev }))
+}
+
+/// The device of `fwd` (or `dup`: `what`), as an interface-name value.
+fn lower_fwd_dev(cx: &mut Cx, e: &ast::Expr, what: &str) -> Option<ValueExpr> {
     const HOW: &str = "a device is a name (\"eth0\"), meta iif or meta oif, or an inline map \
                        to device names (meta mark map { 1 : \"eth0\", 2 : \"eth1\" })";
     match e {
@@ -263,7 +332,7 @@ fn lower_fwd_dev(cx: &mut Cx, e: &ast::Expr) -> Option<ValueExpr> {
                     err(
                         cx,
                         e.span(),
-                        "fwd sends to one device, not to a wildcard or range of names",
+                        format!("{what} sends to one device, not to a wildcard or range of names"),
                     );
                     None
                 }
@@ -277,8 +346,11 @@ fn lower_fwd_dev(cx: &mut Cx, e: &ast::Expr) -> Option<ValueExpr> {
                 [p] if p.is_plain() && p.src == Source::Field(Field::MetaOif) => Field::MetaOifname,
                 _ => {
                     cx.diags.push(
-                        Diagnostic::error(e.span(), "fwd to: this does not give a device")
-                            .note(HOW),
+                        Diagnostic::error(
+                            e.span(),
+                            format!("{what} to: this does not give a device"),
+                        )
+                        .note(HOW),
                     );
                     return None;
                 }
@@ -290,7 +362,7 @@ fn lower_fwd_dev(cx: &mut Cx, e: &ast::Expr) -> Option<ValueExpr> {
                 Diagnostic::error(
                     id.span,
                     format!(
-                        "fwd to '@{}': weir takes the devices of fwd from an inline map of \
+                        "{what} to '@{}': weir takes the devices of {what} from an inline map of \
                          names only (a named map holds them as interface indices)",
                         id.name
                     ),
@@ -302,7 +374,7 @@ fn lower_fwd_dev(cx: &mut Cx, e: &ast::Expr) -> Option<ValueExpr> {
         ast::Expr::Map(..) => lower_value(cx, &[DataType::IfName], e),
         _ => {
             cx.diags
-                .push(Diagnostic::error(e.span(), "fwd sends to one device").note(HOW));
+                .push(Diagnostic::error(e.span(), format!("{what} sends to one device")).note(HOW));
             None
         }
     }

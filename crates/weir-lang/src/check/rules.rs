@@ -699,6 +699,7 @@ fn lower_item(
                         _ => None,
                     }),
                 }),
+                "dup" => super::redirect::lower_dup(cx, operands, *span),
                 _ => Some(Expr::Unevaluated(what)),
             }
         }

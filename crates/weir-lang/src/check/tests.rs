@@ -622,11 +622,11 @@ fn synproxy_statements_and_objects() {
 }
 
 /// Statements and expressions weir does not evaluate yet load with their operands checked
-/// and are listed: `ct event set`, `tproxy`, `dup`, `meta cgroup`, a map updated with a value
+/// and are listed: `ct event set`, `tproxy`, `ct id`, `meta cgroup`, a map updated with a value
 /// (nftlb's persistence); what nft refuses is refused. (`fib` is evaluated.)
 #[test]
 fn statements_not_evaluated_yet_load_checked_and_listed() {
-    let text = "table ip t {\n map persist { type ipv4_addr : mark; flags dynamic; }\n chain c {\n  type filter hook prerouting priority 0\n  ct event set new\n  meta l4proto tcp tproxy to 198.18.0.1:3128\n  dup to 198.18.0.9 device \"lo\"\n  meta cgroup 1 drop\n  fib daddr type local drop\n  @th,16,16 22 drop\n  update @persist { ip saddr : ct mark }\n }\n}\n";
+    let text = "table ip t {\n map persist { type ipv4_addr : mark; flags dynamic; }\n chain c {\n  type filter hook prerouting priority 0\n  ct event set new\n  meta l4proto tcp tproxy to 198.18.0.1:3128\n  ct id 5\n  meta cgroup 1 drop\n  fib daddr type local drop\n  @th,16,16 22 drop\n  update @persist { ip saddr : ct mark }\n }\n}\n";
     let (rs, _) = load_str("t.nft", text)
         .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
         .unwrap();
@@ -634,7 +634,7 @@ fn statements_not_evaluated_yet_load_checked_and_listed() {
     for (line, what) in [
         (5, "ct event"),
         (6, "tproxy"),
-        (7, "dup"),
+        (7, "ct id"),
         (8, "meta cgroup"),
     ] {
         let at = format!("t.nft:{line}:");
@@ -1008,5 +1008,79 @@ fn edge_values_are_refused() {
     ] {
         let e = errors(&format!("table ip t {{ chain c {{ {rule} }} }}"));
         assert!(e.iter().any(|m| m.contains(want)), "{rule}: {e:?}");
+    }
+}
+
+#[test]
+fn dup_lowered_and_refused_as_nft_refuses() {
+    use crate::ir::{Dup, ValueExpr};
+    use weir_wire::field::ifname_value;
+    let rule = |fam: &str, chain: &str, r: &str| {
+        format!("table {fam} t {{\n chain c {{\n  type filter hook {chain} priority 0\n  {r}\n }}\n}}\n")
+    };
+    let first = |text: String| {
+        let (rs, _) = load_str("t.nft", &text)
+            .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
+            .unwrap();
+        assert!(rs.unevaluated().is_empty(), "{:?}", rs.unevaluated());
+        rs.tables[0].chains[0].rules[0].exprs.clone()
+    };
+    let e = first(rule("ip", "input", "dup to 198.18.0.9"));
+    assert_eq!(
+        e,
+        vec![Expr::Dup(Dup {
+            addr: Some((4, ValueExpr::Const(vec![0xc612_0009]))),
+            dev: None
+        })]
+    );
+    let e = first(rule("ip6", "forward", "dup to 2001:db8::9 device \"eth1\""));
+    assert_eq!(
+        e,
+        vec![Expr::Dup(Dup {
+            addr: Some((
+                6,
+                ValueExpr::Const(vec![0x2001_0db8_0000_0000_0000_0000_0000_0009])
+            )),
+            dev: Some(ValueExpr::Const(vec![ifname_value("eth1")])),
+        })]
+    );
+    let e = first(rule(
+        "ip",
+        "prerouting",
+        "dup to ip saddr map { 198.18.0.1 : 198.18.0.9 } device \"eth1\"",
+    ));
+    assert!(
+        matches!(
+            &e[..],
+            [Expr::Dup(Dup {
+                addr: Some((4, ValueExpr::Map { .. })),
+                dev: Some(_)
+            })]
+        ),
+        "{e:?}"
+    );
+    let e = first(
+        "table netdev t {\n chain c {\n  type filter hook ingress device \"eth0\" priority 0\n  dup to \"eth1\"\n }\n}\n"
+            .to_string(),
+    );
+    assert_eq!(
+        e,
+        vec![Expr::Dup(Dup {
+            addr: None,
+            dev: Some(ValueExpr::Const(vec![ifname_value("eth1")])),
+        })]
+    );
+    // nft's refusals: "unsupported family", "cannot specify device", no address
+    for (text, want) in [
+        (rule("inet", "input", "dup to 198.18.0.9"), "unsupported family"),
+        (rule("ip", "input", "dup to \"eth1\""), ""),
+        (rule("ip", "input", "dup to 198.18.0.0/24"), "range or prefix"),
+        (
+            "table netdev t {\n chain c {\n  type filter hook ingress device \"eth0\" priority 0\n  dup to 198.18.0.9 device \"eth1\"\n }\n}\n".to_string(),
+            "cannot specify device",
+        ),
+    ] {
+        let e = errors(&text);
+        assert!(!e.is_empty() && e.iter().any(|m| m.contains(want)), "{text}: {e:?}");
     }
 }

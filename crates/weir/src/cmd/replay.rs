@@ -483,10 +483,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             .bytes();
             let in_port = net.port_named(&iif).unwrap_or(net.ports().len() - 1);
             let fate = net.route_frame(&mut sf, &mut frame, pm, in_port, Rx::default(), ts);
-            // what the router sent of its own for the frame (the SYN proxy's segments): out
-            // with the accepted packets, before it
+            // what the router sent of its own for the frame (the SYN proxy's segments, the
+            // copies `dup` made): out with the accepted packets, before it
             let mut st = weir_router::SentStats::default();
-            for (_, f) in net.stack_out(&mut sf, ts, &mut st) {
+            let mut sent = net.dup_out(&mut sf, ts, &mut weir_router::DupStats::default());
+            sent.extend(net.stack_out(&mut sf, ts, &mut st));
+            for (_, f) in sent {
                 if let Some(w) = out.as_mut() {
                     w.write(ts, &f)
                         .map_err(|e| anyhow::anyhow!("writing accepted packets: {e}"))?;
