@@ -1190,50 +1190,23 @@ impl Engine {
                         return Outcome::Next;
                     }
                 }
-                CExpr::Synproxy(info) => {
-                    // nft_synproxy_do_eval: not TCP, the rule stops; a wrong checksum, dropped;
-                    // a SYN or an ACK, taken (NF_STOLEN); anything else goes on
-                    // (a fragment's checksum cannot be checked: dropped, as the kernel's
-                    // check over the fragment alone fails)
-                    if p.pm.l4proto != weir_wire::meta::proto::TCP {
-                        return Outcome::Next;
-                    }
-                    let flags = (p.pm.has_l4)
-                        .then(|| p.frame.get(p.pm.l4_off as usize + 13).copied())
-                        .flatten();
-                    let good = flags.filter(|_| p.pm.transport_checksum_ok(p.frame));
-                    let taken = good.map(|f| f & (crate::synproxy::SYN | crate::synproxy::ACK));
-                    if taken != Some(0) {
+                CExpr::Synproxy(info) => match crate::synproxy::act(p.frame, p.pm) {
+                    crate::synproxy::Act::NotTcp => return Outcome::Next,
+                    crate::synproxy::Act::Pass => {}
+                    act => {
                         let h = &mut st.rule_hits[r.gid];
                         h.0 += 1;
                         h.1 += bytes;
-                        if taken.is_none() {
+                        if act == crate::synproxy::Act::Drop {
                             return Outcome::Verdict(Verdict::Drop);
                         }
                         p.meta.synproxy = Some(*info);
                         return Outcome::Verdict(Verdict::Accept);
                     }
-                }
+                },
                 CExpr::Queue(_) | CExpr::QueueTo { .. } => {
-                    let q = match e {
-                        CExpr::QueueTo {
-                            num,
-                            bypass,
-                            fanout,
-                        } => {
-                            // nft_queue_sreg_eval: the register's low 16 bits
-                            let Some(n) = value_of(t, num, p, st) else {
-                                return Outcome::Next;
-                            };
-                            weir_lang::ir::Queue {
-                                first: n as u16,
-                                last: n as u16,
-                                bypass: *bypass,
-                                fanout: *fanout,
-                            }
-                        }
-                        CExpr::Queue(q) => *q,
-                        _ => unreachable!(),
+                    let Some(q) = crate::stateful::queue_of(t, e, p, st) else {
+                        return Outcome::Next;
                     };
                     p.meta.queue = Some(q);
                     let h = &mut st.rule_hits[r.gid];

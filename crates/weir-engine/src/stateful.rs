@@ -36,6 +36,7 @@ mod synproxy;
 
 pub use dup::{DupSend, DupTo};
 pub(crate) use help::finish_transport;
+pub(crate) use queue::queue_of;
 pub use queue::{FlowHook, QueueVerdict, Queued, QueuedConn, TICK_NS};
 pub use synproxy::StackSend;
 

@@ -227,3 +227,31 @@ impl Stateful {
         }
     }
 }
+
+/// The queue a `queue` statement gives the packet: its number or range, or for `queue to
+/// EXPR` the value's low 16 bits (`nft_queue_sreg_eval`); None when the expression finds
+/// nothing (a map without the key: the rule stops).
+pub(crate) fn queue_of(
+    t: &crate::compile::CTable,
+    e: &crate::compile::CExpr,
+    p: &mut crate::eval::Pkt,
+    st: &mut crate::eval::State,
+) -> Option<Queue> {
+    match e {
+        crate::compile::CExpr::Queue(q) => Some(*q),
+        crate::compile::CExpr::QueueTo {
+            num,
+            bypass,
+            fanout,
+        } => {
+            let n = crate::eval::value_of(t, num, p, st)? as u16;
+            Some(Queue {
+                first: n,
+                last: n,
+                bypass: *bypass,
+                fanout: *fanout,
+            })
+        }
+        _ => None,
+    }
+}

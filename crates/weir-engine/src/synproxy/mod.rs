@@ -109,6 +109,37 @@ impl Seg {
     }
 }
 
+/// What a `synproxy` statement does with a packet (`nft_synproxy_do_eval`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Act {
+    /// Not TCP: the rule stops (NFT_BREAK).
+    NotTcp,
+    /// A wrong checksum (a fragment's cannot be checked over the fragment alone, and fails
+    /// as the kernel's does), or no whole header: dropped.
+    Drop,
+    /// A SYN or an ACK: taken (NF_STOLEN), the proxy answers.
+    Take,
+    /// Any other segment: the rule goes on.
+    Pass,
+}
+
+/// What `synproxy` does with the packet in `frame`.
+pub fn act(frame: &[u8], pm: &PacketMeta) -> Act {
+    if pm.l4proto != weir_wire::meta::proto::TCP {
+        return Act::NotTcp;
+    }
+    let flags = pm
+        .has_l4
+        .then(|| frame.get(pm.l4_off as usize + 13).copied())
+        .flatten()
+        .filter(|_| pm.transport_checksum_ok(frame));
+    match flags {
+        None => Act::Drop,
+        Some(f) if f & (SYN | ACK) != 0 => Act::Take,
+        Some(_) => Act::Pass,
+    }
+}
+
 /// Linux `synproxy_parse_options`: MSS, window scale, timestamps and SACK permission of the
 /// segment at `pm.l4_off`. None when the header is cut short (the packet is dropped).
 pub fn parse_options(frame: &[u8], pm: &PacketMeta) -> Option<Opts> {
