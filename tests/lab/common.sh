@@ -18,6 +18,34 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; [ -f "$DIR/weir.log" ] && sed 's/^/  weir: /' "$DIR/weir.log"; exit 1; }
+# Background processes (servers, captures) a script starts: their PIDs in PIDS, stopped with
+# TERM, then KILL after 2 s (a script's EXIT trap calls stop_pids before cleanup).
+PIDS=""
+stop_pids() {
+  local p
+  for p in $PIDS; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in $PIDS; do
+    for _ in $(seq 20); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true
+  done
+  PIDS=""
+}
+# weir's control socket (bounded in time), and weir stopped: TERM, then KILL after 5 s.
+ctl() { timeout 5 "$WEIR" ctl --socket "$DIR/weir.sock" "$@"; }
+stop_weir() {
+  [ -n "$WPID" ] || return 0
+  kill -TERM $WPID 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 $WPID 2>/dev/null || break; sleep 0.1; done
+  if kill -0 $WPID 2>/dev/null; then echo "weir did not stop within 5 s of TERM: killed"; kill -KILL $WPID 2>/dev/null || true; fi
+  wait $WPID 2>/dev/null || true; WPID=
+}
+# A step done, with the seconds since the last.
+T0=$(date +%s.%N)
+TS=$T0
+ok() {
+  local now; now=$(date +%s.%N)
+  echo "ok: $* ($(awk -v a="$TS" -v b="$now" 'BEGIN { printf "%.1f s", b - a }'))"; TS=$now
+}
 for n in $NAMESPACES; do ip netns del $n 2>/dev/null || true; ip netns add $n; ip -n $n link set lo up; done
 
 # `reject` answers the sender: a connection to TCP port 23 of $2 (rejected with a TCP reset) is

@@ -50,24 +50,8 @@ NAMESPACES="$C $R $S" TOOLS="python3 ip nft ethtool curl vsftpd in.tftpd tftp ss
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROUTERS=${HL_ROUTERS:-kernel weir} NATS=${HL_NAT:-snat dnat nohelper} IO=${HL_IO:-afpacket} WORKERS=${HL_WORKERS:-1}
 CA=198.18.60.2 CA2=198.18.60.200 RA=198.18.60.1 RB=198.18.61.1 SA=198.18.61.2 PUB=198.18.61.100
-# servers and captures, killed by their PID (then common.sh's cleanup)
-PIDS=""
-stop_pids() {
-  local p
-  for p in $PIDS; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in $PIDS; do
-    for _ in $(seq 20); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true
-  done
-  PIDS=""
-}
+# on exit: the servers and captures (stop_pids), weir, then common.sh's cleanup
 trap 'stop_pids; [ -n "${HL_KEEP:-}" ] && cp -r "$DIR" /tmp/weirhl-kept; cleanup' EXIT
-T0=$(date +%s.%N)
-TS=$T0
-ok() { # with the seconds since the last
-  local now; now=$(date +%s.%N)
-  echo "ok: $* ($(awk -v a="$TS" -v b="$now" 'BEGIN { printf "%.1f s", b - a }'))"; TS=$now
-}
 
 # --- the lab -------------------------------------------------------------------------------
 for n in $NAMESPACES; do

@@ -47,7 +47,6 @@ VIP=198.18.42.100
 CLIENTS=(198.18.40.11 198.18.40.12) BACKENDS=(198.18.41.11 198.18.41.12 198.18.41.13)
 LBF=198.18.40.1 LBB=198.18.41.1
 # nginx masters and wrk runs, killed by their PID at the end (then common.sh's cleanup)
-PIDS=""
 WP=""   # the wrk runs of a pass, until they are waited for
 trap 'for p in $WP; do kill -TERM $p 2>/dev/null || true; done; lab_down; cleanup' EXIT
 
@@ -59,15 +58,7 @@ port() { # ns dev mac switch-port bridge
   ip link add "$2" netns "$1" address "$3" type veth peer name "$4" netns $SW
   ip -n $SW link set "$4" master "$5"; ip -n $SW link set "$4" up; ip -n "$1" link set "$2" up
 }
-lab_down() {
-  local p
-  for p in $PIDS; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in $PIDS; do
-    for _ in $(seq 20); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true
-  done
-  PIDS=""
-}
+lab_down() { stop_pids; }
 lab_up() {
   local n i d
   lab_down

@@ -60,32 +60,8 @@ ROUTERS=${SP_ROUTERS:-kernel weir} IO=${SP_IO:-afpacket}
 CA=198.18.70.2 RA=198.18.70.1 RB=198.18.71.1 SA=198.18.71.2
 CA6=2001:db8:70::2 RA6=2001:db8:70::1 RB6=2001:db8:71::1 SA6=2001:db8:71::2
 PORTS="8080 8081 8082" MODES="data cclose sclose" FORGED=40999
-# servers and captures, killed by their PID (then common.sh's cleanup)
-PIDS=""
-stop_pids() {
-  local p
-  for p in $PIDS; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in $PIDS; do
-    for _ in $(seq 20); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true
-  done
-  PIDS=""
-}
-ctl() { timeout 5 "$WEIR" ctl --socket "$DIR/weir.sock" "$@"; }
-stop_weir() { # TERM, then KILL after 5 s
-  [ -n "$WPID" ] || return 0
-  kill -TERM $WPID 2>/dev/null || true
-  for _ in $(seq 50); do kill -0 $WPID 2>/dev/null || break; sleep 0.1; done
-  if kill -0 $WPID 2>/dev/null; then echo "weir did not stop within 5 s of TERM: killed"; kill -KILL $WPID 2>/dev/null || true; fi
-  wait $WPID 2>/dev/null || true; WPID=
-}
+# on exit: the servers and captures (stop_pids), weir, then common.sh's cleanup
 trap 'stop_pids; stop_weir; [ -n "${SP_KEEP:-}" ] && rm -rf /tmp/weirsp-kept && cp -r "$DIR" /tmp/weirsp-kept; cleanup' EXIT
-T0=$(date +%s.%N)
-TS=$T0
-ok() { # with the seconds since the last
-  local now; now=$(date +%s.%N)
-  echo "ok: $* ($(awk -v a="$TS" -v b="$now" 'BEGIN { printf "%.1f s", b - a }'))"; TS=$now
-}
 HAVE_TCPDUMP=1
 command -v tcpdump >/dev/null || { HAVE_TCPDUMP=; echo "note: tcpdump is not installed: the capture checks (check_sp.py) are skipped"; }
 

@@ -176,46 +176,41 @@ fn queue_numbers(t: &weir_lang::ir::Table, num: &weir_lang::ir::ValueExpr) -> Op
 /// In NFQUEUE mode the kernel routes a packet before weir sees it (at FORWARD, or INPUT for
 /// the router's own addresses) and does not route it again after the verdict: a translated
 /// destination would go where the old one went, and replies to a translated source would be
-/// delivered to the router itself. So NAT is refused there, naming the first NAT rule.
+/// delivered to the router itself. So NAT is refused there, naming the first NAT rule; and
+/// so are the statements that send packets of their own (`synproxy`, `dup`), which only the
+/// router can route.
 fn nat_in_nfqueue_mode(rs: &weir_lang::ir::Ruleset) -> Option<String> {
+    use weir_lang::ir::Expr;
+    let refused: [(&str, fn(&Expr) -> bool, &str); 3] = [
+        (
+            "synproxy",
+            |e| matches!(e, Expr::Synproxy(_)),
+            "the SYN proxy sends packets of its own and rewrites every packet of the connections it opens, which only a router does",
+        ),
+        (
+            "dup",
+            |e| matches!(e, Expr::Dup(_)),
+            "the copy is routed to its gateway and sent by the router, which only inline mode does",
+        ),
+        (
+            "NAT",
+            |e| matches!(e, Expr::Nat(_)),
+            "the kernel routes packets before it queues them to weir and does not route them again, so translated packets would go astray",
+        ),
+    ];
     for t in &rs.tables {
         for c in &t.chains {
             for r in &c.rules {
-                if r.exprs
-                    .iter()
-                    .any(|e| matches!(e, weir_lang::ir::Expr::Synproxy(_)))
-                {
-                    return Some(format!(
-                        "error: synproxy in nfqueue mode: `{}` (table {} {}, chain {}): the SYN proxy sends packets of its own and rewrites every packet of the connections it opens, which only a router does. Use mode = \"inline\" (weir routes), or the kernel's own synproxy beside weir's filtering.\n",
-                        r.text,
-                        t.family.name(),
-                        t.name,
-                        c.name
-                    ));
-                }
-                if r.exprs
-                    .iter()
-                    .any(|e| matches!(e, weir_lang::ir::Expr::Dup(_)))
-                {
-                    return Some(format!(
-                        "error: dup in nfqueue mode: `{}` (table {} {}, chain {}): the copy is routed to its gateway and sent by the router, which only inline mode does. Use mode = \"inline\" (weir routes), or the kernel's own dup beside weir's filtering.\n",
-                        r.text,
-                        t.family.name(),
-                        t.name,
-                        c.name
-                    ));
-                }
-                if r.exprs
-                    .iter()
-                    .any(|e| matches!(e, weir_lang::ir::Expr::Nat(_)))
-                {
-                    return Some(format!(
-                        "error: NAT in nfqueue mode: `{}` (table {} {}, chain {}): the kernel routes packets before it queues them to weir and does not route them again, so translated packets would go astray. Use mode = \"inline\" (weir routes), or the kernel's own NAT beside weir's filtering.\n",
-                        r.text,
-                        t.family.name(),
-                        t.name,
-                        c.name
-                    ));
+                for (what, is, why) in &refused {
+                    if r.exprs.iter().any(is) {
+                        return Some(format!(
+                            "error: {what} in nfqueue mode: `{}` (table {} {}, chain {}): {why}. Use mode = \"inline\" (weir routes), or the kernel's own {what} beside weir's filtering.\n",
+                            r.text,
+                            t.family.name(),
+                            t.name,
+                            c.name
+                        ));
+                    }
                 }
             }
         }
