@@ -61,3 +61,39 @@ check_reject_answers() {
   ip netns exec $c ping -6 -c 1 -W 2 $rej6 >"$DIR/rej6" 2>&1 || true
   grep -q "From $r6 .*Port unreachable" "$DIR/rej6" || fail "no ICMPv6 port unreachable for a rejected ping: $(cat $DIR/rej6)"
 }
+
+# tcpdump in namespaces while a step runs: captures_start FILTER "NS DEV"... writes
+# $DIR/NS-$TAG.pcap for each (when HAVE_TCPDUMP is set) and waits until each runs;
+# captures_stop stops them and fails (through $CAP_FAIL, default fail) if one lost packets.
+CAPS="" CAP_NS=""
+captures_start() {
+  local filter=$1 x; shift
+  CAPS="" CAP_NS=""
+  [ -n "${HAVE_TCPDUMP:-}" ] || return 0
+  for x in "$@"; do
+    set -- $x
+    rm -f "$DIR/$1-$TAG.pcap"
+    ip netns exec $1 timeout 60 tcpdump -i $2 -nn -U --immediate-mode -s 0 -B 16384 -w "$DIR/$1-$TAG.pcap" \
+      "$filter" >/dev/null 2>"$DIR/$1-$TAG.tcpdump" &
+    PIDS="$PIDS $!"; CAPS="$CAPS $!"; CAP_NS="$CAP_NS $1"
+  done
+  local n up
+  for _ in $(seq 30); do
+    up=1; for n in $CAP_NS; do [ -s "$DIR/$n-$TAG.pcap" ] || up=; done
+    [ -n "$up" ] && return 0
+    sleep 0.1
+  done
+  ${CAP_FAIL:-fail} "tcpdump did not start: $(cat "$DIR"/*-"$TAG".tcpdump)"
+}
+captures_stop() {
+  local p n
+  sleep 0.3   # the last packets
+  for p in $CAPS; do kill -TERM $p 2>/dev/null || true; wait $p 2>/dev/null || true; PIDS=${PIDS/ $p/}; done
+  CAPS=""
+  [ -n "${HAVE_TCPDUMP:-}" ] || return 0
+  for n in $CAP_NS; do
+    if grep -q "[1-9][0-9]* packets dropped by kernel" "$DIR/$n-$TAG.tcpdump"; then
+      ${CAP_FAIL:-fail} "tcpdump in $n lost packets: $(cat "$DIR/$n-$TAG.tcpdump")"
+    fi
+  done
+}

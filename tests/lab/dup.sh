@@ -154,34 +154,7 @@ diagnose() {
 }
 dfail() { diagnose; fail "$ROUTER: $*"; }
 
-CAPS=""
-captures_start() {
-  CAPS=""
-  [ -n "$HAVE_TCPDUMP" ] || return 0
-  local x
-  for x in "$T weirdup-t0" "$S weirdup-s0"; do
-    set -- $x
-    rm -f "$DIR/$1-$TAG.pcap"
-    ip netns exec $1 timeout 60 tcpdump -i $2 -nn -U --immediate-mode -s 0 -B 16384 -w "$DIR/$1-$TAG.pcap" \
-      'icmp or icmp6 or udp' >/dev/null 2>"$DIR/$1-$TAG.tcpdump" &
-    PIDS="$PIDS $!"; CAPS="$CAPS $!"
-  done
-  for _ in $(seq 30); do [ -s "$DIR/$T-$TAG.pcap" ] && [ -s "$DIR/$S-$TAG.pcap" ] && break; sleep 0.1; done
-  [ -s "$DIR/$T-$TAG.pcap" ] && [ -s "$DIR/$S-$TAG.pcap" ] || dfail "tcpdump did not start: $(cat "$DIR"/*-"$TAG".tcpdump)"
-}
-captures_stop() {
-  local p
-  sleep 0.3   # the last packets
-  for p in $CAPS; do kill -TERM $p 2>/dev/null || true; wait $p 2>/dev/null || true; PIDS=${PIDS/ $p/}; done
-  CAPS=""
-  [ -n "$HAVE_TCPDUMP" ] || return 0
-  local n
-  for n in $T $S; do
-    if grep -q "[1-9][0-9]* packets dropped by kernel" "$DIR/$n-$TAG.tcpdump"; then
-      dfail "tcpdump in $n lost packets: $(cat "$DIR/$n-$TAG.tcpdump")"
-    fi
-  done
-}
+CAP_FAIL=dfail
 
 # the client's traffic of one family: 3 pings answered, 3 datagrams to 5353, 2 to 5354
 traffic() { # 4 | 6
@@ -225,7 +198,7 @@ for ROUTER in $ROUTERS; do
   ok "$ROUTER routes"
   for fam in 4 6; do
     TAG=$ROUTER-v$fam
-    captures_start
+    captures_start 'icmp or icmp6 or udp' "$T weirdup-t0" "$S weirdup-s0"
     traffic $fam
     captures_stop
     if [ -n "$HAVE_TCPDUMP" ]; then

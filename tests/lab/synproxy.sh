@@ -165,34 +165,7 @@ diagnose() {
 }
 sfail() { diagnose; fail "$ROUTER: $*"; }
 
-CAPS=""
-captures_start() { # tag
-  CAPS=""
-  [ -n "$HAVE_TCPDUMP" ] || return 0
-  local x
-  for x in "$C weirsp-c0" "$S weirsp-s0"; do
-    set -- $x
-    rm -f "$DIR/$1-$TAG.pcap"
-    ip netns exec $1 timeout 60 tcpdump -i $2 -nn -U --immediate-mode -s 0 -B 16384 -w "$DIR/$1-$TAG.pcap" \
-      'tcp and (port 8080 or port 8081 or port 8082)' >/dev/null 2>"$DIR/$1-$TAG.tcpdump" &
-    PIDS="$PIDS $!"; CAPS="$CAPS $!"
-  done
-  for _ in $(seq 30); do [ -s "$DIR/$C-$TAG.pcap" ] && [ -s "$DIR/$S-$TAG.pcap" ] && break; sleep 0.1; done
-  [ -s "$DIR/$C-$TAG.pcap" ] && [ -s "$DIR/$S-$TAG.pcap" ] || sfail "tcpdump did not start: $(cat "$DIR"/*-"$TAG".tcpdump)"
-}
-captures_stop() {
-  local p
-  sleep 0.3   # the last segments
-  for p in $CAPS; do kill -TERM $p 2>/dev/null || true; wait $p 2>/dev/null || true; PIDS=${PIDS/ $p/}; done
-  CAPS=""
-  [ -n "$HAVE_TCPDUMP" ] || return 0
-  local n
-  for n in $C $S; do
-    if grep -q "[1-9][0-9]* packets dropped by kernel" "$DIR/$n-$TAG.tcpdump"; then
-      sfail "tcpdump in $n lost packets: $(cat "$DIR/$n-$TAG.tcpdump")"
-    fi
-  done
-}
+CAP_FAIL=sfail
 
 # the connections of one family: each port, each mode, byte for byte (sp_peer.py checks)
 connections() { # 4 | 6
@@ -231,7 +204,7 @@ for ROUTER in $ROUTERS; do
   grep -q listening "$DIR/server.log" || sfail "the server did not start: $(cat "$DIR/server.log")"
   for fam in 4 6; do
     TAG=$ROUTER-v$fam
-    captures_start
+    captures_start 'tcp and (port 8080 or port 8081 or port 8082)' "$C weirsp-c0" "$S weirsp-s0"
     connections $fam
     # a forged bare ACK to 8080: no SYN before it, its acknowledgement number no cookie
     [ $fam = 4 ] && ip netns exec $C timeout 5 python3 "$PEER" forge $CA $SA 8080 $FORGED
