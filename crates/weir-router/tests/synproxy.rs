@@ -147,6 +147,41 @@ fn ts(val: u32, ecr: u32) -> Vec<u8> {
     o
 }
 
+/// A segment of the connection (client port `sport` to server port `dport`): the client's
+/// (window 502, from the LAN) or the server's (window 509, from the WAN).
+#[allow(clippy::too_many_arguments)]
+fn segment(
+    from_client: bool,
+    v6: bool,
+    sport: u16,
+    dport: u16,
+    seq: u32,
+    ack: u32,
+    flags: u8,
+    o: &[u8],
+    data: &[u8],
+) -> Vec<u8> {
+    let (c, s) = ends(v6);
+    let (from, to, win, macs) = if from_client {
+        (c, s, 502, (CMAC, LAN))
+    } else {
+        (s, c, 509, (SMAC, WAN))
+    };
+    let (p, q) = if from_client {
+        (sport, dport)
+    } else {
+        (dport, sport)
+    };
+    let t = Tcp::new(p, q, flags)
+        .seq(seq)
+        .ack(ack)
+        .window(win)
+        .options(o);
+    Builder::new()
+        .macs(macs.0 .0, macs.1 .0)
+        .tcp(from, to, &t, data)
+}
+
 #[allow(clippy::too_many_arguments)]
 fn client(
     v6: bool,
@@ -158,13 +193,7 @@ fn client(
     o: &[u8],
     data: &[u8],
 ) -> Vec<u8> {
-    let t = Tcp::new(sport, dport, flags)
-        .seq(seq)
-        .ack(ack)
-        .window(502)
-        .options(o);
-    let (c, s) = ends(v6);
-    Builder::new().macs(CMAC.0, LAN.0).tcp(c, s, &t, data)
+    segment(true, v6, sport, dport, seq, ack, flags, o, data)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -178,13 +207,7 @@ fn server(
     o: &[u8],
     data: &[u8],
 ) -> Vec<u8> {
-    let t = Tcp::new(dport, sport, flags)
-        .seq(seq)
-        .ack(ack)
-        .window(509)
-        .options(o);
-    let (c, s) = ends(v6);
-    Builder::new().macs(SMAC.0, WAN.0).tcp(s, c, &t, data)
+    segment(false, v6, sport, dport, seq, ack, flags, o, data)
 }
 
 const SYN: u8 = 0x02;
