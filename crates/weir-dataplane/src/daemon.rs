@@ -181,7 +181,9 @@ fn queue_numbers(t: &weir_lang::ir::Table, num: &weir_lang::ir::ValueExpr) -> Op
 /// router can route.
 fn nat_in_nfqueue_mode(rs: &weir_lang::ir::Ruleset) -> Option<String> {
     use weir_lang::ir::Expr;
-    let refused: [(&str, fn(&Expr) -> bool, &str); 3] = [
+    /// What is refused: its name, which expressions are it, why.
+    type Refused = (&'static str, fn(&Expr) -> bool, &'static str);
+    let refused: [Refused; 3] = [
         (
             "synproxy",
             |e| matches!(e, Expr::Synproxy(_)),
