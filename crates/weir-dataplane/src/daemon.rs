@@ -173,6 +173,35 @@ fn queue_numbers(t: &weir_lang::ir::Table, num: &weir_lang::ir::ValueExpr) -> Op
     }
 }
 
+/// `synproxy` with connection tracking picking up mid-stream ACKs (`tcp_loose`, Linux's
+/// default): a client's ACK then makes a new connection instead of being `ct state invalid`,
+/// so it never reaches a `synproxy` written after `ct state invalid` and goes to the server,
+/// which answers it with a reset. Linux's documentation says to turn `tcp_loose` off; the
+/// warning names the first such rule.
+fn synproxy_loose(rs: &weir_lang::ir::Ruleset, tcp_loose: bool) -> Option<String> {
+    if !tcp_loose {
+        return None;
+    }
+    rs.tables.iter().find_map(|t| {
+        t.chains.iter().find_map(|c| {
+            c.rules.iter().find_map(|r| {
+                r.exprs
+                    .iter()
+                    .any(|e| matches!(e, weir_lang::ir::Expr::Synproxy(_)))
+                    .then(|| {
+                        format!(
+                            "`{}` (table {} {}, chain {}): synproxy with [conntrack] tcp_loose = true: a client's ACK is taken for a new connection rather than `ct state invalid`, and may miss the proxy; set tcp_loose = false (Linux: nf_conntrack_tcp_loose=0)",
+                            r.text,
+                            t.family.name(),
+                            t.name,
+                            c.name
+                        )
+                    })
+            })
+        })
+    })
+}
+
 /// In NFQUEUE mode the kernel routes a packet before weir sees it (at FORWARD, or INPUT for
 /// the router's own addresses) and does not route it again after the verdict: a translated
 /// destination would go where the old one went, and replies to a translated source would be
@@ -293,6 +322,9 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         netdev::warn_unrun(&rs, installing);
     } else {
         netdev::warn_unbound(&rs, &cfg.interface_names());
+        if let Some(w) = synproxy_loose(&rs, cfg.conntrack.tcp_loose) {
+            tracing::warn!("{w}");
+        }
     }
     let netdev_tables = if installing {
         netdev::render_ruleset(&rs, cfg.nfqueue.queue).map_err(|e| anyhow::anyhow!(e))?
@@ -783,6 +815,32 @@ mod tests {
             }
         }
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// `synproxy` with `tcp_loose` on is warned about, naming the rule; off, or without
+    /// `synproxy`, it is not.
+    #[test]
+    fn synproxy_with_tcp_loose_is_warned_about() {
+        let (rs, _) = weir_lang::load_str(
+            "t.nft",
+            "table inet sp { chain fwd { type filter hook forward priority 0;
+               tcp dport 80 ct state invalid,untracked synproxy mss 1460 } }",
+        )
+        .unwrap();
+        let w = synproxy_loose(&rs, true).expect("a warning");
+        assert!(
+            w.contains("tcp dport 80")
+                && w.contains("inet sp, chain fwd")
+                && w.contains("tcp_loose = false"),
+            "{w}"
+        );
+        assert_eq!(synproxy_loose(&rs, false), None);
+        let (rs, _) = weir_lang::load_str(
+            "t.nft",
+            "table inet sp { chain fwd { type filter hook forward priority 0; accept } }",
+        )
+        .unwrap();
+        assert_eq!(synproxy_loose(&rs, true), None);
     }
 
     /// The workers' engines (`engines`, also what a reload sends them) admit what one
