@@ -44,7 +44,8 @@
 # over veth with the checksum still to be finished (CHECKSUM_PARTIAL: the capture shows the
 # pseudo-header's sum); that is accepted from the kernel, weir must send every checksum whole.
 #
-# SP_ROUTERS picks the routers (default "kernel weir"), SP_IO weir's io (default afpacket);
+# SP_ROUTERS picks the routers (default "kernel weir"), SP_IO weir's io (default afpacket),
+# SP_WORKERS its workers (default 1);
 # SP_KEEP=1 keeps the scratch folder (captures, summaries) in /tmp/weirsp-kept. Without
 # tcpdump the capture checks are skipped (said so), the transfers and counters still checked.
 # About 10 s when everything passes.
@@ -106,7 +107,7 @@ cat > "$DIR/weir.toml" <<T
 ruleset = "rules.nft"
 mode = "inline"
 io = "$IO"
-workers = 1
+workers = ${SP_WORKERS:-1}
 [control]
 socket = "$DIR/weir.sock"
 [metrics]
