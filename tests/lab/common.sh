@@ -97,3 +97,20 @@ captures_stop() {
     fi
   done
 }
+
+# The labs that run the kernel and then weir as the router: each writes a normalised summary
+# per family ($DIR/summary-ROUTER-vFAM); weir's must be the kernel's. $1 says what is the same.
+same_summaries() {
+  [ -n "${HAVE_TCPDUMP:-}" ] && [[ " $ROUTERS " = *" kernel "* && " $ROUTERS " = *" weir "* ]] || return 0
+  local fam
+  for fam in 4 6; do
+    if diff -u "$DIR/summary-kernel-v$fam" "$DIR/summary-weir-v$fam" > "$DIR/summary.diff"; then
+      echo "ok: IPv$fam: $1 through weir as through the kernel"
+    else
+      echo "-- the kernel's summary (IPv$fam):"; sed 's/^/  /' "$DIR/summary-kernel-v$fam"
+      echo "-- weir's summary (IPv$fam):"; sed 's/^/  /' "$DIR/summary-weir-v$fam"
+      echo "-- the difference:"; sed 's/^/  /' "$DIR/summary.diff"
+      fail "IPv$fam: weir's summary differs from the kernel's"
+    fi
+  done
+}
