@@ -182,34 +182,6 @@ fn segment(
         .tcp(from, to, &t, data)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn client(
-    v6: bool,
-    sport: u16,
-    dport: u16,
-    seq: u32,
-    ack: u32,
-    flags: u8,
-    o: &[u8],
-    data: &[u8],
-) -> Vec<u8> {
-    segment(true, v6, sport, dport, seq, ack, flags, o, data)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn server(
-    v6: bool,
-    sport: u16,
-    dport: u16,
-    seq: u32,
-    ack: u32,
-    flags: u8,
-    o: &[u8],
-    data: &[u8],
-) -> Vec<u8> {
-    segment(false, v6, sport, dport, seq, ack, flags, o, data)
-}
-
 const SYN: u8 = 0x02;
 const ACK: u8 = 0x10;
 const PSH: u8 = 0x08;
@@ -224,7 +196,7 @@ fn handshake_and_data(dport: u16, v6: bool) {
     let (fate, _, sent) = go(
         &mut sf,
         &mut net,
-        client(v6, sport, dport, 5000, 0, SYN, &o, b""),
+        segment(true, v6, sport, dport, 5000, 0, SYN, &o, b""),
         0,
         NOW,
     );
@@ -255,7 +227,8 @@ fn handshake_and_data(dport: u16, v6: bool) {
     let (fate, _, sent) = go(
         &mut sf,
         &mut net,
-        client(
+        segment(
+            true,
             v6,
             sport,
             dport,
@@ -278,7 +251,8 @@ fn handshake_and_data(dport: u16, v6: bool) {
     let (fate, _, sent) = go(
         &mut sf,
         &mut net,
-        client(
+        segment(
+            true,
             v6,
             sport,
             dport,
@@ -324,7 +298,8 @@ fn handshake_and_data(dport: u16, v6: bool) {
     let (fate, _, again) = go(
         &mut sf,
         &mut net,
-        client(
+        segment(
+            true,
             v6,
             sport,
             dport,
@@ -353,7 +328,7 @@ fn handshake_and_data(dport: u16, v6: bool) {
     let (fate, _, sent) = go(
         &mut sf,
         &mut net,
-        server(v6, sport, dport, s_isn, 5001, SYN | ACK, &so, b""),
+        segment(false, v6, sport, dport, s_isn, 5001, SYN | ACK, &so, b""),
         1,
         NOW + 1_000_000,
     );
@@ -380,7 +355,8 @@ fn handshake_and_data(dport: u16, v6: bool) {
     let (fate, out, sent) = go(
         &mut sf,
         &mut net,
-        server(
+        segment(
+            false,
             v6,
             sport,
             dport,
@@ -404,7 +380,8 @@ fn handshake_and_data(dport: u16, v6: bool) {
     let (fate, out, _) = go(
         &mut sf,
         &mut net,
-        client(
+        segment(
+            true,
             v6,
             sport,
             dport,

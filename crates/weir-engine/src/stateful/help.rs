@@ -65,17 +65,17 @@ impl Stateful {
         let Some(e) = self.ct.get(id) else {
             return d;
         };
+        let kind = Kind::from_u8(e.ext.helper).filter(|_| !attached);
+        let mut adjusted = e.seq_adjusted();
         if e.ext.synproxy != 0 && pm.l4proto == proto::TCP && pm.frag == Frag::None {
             let d = self.synproxy_hook(id, dir, frame, pm, now_ns);
             if !d.is_accept() {
                 return d;
             }
+            // (the proxy's hook may have set the connection's shift)
+            adjusted = self.ct.get(id).is_some_and(|e| e.seq_adjusted());
         }
-        let Some(e) = self.ct.get(id) else {
-            return d;
-        };
-        let kind = Kind::from_u8(e.ext.helper).filter(|_| !attached);
-        if kind.is_none() && !e.seq_adjusted() {
+        if kind.is_none() && !adjusted {
             return d;
         }
         self.help(id, dir, kind, frame, pm, now_ns, can_replace)
