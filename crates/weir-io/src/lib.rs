@@ -10,6 +10,8 @@
 //!   ICMP errors for rejected packets).
 //! - [`rtnl`]: the kernel's devices, addresses and routes read by rtnetlink, and their changes
 //!   (what `fib` looks up in NFQUEUE mode).
+//! - [`sockdiag`]: the kernel's socket lookup over `NETLINK_SOCK_DIAG`, as nft's `tproxy` and
+//!   `socket` expressions make it: which local socket would take a packet (inline mode).
 //! - [`xdp`]: the same over AF_XDP: an XDP program hands weir the IP frames before the kernel
 //!   builds socket buffers for them; frames move through rings shared with the kernel.
 
@@ -19,5 +21,6 @@ mod mmsg;
 pub mod nfqueue;
 pub mod raw;
 pub mod rtnl;
+pub mod sockdiag;
 pub mod steer;
 pub mod xdp;
