@@ -78,6 +78,7 @@ pub fn load(
         Err((sources, diags)) => return Err(weir_lang::diag::render_all(&diags, &sources)),
     };
     rs.refuse_unevaluated()?;
+    weir_engine::stateful::tproxy::targets(&rs).map_err(|e| format!("error: {e}\n"))?;
     if let Some(e) = queue_unheard(&rs, listening) {
         return Err(e);
     }
@@ -212,11 +213,16 @@ fn nat_in_nfqueue_mode(rs: &weir_lang::ir::Ruleset) -> Option<String> {
     use weir_lang::ir::Expr;
     /// What is refused: its name, which expressions are it, why.
     type Refused = (&'static str, fn(&Expr) -> bool, &'static str);
-    let refused: [Refused; 3] = [
+    let refused: [Refused; 4] = [
         (
             "synproxy",
             |e| matches!(e, Expr::Synproxy(_)),
             "the SYN proxy sends packets of its own and rewrites every packet of the connections it opens, which only a router does",
+        ),
+        (
+            "tproxy",
+            |e| matches!(e, Expr::Tproxy(_)),
+            "the kernel gives the packet to its socket before it queues it to weir, so only the kernel's own tproxy can",
         ),
         (
             "dup",
@@ -279,6 +285,11 @@ fn stateful(eng: Engine, cfg: &Config) -> anyhow::Result<Stateful> {
     );
     if let Some(s) = cfg.scripts()? {
         sf.set_flow_hook(Some(Box::new(s)));
+    }
+    // the kernel's sockets (`socket` keys, `tproxy`): without sock_diag, none
+    match crate::sockets::KernelSockets::open() {
+        Ok(s) => sf.set_sockets(Some(std::sync::Arc::new(s))),
+        Err(e) => tracing::warn!(error = %e, "sock_diag: socket and tproxy find no socket"),
     }
     Ok(sf)
 }
@@ -407,10 +418,26 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     };
     let _kernel = if inline {
         let names = cfg.interface_names();
-        Some(kernel::install(
-            kernel::inline_kernel_rules(&names, true),
-            kernel::inline_kernel_rules(&names, false),
-        )?)
+        let with_tproxy = |mut cmds: Vec<Vec<String>>, add: bool| {
+            cmds.extend(kernel::tproxy_route(add));
+            if !add {
+                cmds.push(
+                    ["nft", "delete", "table", "inet", "weir_tproxy"]
+                        .map(String::from)
+                        .to_vec(),
+                );
+            }
+            cmds
+        };
+        let k = kernel::install(
+            with_tproxy(kernel::inline_kernel_rules(&names, true), true),
+            with_tproxy(kernel::inline_kernel_rules(&names, false), false),
+        )?;
+        let targets = weir_engine::stateful::tproxy::targets(&rs).unwrap_or_default();
+        if !targets.is_empty() {
+            kernel::apply_tproxy_table(&targets)?;
+        }
+        Some(k)
     } else if cfg.nfqueue.install {
         let q = cfg.nfqueue.queue;
         let scripts = !listening.is_empty();
@@ -460,6 +487,7 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         started: Instant::now(),
         cpu0: cpu_seconds(),
         nfqueue: !inline,
+        tproxy: weir_engine::stateful::tproxy::targets(&rs).unwrap_or_default(),
         listening,
         netdev,
         narrowed: scope.is_some(),
@@ -744,6 +772,7 @@ fn inline_workers(
                 fds: Vec::new(),
                 handoff: hands.next(),
                 inject,
+                inject_tproxy: Vec::new(),
                 monitor,
             })),
         });

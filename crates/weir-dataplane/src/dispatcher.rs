@@ -31,6 +31,8 @@ pub struct Dispatcher {
     pub netdev: Option<crate::netdev::Installed>,
     /// Inline mode: weir's interfaces (chains bound to other devices are warned of).
     pub ports: Vec<String>,
+    /// Inline mode: the `tproxy` targets the kernel's table has (`kernel::tproxy_table`).
+    pub tproxy: Vec<weir_engine::stateful::tproxy::Target>,
 }
 
 impl Dispatcher {
@@ -53,6 +55,13 @@ impl Dispatcher {
                     let tables = crate::netdev::render_ruleset(&rs, inst.queue())
                         .map_err(|e| format!("error: {e}\n"))?;
                     inst.replace(&tables)?;
+                }
+                // the kernel's tproxy table for the new targets (their marks are by index)
+                let targets = weir_engine::stateful::tproxy::targets(&rs).unwrap_or_default();
+                if !self.nfqueue && targets != self.tproxy {
+                    crate::kernel::apply_tproxy_table(&targets)
+                        .map_err(|e| format!("error: {e:#}\n"))?;
+                    self.tproxy = targets;
                 }
                 Ok(rs)
             });

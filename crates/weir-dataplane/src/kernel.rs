@@ -170,6 +170,11 @@ pub fn inline_kernel_rules(ifaces: &[String], add: bool) -> Vec<Vec<String>> {
     let chain = "WEIR-INLINE";
     let local = "WEIR-LOCAL";
     let mark = format!("{:#x}", weir_io::inject::INJECT_MARK);
+    let family = format!(
+        "{:#x}/{:#x}",
+        weir_io::inject::INJECT_BASE,
+        weir_io::inject::INJECT_MASK
+    );
     let mut cmds = Vec::new();
     for tool in ["iptables", "ip6tables"] {
         let c = |args: &[&str]| ipt(tool, &["-t", "raw"], args);
@@ -180,6 +185,11 @@ pub fn inline_kernel_rules(ifaces: &[String], add: bool) -> Vec<Vec<String>> {
             cmds.push(c(&["-N", chain]));
             cmds.push(c(&[
                 "-A", chain, "-m", "mark", "--mark", &mark, "-j", local,
+            ]));
+            // handed over for a `tproxy` target: the mark stays, for weir's tproxy table and
+            // route (`tproxy_kernel`)
+            cmds.push(c(&[
+                "-A", chain, "-m", "mark", "--mark", &family, "-j", "ACCEPT",
             ]));
             if tool == "ip6tables" {
                 for nd in ["neighbour-solicitation", "neighbour-advertisement"] {
@@ -210,6 +220,109 @@ pub fn inline_kernel_rules(ifaces: &[String], add: bool) -> Vec<Vec<String>> {
         }
     }
     cmds
+}
+
+/// The routing table and rule preference of weir's local route for `tproxy` ("we").
+pub const TPROXY_TABLE: &str = "30583";
+
+/// Inline mode: what hands a `tproxy` packet to its transparent socket once weir has handed
+/// it to the kernel (marked [`weir_io::inject::tproxy_mark`] of its target): a policy
+/// route that delivers every packet marked in weir's family locally (`fwmark` → `local
+/// default dev lo`), as the setups `tproxy` is written for have. The table of kernel rules
+/// that run the kernel's own `tproxy` for each mark is [`tproxy_table`].
+pub fn tproxy_route(add: bool) -> Vec<Vec<String>> {
+    let fwmark = format!(
+        "{:#x}/{:#x}",
+        weir_io::inject::INJECT_BASE,
+        weir_io::inject::INJECT_MASK
+    );
+    let mut cmds = Vec::new();
+    for (fam, any) in [("-4", "0.0.0.0/0"), ("-6", "::/0")] {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        if add {
+            cmds.push(v(&[
+                "ip",
+                fam,
+                "rule",
+                "add",
+                "fwmark",
+                &fwmark,
+                "lookup",
+                TPROXY_TABLE,
+                "pref",
+                TPROXY_TABLE,
+            ]));
+            cmds.push(v(&[
+                "ip",
+                fam,
+                "route",
+                "add",
+                "local",
+                any,
+                "dev",
+                "lo",
+                "table",
+                TPROXY_TABLE,
+            ]));
+        } else {
+            cmds.push(v(&["ip", fam, "rule", "del", "pref", TPROXY_TABLE]));
+            cmds.push(v(&["ip", fam, "route", "flush", "table", TPROXY_TABLE]));
+        }
+    }
+    cmds
+}
+
+/// The kernel's `inet weir_tproxy` table for a ruleset's `tproxy` targets (`nft -f`
+/// input, replacing the table; empty targets remove it): for each, a rule at prerouting
+/// (priority mangle) that runs the kernel's `tproxy` with the same target on what weir
+/// handed over with the target's mark.
+pub fn tproxy_table(targets: &[weir_engine::stateful::tproxy::Target]) -> String {
+    let mut s = String::from("table inet weir_tproxy {}\ndelete table inet weir_tproxy\n");
+    if targets.is_empty() {
+        return s;
+    }
+    s.push_str("table inet weir_tproxy {\n\tchain prerouting {\n\t\ttype filter hook prerouting priority mangle; policy accept;\n");
+    for (i, t) in targets.iter().enumerate() {
+        let mark = weir_io::inject::tproxy_mark(i as u8);
+        for proto in ["tcp", "udp"] {
+            let fam = match t.family {
+                4 => "meta nfproto ipv4 ",
+                6 => "meta nfproto ipv6 ",
+                _ => "",
+            };
+            s.push_str(&format!(
+                "\t\tmeta mark {mark:#x} {fam}meta l4proto {proto} {}\n",
+                t.nft()
+            ));
+        }
+    }
+    s.push_str("\t}\n}\n");
+    s
+}
+
+/// Apply [`tproxy_table`] with `nft -f -`.
+pub fn apply_tproxy_table(targets: &[weir_engine::stateful::tproxy::Target]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let text = tproxy_table(targets);
+    let mut child = Command::new("nft")
+        .args(["-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .context("running nft for the tproxy table (is nftables installed?)")?;
+    child
+        .stdin
+        .take()
+        .context("nft's input")?
+        .write_all(text.as_bytes())?;
+    let out = child.wait_with_output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "the kernel's tproxy table: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(())
 }
 
 /// Removes the installed kernel rules when dropped.

@@ -33,6 +33,7 @@ pub mod log;
 pub mod netdev;
 pub mod notify;
 pub mod scope;
+pub mod sockets;
 pub mod stats;
 pub mod trace;
 pub mod workers;

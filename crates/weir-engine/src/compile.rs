@@ -200,6 +200,8 @@ pub enum CExpr {
     Last,
     /// `dup`: recorded in `Meta::dups` (`stateful::dup`); the rule goes on.
     Dup(Box<crate::stateful::dup::CDup>),
+    /// `tproxy` (`stateful::tproxy`): the rule stops without a transparent socket.
+    Tproxy(Box<crate::stateful::tproxy::CTproxy>),
     /// A reference to a named object of the table (`limit name`, an object map).
     ObjRef(Box<CObjRef>),
     /// Evaluated by the stateful engine (ct count, flow add, dynamic sets); the
@@ -310,6 +312,11 @@ pub struct Compiled {
     /// Some rule rejects: a dataplane that answers rejected packets keeps their headers as
     /// they arrived (NAT may rewrite them before the rule runs).
     pub rejects: bool,
+    /// The targets of the ruleset's `tproxy` statements (`stateful::tproxy::targets`; empty
+    /// when they cannot be listed, which `weir run` refuses).
+    pub tproxy: Vec<crate::stateful::tproxy::Target>,
+    /// Some rule reads `socket` keys ([`crate::socket::reads_socket`]).
+    pub reads_socket: bool,
     pub mode: Mode,
     pub build_ns: u64,
 }
@@ -759,6 +766,11 @@ fn compile_expr(e: &Expr, slots: &mut Slots) -> CExpr {
             dev: d.dev.as_ref().map(compile_value),
         })),
         Expr::Synproxy(s) => CExpr::Synproxy(*s),
+        Expr::Tproxy(x) => CExpr::Tproxy(Box::new(crate::stateful::tproxy::CTproxy {
+            family: x.family,
+            addr: x.addr.as_ref().map(compile_value),
+            port: x.port.as_ref().map(compile_value),
+        })),
         Expr::Last { .. } => CExpr::Last,
         Expr::ObjRef(o) => CExpr::ObjRef(Box::new(CObjRef {
             kind: o.kind,
@@ -1005,6 +1017,8 @@ impl Compiled {
             limit_slots: slots.limits,
             quota_slots: slots.quotas,
             rejects: slots.rejects,
+            tproxy: crate::stateful::tproxy::targets(rs).unwrap_or_default(),
+            reads_socket: crate::socket::reads_socket(rs),
             mode,
             build_ns: t0.elapsed().as_nanos() as u64,
         }

@@ -196,6 +196,14 @@ pub struct Meta {
     /// kernel's nft_meta breaks the rule.
     pub skuid: Option<u32>,
     pub skgid: Option<u32>,
+    /// The local socket the packet belongs to (`socket` keys), looked up by the stateful
+    /// layer where a ruleset reads them ([`crate::socket`]); None: no socket, the rule stops.
+    pub sock: Option<crate::socket::SockInfo>,
+    /// A `tproxy` statement gave the packet to a transparent socket: its target (index in
+    /// [`crate::compile::Compiled::tproxy`]); the packet is delivered locally.
+    pub tproxy: Option<u8>,
+    /// The input device's address of the packet's family (`tproxy` without an address).
+    pub iif_addr: Option<u128>,
     /// The packet's wall-clock time, nanoseconds since the epoch (`meta time`, `day`,
     /// `hour`); 0: unknown, the evaluation's `now_ns` is taken as it (a capture's time).
     pub wall_ns: u64,
@@ -395,6 +403,8 @@ pub struct State {
     pub shared: Option<std::sync::Arc<Shared>>,
     /// The routing table `fib` asks ([`crate::fib`]); None: every lookup finds no route.
     pub fib: Option<crate::fib::FibTable>,
+    /// The host's sockets `tproxy` asks ([`crate::socket`]); None: no socket anywhere.
+    pub sockets: Option<crate::socket::SocketTable>,
     /// The hook of the base chain running (what `fib` needs to know).
     pub(crate) hook: Option<ir::Hook>,
 }
@@ -579,6 +589,13 @@ impl<'a> Pkt<'a> {
             Field::RtMtu => (self.meta.rt_mss != 0).then_some(self.meta.rt_mss as u128),
             Field::MetaSkuid => self.meta.skuid.map(u128::from),
             Field::MetaSkgid => self.meta.skgid.map(u128::from),
+            Field::SocketTransparent => self.meta.sock.map(|s| s.transparent as u128),
+            Field::SocketMark => self.meta.sock.filter(|s| s.full()).map(|s| s.mark as u128),
+            Field::SocketWildcard => self
+                .meta
+                .sock
+                .filter(|s| s.full())
+                .map(|s| s.wildcard as u128),
             // a hook without the device breaks the rule, as nft_meta does
             Field::MetaIifgroup => dev_type(self.meta.iif, self.meta.iifname, 1)
                 .map(|_| self.meta.iifgroup.unwrap_or(0) as u128),
@@ -1185,11 +1202,12 @@ impl Engine {
                         *l = p.now_ns.max(1);
                     }
                 }
-                CExpr::Dup(d) => {
-                    if !crate::stateful::dup::eval(t, d, p, st) {
-                        return Outcome::Next;
-                    }
+                CExpr::Dup(d) if !crate::stateful::dup::eval(t, d, p, st) => return Outcome::Next,
+                CExpr::Dup(_) => {}
+                CExpr::Tproxy(x) if !crate::stateful::tproxy::eval(&rs.tproxy, t, x, p, st) => {
+                    return Outcome::Next
                 }
+                CExpr::Tproxy(_) => {}
                 CExpr::Synproxy(info) => match crate::synproxy::act(p.frame, p.pm) {
                     crate::synproxy::Act::NotTcp => return Outcome::Next,
                     crate::synproxy::Act::Pass => {}

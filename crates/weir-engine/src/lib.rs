@@ -19,6 +19,7 @@ pub mod nat;
 pub mod objects;
 mod random;
 pub mod sets;
+pub mod socket;
 pub mod stateful;
 pub mod synproxy;
 mod tcp_strip;

@@ -33,6 +33,7 @@ mod fast;
 mod help;
 mod queue;
 mod synproxy;
+pub mod tproxy;
 
 pub use dup::{DupSend, DupTo};
 pub(crate) use help::finish_transport;
@@ -59,6 +60,9 @@ pub struct CtExt {
     /// A SYN proxy opened the connection (1): its state is the table's
     /// ([`Conntrack::synproxy`]), its packets pass the proxy's hook ([`crate::synproxy`]).
     pub synproxy: u8,
+    /// A `tproxy` statement gave the connection to a transparent socket: its target + 1
+    /// (`tproxy::Target`, by index); its packets are delivered locally.
+    pub tproxy: u8,
 }
 
 /// The flowtables whose devices include an interface (see [`Stateful::flowtable_devices`]).
@@ -146,6 +150,9 @@ pub struct PacketCt {
     /// The SYN proxy sends the packet (its SYN to the server): the connection it makes is
     /// the proxy's (Linux's synproxy conntrack template).
     pub synproxy: bool,
+    /// A `tproxy` statement gave the packet to a transparent socket: the target (see
+    /// [`Stateful::tproxy_of`]).
+    pub tproxy: Option<u8>,
 }
 
 /// A fragment's part in virtual reassembly ([`crate::frag`]).
@@ -408,6 +415,8 @@ fn expr_needs_ct(e: &ir::Expr) -> bool {
         | ir::Expr::Queue(_)
         | ir::Expr::QueueTo { .. }
         | ir::Expr::Synproxy(_)
+        // (the connection keeps its transparent socket: `tproxy`)
+        | ir::Expr::Tproxy(_)
         | ir::Expr::CtHelper { .. }
         | ir::Expr::CtTimeout { .. }
         | ir::Expr::CtExpect(_) => true,
@@ -851,6 +860,10 @@ impl Stateful {
         pc: &PacketCt,
     ) -> Decision {
         self.load_ct_view(meta, now_ns, pc);
+        meta.iif_addr = pc.iif_addr;
+        if self.eng.rs.reads_socket {
+            meta.sock = self.socket_of(h.hook, pm, meta);
+        }
         let mut p = Pkt {
             frame: buf.get(),
             pm,
@@ -1027,6 +1040,7 @@ impl Stateful {
             meta.queue = None;
             meta.synproxy = None;
             let d = self.run_chain(h, &buf, pm, meta, now_ns, pc);
+            self.tproxy_keep(meta, pc);
             self.dup_take(hook, &buf, pm, meta);
             self.apply_writes(&mut buf, pm, meta);
             if let Some(info) = meta.synproxy.take() {

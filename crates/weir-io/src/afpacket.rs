@@ -700,6 +700,7 @@ const SKF_AD_MARK: u32 = 0xffff_f014;
 const LD_W_ABS: u16 = 0x20;
 const JEQ_K: u16 = 0x15;
 const RET_K: u16 = 0x06;
+const AND_K: u16 = 0x54;
 
 impl Port {
     /// Set the mark (`SO_MARK`) of what this socket sends.
@@ -737,19 +738,21 @@ impl Port {
         Ok(())
     }
 
-    /// Take no frame that carries `mark` (the frames weir hands back to the kernel, which
-    /// enter the interface again: [`crate::inject`]).
+    /// Take no frame that carries a mark of `mark`'s family ([`crate::inject::INJECT_MASK`]:
+    /// the frames weir hands back to the kernel, which enter the interface again).
     pub fn ignore_marked(&self, mark: u32) -> io::Result<()> {
         self.attach_filter(&[
             cbpf(LD_W_ABS, 0, 0, SKF_AD_MARK),
-            cbpf(JEQ_K, 0, 1, mark),
+            cbpf(AND_K, 0, 0, crate::inject::INJECT_MASK),
+            cbpf(JEQ_K, 0, 1, mark & crate::inject::INJECT_MASK),
             cbpf(RET_K, 0, 0, 0),
             cbpf(RET_K, 0, 0, u32::MAX),
         ])
     }
 
     /// What this socket takes of what passes the interface, as a filter in the kernel: no
-    /// frame marked `skip` (those weir hands back to the kernel, [`crate::inject`]); with
+    /// frame marked in `skip`'s family (those weir hands back to the kernel,
+    /// [`crate::inject::INJECT_MASK`]); with
     /// `outgoing`, also the IPv4 and IPv6 frames the kernel itself sends out of the
     /// interface, but those weir's own sockets sent ([`TX_MARK`]), told apart by
     /// [`RxOffload::outgoing`]. Without, no outgoing frame, in a fanout group too (whose
@@ -771,7 +774,8 @@ impl Port {
         if outgoing {
             self.attach_filter(&[
                 cbpf(LD_W_ABS, 0, 0, SKF_AD_MARK),
-                cbpf(JEQ_K, 8, 0, skip),
+                cbpf(AND_K, 0, 0, crate::inject::INJECT_MASK),
+                cbpf(JEQ_K, 8, 0, skip & crate::inject::INJECT_MASK),
                 cbpf(LD_W_ABS, 0, 0, SKF_AD_PKTTYPE),
                 cbpf(JEQ_K, 0, 5, PACKET_OUTGOING),
                 cbpf(LD_W_ABS, 0, 0, SKF_AD_MARK),
@@ -785,7 +789,8 @@ impl Port {
         } else {
             self.attach_filter(&[
                 cbpf(LD_W_ABS, 0, 0, SKF_AD_MARK),
-                cbpf(JEQ_K, 3, 0, skip),
+                cbpf(AND_K, 0, 0, crate::inject::INJECT_MASK),
+                cbpf(JEQ_K, 3, 0, skip & crate::inject::INJECT_MASK),
                 cbpf(LD_W_ABS, 0, 0, SKF_AD_PKTTYPE),
                 cbpf(JEQ_K, 1, 0, PACKET_OUTGOING),
                 cbpf(RET_K, 0, 0, u32::MAX),
@@ -796,7 +801,7 @@ impl Port {
 
     /// A socket that reads what the kernel itself sends out of interface `name`: outgoing
     /// IPv4 and IPv6 frames, but those weir's own sockets sent ([`TX_MARK`]) or handed back
-    /// (`skip`).
+    /// (marked in `skip`'s family, [`crate::inject::INJECT_MASK`]).
     pub fn open_monitor(name: &str, batch: usize, skip: u32) -> io::Result<Port> {
         let (fd, ifindex, mac) = bound_socket(name, (libc::ETH_P_ALL as u16).to_be())?;
         let batch = batch.clamp(1, 1024);
@@ -818,10 +823,11 @@ impl Port {
         };
         p.attach_filter(&[
             cbpf(LD_W_ABS, 0, 0, SKF_AD_PKTTYPE),
-            cbpf(JEQ_K, 0, 6, libc::PACKET_OUTGOING as u32),
+            cbpf(JEQ_K, 0, 7, libc::PACKET_OUTGOING as u32),
             cbpf(LD_W_ABS, 0, 0, SKF_AD_MARK),
-            cbpf(JEQ_K, 4, 0, TX_MARK),
-            cbpf(JEQ_K, 3, 0, skip),
+            cbpf(JEQ_K, 5, 0, TX_MARK),
+            cbpf(AND_K, 0, 0, crate::inject::INJECT_MASK),
+            cbpf(JEQ_K, 3, 0, skip & crate::inject::INJECT_MASK),
             cbpf(LD_W_ABS, 0, 0, SKF_AD_PROTOCOL),
             cbpf(JEQ_K, 2, 0, 0x0800),
             cbpf(JEQ_K, 1, 0, 0x86dd),

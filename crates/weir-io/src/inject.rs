@@ -22,7 +22,20 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// The mark of the frames weir hands to the kernel.
-pub const INJECT_MARK: u32 = 0x7765_696c;
+pub const INJECT_MARK: u32 = 0x7765_707f;
+
+/// The marks of all frames weir hands to the kernel, [`INJECT_MARK`] and the
+/// [`tproxy_mark`]s: `mark & INJECT_MASK == INJECT_BASE`.
+pub const INJECT_BASE: u32 = 0x7765_7000;
+pub const INJECT_MASK: u32 = 0xffff_ff80;
+
+/// The mark of a frame handed to the kernel for the transparent socket of `tproxy` target
+/// `i` (`weir_engine::stateful::tproxy`, fewer than
+/// `weir_engine::stateful::tproxy::MAX_TARGETS`): a kernel rule of weir's gives it to that
+/// socket, a route of weir's delivers it (`weir_dataplane::kernel`).
+pub fn tproxy_mark(i: u8) -> u32 {
+    INJECT_BASE | u32::from(i & 0x7f)
+}
 
 const BPF_PROG_LOAD: i64 = 5;
 const BPF_LINK_CREATE: i64 = 28;
@@ -61,13 +74,14 @@ fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> [u8; 8] {
     b
 }
 
-/// The egress program: a frame marked [`INJECT_MARK`] goes back into the interface's
-/// receive path (still marked, so that what reads that path can tell it); any other goes
-/// on.
+/// The egress program: a frame marked in weir's family ([`INJECT_MASK`]) goes back into
+/// the interface's receive path (still marked, so that what reads that path can tell it);
+/// any other goes on.
 fn program() -> Vec<u8> {
     const LDXW: u8 = 0x61;
     const MOV64X: u8 = 0xbf;
     const MOV64K: u8 = 0xb7;
+    const AND32K: u8 = 0x54;
     const JNE32K: u8 = 0x56;
     const CALL: u8 = 0x85;
     const EXIT: u8 = 0x95;
@@ -75,13 +89,14 @@ fn program() -> Vec<u8> {
     [
         insn(MOV64X, 6, 1, 0, 0),                  // 0: r6 = skb
         insn(LDXW, 2, 6, 8, 0),                    // 1: r2 = skb->mark
-        insn(JNE32K, 2, 0, 4, INJECT_MARK as i32), // 2: not ours -> 7
-        insn(LDXW, 1, 6, 40, 0),                   // 3: r1 = skb->ifindex
-        insn(MOV64K, 2, 0, 0, BPF_F_INGRESS),      // 4: r2 = BPF_F_INGRESS
-        insn(CALL, 0, 0, 0, BPF_FUNC_REDIRECT),    // 5: bpf_redirect(ifindex, ingress)
-        insn(EXIT, 0, 0, 0, 0),                    // 6
-        insn(MOV64K, 0, 0, 0, TCX_NEXT),           // 7: r0 = TCX_NEXT
-        insn(EXIT, 0, 0, 0, 0),                    // 8
+        insn(AND32K, 2, 0, 0, INJECT_MASK as i32), // 2: r2 &= INJECT_MASK
+        insn(JNE32K, 2, 0, 4, INJECT_BASE as i32), // 3: not ours -> 8
+        insn(LDXW, 1, 6, 40, 0),                   // 4: r1 = skb->ifindex
+        insn(MOV64K, 2, 0, 0, BPF_F_INGRESS),      // 5: r2 = BPF_F_INGRESS
+        insn(CALL, 0, 0, 0, BPF_FUNC_REDIRECT),    // 6: bpf_redirect(ifindex, ingress)
+        insn(EXIT, 0, 0, 0, 0),                    // 7
+        insn(MOV64K, 0, 0, 0, TCX_NEXT),           // 8: r0 = TCX_NEXT
+        insn(EXIT, 0, 0, 0, 0),                    // 9
     ]
     .concat()
 }
@@ -161,8 +176,13 @@ pub struct Injector {
 
 impl Injector {
     pub fn open(name: &str) -> io::Result<Injector> {
+        Injector::open_marked(name, INJECT_MARK)
+    }
+
+    /// An injector whose frames carry `mark`, one of weir's family ([`tproxy_mark`]).
+    pub fn open_marked(name: &str, mark: u32) -> io::Result<Injector> {
         let port = afpacket::Port::open_send(name)?;
-        port.set_mark(INJECT_MARK)?;
+        port.set_mark(mark)?;
         Ok(Injector { port })
     }
 

@@ -420,6 +420,16 @@ pub struct Dup {
     pub dev: Option<ValueExpr>,
 }
 
+/// A `tproxy` statement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tproxy {
+    /// 4 or 6 (the table's or the one the statement names), 0: either (`tproxy to :PORT` in
+    /// an inet table).
+    pub family: u8,
+    pub addr: Option<ValueExpr>,
+    pub port: Option<ValueExpr>,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SetOpKind {
     Add,
@@ -513,6 +523,11 @@ pub enum Expr {
     /// (`nft_synproxy`; input and forward hooks). The packet is stolen; the rule stops for a
     /// packet that is not TCP, and goes on for one that is neither SYN nor ACK.
     Synproxy(Synproxy),
+    /// `tproxy [ip|ip6] to [ADDR][:PORT]` (`nft_tproxy`, prerouting): the packet is given to
+    /// a transparent local socket, the one of its own connection or one listening on
+    /// ADDR:PORT (ADDR: the input device's first address when not given; PORT: the packet's
+    /// destination port), and delivered locally; without such a socket the rule stops.
+    Tproxy(Tproxy),
     /// A reference to a named stateful object of the table (`limit name "l"`, `counter name
     /// tcp dport map { 443 : "c1" }`, `quota name ip saddr map @m`), as `nft_objref`.
     ObjRef(ObjRef),

@@ -129,6 +129,10 @@ pub enum Fate {
     /// bytes, link padding dropped) is to be handed to the host's own stack.
     Local {
         len: usize,
+        /// A `tproxy` statement gave the packet (or its connection) to a transparent socket:
+        /// the target (`weir_engine::stateful::tproxy::Target`, by index), for the host's
+        /// stack to give it to that socket.
+        tproxy: Option<u8>,
     },
     Drop(Reason),
     /// Dropped: the next hop's MAC is not known. [`crate::Router::solicit`] makes the ARP

@@ -227,7 +227,8 @@ impl Router {
         let Some(dst) = Addr::dst_of(&pm) else {
             return Fate::Drop(Reason::Malformed);
         };
-        if self.is_local(dst) {
+        // (a packet `tproxy` gave to a local socket is the host's, wherever it is addressed)
+        if self.is_local(dst) || sf.tproxy_of(&pc).is_some() {
             // the reverse path filter holds for the router's own packets too (Linux's
             // ip_route_input_slow validates the source of local and broadcast input)
             if !self.source_valid(in_port, &pm) {
@@ -375,7 +376,7 @@ impl Router {
             return Fate::Drop(Reason::ToRouter);
         }
         if self.host_reassembles_v4 && pm.l3 == weir_wire::L3::Ipv4 && pm.frag != Frag::None {
-            return Fate::Local { len };
+            return Fate::Local { len, tproxy: None };
         }
         let mut meta = self.meta(Some(in_port), None, mark);
         if let Decision::Drop(why) = sf.hook_mut(Hook::Input, frame, pm, &mut meta, now, pc) {
@@ -385,7 +386,10 @@ impl Router {
             self.noted(Hook::Input, why);
             return Fate::Drop(Reason::of(why));
         }
-        Fate::Local { len }
+        Fate::Local {
+            len,
+            tproxy: sf.tproxy_of(pc),
+        }
     }
 
     /// The reverse path filter of a packet arriving on `port`, as Linux's

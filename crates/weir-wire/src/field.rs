@@ -484,6 +484,11 @@ fields! {
     // the TCP MSS of the packet's route (`rt mtu`: the route's MTU less the IP and TCP
     // headers), known after routing
     RtMtu => "rt mtu", T::Integer(16), L::Meta;
+    // the local socket the packet belongs to (`socket`: prerouting, input, output), as the
+    // caller's socket lookup found it
+    SocketTransparent => "socket transparent", T::Integer(1), L::Meta;
+    SocketMark => "socket mark", T::Mark, L::Meta;
+    SocketWildcard => "socket wildcard", T::Integer(1), L::Meta;
     // ---- loaded and checked, not evaluated yet (see `Field::evaluated`) ----
     // metadata
     MetaIifkind => "meta iifkind", T::IfName, L::Meta;
@@ -534,10 +539,7 @@ fields! {
     RawPayload => "raw payload", T::Integer(128), L::Meta;
     CtLabel => "ct label", T::Integer(7), L::Meta;
     MetaSecpath => "meta secpath", T::Boolean, L::Meta;
-    // the local socket a packet belongs to, its sender's OS (`osf`), its IPsec state
-    SocketTransparent => "socket transparent", T::Integer(1), L::Meta;
-    SocketMark => "socket mark", T::Mark, L::Meta;
-    SocketWildcard => "socket wildcard", T::Integer(1), L::Meta;
+    // the sender's OS (`osf`), the packet's IPsec state
     OsfName => "osf name", T::Str16, L::Meta;
     OsfVersion => "osf version", T::Str16, L::Meta;
     IpsecReqid => "ipsec reqid", T::Integer(32), L::Meta;

@@ -39,6 +39,9 @@ pub struct Inline {
     /// Local delivery: per port, how frames for the router reach the kernel's stack (None:
     /// local delivery is off; the router drops such packets).
     pub inject: Vec<Option<weir_io::inject::Injector>>,
+    /// Local delivery to `tproxy`'s transparent sockets: (port, target, the injector whose
+    /// frames carry the target's mark), opened on first use.
+    pub inject_tproxy: Vec<(usize, u8, weir_io::inject::Injector)>,
     /// Worker 0 with local delivery: per port, what the kernel itself sends out of it, for
     /// connection tracking.
     pub monitor: Vec<Option<weir_io::afpacket::Port>>,
@@ -56,6 +59,31 @@ pub type Held = weir_engine::frag::Held<usize>;
 const MTU_PERIOD_NS: u64 = 1_000_000_000;
 
 impl Inline {
+    /// The injector of port `pi` for `tproxy` target `t`, opened on first use (None, logged
+    /// once, when it cannot be opened).
+    fn tproxy_injector(&mut self, pi: usize, t: u8) -> Option<&mut weir_io::inject::Injector> {
+        let at = match self
+            .inject_tproxy
+            .iter()
+            .position(|(p, x, _)| *p == pi && *x == t)
+        {
+            Some(at) => at,
+            None => {
+                let name = self.ports_names.get(pi)?;
+                match weir_io::inject::Injector::open_marked(name, weir_io::inject::tproxy_mark(t))
+                {
+                    Ok(inj) => self.inject_tproxy.push((pi, t, inj)),
+                    Err(e) => {
+                        tracing::warn!(interface = %name, error = %e, "cannot hand tproxy's packets to the kernel");
+                        return None;
+                    }
+                }
+                self.inject_tproxy.len() - 1
+            }
+        };
+        Some(&mut self.inject_tproxy[at].2)
+    }
+
     /// Read the ports' MTUs again if [`MTU_PERIOD_NS`] has passed; a change takes effect for
     /// the next packet (and is logged by worker `log`). A port whose MTU cannot be read keeps
     /// the last one.
@@ -176,14 +204,22 @@ impl Inline {
                 }
             }
             Fate::Drop(why) => c.drop(why),
-            Fate::Local { len } => {
+            Fate::Local { len, tproxy } => {
                 c.packets += 1;
                 if self.inject.get(pi).is_some_and(|i| i.is_some()) {
-                    c.accepted += 1;
-                    c.local += 1;
                     let f = frame(self);
-                    if let Some(inj) = self.inject[pi].as_mut() {
-                        inj.push(&f[..len.min(f.len())]);
+                    let f = &f[..len.min(f.len())];
+                    let inj = match tproxy {
+                        None => self.inject[pi].as_mut(),
+                        Some(t) => self.tproxy_injector(pi, t),
+                    };
+                    match inj {
+                        Some(inj) => {
+                            c.accepted += 1;
+                            c.local += 1;
+                            inj.push(f);
+                        }
+                        None => c.dropped.add(Reason::ToRouter, 1),
                     }
                 } else {
                     c.dropped.add(Reason::ToRouter, 1);
@@ -554,6 +590,9 @@ impl Inline {
             a.flush()?;
         }
         for inj in il.inject.iter_mut().flatten() {
+            inj.flush()?;
+        }
+        for (_, _, inj) in il.inject_tproxy.iter_mut() {
             inj.flush()?;
         }
         w.sf.ct_mut().gc(now, 64);

@@ -32,6 +32,21 @@ fn field_allowed(cx: &mut Cx, f: Field, span: Span) -> bool {
         );
         return false;
     }
+    // nft_socket_validate: the hooks where a packet may have a local socket
+    if let (true, Some((_, h))) = (f.name().starts_with("socket "), cx.cur_hook) {
+        if !matches!(h, Hook::Prerouting | Hook::Input | Hook::Output) {
+            err(
+                cx,
+                span,
+                format!(
+                    "'{}' is read at the prerouting, input and output hooks, not at {}",
+                    f.name(),
+                    h.name()
+                ),
+            );
+            return false;
+        }
+    }
     true
 }
 

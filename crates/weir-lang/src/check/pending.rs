@@ -361,3 +361,84 @@ pub(super) fn queue_to(cx: &mut Cx, operands: &[(ast::Operand, ast::Expr)]) -> O
         fanout: flag("fanout"),
     })
 }
+
+/// `tproxy [ip|ip6] to [ADDR][:PORT]` (operands checked by [`lower_pending`]): its family,
+/// address and port as values. nft's kernel takes it at the prerouting hook only.
+pub(super) fn tproxy(
+    cx: &mut Cx,
+    family: Option<&ast::Ident>,
+    operands: &[(ast::Operand, ast::Expr)],
+    span: Span,
+) -> Option<Expr> {
+    use ast::Operand as O;
+    if let Some((_, hook)) = cx.cur_hook {
+        if hook != Hook::Prerouting {
+            err(
+                cx,
+                span,
+                format!(
+                    "tproxy runs at the prerouting hook only, not at {}",
+                    hook.name()
+                ),
+            );
+            return None;
+        }
+    }
+    let fam = match (family.map(|f| f.name.as_str()), cx.family) {
+        (Some("ip6"), _) | (None, Family::Ip6) => 6,
+        (Some("ip"), _) | (None, Family::Ip) => 4,
+        (None, Family::Inet) => 0,
+        (_, f) => {
+            err(
+                cx,
+                span,
+                format!("tproxy is for ip, ip6 and inet tables, not {}", f.name()),
+            );
+            return None;
+        }
+    };
+    let addr_dt = if fam == 6 {
+        DataType::Ipv6Addr
+    } else {
+        DataType::Ipv4Addr
+    };
+    let mut t = Tproxy {
+        family: fam,
+        addr: None,
+        port: None,
+    };
+    let one = |cx: &mut Cx, dt: DataType, e: &ast::Expr| -> Option<ValueExpr> {
+        let v = lower_value(cx, &[dt], e)?;
+        if let ValueExpr::Range(..) = v {
+            err(
+                cx,
+                e.span(),
+                "tproxy sends to one address and port, not a range",
+            );
+            return None;
+        }
+        Some(v)
+    };
+    for (o, e) in operands {
+        match (o, e) {
+            // `192.0.2.1:50080` in one word
+            (O::Addr, ast::Expr::Const(Val::Word(w, _)))
+                if fam != 6 && w.matches(':').count() == 1 =>
+            {
+                let (a, p) = w.rsplit_once(':')?;
+                t.addr = Some(ValueExpr::Const(vec![
+                    values::parse_scalar(addr_dt, a).ok()?
+                ]));
+                t.port = Some(ValueExpr::Const(vec![values::parse_scalar(
+                    DataType::InetService,
+                    p,
+                )
+                .ok()?]));
+            }
+            (O::Addr, e) => t.addr = Some(one(cx, addr_dt, e)?),
+            (O::Port, e) => t.port = Some(one(cx, DataType::InetService, e)?),
+            _ => return Some(Expr::Unevaluated("tproxy")),
+        }
+    }
+    Some(Expr::Tproxy(t))
+}

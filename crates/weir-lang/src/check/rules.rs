@@ -700,6 +700,7 @@ fn lower_item(
                     }),
                 }),
                 "dup" => super::redirect::lower_dup(cx, operands, *span),
+                "tproxy" => super::pending::tproxy(cx, family.as_ref(), operands, *span),
                 _ => Some(Expr::Unevaluated(what)),
             }
         }

@@ -622,8 +622,8 @@ fn synproxy_statements_and_objects() {
 }
 
 /// Statements and expressions weir does not evaluate yet load with their operands checked
-/// and are listed: `ct event set`, `tproxy`, `ct id`, `meta cgroup`, a map updated with a value
-/// (nftlb's persistence); what nft refuses is refused. (`fib` is evaluated.)
+/// and are listed: `ct event set`, `ct id`, `meta cgroup`; a map updated with a value
+/// (nftlb's persistence), `tproxy`, `fib` are evaluated; what nft refuses is refused.
 #[test]
 fn statements_not_evaluated_yet_load_checked_and_listed() {
     let text = "table ip t {\n map persist { type ipv4_addr : mark; flags dynamic; }\n chain c {\n  type filter hook prerouting priority 0\n  ct event set new\n  meta l4proto tcp tproxy to 198.18.0.1:3128\n  ct id 5\n  meta cgroup 1 drop\n  fib daddr type local drop\n  @th,16,16 22 drop\n  update @persist { ip saddr : ct mark }\n }\n}\n";
@@ -631,12 +631,7 @@ fn statements_not_evaluated_yet_load_checked_and_listed() {
         .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
         .unwrap();
     let u = rs.unevaluated();
-    for (line, what) in [
-        (5, "ct event"),
-        (6, "tproxy"),
-        (7, "ct id"),
-        (8, "meta cgroup"),
-    ] {
+    for (line, what) in [(5, "ct event"), (7, "ct id"), (8, "meta cgroup")] {
         let at = format!("t.nft:{line}:");
         assert!(
             u.iter()
@@ -646,7 +641,8 @@ fn statements_not_evaluated_yet_load_checked_and_listed() {
     }
     // `update @persist { ip saddr : ct mark }` (line 11) is evaluated
     assert!(!u.iter().any(|e| e.starts_with("t.nft:11:")), "{u:?}");
-    assert_eq!(u.len(), 4, "{u:?}");
+    assert!(!u.iter().any(|e| e.starts_with("t.nft:6:")), "{u:?}");
+    assert_eq!(u.len(), 3, "{u:?}");
     // raw payload and fib are evaluated
     assert!(!u.iter().any(|e| e.contains("t.nft:10:")), "{u:?}");
     assert!(!u.iter().any(|e| e.contains("t.nft:9:")), "{u:?}");
@@ -861,20 +857,16 @@ fn log_and_limit_options_as_nft() {
     }
 }
 
-/// Socket, OS fingerprint and IPsec keys load as not evaluated (`reset tcp option` and
+/// OS fingerprint and IPsec keys load as not evaluated (`socket`, `reset tcp option` and
 /// `last` are evaluated); bad ones are refused as nft refuses them.
 #[test]
-fn socket_osf_ipsec_last_reset_load_as_not_evaluated() {
+fn osf_ipsec_load_as_not_evaluated() {
     let rules = [
-        (
-            "socket transparent 1 socket mark 0x5 accept",
-            "socket transparent",
-        ),
         ("osf ttl loose name \"Linux\" drop", "osf"),
         ("ipsec in spnum 2 ip saddr 198.18.0.1 accept", "ipsec"),
     ];
     let body: String = rules.iter().map(|r| format!("  {}\n", r.0)).collect();
-    let text = format!("table inet t {{\n chain c {{\n{body} }}\n}}\n");
+    let text = format!("table inet t {{\n chain c {{\n{body}  socket transparent 1 socket mark 0x5 accept\n }}\n}}\n");
     let (rs, _) = load_str("t.nft", &text)
         .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
         .unwrap();
@@ -887,6 +879,7 @@ fn socket_osf_ipsec_last_reset_load_as_not_evaluated() {
             "{at} {what}: {u:?}"
         );
     }
+    assert_eq!(u.len(), 2, "socket is evaluated: {u:?}");
     let (rs, _) = load_str(
         "t.nft",
         "table inet t { chain c { reset tcp option mptcp; reset tcp option 2; last used never; last used 300s } }",
@@ -900,6 +893,10 @@ fn socket_osf_ipsec_last_reset_load_as_not_evaluated() {
         ("reset tcp option meh", "unknown TCP option"),
         ("reset tcp option 256", "unknown TCP option"),
         ("last used 1fortnight", "time"),
+        (
+            "type filter hook forward priority 0; socket transparent 1",
+            "prerouting, input and output hooks",
+        ),
     ] {
         let e = errors(&format!("table inet t {{ chain c {{ {bad} }} }}"));
         assert!(e.iter().any(|m| m.contains(want)), "{bad}: {e:?}");

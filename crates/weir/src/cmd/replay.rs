@@ -278,7 +278,7 @@ fn replay_fate(fate: Fate, frame: Vec<u8>, net: &Router) -> Outcome {
     match fate {
         // (not IP: no IP hook sees it; IP to another host's MAC: the kernel's, as it came)
         Fate::NotMine => Outcome::Accept(Vec::new()),
-        Fate::Local { len } | Fate::Out { len, .. } => {
+        Fate::Local { len, .. } | Fate::Out { len, .. } => {
             let mut f = frame;
             f.truncate(len);
             Outcome::Accept(vec![f])
