@@ -181,6 +181,14 @@ fn dup_with_real_traffic() {
     lab("dup.sh");
 }
 
+/// `tproxy` and `socket transparent` with a real transparent proxy (IP_TRANSPARENT, TCP and
+/// UDP, both families): what the client, the proxy and the server see through weir is what
+/// they see through the kernel (tests/lab/tproxy.sh).
+#[test]
+fn tproxy_with_a_transparent_proxy() {
+    lab("tproxy.sh");
+}
+
 /// `weir bench lab` on a short run: every mode forwards, every figure is there, the lab is
 /// gone afterwards. (The figures themselves are a benchmark's, not checked here.)
 #[test]
