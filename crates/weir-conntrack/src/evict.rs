@@ -25,7 +25,7 @@ impl<X: Copy + Default> Conntrack<X> {
             if self.gc_cursor >= n {
                 self.gc_cursor = 0;
                 // once per sweep of the table: expectations that expired or lost their master
-                if self.expects.len > 0 {
+                if self.expects.any() {
                     self.expect_gc(now_ns);
                 }
             }

@@ -16,6 +16,8 @@
 //! `ack` of later packets with [`Conntrack::seq_offset`].
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::entry::{S_LIVE, S_SEQADJ};
 use crate::{Conntrack, Dir, EntryId, Tuple};
@@ -65,11 +67,57 @@ fn key(t: &Tuple) -> Key {
     (t.dst, t.dport, t.proto, t.v6)
 }
 
-/// The expectations of a table, by destination.
+/// Expectations by destination, each with the table (worker) whose connection is its master.
+type Map = HashMap<Key, Vec<(u32, Expectation)>>;
+
+/// Expectations shared by the tables of several workers
+/// ([`Conntrack::share_expectations`]): an expected connection is steered by its own
+/// addresses and ports, so it may reach another worker than its master's; that worker finds
+/// the expectation here. Each table checks its own masters' expectations when it sweeps
+/// (`expect_gc`); the others trust them until they expire.
+#[derive(Debug, Default)]
+pub struct SharedExpectations {
+    /// How many there are (read without the lock: most new connections expect nothing).
+    len: AtomicUsize,
+    map: Mutex<Map>,
+}
+
+/// The expectations of a table, by destination: its own, or the workers' shared ones.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Expectations {
-    by_dst: HashMap<Key, Vec<Expectation>>,
+    by_dst: Map,
     pub(crate) len: usize,
+    /// Shared with other workers' tables, and this table's number among them.
+    shared: Option<(Arc<SharedExpectations>, u32)>,
+}
+
+impl Expectations {
+    /// This table's number among those sharing (0 alone).
+    fn me(&self) -> u32 {
+        self.shared.as_ref().map_or(0, |s| s.1)
+    }
+
+    /// Whether there may be any expectation to find.
+    pub(crate) fn any(&self) -> bool {
+        match &self.shared {
+            Some((s, _)) => s.len.load(Ordering::Relaxed) > 0,
+            None => self.len > 0,
+        }
+    }
+
+    /// Run `f` on the map and its length (the shared one under its lock).
+    fn with<R>(&mut self, f: impl FnOnce(&mut Map, &mut usize) -> R) -> R {
+        match &self.shared {
+            Some((s, _)) => {
+                let mut m = s.map.lock().unwrap_or_else(|e| e.into_inner());
+                let mut n = s.len.load(Ordering::Relaxed);
+                let r = f(&mut m, &mut n);
+                s.len.store(n, Ordering::Relaxed);
+                r
+            }
+            None => f(&mut self.by_dst, &mut self.len),
+        }
+    }
 }
 
 /// A TCP connection's sequence shift in one direction (Linux `struct nf_ct_seqadj`): segments
@@ -99,120 +147,160 @@ impl<X: Copy + Default> Conntrack<X> {
         let Some(master_orig) = self.tuple(master, Dir::Original) else {
             return Err(ExpectRefused::NoMaster);
         };
-        let ex = &mut self.expects;
-        let list = ex.by_dst.entry(key(&tuple)).or_default();
-        let before = list.len();
-        // the same expectation again (a retransmitted command) replaces the old one
-        list.retain(|e| {
-            !(e.tuple == tuple && e.any_sport == any_sport && e.master == master)
-                && e.expires_ns > now_ns
-        });
-        ex.len -= before - list.len();
-        if list.is_empty() {
-            ex.by_dst.remove(&key(&tuple));
-        }
-        let mine: usize = ex
-            .by_dst
-            .values()
-            .map(|l| l.iter().filter(|e| e.master == master).count())
-            .sum();
-        if mine >= MAX_PER_MASTER {
-            let oldest = ex
-                .by_dst
-                .iter()
-                .flat_map(|(k, l)| l.iter().map(move |e| (*k, e)))
-                .filter(|(_, e)| e.master == master)
-                .min_by_key(|(_, e)| e.expires_ns)
-                .map(|(k, e)| (k, *e));
-            if let Some((k, e)) = oldest {
-                if let Some(l) = ex.by_dst.get_mut(&k) {
-                    l.retain(|x| *x != e);
-                    ex.len -= 1;
-                    if l.is_empty() {
-                        ex.by_dst.remove(&k);
+        let me = self.expects.me();
+        let r = self.expects.with(|map, len| {
+            let list = map.entry(key(&tuple)).or_default();
+            let before = list.len();
+            // the same expectation again (a retransmitted command) replaces the old one
+            list.retain(|(o, e)| {
+                !(*o == me && e.tuple == tuple && e.any_sport == any_sport && e.master == master)
+                    && e.expires_ns > now_ns
+            });
+            *len -= before - list.len();
+            if list.is_empty() {
+                map.remove(&key(&tuple));
+            }
+            let mine = |o: &u32, e: &Expectation| *o == me && e.master == master;
+            let n: usize = map
+                .values()
+                .map(|l| l.iter().filter(|(o, e)| mine(o, e)).count())
+                .sum();
+            if n >= MAX_PER_MASTER {
+                let oldest = map
+                    .iter()
+                    .flat_map(|(k, l)| l.iter().map(move |x| (*k, x)))
+                    .filter(|(_, (o, e))| mine(o, e))
+                    .min_by_key(|(_, (_, e))| e.expires_ns)
+                    .map(|(k, x)| (k, *x));
+                if let Some((k, x)) = oldest {
+                    if let Some(l) = map.get_mut(&k) {
+                        l.retain(|y| *y != x);
+                        *len -= 1;
+                        if l.is_empty() {
+                            map.remove(&k);
+                        }
                     }
                 }
             }
-        }
-        if ex.len >= MAX_EXPECTATIONS {
-            self.stats.expect_refused += 1;
-            return Err(ExpectRefused::Full);
-        }
-        ex.by_dst.entry(key(&tuple)).or_default().push(Expectation {
-            tuple,
-            any_sport,
-            master,
-            master_orig,
-            follow,
-            expires_ns: now_ns.saturating_add(timeout_ns),
+            if *len >= MAX_EXPECTATIONS {
+                return Err(ExpectRefused::Full);
+            }
+            map.entry(key(&tuple)).or_default().push((
+                me,
+                Expectation {
+                    tuple,
+                    any_sport,
+                    master,
+                    master_orig,
+                    follow,
+                    expires_ns: now_ns.saturating_add(timeout_ns),
+                },
+            ));
+            *len += 1;
+            Ok(())
         });
-        ex.len += 1;
-        self.stats.expect_created += 1;
-        Ok(())
+        match r {
+            Ok(()) => self.stats.expect_created += 1,
+            Err(_) => self.stats.expect_refused += 1,
+        }
+        r
     }
 
-    /// The expectations in the table (expired ones may still be listed).
-    pub fn expectations(&self) -> impl Iterator<Item = &Expectation> + '_ {
-        self.expects.by_dst.values().flatten()
+    /// The expectations this table's connections made (expired ones may still be listed).
+    pub fn expectations(&mut self) -> Vec<Expectation> {
+        let me = self.expects.me();
+        self.expects.with(|map, _| {
+            map.values()
+                .flatten()
+                .filter(|(o, _)| *o == me)
+                .map(|(_, e)| *e)
+                .collect()
+        })
     }
 
     /// Take the expectation a new connection's first packet (tuple `t`) meets, if any.
     pub(crate) fn take_expected(&mut self, t: &Tuple, now_ns: u64) -> Option<Expectation> {
-        if self.expects.len == 0 {
+        if !self.expects.any() {
             return None;
         }
         let k = key(t);
-        let list = self.expects.by_dst.get_mut(&k)?;
-        let mut found = None;
-        let mut i = 0;
-        while i < list.len() {
-            let e = list[i];
-            let stale = e.expires_ns <= now_ns;
-            let hit = !stale
-                && e.tuple.src == t.src
-                && (e.any_sport || e.tuple.sport == t.sport)
-                && found.is_none();
-            if stale || hit {
-                list.swap_remove(i);
-                self.expects.len -= 1;
-                if hit {
-                    found = Some(e);
+        let (owner, e) = self.expects.with(|map, len| {
+            let list = map.get_mut(&k)?;
+            let mut found = None;
+            let mut i = 0;
+            while i < list.len() {
+                let (o, e) = list[i];
+                let stale = e.expires_ns <= now_ns;
+                let hit = !stale
+                    && e.tuple.src == t.src
+                    && (e.any_sport || e.tuple.sport == t.sport)
+                    && found.is_none();
+                if stale || hit {
+                    list.swap_remove(i);
+                    *len -= 1;
+                    if hit {
+                        found = Some((o, e));
+                    }
+                    continue;
                 }
-                continue;
+                i += 1;
             }
-            i += 1;
-        }
-        if list.is_empty() {
-            self.expects.by_dst.remove(&k);
-        }
-        let e = found?;
-        // the master must still be the connection that asked
-        let alive = self.get(e.master).is_some()
-            && self.tuple(e.master, Dir::Original) == Some(e.master_orig);
-        if !alive {
-            return None;
+            if list.is_empty() {
+                map.remove(&k);
+            }
+            found
+        })?;
+        // the master must still be the connection that asked (another worker's master: that
+        // worker's sweep drops its expectations when it goes)
+        if owner == self.expects.me() {
+            let alive = self.get(e.master).is_some()
+                && self.tuple(e.master, Dir::Original) == Some(e.master_orig);
+            if !alive {
+                return None;
+            }
         }
         self.stats.expect_matched += 1;
         Some(e)
     }
 
+    /// Share expectations with the tables of other workers (each given the same `shared` and
+    /// its own number `me`): see [`SharedExpectations`]. This table's own expectations move
+    /// there.
+    pub fn share_expectations(&mut self, shared: Arc<SharedExpectations>, me: u32) {
+        let own: Vec<Expectation> = self.expectations();
+        self.expects.by_dst.clear();
+        self.expects.len = 0;
+        self.expects.shared = Some((shared, me));
+        self.expects.with(|map, len| {
+            for e in own {
+                map.entry(key(&e.tuple)).or_default().push((me, e));
+                *len += 1;
+            }
+        });
+    }
+
     /// Drop expired expectations and those whose master is gone ([`Conntrack::gc`] does it
     /// once per sweep of the table).
     pub fn expect_gc(&mut self, now_ns: u64) {
-        let alive = |c: &Self, e: &Expectation| {
-            e.expires_ns > now_ns
-                && c.entries
-                    .get(e.master.0 as usize)
-                    .is_some_and(|x| x.tcp.ct_status & S_LIVE != 0)
-                && c.tuple(e.master, Dir::Original) == Some(e.master_orig)
-        };
-        let mut by_dst = std::mem::take(&mut self.expects.by_dst);
-        by_dst.retain(|_, l| {
-            l.retain(|e| alive(self, e));
-            !l.is_empty()
+        let me = self.expects.me();
+        // this table's masters, checked outside the shared lock
+        let mut ex = std::mem::take(&mut self.expects);
+        ex.with(|map, len| {
+            map.retain(|_, l| {
+                l.retain(|(o, e)| {
+                    e.expires_ns > now_ns
+                        && (*o != me
+                            || (self
+                                .entries
+                                .get(e.master.0 as usize)
+                                .is_some_and(|x| x.tcp.ct_status & S_LIVE != 0)
+                                && self.tuple(e.master, Dir::Original) == Some(e.master_orig)))
+                });
+                !l.is_empty()
+            });
+            *len = map.values().map(Vec::len).sum();
         });
-        self.expects.len = by_dst.values().map(Vec::len).sum();
-        self.expects.by_dst = by_dst;
+        self.expects = ex;
     }
 
     /// Record that a helper changed the length of the segment of `id` in direction `d` that

@@ -118,7 +118,7 @@ mod unit;
 
 pub use config::{Config, Timeouts};
 pub use entry::{Entry, Killed, Pending};
-pub use expect::{ExpectRefused, Expectation, Follow, SeqOff};
+pub use expect::{ExpectRefused, Expectation, Follow, SeqOff, SharedExpectations};
 pub use table::{Conntrack, Refused, Stats};
 pub use tcp::{TcpConn, TcpState};
 pub use track::{CtInfo, Invalid, Track};

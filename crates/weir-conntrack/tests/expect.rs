@@ -53,7 +53,7 @@ fn an_expected_connection_is_related_once_until_its_reply() {
     let m = control(&mut ct);
     ct.expect(m, data_tuple(0), true, Follow::default(), 300 * SEC, 3)
         .unwrap();
-    assert_eq!(ct.expectations().count(), 1);
+    assert_eq!(ct.expectations().len(), 1);
     // another source does not meet it
     let other = tcp4(Ipv4Addr::new(198, 18, 1, 9), C, 20, 40001, 0x02, b"");
     match track(&mut ct, &other, 4) {
@@ -68,7 +68,7 @@ fn an_expected_connection_is_related_once_until_its_reply() {
     assert_eq!(p.follow, None, "no NAT: the nat chains decide");
     let id = ct.confirm(p, 5).unwrap();
     assert!(ct.get(id).unwrap().expected());
-    assert_eq!(ct.expectations().count(), 0, "taken");
+    assert_eq!(ct.expectations().len(), 0, "taken");
     // a retransmitted SYN: still related (no reply yet)
     assert_eq!(track(&mut ct, &syn, 6).info(), Some(CtInfo::Related));
     let b = Builder::new();
@@ -117,8 +117,8 @@ fn expectations_end_with_their_timeout_their_master_and_their_number() {
         t.dport = 50000 + i as u16;
         ct.expect(m, t, true, follow, (100 + i) * SEC, 3).unwrap();
     }
-    assert_eq!(ct.expectations().count(), expect::MAX_PER_MASTER);
-    assert!(ct.expectations().all(|e| e.tuple.dport >= 50003));
+    assert_eq!(ct.expectations().len(), expect::MAX_PER_MASTER);
+    assert!(ct.expectations().iter().all(|e| e.tuple.dport >= 50003));
     // the follow translation is handed to the expected connection
     let syn = tcp4(S, C, 20, 50005, 0x02, b"");
     match track(&mut ct, &syn, 4) {
@@ -134,7 +134,7 @@ fn expectations_end_with_their_timeout_their_master_and_their_number() {
     for _ in 0..3 {
         ct.gc(5, 1024);
     }
-    assert_eq!(ct.expectations().count(), 0);
+    assert_eq!(ct.expectations().len(), 0);
 }
 
 #[test]
@@ -183,4 +183,46 @@ fn acknowledgements_are_read_through_a_helpers_shift() {
     track(&mut ct, &d, 3);
     let a = b.tcp(S, C, &Tcp::new(21, 40000, 0x10).seq(5001).ack(1026), b"");
     assert!(matches!(track(&mut ct, &a, 4), Track::Invalid(_)));
+}
+
+/// Several workers' tables sharing expectations: a master in one table, its expected
+/// connection reaching another (steered by its own tuple) is related there, once; the
+/// master's table drops its expectations when the master goes, the other's are left alone.
+#[test]
+fn shared_expectations_reach_another_workers_table() {
+    let shared = std::sync::Arc::new(weir_conntrack::SharedExpectations::default());
+    let mut a: Conntrack<()> = Conntrack::new(Config::default());
+    let mut b: Conntrack<()> = Conntrack::new(Config::default());
+    let m = control(&mut a);
+    // an expectation made before sharing moves to the shared table
+    a.expect(m, data_tuple(0), true, Follow::default(), 300 * SEC, 3)
+        .unwrap();
+    a.share_expectations(shared.clone(), 0);
+    b.share_expectations(shared.clone(), 1);
+    assert_eq!(a.expectations().len(), 1);
+    assert_eq!(b.expectations().len(), 0, "not b's");
+    let syn = tcp4(S, C, 20, 40001, 0x02, b"");
+    let t = track(&mut b, &syn, 5);
+    assert_eq!(t.info(), Some(CtInfo::Related), "met in b's table");
+    let Track::New(p) = t else { panic!() };
+    b.confirm(p, 5).unwrap();
+    assert_eq!(a.expectations().len(), 0, "taken, for every table");
+    // b's own control connection's expectation, a's again; a's master goes
+    let mb = control(&mut b);
+    b.expect(mb, data_tuple(0), true, Follow::default(), 300 * SEC, 6)
+        .unwrap();
+    let mut t2 = data_tuple(0);
+    t2.dport = 40002;
+    a.expect(m, t2, true, Follow::default(), 300 * SEC, 6)
+        .unwrap();
+    a.remove(m);
+    a.expect_gc(7);
+    assert_eq!(a.expectations().len(), 0, "a's master is gone");
+    assert_eq!(b.expectations().len(), 1, "b's stays");
+    // an expected connection whose master went is not related, in any table
+    let syn2 = tcp4(S, C, 21, 40002, 0x02, b"");
+    assert_eq!(track(&mut b, &syn2, 8).info(), Some(CtInfo::New));
+    // expiry, seen from the other table
+    b.expect_gc(400 * SEC);
+    assert_eq!(b.expectations().len(), 0);
 }

@@ -418,24 +418,19 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     };
     let _kernel = if inline {
         let names = cfg.interface_names();
-        let with_tproxy = |mut cmds: Vec<Vec<String>>, add: bool| {
-            cmds.extend(kernel::tproxy_route(add));
-            if !add {
-                cmds.push(
-                    ["nft", "delete", "table", "inet", "weir_tproxy"]
-                        .map(String::from)
-                        .to_vec(),
-                );
-            }
-            cmds
-        };
-        let k = kernel::install(
-            with_tproxy(kernel::inline_kernel_rules(&names, true), true),
-            with_tproxy(kernel::inline_kernel_rules(&names, false), false),
-        )?;
+        // (weir's tproxy table and route, installed by `apply_tproxy` when the ruleset has
+        // targets, go with the rest)
+        let mut del = kernel::inline_kernel_rules(&names, false);
+        del.extend(kernel::tproxy_route(false));
+        del.push(
+            ["nft", "delete", "table", "inet", "weir_tproxy"]
+                .map(String::from)
+                .to_vec(),
+        );
+        let k = kernel::install(kernel::inline_kernel_rules(&names, true), del)?;
         let targets = weir_engine::stateful::tproxy::targets(&rs).unwrap_or_default();
         if !targets.is_empty() {
-            kernel::apply_tproxy_table(&targets)?;
+            kernel::apply_tproxy(&targets)?;
         }
         Some(k)
     } else if cfg.nfqueue.install {
@@ -576,9 +571,15 @@ fn nfqueue_workers(cfg: &Config, rs: &weir_lang::ir::Ruleset) -> anyhow::Result<
         }
     };
     let mut ws = Vec::new();
+    let expects = Arc::new(weir_conntrack::SharedExpectations::default());
     for (i, eng) in (0..workers).zip(engines(rs, workers as usize)) {
         let mut sf = stateful(eng, cfg)?;
         sf.set_fib(fib.clone());
+        if workers > 1 {
+            // (the kernel balances the queues by the packet's own tuple: an expected
+            // connection may reach another worker than its master's)
+            sf.ct_mut().share_expectations(expects.clone(), i as u32);
+        }
         let copy = copy_range(cfg.nfqueue.copy, &sf);
         let queue = Queue::open(
             cfg.nfqueue.queue + i,
@@ -717,6 +718,7 @@ fn inline_workers(
         .map(|i| weir_io::afpacket::mtu(&i.name))
         .collect::<std::io::Result<Vec<_>>>()?;
     let engs = engines(rs, links.len());
+    let expects = Arc::new(weir_conntrack::SharedExpectations::default());
     let icmp_peers = Arc::new(Mutex::new(weir_router::ratelimit::PeerLimit::default()));
     let mut ws = Vec::new();
     for ((w, (ports, arp)), eng) in links.into_iter().enumerate().zip(engs) {
@@ -732,6 +734,9 @@ fn inline_workers(
         let mut sf = stateful(eng, cfg)?;
         if n > 1 {
             sf.set_steer(Some((n as u32, w as u32)));
+            // (a connection is steered by its own tuple: an expected one may reach another
+            // worker than its master's)
+            sf.ct_mut().share_expectations(expects.clone(), w as u32);
         }
         let mut inject = Vec::new();
         let mut monitor = Vec::new();

@@ -59,7 +59,7 @@ impl Dispatcher {
                 // the kernel's tproxy table for the new targets (their marks are by index)
                 let targets = weir_engine::stateful::tproxy::targets(&rs).unwrap_or_default();
                 if !self.nfqueue && targets != self.tproxy {
-                    crate::kernel::apply_tproxy_table(&targets)
+                    crate::kernel::apply_tproxy(&targets)
                         .map_err(|e| format!("error: {e:#}\n"))?;
                     self.tproxy = targets;
                 }

@@ -300,9 +300,28 @@ pub fn tproxy_table(targets: &[weir_engine::stateful::tproxy::Target]) -> String
     s
 }
 
-/// Apply [`tproxy_table`] with `nft -f -`.
-pub fn apply_tproxy_table(targets: &[weir_engine::stateful::tproxy::Target]) -> anyhow::Result<()> {
+/// Install what `tproxy` needs for `targets` ([`tproxy_route`] when there are targets, then
+/// [`tproxy_table`] with `nft -f -`). The route of a family the host has turned off (IPv6
+/// disabled) is warned of, not refused.
+pub fn apply_tproxy(targets: &[weir_engine::stateful::tproxy::Target]) -> anyhow::Result<()> {
     use std::io::Write;
+    if !targets.is_empty() {
+        // (`ip rule add` adds the same rule again: the old one goes first)
+        for c in tproxy_route(false) {
+            let _ = Command::new(&c[0]).args(&c[1..]).output();
+        }
+        for c in tproxy_route(true) {
+            let out = Command::new(&c[0])
+                .args(&c[1..])
+                .output()
+                .with_context(|| format!("running {} (is iproute2 installed?)", c[0]))?;
+            let err = String::from_utf8_lossy(&out.stderr);
+            if !out.status.success() && !err.contains("File exists") {
+                anyhow::ensure!(c[1] == "-6", "{}: {}", c.join(" "), err.trim());
+                tracing::warn!(command = %c.join(" "), error = %err.trim(), "tproxy: no IPv6 route");
+            }
+        }
+    }
     let text = tproxy_table(targets);
     let mut child = Command::new("nft")
         .args(["-f", "-"])

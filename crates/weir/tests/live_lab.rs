@@ -21,11 +21,17 @@ use std::process::Command;
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn lab(script: &str) {
+    lab_with(script, &[]);
+}
+
+/// [`lab`] with environment variables (a script's options: `HL_WORKERS=2`).
+fn lab_with(script: &str, env: &[(&str, &str)]) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
     let out = Command::new("bash")
         .arg(format!("{root}/tests/lab/{script}"))
         .arg(env!("CARGO_BIN_EXE_weir"))
+        .envs(env.iter().copied())
         .output()
         .expect("running bash");
     let text = format!(
@@ -154,6 +160,15 @@ fn load_balancer_in_a_namespace_lab() {
 #[test]
 fn conntrack_helpers_with_real_clients() {
     lab("helpers.sh");
+}
+
+/// The helpers with two inline workers, weir alone (helpers.sh with `HL_WORKERS=2`): an
+/// expected connection is steered by its own tuple, so it often reaches the other worker,
+/// which must find its master's expectation (shared) and bind its NAT so that the reply
+/// comes back to it.
+#[test]
+fn helpers_with_two_workers() {
+    lab_with("helpers.sh", &[("HL_ROUTERS", "weir"), ("HL_WORKERS", "2")]);
 }
 
 /// nftables' synproxy with real clients (synproxy.sh), the kernel as the router and then weir

@@ -90,7 +90,12 @@ impl Stateful {
         let Some(reply) = self.ct.tuple(id, Dir::Reply) else {
             return;
         };
-        let mine = self.ct.expectations().filter(|e| e.master == id).count();
+        let mine = self
+            .ct
+            .expectations()
+            .iter()
+            .filter(|e| e.master == id)
+            .count();
         if mine >= x.size as usize {
             return;
         }

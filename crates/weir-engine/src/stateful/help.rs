@@ -290,19 +290,45 @@ impl Stateful {
             return;
         };
         let o = *pend.orig();
-        let mut status = crate::nat::status::SRC_NAT_DONE | crate::nat::status::DST_NAT_DONE;
-        if f.src != o.src {
-            status |= crate::nat::status::SRC_NAT;
-        }
-        if (f.dst, f.dport) != (o.dst, o.dport) {
-            status |= crate::nat::status::DST_NAT;
-        }
-        let translated = Tuple {
+        let mut translated = Tuple {
             src: f.src,
             dst: f.dst,
             dport: f.dport,
             ..o
         };
+        // several workers: the translated connection's reply must steer back to this worker;
+        // where it would not, the source port moves to one whose reply does (as a NAT
+        // binding's; Linux's nf_nat_follow_master moves it only for a clash)
+        if let Some((n, me)) = self.steer {
+            let mine = |t: &Tuple| weir_conntrack::steer::worker(t, n) == me;
+            if translated != o
+                && weir_conntrack::steer::port_steers(&translated)
+                && !mine(&translated)
+            {
+                let req = crate::nat::Request {
+                    manip: crate::nat::Manip::Src,
+                    addr: Some((f.src, f.src)),
+                    port: Some((1024, 65535)),
+                    random: false,
+                    persistent: false,
+                };
+                let ct = &self.ct;
+                let pick = crate::nat::unique_tuple(&translated, &req, &mut self.nat_rng, |t| {
+                    ct.reply_in_use(&t.invert()) || !mine(t)
+                });
+                match pick {
+                    Ok(t) => translated = t,
+                    Err(_) => self.stats.nat_steer_missed += 1,
+                }
+            }
+        }
+        let mut status = crate::nat::status::SRC_NAT_DONE | crate::nat::status::DST_NAT_DONE;
+        if (translated.src, translated.sport) != (o.src, o.sport) {
+            status |= crate::nat::status::SRC_NAT;
+        }
+        if (translated.dst, translated.dport) != (o.dst, o.dport) {
+            status |= crate::nat::status::DST_NAT;
+        }
         if translated != o {
             pend.set_reply(translated.invert());
         }

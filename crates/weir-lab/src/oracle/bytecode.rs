@@ -228,6 +228,11 @@ pub enum Expr {
     /// segment with a wrong checksum (dropped) or with SYN or ACK (taken) ends the rule
     /// there; any other goes on.
     Synproxy,
+    /// `socket load KEY` and `tproxy ...` (`nft_socket`, `nft_tproxy`): the oracle's host has
+    /// no local sockets, so both find none and stop the rule (NFT_BREAK), as the kernel's do
+    /// (weir is compared given no sockets either; its lookups are checked against real
+    /// sockets by tests/lab/tproxy.sh).
+    NoSocket,
     /// An expression the oracle does not evaluate: its kind (and key).
     Unknown(String),
 }
@@ -738,6 +743,7 @@ fn parse_expr(line: &str, raw: &mut Vec<Vec<String>>) -> Result<Expr, String> {
             }
         }
         Some("synproxy") => Expr::Synproxy,
+        Some("socket" | "tproxy") => Expr::NoSocket,
         Some(k @ "reject") => Expr::Stmt {
             kind: k.into(),
             end: true,

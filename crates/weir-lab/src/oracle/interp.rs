@@ -925,6 +925,7 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                 break;
             }
             Expr::Stmt { end: true, .. } => break,
+            Expr::NoSocket => return out(Outcome::Break(i), regs),
             Expr::Synproxy => {
                 let Some((th, 6)) = info.l4 else {
                     return out(Outcome::Break(i), regs);
