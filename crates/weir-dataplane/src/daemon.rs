@@ -365,8 +365,13 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         _ => None,
     };
     if opts.print_kernel_rules {
+        let tproxy = weir_engine::stateful::tproxy::targets(&rs).unwrap_or_default();
         let cmds = if inline {
-            kernel::inline_kernel_rules(&cfg.interface_names(), true)
+            let mut cmds = kernel::inline_kernel_rules(&cfg.interface_names(), true);
+            if !tproxy.is_empty() {
+                cmds.extend(kernel::tproxy_route(true));
+            }
+            cmds
         } else {
             if let Some(n) = &narrowed {
                 println!("# {n}");
@@ -393,6 +398,11 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
                 })
                 .collect();
             println!("{}", words.join(" "));
+        }
+        if inline && !tproxy.is_empty() {
+            println!("nft -f - <<'EOF'");
+            print!("{}", kernel::tproxy_table(&tproxy));
+            println!("EOF");
         }
         if !netdev_tables.is_empty() {
             println!("nft -f - <<'EOF'");
