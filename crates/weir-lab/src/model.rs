@@ -716,7 +716,7 @@ impl Model {
                     pm.l3_len
                 ))
             }
-            wr::Fate::NoNeighbour { port, hop } => {
+            wr::Fate::NoNeighbour { port, hop, .. } => {
                 route_words(&mut path);
                 drop(format!(
                     "{}; no neighbour entry for {hop} on {}: the kernel would resolve it (ARP/ND), nothing leaves in the window",

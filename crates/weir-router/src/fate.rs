@@ -135,11 +135,15 @@ pub enum Fate {
         tproxy: Option<u8>,
     },
     Drop(Reason),
-    /// Dropped: the next hop's MAC is not known. [`crate::Router::solicit`] makes the ARP
-    /// request or neighbour solicitation that asks for it.
+    /// The next hop's MAC is not known. [`crate::Router::solicit`] makes the ARP request or
+    /// neighbour solicitation that asks for it; [`crate::Router::hold_unresolved`] keeps the
+    /// frame (its first `len` bytes, with its mark) until the answer, as the kernel queues it
+    /// (`len` 0: not to be kept, dropped: a `fwd` to a neighbour).
     NoNeighbour {
         port: usize,
         hop: Addr,
+        len: usize,
+        mark: u32,
     },
     /// Rewritten in place; out of `port`: its first `len` bytes (link padding dropped).
     Out {

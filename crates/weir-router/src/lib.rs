@@ -43,6 +43,7 @@ pub mod port;
 pub mod ratelimit;
 pub mod routes;
 pub mod sent;
+pub mod unres;
 
 pub use adj::{Adj, Adjacencies};
 pub use dup::DupStats;
@@ -83,9 +84,9 @@ pub struct Router {
     locals: Vec<Addr>,
     /// Every address of [`Router::is_local`] (the ports' and `locals`), flat: one scan.
     local_addrs: Vec<Addr>,
-    /// A next hop whose MAC is not known: the packet is dropped and the router asks for it
-    /// ([`Fate::NoNeighbour`]), or, off, it leaves with its destination MAC as it came (a
-    /// capture replayed without its neighbours).
+    /// A next hop whose MAC is not known: the router asks for it and the caller keeps the
+    /// packet until the answer ([`Fate::NoNeighbour`], [`unres`]), or, off, it leaves with
+    /// its destination MAC as it came (a capture replayed without its neighbours).
     resolve: bool,
     /// What a missing interface name compares as in rules (0: absent, as weir has it; the
     /// lab's model of the kernel gives a value no interface has, the empty name).
@@ -104,6 +105,8 @@ pub struct Router {
     /// The routes and addresses `fib` expressions ask ([`host_fib::RouterFib`]), installed on
     /// the `Stateful` the path runs.
     fib: std::sync::Arc<dyn weir_engine::Fib>,
+    /// Frames waiting for their next hop's MAC ([`unres`]).
+    unres: unres::Unresolved,
 }
 
 /// What the last frame's path was, for a caller that explains it (the kernel lab's model):
@@ -166,6 +169,7 @@ impl Router {
             note: PathNote::default(),
             host_reassembles_v4: false,
             fib: std::sync::Arc::new(host_fib::RouterFib::new(&[], &[], &Routes::default())),
+            unres: Default::default(),
         };
         r.min_mtu = r.ports.iter().map(|p| p.mtu).min().unwrap_or(usize::MAX);
         r.index_locals();

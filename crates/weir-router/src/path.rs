@@ -301,7 +301,12 @@ impl Router {
                 let Some(a) = self.adjacency(in_port, ri, &pm) else {
                     let r = self.routes.get(ri);
                     let hop = r.via.or(Addr::dst_of(&pm)).unwrap_or(dst);
-                    return Fate::NoNeighbour { port: r.port, hop };
+                    return Fate::NoNeighbour {
+                        port: r.port,
+                        hop,
+                        len,
+                        mark,
+                    };
                 };
                 if self.route_cache {
                     if let Some(i) = self.adjs.index(a) {
@@ -319,7 +324,7 @@ impl Router {
     /// the port's own as the source, then the port's egress chains.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn output(
+    pub(crate) fn output(
         &mut self,
         sf: &mut Stateful,
         frame: &mut [u8],
@@ -548,7 +553,12 @@ impl Router {
         };
         let hop = Addr::new(fam, n.addr);
         let Some(slot) = self.neigh.slot(hop) else {
-            return Fate::NoNeighbour { port, hop };
+            return Fate::NoNeighbour {
+                port,
+                hop,
+                len: 0,
+                mark: 0,
+            };
         };
         let l3 = pm.l3_off as usize;
         // as nft_fwd_neigh since Linux commit 1dfd95bdf4d1 ("drop packets if their ttl/hl is

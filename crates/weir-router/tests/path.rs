@@ -873,7 +873,7 @@ fn neighbours_learnt_on_their_link_and_asked_for() {
     // a datagram to an unknown host on wan0: no neighbour, and the router asks, once
     let mut f = to(0).udp(C4, Ipv4Addr::new(198, 18, 31, 9), 1, 2, b"x");
     let mut sf = stateful_of("table inet f { chain fwd { type filter hook forward priority 0; } }");
-    let Fate::NoNeighbour { port: 1, hop } = go(&mut net, &mut sf, &mut f, 0, 1) else {
+    let Fate::NoNeighbour { port: 1, hop, .. } = go(&mut net, &mut sf, &mut f, 0, 1) else {
         panic!("no neighbour expected")
     };
     assert_eq!(hop, a("198.18.31.9"));
@@ -884,6 +884,91 @@ fn neighbours_learnt_on_their_link_and_asked_for() {
         Some((a("198.18.31.1"), WAN))
     );
     assert!(net.solicit(1, hop, 6).is_none(), "once a second");
+}
+
+/// A frame to a next hop not known yet waits (as the kernel's neighbour queue): it leaves
+/// once the answer is learnt, through the egress chains, its TTL decremented once; the
+/// question is asked again each second, three times, then what waits is dropped; a next hop
+/// keeps at most `HOP_BYTES`, the oldest frames going first.
+#[test]
+fn frames_wait_for_their_next_hop() {
+    use weir_router::unres::{ASK_NS, HOP_BYTES};
+    let egress = "table netdev e { chain out { type filter hook egress device wan0 priority 0; meta mark set 7 counter } }\ntable inet f { chain fwd { type filter hook forward priority 0; } }";
+    let mut sf = stateful_of(egress);
+    let mut net = dual_stack();
+    let far = Ipv4Addr::new(198, 18, 31, 9);
+    let hold = |net: &mut Router, sf: &mut Stateful, to_: Ipv4Addr, sport: u16, n: usize, now| {
+        let mut f = to(0).udp(C4, to_, sport, 2, &vec![0; n]);
+        let Fate::NoNeighbour {
+            port: 1,
+            hop,
+            len,
+            mark,
+        } = go(net, sf, &mut f, 0, now)
+        else {
+            panic!("no neighbour expected")
+        };
+        assert_eq!(len, f.len());
+        net.hold_unresolved(1, hop, &f[..len], 0, mark, now)
+    };
+    assert_eq!(hold(&mut net, &mut sf, far, 1, 100, 10), 0);
+    assert_eq!(hold(&mut net, &mut sf, far, 2, 100, 20), 0);
+    assert_eq!(net.unresolved(), 2);
+    // not known yet, asked less than a second ago: nothing
+    let r = net.release_unresolved(&mut sf, 30);
+    assert!(r.ready.is_empty() && r.asks.is_empty() && r.dropped == 0);
+    // a second later: asked again
+    let r = net.release_unresolved(&mut sf, 10 + ASK_NS);
+    assert_eq!(r.asks.len(), 1);
+    assert_eq!(&r.asks[0].1[..6], &[0xff; 6], "an ARP request");
+    // the answer: both leave, in order, to the host's MAC, TTL 63, through wan0's egress
+    let hmac = Mac([2, 0, 0, 0, 0, 0x33]);
+    net.learn(
+        1,
+        &weir_router::arp::request(hmac, u32::from(far), 0xc612_1f01),
+    );
+    let r = net.release_unresolved(&mut sf, 20 + ASK_NS);
+    assert_eq!(r.ready.len(), 2);
+    for (i, (in_port, fate, f)) in r.ready.iter().enumerate() {
+        assert_eq!(*in_port, 0);
+        assert!(matches!(fate, Fate::Out { port: 1, .. }), "{fate:?}");
+        assert_eq!(&f[..6], &hmac.0);
+        assert_eq!(&f[6..12], &WAN.0);
+        let pm = PacketMeta::parse(f, LinkType::Ethernet);
+        assert_eq!(pm.sport, i as u16 + 1, "in order");
+        assert_eq!(f[pm.l3_off as usize + 8], 63);
+    }
+    assert_eq!(net.unresolved(), 0);
+    assert_eq!(
+        sf.engine().st.rule_hits.iter().map(|h| h.0).sum::<u64>(),
+        2,
+        "the egress chain counted both"
+    );
+    // an answer that never comes: asked three times, then dropped
+    let far2 = Ipv4Addr::new(198, 18, 31, 10);
+    let mut f = to(0).udp(C4, far2, 9, 2, b"x");
+    let Fate::NoNeighbour { hop, len, .. } = go(&mut net, &mut sf, &mut f, 0, 0) else {
+        panic!()
+    };
+    net.hold_unresolved(1, hop, &f[..len], 0, 0, 0);
+    let mut asks = 1;
+    let mut dropped = 0;
+    for t in 1..=4 {
+        let r = net.release_unresolved(&mut sf, t * ASK_NS);
+        asks += r.asks.len();
+        dropped += r.dropped;
+    }
+    assert_eq!((asks, dropped), (3, 1));
+    assert_eq!(net.unresolved(), 0);
+    // a next hop keeps at most HOP_BYTES: the oldest go
+    let n = 1400;
+    let fits = HOP_BYTES / (n + 42);
+    let mut lost = 0;
+    for i in 0..fits + 3 {
+        lost += hold(&mut net, &mut sf, far2, i as u16, n, 5 * ASK_NS);
+    }
+    assert_eq!(lost, 3);
+    assert_eq!(net.unresolved(), fits);
 }
 
 /// A connection put in a flowtable learns its other direction's adjacency at once, as

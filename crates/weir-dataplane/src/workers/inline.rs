@@ -151,6 +151,31 @@ impl Inline {
         Ok(())
     }
 
+    /// Frames waiting for their next hop ([`weir_router::unres`]): those whose hop answered
+    /// leave (queued on their port), the question is asked again each second, those not
+    /// answered after three questions are dropped and counted.
+    fn unresolved_out(&mut self, w: &mut State, now: u64) {
+        if self.router.unresolved() == 0 {
+            return;
+        }
+        let r = self.router.release_unresolved(&mut w.sf, now);
+        w.counts.packets += r.dropped;
+        w.counts.dropped.add(Reason::NoNeighbour, r.dropped);
+        for (port, q) in r.asks {
+            match &mut self.arp[port] {
+                Some(a) => a.push(&q),
+                None => self.ports[port].push(&q),
+            }
+        }
+        for (pi, fate, f) in r.ready {
+            let c = &mut w.counts;
+            if let Some((o, len)) = self.settle(&mut w.sf, c, pi, fate, false, now, &|_| f.clone())
+            {
+                self.ports[o].push(&f[..len.min(f.len())]);
+            }
+        }
+    }
+
     /// What per-flow scripts sent for the frame just decided (split segments, fakes): out
     /// by their routes now, before the frame itself.
     fn send_scripted(&mut self, sf: &mut Stateful, c: &mut Counts, now: u64) {
@@ -230,8 +255,22 @@ impl Inline {
                 c.resets += 1;
                 self.ports[pi].push(&rst);
             }
-            Fate::NoNeighbour { port, hop } => {
-                c.drop(Reason::NoNeighbour);
+            Fate::NoNeighbour {
+                port,
+                hop,
+                len,
+                mark,
+            } => {
+                if len > 0 {
+                    // kept until the next hop answers (`Inline::step` releases it)
+                    let f = frame(self);
+                    let f = &f[..len.min(f.len())];
+                    let dropped = self.router.hold_unresolved(port, hop, f, pi, mark, now);
+                    c.packets += dropped;
+                    c.dropped.add(Reason::NoNeighbour, dropped);
+                } else {
+                    c.drop(Reason::NoNeighbour);
+                }
                 if let Some(req) = self.router.solicit(port, hop, now) {
                     match &mut self.arp[port] {
                         Some(a) => a.push(&req),
@@ -353,7 +392,17 @@ impl Inline {
             // SAFETY: poll over live pollfds of our own sockets.
             let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
             if r <= 0 && !ready {
-                // idle: the timers still run
+                // idle: the timers still run, frames waiting for a next hop are asked for
+                // again or dropped
+                if il.router.unresolved() > 0 {
+                    il.unresolved_out(w, now);
+                    for p in il.ports.iter_mut() {
+                        p.flush()?;
+                    }
+                    for a in il.arp.iter_mut().flatten() {
+                        a.flush()?;
+                    }
+                }
                 return il.tick(w, now_ns(), true);
             }
         }
@@ -580,6 +629,7 @@ impl Inline {
                 }
             }
         }
+        il.unresolved_out(w, now);
         if let Some(h) = il.handoff.as_mut() {
             h.wake();
         }
