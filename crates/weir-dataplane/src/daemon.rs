@@ -213,7 +213,7 @@ fn nat_in_nfqueue_mode(rs: &weir_lang::ir::Ruleset) -> Option<String> {
     use weir_lang::ir::Expr;
     /// What is refused: its name, which expressions are it, why.
     type Refused = (&'static str, fn(&Expr) -> bool, &'static str);
-    let refused: [Refused; 4] = [
+    let refused: [Refused; 5] = [
         (
             "synproxy",
             |e| matches!(e, Expr::Synproxy(_)),
@@ -223,6 +223,16 @@ fn nat_in_nfqueue_mode(rs: &weir_lang::ir::Ruleset) -> Option<String> {
             "tproxy",
             |e| matches!(e, Expr::Tproxy(_)),
             "the kernel gives the packet to its socket before it queues it to weir, so only the kernel's own tproxy can",
+        ),
+        (
+            "IPsec state (meta ipsec, ipsec in|out, rt ipsec)",
+            |e| {
+                e.reads(&|f| {
+                    matches!(f, weir_wire::Field::MetaIpsec | weir_wire::Field::MetaSecpath | weir_wire::Field::RtIpsec)
+                        || f.name().starts_with("ipsec ")
+                })
+            },
+            "the kernel decrypts IPsec and keeps each packet's security path, which NFQUEUE does not pass on",
         ),
         (
             "dup",

@@ -204,6 +204,8 @@ pub struct Meta {
     pub tproxy: Option<u8>,
     /// The input device's address of the packet's family (`tproxy` without an address).
     pub iif_addr: Option<u128>,
+    /// The hook of the base chain running (set by the engine; `rt ipsec`).
+    pub hook: Option<ir::Hook>,
     /// The packet's wall-clock time, nanoseconds since the epoch (`meta time`, `day`,
     /// `hour`); 0: unknown, the evaluation's `now_ns` is taken as it (a capture's time).
     pub wall_ns: u64,
@@ -259,9 +261,9 @@ impl Meta {
 
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Bucket {
-    tokens: u64,
-    last_ns: u64,
-    init: bool,
+    pub(crate) tokens: u64,
+    pub(crate) last_ns: u64,
+    pub(crate) init: bool,
 }
 
 /// The rate limiters and quotas of one ruleset, shared by the engines of several workers. The
@@ -589,13 +591,9 @@ impl<'a> Pkt<'a> {
             Field::RtMtu => (self.meta.rt_mss != 0).then_some(self.meta.rt_mss as u128),
             Field::MetaSkuid => self.meta.skuid.map(u128::from),
             Field::MetaSkgid => self.meta.skgid.map(u128::from),
-            Field::SocketTransparent => self.meta.sock.map(|s| s.transparent as u128),
-            Field::SocketMark => self.meta.sock.filter(|s| s.full()).map(|s| s.mark as u128),
-            Field::SocketWildcard => self
-                .meta
-                .sock
-                .filter(|s| s.full())
-                .map(|s| s.wildcard as u128),
+            f if (Field::SocketTransparent..=Field::IpsecIp6Daddr).contains(&f) => {
+                crate::socket::host_field(f, self.meta)
+            }
             // a hook without the device breaks the rule, as nft_meta does
             Field::MetaIifgroup => dev_type(self.meta.iif, self.meta.iifname, 1)
                 .map(|_| self.meta.iifgroup.unwrap_or(0) as u128),
@@ -938,6 +936,7 @@ impl Engine {
             return Decision::Accept;
         }
         self.st.hook = Some(h.hook);
+        p.meta.hook = Some(h.hook);
         self.run_chain(h.table, h.chain, p)
     }
 
@@ -1418,6 +1417,8 @@ impl Engine {
     }
 }
 
+pub(crate) use crate::limit::limit_pass;
+
 /// The value a statement's expression gives (the first component of a map's data); None when
 /// the key cannot be built or the map has no element for it (the rule stops).
 #[inline]
@@ -1461,40 +1462,4 @@ fn linear_next(t: &CTable, c: &CChain, from: u32, p: &Pkt, st: &mut State) -> Op
         }
     }
     None
-}
-
-/// The kernel's nft_limit token bucket, in nanoseconds: a packet costs `unit / rate` (bytes:
-/// `unit * len / rate`); the bucket holds `burst` packets' worth (bytes: `unit * (rate + burst)
-/// / rate`) and starts full. Returns whether the rule goes on: within the rate, or for `over`,
-/// beyond it.
-pub(crate) fn limit_pass(b: &mut Bucket, l: &ir::Limit, now_ns: u64, bytes: u64) -> bool {
-    let nsecs = l.unit.seconds().saturating_mul(1_000_000_000);
-    let rate = l.rate.max(1);
-    let (max, cost) = if l.bytes {
-        let max =
-            (nsecs as u128 * (rate + l.burst) as u128 / rate as u128).min(u64::MAX as u128) as u64;
-        let cost = (nsecs as u128 * bytes as u128 / rate as u128).min(u64::MAX as u128) as u64;
-        (max, cost)
-    } else {
-        let burst = if l.burst == 0 { 5 } else { l.burst };
-        ((nsecs / rate).saturating_mul(burst), nsecs / rate)
-    };
-    if !b.init {
-        b.init = true;
-        b.tokens = max;
-        b.last_ns = now_ns;
-    }
-    let tokens = b
-        .tokens
-        .saturating_add(now_ns.saturating_sub(b.last_ns))
-        .min(max);
-    b.last_ns = now_ns.max(b.last_ns);
-    let within = if tokens >= cost {
-        b.tokens = tokens - cost;
-        true
-    } else {
-        b.tokens = tokens;
-        false
-    };
-    within != l.over
 }

@@ -631,6 +631,36 @@ impl Expr {
     pub fn is_statement(&self) -> bool {
         !matches!(self, Expr::Match(_))
     }
+
+    /// Whether the item reads a field `pred` holds for (in a match's or a map's key, or in a
+    /// value a statement computes).
+    pub fn reads(&self, pred: &dyn Fn(Field) -> bool) -> bool {
+        fn key(k: &[KeyPart], pred: &dyn Fn(Field) -> bool) -> bool {
+            k.iter().any(|p| match &p.src {
+                Source::Field(f) => pred(*f),
+                Source::Jhash { key: k, .. } => key(k, pred),
+                Source::Binop { a, b, .. } => {
+                    key(std::slice::from_ref(&**a), pred) || key(std::slice::from_ref(&**b), pred)
+                }
+                _ => false,
+            })
+        }
+        let value = |v: &ValueExpr| match v {
+            ValueExpr::Key(k) | ValueExpr::Map { key: k, .. } => key(k, pred),
+            _ => false,
+        };
+        let opt = |v: &Option<ValueExpr>| v.as_ref().is_some_and(value);
+        match self {
+            Expr::Match(m) => key(&m.key, pred),
+            Expr::Vmap { key: k, .. } => key(k, pred),
+            Expr::Assign { value: v, .. } => value(v),
+            Expr::SetOp(s) => key(&s.key, pred) || opt(&s.data),
+            Expr::Nat(n) => opt(&n.addr) || opt(&n.port),
+            Expr::Tproxy(t) => opt(&t.addr) || opt(&t.port),
+            Expr::QueueTo { num, .. } => value(num),
+            _ => false,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

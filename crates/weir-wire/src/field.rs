@@ -489,6 +489,17 @@ fields! {
     SocketTransparent => "socket transparent", T::Integer(1), L::Meta;
     SocketMark => "socket mark", T::Mark, L::Meta;
     SocketWildcard => "socket wildcard", T::Integer(1), L::Meta;
+    // the packet's IPsec state (`meta ipsec`/`secpath`, `ipsec in|out`, `rt ipsec`): weir
+    // decrypts nothing and routes without IPsec policies, so none of its packets has any
+    MetaIpsec => "meta ipsec", T::Boolean, L::Meta;
+    RtIpsec => "rt ipsec", T::Boolean, L::Meta;
+    MetaSecpath => "meta secpath", T::Boolean, L::Meta;
+    IpsecReqid => "ipsec reqid", T::Integer(32), L::Meta;
+    IpsecSpi => "ipsec spi", T::Integer(32), L::Meta;
+    IpsecIpSaddr => "ipsec ip saddr", T::Ipv4Addr, L::Meta;
+    IpsecIpDaddr => "ipsec ip daddr", T::Ipv4Addr, L::Meta;
+    IpsecIp6Saddr => "ipsec ip6 saddr", T::Ipv6Addr, L::Meta;
+    IpsecIp6Daddr => "ipsec ip6 daddr", T::Ipv6Addr, L::Meta;
     // ---- loaded and checked, not evaluated yet (see `Field::evaluated`) ----
     // metadata
     MetaIifkind => "meta iifkind", T::IfName, L::Meta;
@@ -499,7 +510,6 @@ fields! {
     MetaSecmark => "meta secmark", T::Integer(32), L::Meta;
     MetaSdif => "meta sdif", T::IfIndex, L::Meta;
     MetaSdifname => "meta sdifname", T::IfName, L::Meta;
-    MetaIpsec => "meta ipsec", T::Boolean, L::Meta;
     MetaBroute => "meta broute", T::Boolean, L::Meta;
     // a chunk's presence (`sctp chunk init exists`) and its fields (`sctp chunk data tsn`,
     // typed by the checker), a TCP option's (`tcp option maxseg exists`, `... size`)
@@ -525,7 +535,6 @@ fields! {
     CtHelper => "ct helper", T::Str16, L::Meta;
     CtEvent => "ct event", T::CtEvent, L::Meta;
     // routing (`rt`), route lookups (`fib`, typed by the checker), raw payload
-    RtIpsec => "rt ipsec", T::Boolean, L::Meta;
     RtIpNexthop => "rt ip nexthop", T::Ipv4Addr, L::Ip4;
     RtIp6Nexthop => "rt ip6 nexthop", T::Ipv6Addr, L::Ip6;
     RtClassid => "rt classid", T::Realm, L::Meta;
@@ -538,16 +547,9 @@ fields! {
     FibCheck => "fib check", T::Boolean, L::Meta;
     RawPayload => "raw payload", T::Integer(128), L::Meta;
     CtLabel => "ct label", T::Integer(7), L::Meta;
-    MetaSecpath => "meta secpath", T::Boolean, L::Meta;
-    // the sender's OS (`osf`), the packet's IPsec state
+    // the sender's OS (`osf`)
     OsfName => "osf name", T::Str16, L::Meta;
     OsfVersion => "osf version", T::Str16, L::Meta;
-    IpsecReqid => "ipsec reqid", T::Integer(32), L::Meta;
-    IpsecSpi => "ipsec spi", T::Integer(32), L::Meta;
-    IpsecIpSaddr => "ipsec ip saddr", T::Ipv4Addr, L::Meta;
-    IpsecIpDaddr => "ipsec ip daddr", T::Ipv4Addr, L::Meta;
-    IpsecIp6Saddr => "ipsec ip6 saddr", T::Ipv6Addr, L::Meta;
-    IpsecIp6Daddr => "ipsec ip6 daddr", T::Ipv6Addr, L::Meta;
 }
 
 impl Field {

@@ -228,11 +228,17 @@ pub enum Expr {
     /// segment with a wrong checksum (dropped) or with SYN or ACK (taken) ends the rule
     /// there; any other goes on.
     Synproxy,
-    /// `socket load KEY` and `tproxy ...` (`nft_socket`, `nft_tproxy`): the oracle's host has
-    /// no local sockets, so both find none and stop the rule (NFT_BREAK), as the kernel's do
-    /// (weir is compared given no sockets either; its lookups are checked against real
-    /// sockets by tests/lab/tproxy.sh).
-    NoSocket,
+    /// `socket load KEY`, `tproxy ...` (`nft_socket`, `nft_tproxy`) and `xfrm load ...`
+    /// (`nft_xfrm`): the oracle's host has no local sockets and decrypts no IPsec, so each
+    /// finds nothing and stops the rule (NFT_BREAK), as the kernel's do (weir is compared given
+    /// no sockets either; its lookups are checked against real sockets by
+    /// tests/lab/tproxy.sh).
+    Absent,
+    /// `rt load ipsec` (`nft_rt`, `NFT_RT_XFRM`): no route has an IPsec transformation (0);
+    /// before routing (prerouting) the rule stops.
+    RtIpsec {
+        dreg: usize,
+    },
     /// An expression the oracle does not evaluate: its kind (and key).
     Unknown(String),
 }
@@ -743,7 +749,10 @@ fn parse_expr(line: &str, raw: &mut Vec<Vec<String>>) -> Result<Expr, String> {
             }
         }
         Some("synproxy") => Expr::Synproxy,
-        Some("socket" | "tproxy") => Expr::NoSocket,
+        Some("socket" | "tproxy" | "xfrm") => Expr::Absent,
+        Some("rt") if t.get(2) == Some(&"ipsec") => Expr::RtIpsec {
+            dreg: t.get(5).and_then(|s| reg_arg(s)).ok_or_else(bad)?,
+        },
         Some(k @ "reject") => Expr::Stmt {
             kind: k.into(),
             end: true,

@@ -744,6 +744,8 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                             (0..4).map(|j| pv(Loc::Hour(j))).collect(),
                         )
                     }
+                    // no security path: the oracle's host decrypts no IPsec
+                    "secpath" => (vec![0], vec![None]),
                     k => return out(Outcome::Unknown(format!("meta {k}")), regs),
                 };
                 if regs.store(*dreg, &v, &prov).is_none() {
@@ -925,7 +927,15 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                 break;
             }
             Expr::Stmt { end: true, .. } => break,
-            Expr::NoSocket => return out(Outcome::Break(i), regs),
+            Expr::Absent => return out(Outcome::Break(i), regs),
+            Expr::RtIpsec { dreg } => {
+                if env.hook == Hook::Prerouting {
+                    return out(Outcome::Break(i), regs);
+                }
+                if regs.store(*dreg, &[0], &[None]).is_none() {
+                    return out(Outcome::Unknown("register out of range".into()), regs);
+                }
+            }
             Expr::Synproxy => {
                 let Some((th, 6)) = info.l4 else {
                     return out(Outcome::Break(i), regs);

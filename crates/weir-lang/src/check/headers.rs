@@ -459,7 +459,6 @@ pub(super) fn special_key(cx: &mut Cx, words: &[ast::Ident], span: Span) -> Opti
             Some(Some(vec![KeyPart::field(f)]))
         }
         ["ipsec", dir, rest @ ..] => {
-            cx.uneval.push("ipsec");
             if !matches!(*dir, "in" | "out") {
                 err(
                     cx,
@@ -467,6 +466,22 @@ pub(super) fn special_key(cx: &mut Cx, words: &[ast::Ident], span: Span) -> Opti
                     format!("ipsec looks at the way in or out, not '{dir}'"),
                 );
                 return Some(None);
+            }
+            // nft_xfrm_validate: the way in before routing to the host or on, the way out
+            // after
+            if let Some((_, h)) = cx.cur_hook {
+                let ok = match *dir {
+                    "in" => matches!(h, Hook::Prerouting | Hook::Input | Hook::Forward),
+                    _ => matches!(h, Hook::Forward | Hook::Output | Hook::Postrouting),
+                };
+                if !ok {
+                    err(
+                        cx,
+                        span,
+                        format!("ipsec {dir} is not read at the {} hook", h.name()),
+                    );
+                    return Some(None);
+                }
             }
             let key = match rest {
                 ["spnum", n, k @ ..] => {

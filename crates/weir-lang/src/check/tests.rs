@@ -857,16 +857,13 @@ fn log_and_limit_options_as_nft() {
     }
 }
 
-/// OS fingerprint and IPsec keys load as not evaluated (`socket`, `reset tcp option` and
+/// OS fingerprint keys load as not evaluated (`socket`, `ipsec`, `reset tcp option` and
 /// `last` are evaluated); bad ones are refused as nft refuses them.
 #[test]
-fn osf_ipsec_load_as_not_evaluated() {
-    let rules = [
-        ("osf ttl loose name \"Linux\" drop", "osf"),
-        ("ipsec in spnum 2 ip saddr 198.18.0.1 accept", "ipsec"),
-    ];
+fn osf_loads_as_not_evaluated() {
+    let rules = [("osf ttl loose name \"Linux\" drop", "osf")];
     let body: String = rules.iter().map(|r| format!("  {}\n", r.0)).collect();
-    let text = format!("table inet t {{\n chain c {{\n{body}  socket transparent 1 socket mark 0x5 accept\n }}\n}}\n");
+    let text = format!("table inet t {{\n chain c {{\n{body}  socket transparent 1 socket mark 0x5 accept\n  ipsec in spnum 2 ip saddr 198.18.0.1 accept\n  meta ipsec exists rt ipsec missing\n }}\n}}\n");
     let (rs, _) = load_str("t.nft", &text)
         .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
         .unwrap();
@@ -879,7 +876,7 @@ fn osf_ipsec_load_as_not_evaluated() {
             "{at} {what}: {u:?}"
         );
     }
-    assert_eq!(u.len(), 2, "socket is evaluated: {u:?}");
+    assert_eq!(u.len(), 1, "socket and ipsec are evaluated: {u:?}");
     let (rs, _) = load_str(
         "t.nft",
         "table inet t { chain c { reset tcp option mptcp; reset tcp option 2; last used never; last used 300s } }",
@@ -896,6 +893,10 @@ fn osf_ipsec_load_as_not_evaluated() {
         (
             "type filter hook forward priority 0; socket transparent 1",
             "prerouting, input and output hooks",
+        ),
+        (
+            "type filter hook output priority 0; ipsec in reqid 1",
+            "ipsec in is not read at the output hook",
         ),
     ] {
         let e = errors(&format!("table inet t {{ chain c {{ {bad} }} }}"));
