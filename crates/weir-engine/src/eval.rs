@@ -591,9 +591,7 @@ impl<'a> Pkt<'a> {
             Field::RtMtu => (self.meta.rt_mss != 0).then_some(self.meta.rt_mss as u128),
             Field::MetaSkuid => self.meta.skuid.map(u128::from),
             Field::MetaSkgid => self.meta.skgid.map(u128::from),
-            f if (Field::SocketTransparent..=Field::IpsecIp6Daddr).contains(&f) => {
-                crate::socket::host_field(f, self.meta)
-            }
+            f if crate::host::is_host(f) => crate::host::field(f, self.meta),
             // a hook without the device breaks the rule, as nft_meta does
             Field::MetaIifgroup => dev_type(self.meta.iif, self.meta.iifname, 1)
                 .map(|_| self.meta.iifgroup.unwrap_or(0) as u128),

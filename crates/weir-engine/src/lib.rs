@@ -15,6 +15,7 @@ pub mod fib;
 pub mod frag;
 pub mod hash;
 pub mod helper;
+mod host;
 mod limit;
 pub mod nat;
 pub mod objects;

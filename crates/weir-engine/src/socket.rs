@@ -119,35 +119,6 @@ impl Sockets for SocketSet {
     }
 }
 
-/// The keys of the host's state a packet's metadata carries: `socket` (the socket the
-/// stateful layer looked up, `Meta::sock`; none: the rule stops) and the packet's IPsec state
-/// (`meta ipsec`/`secpath`: 0; `ipsec in|out ...`: the rule stops, as the kernel's for a
-/// packet without a security path; weir decrypts nothing, so none of its packets has one).
-pub(crate) fn host_field(f: weir_wire::Field, meta: &crate::eval::Meta) -> Option<u128> {
-    use weir_wire::Field as F;
-    let s = meta.sock;
-    match f {
-        F::SocketTransparent => s.map(|s| s.transparent as u128),
-        F::SocketMark => s.filter(|s| s.full()).map(|s| s.mark as u128),
-        F::SocketWildcard => s.filter(|s| s.full()).map(|s| s.wildcard as u128),
-        F::MetaIpsec | F::MetaSecpath => Some(0),
-        F::RtIpsec => rt_ipsec(meta.hook),
-        _ => None,
-    }
-}
-
-/// `rt ipsec` (`nft_rt`'s `NFT_RT_XFRM`): whether the packet's route has an IPsec
-/// transformation. Weir's routes have none: 0 where the packet has a route (input and
-/// after: forward, output, postrouting); before routing (prerouting) the rule stops.
-fn rt_ipsec(hook: Option<ir::Hook>) -> Option<u128> {
-    match hook {
-        Some(ir::Hook::Prerouting) | Some(ir::Hook::Ingress) | Some(ir::Hook::Egress) | None => {
-            None
-        }
-        _ => Some(0),
-    }
-}
-
 /// Whether a ruleset reads `socket` keys (then the stateful layer looks the socket up for
 /// each packet at the hooks where they run).
 pub fn reads_socket(rs: &ir::Ruleset) -> bool {

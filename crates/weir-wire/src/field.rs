@@ -500,16 +500,21 @@ fields! {
     IpsecIpDaddr => "ipsec ip daddr", T::Ipv4Addr, L::Meta;
     IpsecIp6Saddr => "ipsec ip6 saddr", T::Ipv6Addr, L::Meta;
     IpsecIp6Daddr => "ipsec ip6 daddr", T::Ipv6Addr, L::Meta;
+    // state weir's packets never have: a route's realm (`meta rtclassid`, `rt classid`), a VRF
+    // slave device (`meta sdif`, `sdifname`), a tunnel's metadata (`tunnel path`, `id`)
+    MetaRtclassid => "meta rtclassid", T::Realm, L::Meta;
+    MetaSdif => "meta sdif", T::IfIndex, L::Meta;
+    MetaSdifname => "meta sdifname", T::IfName, L::Meta;
+    RtClassid => "rt classid", T::Realm, L::Meta;
+    TunnelPath => "tunnel path", T::Boolean, L::Meta;
+    TunnelId => "tunnel id", T::Integer(32), L::Meta;
     // ---- loaded and checked, not evaluated yet (see `Field::evaluated`) ----
     // metadata
     MetaIifkind => "meta iifkind", T::IfName, L::Meta;
     MetaOifkind => "meta oifkind", T::IfName, L::Meta;
     MetaCgroup => "meta cgroup", T::Integer(32), L::Meta;
     MetaNftrace => "meta nftrace", T::Integer(1), L::Meta;
-    MetaRtclassid => "meta rtclassid", T::Realm, L::Meta;
     MetaSecmark => "meta secmark", T::Integer(32), L::Meta;
-    MetaSdif => "meta sdif", T::IfIndex, L::Meta;
-    MetaSdifname => "meta sdifname", T::IfName, L::Meta;
     MetaBroute => "meta broute", T::Boolean, L::Meta;
     // a chunk's presence (`sctp chunk init exists`) and its fields (`sctp chunk data tsn`,
     // typed by the checker), a TCP option's (`tcp option maxseg exists`, `... size`)
@@ -537,10 +542,6 @@ fields! {
     // routing (`rt`), route lookups (`fib`, typed by the checker), raw payload
     RtIpNexthop => "rt ip nexthop", T::Ipv4Addr, L::Ip4;
     RtIp6Nexthop => "rt ip6 nexthop", T::Ipv6Addr, L::Ip6;
-    RtClassid => "rt classid", T::Realm, L::Meta;
-    // tunnel metadata a netdev device attached (`tunnel path exists`, `tunnel id 10`)
-    TunnelPath => "tunnel path", T::Boolean, L::Meta;
-    TunnelId => "tunnel id", T::Integer(32), L::Meta;
     FibOif => "fib oif", T::IfIndex, L::Meta;
     FibOifname => "fib oifname", T::IfName, L::Meta;
     FibType => "fib type", T::AddrType, L::Meta;

@@ -234,9 +234,10 @@ pub enum Expr {
     /// no sockets either; its lookups are checked against real sockets by
     /// tests/lab/tproxy.sh).
     Absent,
-    /// `rt load ipsec` (`nft_rt`, `NFT_RT_XFRM`): no route has an IPsec transformation (0);
-    /// before routing (prerouting) the rule stops.
-    RtIpsec {
+    /// `rt load ipsec|classid` (`nft_rt`): no route has an IPsec transformation or a realm
+    /// (0, `len` bytes); before routing (prerouting) the rule stops.
+    RtZero {
+        len: usize,
         dreg: usize,
     },
     /// An expression the oracle does not evaluate: its kind (and key).
@@ -750,7 +751,14 @@ fn parse_expr(line: &str, raw: &mut Vec<Vec<String>>) -> Result<Expr, String> {
         }
         Some("synproxy") => Expr::Synproxy,
         Some("socket" | "tproxy" | "xfrm") => Expr::Absent,
-        Some("rt") if t.get(2) == Some(&"ipsec") => Expr::RtIpsec {
+        // no tunnel metadata: `tunnel path` is 0, `tunnel id` stops the rule
+        Some("tunnel") if t.get(2) == Some(&"id") => Expr::Absent,
+        Some("tunnel") if t.get(2) == Some(&"path") => Expr::Meta {
+            key: "tunnel path".into(),
+            dreg: t.get(5).and_then(|s| reg_arg(s)).ok_or_else(bad)?,
+        },
+        Some("rt") if matches!(t.get(2), Some(&"ipsec" | &"classid")) => Expr::RtZero {
+            len: if t[2] == "ipsec" { 1 } else { 4 },
             dreg: t.get(5).and_then(|s| reg_arg(s)).ok_or_else(bad)?,
         },
         Some(k @ "reject") => Expr::Stmt {

@@ -72,9 +72,8 @@ pub fn first_hook(text: &str) -> Option<Hook> {
 fn meta_known(key: &str, env: &Env) -> bool {
     match key {
         "l4proto" | "nfproto" | "protocol" | "mark" | "priority" | "len" | "iif" | "oif"
-        | "iifname" | "oifname" | "iiftype" | "oiftype" | "time" | "day" | "hour" | "secpath" => {
-            true
-        }
+        | "iifname" | "oifname" | "iiftype" | "oiftype" | "time" | "day" | "hour" | "secpath"
+        | "tunnel path" | "rtclassid" | "sdif" | "sdifname" => true,
         "pkttype" => env.has_in(),
         _ => false,
     }

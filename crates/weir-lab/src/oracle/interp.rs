@@ -745,7 +745,16 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                         )
                     }
                     // no security path: the oracle's host decrypts no IPsec
-                    "secpath" => (vec![0], vec![None]),
+                    // nor a route's realm, a VRF device, a tunnel's metadata
+                    "secpath" | "tunnel path" => (vec![0], vec![None]),
+                    // (no route before routing: the rule stops)
+                    "rtclassid"
+                        if matches!(env.hook, Hook::Prerouting | Hook::Ingress | Hook::Egress) =>
+                    {
+                        return out(Outcome::Break(i), regs)
+                    }
+                    "rtclassid" | "sdif" => (vec![0; 4], vec![None; 4]),
+                    "sdifname" => (vec![0; 16], vec![None; 16]),
                     k => return out(Outcome::Unknown(format!("meta {k}")), regs),
                 };
                 if regs.store(*dreg, &v, &prov).is_none() {
@@ -928,11 +937,14 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
             }
             Expr::Stmt { end: true, .. } => break,
             Expr::Absent => return out(Outcome::Break(i), regs),
-            Expr::RtIpsec { dreg } => {
+            Expr::RtZero { len, dreg } => {
                 if env.hook == Hook::Prerouting {
                     return out(Outcome::Break(i), regs);
                 }
-                if regs.store(*dreg, &[0], &[None]).is_none() {
+                if regs
+                    .store(*dreg, &vec![0; *len], &vec![None; *len])
+                    .is_none()
+                {
                     return out(Outcome::Unknown("register out of range".into()), regs);
                 }
             }
