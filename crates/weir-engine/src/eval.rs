@@ -96,6 +96,8 @@ pub struct NatAction {
     pub port: Option<(u16, u16)>,
     pub random: bool,
     pub persistent: bool,
+    /// `prefix` (netmap): the address range is a prefix to map onto, the host part kept.
+    pub netmap: bool,
 }
 
 /// A `fwd` statement's result (nft_fwd_netdev, nft_fwd_neigh): the packet leaves by `dev` as
@@ -1338,6 +1340,7 @@ impl Engine {
                         port: pr,
                         random: nat.random || nat.fully_random,
                         persistent: nat.persistent,
+                        netmap: nat.netmap,
                     });
                     let h = &mut st.rule_hits[r.gid];
                     h.0 += 1;

@@ -108,6 +108,8 @@ pub struct Request {
     pub port: Option<(u16, u16)>,
     pub random: bool,
     pub persistent: bool,
+    /// The address range is a prefix to map onto ([`Request::netmapped`]).
+    pub netmap: bool,
 }
 
 impl Request {
@@ -155,7 +157,22 @@ impl Request {
             port,
             random: a.random,
             persistent: a.persistent,
+            netmap: a.netmap,
         })
+    }
+
+    /// A netmap request (`prefix`) made for one tuple's address `a` (the source for source
+    /// NAT, the destination for destination NAT): the prefix's network part with `a`'s host
+    /// part, as the kernel's `nf_nat_ipv4_netmap` / `nf_nat_ipv6_netmap` (the netmask is the
+    /// bits the range's ends share).
+    pub fn netmapped(mut self, a: u128, v6: bool) -> Request {
+        if let (true, Some((lo, hi))) = (self.netmap, self.addr) {
+            let width = if v6 { u128::MAX } else { u32::MAX as u128 };
+            let mask = !(lo ^ hi) & width;
+            let x = (a & !mask & width) | (lo & mask);
+            self.addr = Some((x, x));
+        }
+        self
     }
 }
 

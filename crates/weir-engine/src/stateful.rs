@@ -1169,6 +1169,7 @@ impl Stateful {
                         port: None,
                         random: false,
                         persistent: false,
+                        netmap: false,
                     };
                     if self.bind(m, &null, pc, false).is_err() {
                         self.stats.nat_no_port += 1;
@@ -1232,7 +1233,7 @@ impl Stateful {
             return Ok(());
         };
         let cur = pend.reply().invert();
-        let req = *req;
+        let req = req.netmapped(if m == Manip::Src { cur.src } else { cur.dst }, cur.v6);
         debug_assert_eq!(req.manip, m);
         let ct = &self.ct;
         // only a source binding whose port enters the hash can steer the reply; a full range

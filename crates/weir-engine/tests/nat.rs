@@ -735,3 +735,54 @@ fn plain_header_field_writes_are_applied_with_their_checksums() {
     assert_eq!(u16::from_be_bytes([f6[14], f6[15]]) >> 6 & 0x3f, 63);
     assert_eq!(f6[14] >> 4, 6, "the version stays");
 }
+
+/// `snat|dnat ip prefix to ...` (netmap, `NF_NAT_RANGE_NETMAP`): the address maps onto the
+/// prefix with its host part kept, as the kernel's `nf_nat_ipv4_netmap` (nft's own test rule:
+/// `snat ip prefix to ip saddr map { 10.141.11.0/24 : 192.168.2.0/24 }`, here in 198.18/15);
+/// replies come back to the original host; an address the map lacks is not translated.
+#[test]
+fn netmap_keeps_the_host_part() {
+    let rules = r#"table ip nat {
+        chain post { type nat hook postrouting priority srcnat; policy accept;
+            oifname "wan0" snat ip prefix to ip saddr map { 198.18.0.0/24 : 198.19.7.0/24 }
+        }
+        chain pre { type nat hook prerouting priority dstnat; policy accept;
+            iifname "wan0" dnat ip prefix to ip daddr map { 198.19.8.0/25 : 198.18.1.0/25 }
+        }
+    }"#;
+    let mut sf = stateful(rules);
+    for (h, n) in [(H1, 10u8), (H2, 11)] {
+        let o = fwd(&mut sf, &tcp(h, S, 40000, 80, tf::SYN, 100, 0), "lan0", 1);
+        assert!(o.d.is_accept(), "{:?}", o.d);
+        let mapped = Ipv4Addr::new(198, 19, 7, n);
+        assert_eq!(v4(&verify(&o.frame)), (mapped, 40000, S, 80));
+        // the reply to the mapped address reaches the host
+        let back = tcp(S, mapped, 80, 40000, tf::SYN | tf::ACK, 500, 101);
+        let o = fwd(&mut sf, &back, "wan0", 2);
+        assert!(o.d.is_accept(), "{:?}", o.d);
+        assert_eq!(v4(&verify(&o.frame)), (S, 80, h, 40000));
+    }
+    // destination netmap: 198.19.8.77 -> 198.18.1.77 (a /25: the host part is 7 bits)
+    let o = fwd(
+        &mut sf,
+        &tcp(C, Ipv4Addr::new(198, 19, 8, 77), 5555, 443, tf::SYN, 1, 0),
+        "wan0",
+        3,
+    );
+    assert!(o.d.is_accept(), "{:?}", o.d);
+    assert_eq!(
+        v4(&verify(&o.frame)),
+        (C, 5555, Ipv4Addr::new(198, 18, 1, 77), 443)
+    );
+    // outside the map's prefixes: no translation (the lookup fails, the rule stops)
+    let o = fwd(
+        &mut sf,
+        &tcp(C, Ipv4Addr::new(198, 19, 8, 200), 5556, 443, tf::SYN, 1, 0),
+        "wan0",
+        4,
+    );
+    assert_eq!(
+        v4(&verify(&o.frame)),
+        (C, 5556, Ipv4Addr::new(198, 19, 8, 200), 443)
+    );
+}

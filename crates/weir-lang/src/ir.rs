@@ -395,6 +395,9 @@ pub struct Nat {
     pub random: bool,
     pub fully_random: bool,
     pub persistent: bool,
+    /// `snat|dnat ip prefix to ...` (`NF_NAT_RANGE_NETMAP`): the address range is a prefix
+    /// the translation maps onto, keeping the host part of the address.
+    pub netmap: bool,
 }
 
 /// A `fwd` statement.

@@ -311,6 +311,7 @@ impl Stateful {
                     port: Some((1024, 65535)),
                     random: false,
                     persistent: false,
+                    netmap: false,
                 };
                 let ct = &self.ct;
                 let pick = crate::nat::unique_tuple(&translated, &req, &mut self.nat_rng, |t| {

@@ -177,9 +177,6 @@ pub(super) fn lower_nat(
         );
         return None;
     }
-    if flags.iter().any(|f| f.name == "prefix") {
-        cx.uneval.push("nat prefix (netmap)");
-    }
     let mut nat = Nat {
         kind: k,
         family: fam,
@@ -189,6 +186,7 @@ pub(super) fn lower_nat(
         random: false,
         fully_random: false,
         persistent: false,
+        netmap: flags.iter().any(|f| f.name == "prefix"),
     };
     for f in flags {
         match f.name.as_str() {
