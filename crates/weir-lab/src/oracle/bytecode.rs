@@ -716,6 +716,11 @@ fn parse_expr(line: &str, raw: &mut Vec<Vec<String>>) -> Result<Expr, String> {
             kind: k.into(),
             end: false,
         },
+        // `ct set event` (nft_ct's event mask): which events listeners get; the rule goes on
+        Some("ct") if t.get(1) == Some(&"set") && t.get(2) == Some(&"event") => Expr::Stmt {
+            kind: "ct set event".into(),
+            end: false,
+        },
         Some("ct") if t.get(1) == Some(&"set") && t.get(2) == Some(&"mark") && t.len() == 6 => {
             Expr::CtSetMark {
                 sreg: t.get(5).and_then(|s| reg_arg(s)).ok_or_else(bad)?,

@@ -1127,6 +1127,13 @@ fn lower_item(
                 let Some(v) = lower_value(cx, &[tk[0].dtype], value) else {
                     return false;
                 };
+                // `ct event set ...` (nft_ct's NFT_CT_EVENTMASK): which conntrack events the
+                // connection reports to event listeners (`conntrack -E`); weir keeps no event
+                // stream, and no packet's fate depends on it: nothing to do (the rule goes on)
+                if f == Field::CtEvent {
+                    cx.uneval.retain(|w| *w != "ct event");
+                    return true;
+                }
                 // `ct label set N`: bit N added to the connection's labels
                 if f == Field::CtLabel && matches!(v, crate::ir::ValueExpr::Const(_)) {
                     out.push(Expr::Assign { field: f, value: v });
