@@ -230,8 +230,10 @@ impl super::Stateful {
 
     /// The `tproxy` target a packet is delivered to: the one a statement gave it, or (in
     /// the original direction) its connection's.
+    #[inline]
     pub fn tproxy_of(&self, pc: &super::PacketCt) -> Option<u8> {
-        if pc.tproxy.is_some() {
+        // (without `tproxy` statements no connection has a target: nothing read)
+        if pc.tproxy.is_some() || self.eng.rs.tproxy.is_empty() {
             return pc.tproxy;
         }
         let x = match &pc.ct {
