@@ -508,6 +508,30 @@ fn run_configuration_errors_and_kernel_rules() {
             && text.contains("inline"),
         "{text}"
     );
+    // tproxy and the IPsec state in NFQUEUE mode: the kernel gives a packet to its socket and
+    // keeps its security path before queueing it; refused likewise
+    for (name, rule, what) in [
+        (
+            "tp",
+            "meta l4proto tcp tproxy to :8080",
+            "tproxy in nfqueue mode",
+        ),
+        ("ips", "meta ipsec exists accept", "IPsec state"),
+    ] {
+        std::fs::write(
+            dir.join(format!("{name}.nft")),
+            format!("table ip t {{\n chain pre {{ type filter hook prerouting priority 0; {rule} }}\n}}\n"),
+        )
+        .unwrap();
+        let p = cfg(
+            &format!("{name}.toml"),
+            &format!("ruleset = \"{name}.nft\"\nmode = \"nfqueue\"\n"),
+        );
+        let (ok, text) = run(&p, &[]);
+        // (the rule as its tokens: `tproxy to : 8080`)
+        let head = rule.split(':').next().unwrap_or(rule);
+        assert!(!ok && text.contains(what) && text.contains(head), "{text}");
+    }
     // the kernel rules: forward always, input because the ruleset has an input chain
     let p = cfg(
         "ok.toml",
