@@ -114,3 +114,24 @@ same_summaries() {
     fi
   done
 }
+
+# weir's configuration of an inline lab router, $DIR/weir.toml: the ruleset rules.nft, io $IO,
+# ${WORKERS:-1} workers, the control socket, no metrics; each argument "IFACE ADDR[,ADDR...]
+# PREFIX[,PREFIX...]" an interface with its addresses and a route to each prefix by it. A
+# script appends what else it needs ([conntrack], [[neighbour]]) with cat >>.
+weir_toml() {
+  local x n ports=("$@")
+  q() { echo "$1" | sed 's/[^,]\{1,\}/"&"/g; s/,/, /g'; }
+  {
+    printf 'ruleset = "rules.nft"\nmode = "inline"\nio = "%s"\nworkers = %s\n' "$IO" "${WORKERS:-1}"
+    printf '[control]\nsocket = "%s/weir.sock"\n[metrics]\naddress = ""\n' "$DIR"
+    for x in "${ports[@]}"; do
+      set -- $x
+      printf '[[interface]]\nname = "%s"\naddress = [%s]\n' "$1" "$(q "$2")"
+    done
+    for x in "${ports[@]}"; do
+      set -- $x
+      for n in ${3//,/ }; do printf '[[route]]\nprefix = "%s"\ninterface = "%s"\n' "$n" "$1"; done
+    done
+  } >"$DIR/weir.toml"
+}

@@ -153,27 +153,8 @@ table ip hlnat {
 N
 }
 
-cat > "$DIR/weir.toml" <<T
-ruleset = "rules.nft"
-mode = "inline"
-io = "$IO"
-workers = $WORKERS
-[control]
-socket = "$DIR/weir.sock"
-[metrics]
-address = ""
-[[interface]]
-name = "weirhl-r0"
-address = ["$RA"]
-[[interface]]
-name = "weirhl-r1"
-address = ["$RB"]
-[[route]]
-prefix = "198.18.60.0/24"
-interface = "weirhl-r0"
-[[route]]
-prefix = "198.18.61.0/24"
-interface = "weirhl-r1"
+weir_toml "weirhl-r0 $RA 198.18.60.0/24" "weirhl-r1 $RB 198.18.61.0/24"
+cat >>"$DIR/weir.toml" <<T
 [[neighbour]]
 address = "$CA"
 mac = "02:77:68:6c:00:02"

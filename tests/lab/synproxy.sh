@@ -103,35 +103,12 @@ table inet sp {
   }
 }
 N
-cat > "$DIR/weir.toml" <<T
-ruleset = "rules.nft"
-mode = "inline"
-io = "$IO"
-workers = ${SP_WORKERS:-1}
-[control]
-socket = "$DIR/weir.sock"
-[metrics]
-address = ""
+WORKERS=${SP_WORKERS:-1}
+weir_toml "weirsp-r0 $RA,$RA6 198.18.70.0/24,2001:db8:70::/64" \
+  "weirsp-r1 $RB,$RB6 198.18.71.0/24,2001:db8:71::/64"
+cat >>"$DIR/weir.toml" <<T
 [conntrack]
 tcp_loose = false
-[[interface]]
-name = "weirsp-r0"
-address = ["$RA", "$RA6"]
-[[interface]]
-name = "weirsp-r1"
-address = ["$RB", "$RB6"]
-[[route]]
-prefix = "198.18.70.0/24"
-interface = "weirsp-r0"
-[[route]]
-prefix = "198.18.71.0/24"
-interface = "weirsp-r1"
-[[route]]
-prefix = "2001:db8:70::/64"
-interface = "weirsp-r0"
-[[route]]
-prefix = "2001:db8:71::/64"
-interface = "weirsp-r1"
 [[neighbour]]
 address = "$CA"
 mac = "02:77:73:70:00:02"

@@ -62,34 +62,8 @@ table inet tp {
   }
 }
 N
-cat > "$DIR/weir.toml" <<T
-ruleset = "rules.nft"
-mode = "inline"
-io = "$IO"
-workers = $WORKERS
-[control]
-socket = "$DIR/weir.sock"
-[metrics]
-address = ""
-[[interface]]
-name = "weirtp-r0"
-address = ["$RA/24", "$RA6/64"]
-[[interface]]
-name = "weirtp-r1"
-address = ["$RB/24", "$RB6/64"]
-[[route]]
-prefix = "198.18.90.0/24"
-interface = "weirtp-r0"
-[[route]]
-prefix = "198.18.91.0/24"
-interface = "weirtp-r1"
-[[route]]
-prefix = "2001:db8:90::/64"
-interface = "weirtp-r0"
-[[route]]
-prefix = "2001:db8:91::/64"
-interface = "weirtp-r1"
-T
+weir_toml "weirtp-r0 $RA/24,$RA6/64 198.18.90.0/24,2001:db8:90::/64" \
+  "weirtp-r1 $RB/24,$RB6/64 198.18.91.0/24,2001:db8:91::/64"
 
 ip netns exec $R python3 "$HERE/tproxy/proxy.py" "$DIR/proxy.log" >"$DIR/proxy.out" 2>&1 &
 PIDS="$PIDS $!"
