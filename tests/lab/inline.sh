@@ -244,6 +244,12 @@ grep -q "From 198.18.30.1.*Time to live exceeded" "$DIR/ttl" || fail "no time ex
 ip netns exec $C ping -c 1 -W 1 198.18.99.1 >"$DIR/unr" 2>&1 || true
 grep -q "From 198.18.30.1.*Unreachable" "$DIR/unr" || fail "no unreachable: $(cat $DIR/unr)"
 echo "ok: ICMP time exceeded and net unreachable from the router"
+# a host on the server's link that never answers ARP: weir asks three times, a second apart,
+# then drops what waited and says host unreachable, as Linux's neighbour code does
+ip netns exec $C ping -c 1 -W 6 198.18.31.77 >"$DIR/hunr" 2>&1 || true
+grep -q "From 198.18.30.1.*Destination Host Unreachable" "$DIR/hunr" ||
+  fail "no host unreachable for a next hop that never answered: $(cat $DIR/hunr)"
+echo "ok: host unreachable for a next hop that never answered"
 # a trace shows the rules a packet hit and where it went
 ctl trace 2 proto icmp > "$DIR/trace" &
 TP=$!

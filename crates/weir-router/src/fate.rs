@@ -138,12 +138,14 @@ pub enum Fate {
     /// The next hop's MAC is not known. [`crate::Router::solicit`] makes the ARP request or
     /// neighbour solicitation that asks for it; [`crate::Router::hold_unresolved`] keeps the
     /// frame (its first `len` bytes, with its mark) until the answer, as the kernel queues it
-    /// (`len` 0: not to be kept, dropped: a `fwd` to a neighbour).
+    /// (`len` 0: not to be kept, dropped: a `fwd` to a neighbour). `ct`: the packet's
+    /// connection, for the ICMP error sent when the next hop never answers.
     NoNeighbour {
         port: usize,
         hop: Addr,
         len: usize,
         mark: u32,
+        ct: Box<PacketCt>,
     },
     /// Rewritten in place; out of `port`: its first `len` bytes (link padding dropped).
     Out {

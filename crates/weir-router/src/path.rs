@@ -306,6 +306,7 @@ impl Router {
                         hop,
                         len,
                         mark,
+                        ct: Box::new(sf.answer_ct(&pc)),
                     };
                 };
                 if self.route_cache {
@@ -558,6 +559,7 @@ impl Router {
                 hop,
                 len: 0,
                 mark: 0,
+                ct: Box::default(),
             };
         };
         let l3 = pm.l3_off as usize;

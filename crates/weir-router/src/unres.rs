@@ -4,11 +4,13 @@
 //! (through the output port's egress chains), as the kernel's `neigh_resolve_output` sends
 //! what it queued. As the kernel: at most [`HOP_BYTES`] per next hop (the oldest goes first,
 //! `unres_qlen_bytes`), the question asked again each second, three times
-//! (`mcast_solicit`, `retrans_time`), then what waits is dropped. What is dropped is counted
-//! by the caller as `Reason::NoNeighbour`.
+//! (`mcast_solicit`, `retrans_time`), then what waits is dropped and each sender told
+//! (ICMP host unreachable, ICMPv6 address unreachable, as the kernel's `neigh_invalidate`
+//! reports them). What is dropped is counted by the caller as `Reason::NoNeighbour`.
 
 use crate::{Fate, Router};
 use std::collections::VecDeque;
+use weir_engine::stateful::PacketCt;
 use weir_engine::stateful::Stateful;
 use weir_wire::{Addr, LinkType, PacketMeta};
 
@@ -22,12 +24,13 @@ pub const ASK_NS: u64 = 1_000_000_000;
 pub const ASKS: u8 = 3;
 
 /// One frame waiting: its bytes, the port it came in by, its mark (the egress chains read
-/// it).
+/// it), its connection (the ICMP error carries it).
 #[derive(Clone, Debug)]
 struct Frame {
     bytes: Vec<u8>,
     in_port: usize,
     mark: u32,
+    ct: PacketCt,
 }
 
 /// The frames waiting for one next hop.
@@ -59,12 +62,22 @@ pub struct Released {
     pub asks: Vec<(usize, Vec<u8>)>,
     /// Frames dropped: their next hop did not answer.
     pub dropped: u64,
+    /// Of those, the ones whose sender is told (not the router's own, nor an ICMP error):
+    /// the port they came in by, their bytes, their connection, for
+    /// [`Router::icmp_answer`] with [`UNREACHABLE_V4`] / [`UNREACHABLE_V6`].
+    pub unreachable: Vec<(usize, Vec<u8>, PacketCt)>,
 }
+
+/// The ICMP error for a next hop that never answered: host unreachable.
+pub const UNREACHABLE_V4: (u8, u8) = (3, 1);
+/// ICMPv6: address unreachable.
+pub const UNREACHABLE_V6: (u8, u8) = (1, 3);
 
 impl Router {
     /// Keep a frame ([`Fate::NoNeighbour`]: its first `len` bytes, its mark) until its next
     /// hop `hop` on `port` is known. The number of frames dropped to make room (the oldest
     /// waiting for that hop; or this one when [`MAX_FRAMES`] wait).
+    #[allow(clippy::too_many_arguments)]
     pub fn hold_unresolved(
         &mut self,
         port: usize,
@@ -72,6 +85,7 @@ impl Router {
         frame: &[u8],
         in_port: usize,
         mark: u32,
+        ct: PacketCt,
         now: u64,
     ) -> u64 {
         let u = &mut self.unres;
@@ -106,6 +120,7 @@ impl Router {
             bytes: frame.to_vec(),
             in_port,
             mark,
+            ct,
         });
         u.frames += 1;
         dropped
@@ -154,6 +169,13 @@ impl Router {
             if w.asks >= ASKS {
                 r.dropped += w.frames.len() as u64;
                 self.unres.frames -= w.frames.len();
+                for f in w.frames.drain(..) {
+                    let pm = PacketMeta::parse(&f.bytes, LinkType::Ethernet);
+                    // (a packet the router sent itself, or SNAT made its: nobody to tell)
+                    if weir_wire::Addr::src_of(&pm).is_some_and(|a| !self.is_local(a)) {
+                        r.unreachable.push((f.in_port, f.bytes, f.ct));
+                    }
+                }
                 return false;
             }
             w.asks += 1;

@@ -904,12 +904,13 @@ fn frames_wait_for_their_next_hop() {
             hop,
             len,
             mark,
+            ct,
         } = go(net, sf, &mut f, 0, now)
         else {
             panic!("no neighbour expected")
         };
         assert_eq!(len, f.len());
-        net.hold_unresolved(1, hop, &f[..len], 0, mark, now)
+        net.hold_unresolved(1, hop, &f[..len], 0, mark, *ct, now)
     };
     assert_eq!(hold(&mut net, &mut sf, far, 1, 100, 10), 0);
     assert_eq!(hold(&mut net, &mut sf, far, 2, 100, 20), 0);
@@ -944,21 +945,37 @@ fn frames_wait_for_their_next_hop() {
         2,
         "the egress chain counted both"
     );
-    // an answer that never comes: asked three times, then dropped
+    // an answer that never comes: asked three times, then dropped, the sender told (host
+    // unreachable, from the router's address on its link, quoting the datagram)
     let far2 = Ipv4Addr::new(198, 18, 31, 10);
     let mut f = to(0).udp(C4, far2, 9, 2, b"x");
-    let Fate::NoNeighbour { hop, len, .. } = go(&mut net, &mut sf, &mut f, 0, 0) else {
+    let Fate::NoNeighbour { hop, len, ct, .. } = go(&mut net, &mut sf, &mut f, 0, 0) else {
         panic!()
     };
-    net.hold_unresolved(1, hop, &f[..len], 0, 0, 0);
+    net.hold_unresolved(1, hop, &f[..len], 0, 0, *ct, 0);
     let mut asks = 1;
     let mut dropped = 0;
+    let mut told = Vec::new();
     for t in 1..=4 {
         let r = net.release_unresolved(&mut sf, t * ASK_NS);
         asks += r.asks.len();
         dropped += r.dropped;
+        told.extend(r.unreachable);
     }
-    assert_eq!((asks, dropped), (3, 1));
+    assert_eq!((asks, dropped, told.len()), (3, 1, 1));
+    let (pi, f, ct) = told.pop().unwrap();
+    let (t, c) = weir_router::unres::UNREACHABLE_V4;
+    let why = weir_router::Reason::NoNeighbour;
+    let weir_router::IcmpAnswer::Send(e) =
+        net.icmp_answer(&mut sf, pi, &f, why, t, c, 0, ct, 5 * ASK_NS)
+    else {
+        panic!("an ICMP error")
+    };
+    let pm = PacketMeta::parse(&e, LinkType::Ethernet);
+    assert_eq!(&e[..6], &HOST.0, "back to the sender's MAC");
+    assert_eq!((pm.saddr, pm.daddr), (0xc612_1e01, u32::from(C4) as u128));
+    let icmp = pm.l4_off as usize;
+    assert_eq!((e[icmp], e[icmp + 1]), (3, 1), "host unreachable");
     assert_eq!(net.unresolved(), 0);
     // a next hop keeps at most HOP_BYTES: the oldest go
     let n = 1400;

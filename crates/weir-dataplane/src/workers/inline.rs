@@ -174,8 +174,28 @@ impl Inline {
                 self.ports[o].push(&f[..len.min(f.len())]);
             }
         }
+        // each sender of what was dropped is told (rate-limited as the router's other errors)
+        for (pi, f, ct) in r.unreachable {
+            let v6 = PacketMeta::parse(&f, LinkType::Ethernet).l3 == weir_wire::L3::Ipv6;
+            let (t, code) = if v6 {
+                weir_router::unres::UNREACHABLE_V6
+            } else {
+                weir_router::unres::UNREACHABLE_V4
+            };
+            let why = Reason::NoNeighbour;
+            match self
+                .router
+                .icmp_answer(&mut w.sf, pi, &f, why, t, code, 0, ct, now)
+            {
+                IcmpAnswer::Send(e) => {
+                    w.counts.icmp_errors += 1;
+                    self.ports[pi].push(&e)
+                }
+                IcmpAnswer::Limited => w.counts.icmp_limited += 1,
+                IcmpAnswer::None => {}
+            }
+        }
     }
-
     /// What per-flow scripts sent for the frame just decided (split segments, fakes): out
     /// by their routes now, before the frame itself.
     fn send_scripted(&mut self, sf: &mut Stateful, c: &mut Counts, now: u64) {
@@ -260,12 +280,15 @@ impl Inline {
                 hop,
                 len,
                 mark,
+                ct,
             } => {
                 if len > 0 {
                     // kept until the next hop answers (`Inline::step` releases it)
                     let f = frame(self);
                     let f = &f[..len.min(f.len())];
-                    let dropped = self.router.hold_unresolved(port, hop, f, pi, mark, now);
+                    let dropped = self
+                        .router
+                        .hold_unresolved(port, hop, f, pi, mark, *ct, now);
                     c.packets += dropped;
                     c.dropped.add(Reason::NoNeighbour, dropped);
                 } else {
