@@ -317,6 +317,8 @@ pub struct Compiled {
     pub tproxy: Vec<crate::stateful::tproxy::Target>,
     /// Some rule reads `socket` keys ([`crate::socket::reads_socket`]).
     pub reads_socket: bool,
+    /// Some rule reads `rt ip|ip6 nexthop` (the caller then sets `Meta::nexthop`).
+    pub reads_nexthop: bool,
     pub mode: Mode,
     pub build_ns: u64,
 }
@@ -1019,6 +1021,16 @@ impl Compiled {
             rejects: slots.rejects,
             tproxy: crate::stateful::tproxy::targets(rs).unwrap_or_default(),
             reads_socket: crate::socket::reads_socket(rs),
+            reads_nexthop: rs
+                .tables
+                .iter()
+                .flat_map(|t| &t.chains)
+                .flat_map(|c| &c.rules)
+                .any(|r| {
+                    r.exprs.iter().any(|e| {
+                        e.reads(&|f| matches!(f, Field::RtIpNexthop | Field::RtIp6Nexthop))
+                    })
+                }),
             mode,
             build_ns: t0.elapsed().as_nanos() as u64,
         }

@@ -208,6 +208,9 @@ pub struct Meta {
     pub iif_addr: Option<u128>,
     /// The hook of the base chain running (set by the engine; `rt ipsec`).
     pub hook: Option<ir::Hook>,
+    /// The next hop of the packet's route (`rt ip|ip6 nexthop`), set by the caller where the
+    /// route is known and the ruleset reads it ([`Compiled::reads_nexthop`]).
+    pub nexthop: Option<u128>,
     /// The packet's wall-clock time, nanoseconds since the epoch (`meta time`, `day`,
     /// `hour`); 0: unknown, the evaluation's `now_ns` is taken as it (a capture's time).
     pub wall_ns: u64,
@@ -554,6 +557,8 @@ impl<'a> Pkt<'a> {
             Field::IpDaddr if pm.l3 == L3::Ipv4 => Some(pm.daddr),
             Field::Ip6Saddr if pm.l3 == L3::Ipv6 => Some(pm.saddr),
             Field::Ip6Daddr if pm.l3 == L3::Ipv6 => Some(pm.daddr),
+            Field::RtIpNexthop if pm.l3 == L3::Ipv4 => self.meta.nexthop,
+            Field::RtIp6Nexthop if pm.l3 == L3::Ipv6 => self.meta.nexthop,
             Field::ThSport => self.th_ports().map(|p| p.0 as u128),
             Field::ThDport => self.th_ports().map(|p| p.1 as u128),
             Field::TcpSport if pm.l4proto == 6 => self.th_ports().map(|p| p.0 as u128),

@@ -282,9 +282,11 @@ impl Router {
             dec_ttl(frame, l3, fam);
         }
         pc.oif_addr = self.ports[port].addr(fam).map(Addr::bits);
+        let nexthop = self.nexthop(sf, &pm);
         for h in [Hook::Forward, Hook::Postrouting] {
             let mut meta = self.meta(Some(in_port), Some(port), mark);
             meta.rt_mss = self.tcp_mss(port, &pm);
+            meta.nexthop = nexthop;
             if let Decision::Drop(why) = sf.hook_mut(h, frame, &mut pm, &mut meta, now, &mut pc) {
                 return self.refused(sf, h, in_port, why, frame, &pm, &pc, now);
             }
@@ -385,6 +387,7 @@ impl Router {
             return Fate::Local { len, tproxy: None };
         }
         let mut meta = self.meta(Some(in_port), None, mark);
+        meta.nexthop = self.nexthop(sf, pm);
         if let Decision::Drop(why) = sf.hook_mut(Hook::Input, frame, pm, &mut meta, now, pc) {
             return self.refused(sf, Hook::Input, in_port, why, frame, pm, pc, now);
         }
@@ -445,6 +448,21 @@ impl Router {
             port: r.port,
             slot,
         })
+    }
+
+    /// The next hop of the route a packet takes (`rt ip|ip6 nexthop`: the route's gateway,
+    /// or the destination itself on its link or when it is the router's), where the ruleset
+    /// reads it.
+    fn nexthop(&self, sf: &Stateful, pm: &PacketMeta) -> Option<u128> {
+        if !sf.reads_nexthop() {
+            return None;
+        }
+        let dst = Addr::dst_of(pm)?;
+        if self.is_local(dst) {
+            return Some(dst.bits());
+        }
+        let ri = self.routes.lookup(dst)?;
+        Some(self.routes.get(ri).via.unwrap_or(dst).bits())
     }
 
     /// The slot of a next hop's MAC (on a router that does not resolve neighbours, an unknown
@@ -751,6 +769,7 @@ impl Router {
         };
         let mut meta = self.meta(None, Some(port), 0);
         meta.rt_mss = self.tcp_mss(port, &pm);
+        meta.nexthop = self.nexthop(sf, &pm);
         let pc = PacketCt {
             oif_addr: self.ports[port].addr(fam).map(Addr::bits),
             ..PacketCt::default()
@@ -776,7 +795,8 @@ impl Router {
         self.install_fib(sf);
         let mut pm = PacketMeta::parse(&e, LinkType::Ethernet);
         let fam = Family::of(pm.l3)?;
-        let meta = self.meta(None, Some(port), 0);
+        let mut meta = self.meta(None, Some(port), 0);
+        meta.nexthop = self.nexthop(sf, &pm);
         ct.oif_addr = self.ports[port].addr(fam).map(Addr::bits);
         let mark = meta.mark;
         if !sf.local_out(&mut e, meta, ct, now).is_accept() {

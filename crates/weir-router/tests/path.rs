@@ -35,6 +35,11 @@ fn a(s: &str) -> Addr {
 /// 2001:db8:31::1/64), MTU 1500, with a client (.2 / ::2 on lan0) and a server (on wan0) as
 /// neighbours (MAC 02:00:00:00:00:09).
 fn dual_stack() -> Router {
+    dual_stack_with(Vec::new())
+}
+
+/// [`dual_stack`] with more routes.
+fn dual_stack_with(more: Vec<Route>) -> Router {
     let ports = vec![
         Port::new("lan0").with_mac(LAN).with_mtu(1500).with_addrs([
             PortAddr::host(a("198.18.30.1")),
@@ -45,13 +50,14 @@ fn dual_stack() -> Router {
             PortAddr::host(a("2001:db8:31::1")),
         ]),
     ];
-    let routes = Routes::new(vec![
+    let mut routes = vec![
         Route::new(a("198.18.30.0"), 24, 0, None),
         Route::new(a("198.18.31.0"), 24, 1, None),
         Route::new(a("2001:db8:30::"), 64, 0, None),
         Route::new(a("2001:db8:31::"), 64, 1, None),
-    ])
-    .unwrap();
+    ];
+    routes.extend(more);
+    let routes = Routes::new(routes).unwrap();
     let mut r = Router::new(ports, routes);
     for h in [
         "198.18.30.2",
@@ -986,6 +992,60 @@ fn frames_wait_for_their_next_hop() {
     }
     assert_eq!(lost, 3);
     assert_eq!(net.unresolved(), fits);
+}
+
+/// `rt ip|ip6 nexthop` is the next hop of the packet's route: its gateway, or the
+/// destination itself on its link (the kernel's `rt_nexthop`), read where the route is known
+/// (forward, postrouting, input); at prerouting the rule stops.
+#[test]
+fn rt_nexthop_is_the_routes_gateway() {
+    let text = "table inet t {
+  chain pre { type filter hook prerouting priority 0; meta nfproto ipv4 rt ip nexthop 198.18.31.2 counter }
+  chain fwd { type filter hook forward priority 0;
+    meta nfproto ipv4 rt ip nexthop 198.18.31.2 counter
+    meta nfproto ipv4 rt ip nexthop 198.18.31.7 counter
+    rt ip6 nexthop 2001:db8:31::2 counter
+  }
+  chain post { type filter hook postrouting priority 0; meta nfproto ipv4 rt ip nexthop 198.18.31.2 counter }
+}";
+    let mut sf = stateful_of(text);
+    let mut net = dual_stack_with(vec![
+        Route::new(a("198.18.99.0"), 24, 1, Some(a("198.18.31.2"))),
+        Route::new(a("2001:db8:99::"), 64, 1, Some(a("2001:db8:31::2"))),
+    ]);
+    let hits = |sf: &Stateful| -> Vec<u64> {
+        let e = sf.engine();
+        e.st.rule_hits.iter().map(|h| h.0).collect()
+    };
+    // through the gateway
+    let mut f = to(0).udp(C4, Ipv4Addr::new(198, 18, 99, 5), 1, 2, b"x");
+    assert!(matches!(
+        go(&mut net, &mut sf, &mut f, 0, 1),
+        Fate::Out { port: 1, .. }
+    ));
+    // on the link, to a host the router knows
+    net.set_neighbour(a("198.18.31.7"), HOST);
+    let mut f = to(0).udp(C4, Ipv4Addr::new(198, 18, 31, 7), 1, 2, b"x");
+    assert!(matches!(
+        go(&mut net, &mut sf, &mut f, 0, 2),
+        Fate::Out { port: 1, .. }
+    ));
+    // IPv6 through its gateway
+    let mut f = to(0).udp(
+        c6(),
+        "2001:db8:99::5".parse::<Ipv6Addr>().unwrap(),
+        1,
+        2,
+        b"x",
+    );
+    assert!(matches!(
+        go(&mut net, &mut sf, &mut f, 0, 3),
+        Fate::Out { port: 1, .. }
+    ));
+    // by rule: prerouting (no route yet) 0; forward: the gateway once, the on-link host once,
+    // the IPv6 gateway once; postrouting the gateway once
+    let h = hits(&sf);
+    assert_eq!(&h[..5], &[0, 1, 1, 1, 1], "{h:?}");
 }
 
 /// A connection put in a flowtable learns its other direction's adjacency at once, as

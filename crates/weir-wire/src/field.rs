@@ -508,6 +508,10 @@ fields! {
     RtClassid => "rt classid", T::Realm, L::Meta;
     TunnelPath => "tunnel path", T::Boolean, L::Meta;
     TunnelId => "tunnel id", T::Integer(32), L::Meta;
+    // the next hop of the packet's route (`rt ip|ip6 nexthop`: its gateway, or the
+    // destination on the link), known after routing
+    RtIpNexthop => "rt ip nexthop", T::Ipv4Addr, L::Ip4;
+    RtIp6Nexthop => "rt ip6 nexthop", T::Ipv6Addr, L::Ip6;
     // ---- loaded and checked, not evaluated yet (see `Field::evaluated`) ----
     // metadata
     MetaIifkind => "meta iifkind", T::IfName, L::Meta;
@@ -540,8 +544,6 @@ fields! {
     CtHelper => "ct helper", T::Str16, L::Meta;
     CtEvent => "ct event", T::CtEvent, L::Meta;
     // routing (`rt`), route lookups (`fib`, typed by the checker), raw payload
-    RtIpNexthop => "rt ip nexthop", T::Ipv4Addr, L::Ip4;
-    RtIp6Nexthop => "rt ip6 nexthop", T::Ipv6Addr, L::Ip6;
     FibOif => "fib oif", T::IfIndex, L::Meta;
     FibOifname => "fib oifname", T::IfName, L::Meta;
     FibType => "fib type", T::AddrType, L::Meta;

@@ -33,6 +33,12 @@ impl Stateful {
         &self.ct
     }
 
+    /// Whether the ruleset reads `rt ip|ip6 nexthop` (the caller then sets
+    /// `Meta::nexthop` where the packet's route is known).
+    pub fn reads_nexthop(&self) -> bool {
+        self.eng.rs.reads_nexthop
+    }
+
     /// The connection table, to change it (flush entries, collect expired ones).
     pub fn ct_mut(&mut self) -> &mut Conntrack<CtExt> {
         &mut self.ct
