@@ -340,7 +340,13 @@ fn key_layers(k: &[KeyPart], out: &mut Vec<Layer>) {
                 key_layers(std::slice::from_ref(&**a), out);
                 key_layers(std::slice::from_ref(&**b), out);
             }
-            // (presence needs no protocol: the kernel answers 0 for a packet of another one)
+            // (presence needs no protocol: the kernel answers 0 for a packet of another one;
+            // the IPv6 routing header's bytes, `srh sid[N]`, need IPv6)
+            Source::Exthdr {
+                proto: weir_wire::meta::proto::ROUTING,
+                present: false,
+                ..
+            } => out.push(Layer::Ip6),
             Source::Exthdr {
                 proto,
                 present: false,

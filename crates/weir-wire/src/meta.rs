@@ -1044,6 +1044,18 @@ impl PacketMeta {
         len: usize,
         present: bool,
     ) -> Option<u128> {
+        // an IPv6 extension header (`srh sid[N]`: the routing header's bytes)
+        if proto == proto::ROUTING {
+            return match (present, self.l3) {
+                (_, crate::L3::Ipv6) if present => {
+                    Some(self.find_exthdr(frame, proto).is_some() as u128)
+                }
+                (_, crate::L3::Ipv6) if matches!(len, 1 | 2 | 4 | 16) => {
+                    self.exthdr(frame, proto, offset, len)
+                }
+                _ => None,
+            };
+        }
         let found = self.find_l4_ext(frame, proto, kind, (!present).then_some(offset + len));
         if present {
             return Some(found.is_some() as u128);

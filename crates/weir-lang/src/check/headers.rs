@@ -300,19 +300,34 @@ pub(super) fn special_key(cx: &mut Cx, words: &[ast::Ident], span: Span) -> Opti
             }
         }
         // a segment of the IPv6 routing header: `srh sid[1]`
+        // (nft: 16 bytes at 8 + 16 (N - 1) in the routing header, of whatever type, as the
+        // kernel's nft_exthdr finds it)
         ["srh", sid] if sid.starts_with("sid[") => {
-            cx.uneval.push("srh sid");
             let n = sid
                 .strip_prefix("sid[")
                 .and_then(|r| r.strip_suffix(']'))
                 .and_then(values::parse_number);
-            if n.is_none() {
-                err(cx, span, "expected srh sid[N] with a segment number");
+            let Some(n) = n.filter(|n| (1..=15).contains(n)) else {
+                err(
+                    cx,
+                    span,
+                    "expected srh sid[N] with a segment number (weir reads segments 1-15)",
+                );
                 return Some(None);
-            }
-            let mut p = KeyPart::field(Field::SrhTag);
-            p.dtype = DataType::Ipv6Addr;
-            Some(Some(vec![p]))
+            };
+            Some(Some(vec![KeyPart {
+                src: Source::Exthdr {
+                    proto: weir_wire::meta::proto::ROUTING,
+                    kind: 0,
+                    offset: (8 + 16 * (n - 1)) as u8,
+                    len: 16,
+                    present: false,
+                },
+                and: u128::MAX,
+                xor: 0,
+                shift: 0,
+                dtype: DataType::Ipv6Addr,
+            }]))
         }
         ["tcp", "option", opt, rest @ ..] => {
             let known = TCP_OPTIONS.iter().find(|(n, _, _)| n == opt);
