@@ -7,7 +7,7 @@ use weir_engine::frag::Held;
 use weir_engine::stateful::Stateful;
 use weir_engine::{Compiled, Engine, Mode};
 use weir_router::{Fate, Port, PortAddr, Reason, Route, Router, Routes, RpFilter, Rx};
-use weir_wire::build::{Builder, Tcp};
+use weir_wire::build::{tcp_flags, Builder, Tcp};
 use weir_wire::{Addr, LinkType, Mac, PacketMeta};
 
 /// A worker's engine for a ruleset text, with a default connection table.
@@ -1393,4 +1393,68 @@ fn checksums_left_to_offload_are_completed() {
         Fate::Out { port: 1, .. }
     ));
     assert!(!PacketMeta::parse(&f, LinkType::Ethernet).transport_checksum_ok(&f));
+}
+
+/// `tproxy`: a packet a transparent socket takes is the host's whatever its destination
+/// (delivered with the target, through `input`), and so are its connection's later packets;
+/// without a socket the rule stops and the packet is forwarded.
+#[test]
+fn tproxy_delivers_to_the_transparent_socket() {
+    use std::net::IpAddr;
+    use weir_engine::socket::{Sock, SocketSet};
+    let text = "table ip t {
+  chain pre { type filter hook prerouting priority mangle; tcp dport 80 tcp flags syn tproxy to :8080 accept }
+  chain input { type filter hook input priority 0; counter }
+}";
+    let listener = Sock {
+        proto: 6,
+        local: (IpAddr::V4(Ipv4Addr::UNSPECIFIED), 8080),
+        remote: None,
+        transparent: true,
+        mark: 0,
+        time_wait: false,
+    };
+    let mut net = dual_stack();
+    net.set_local_delivery(true);
+    for socks in [vec![listener], vec![]] {
+        let mut sf = stateful_of(text);
+        sf.set_sockets(Some(std::sync::Arc::new(SocketSet(socks.clone()))));
+        let mut f = to(0).tcp(C4, S4, &Tcp::new(40000, 80, tcp_flags::SYN), b"");
+        let fate = go(&mut net, &mut sf, &mut f, 0, 1);
+        if socks.is_empty() {
+            assert!(matches!(fate, Fate::Out { port: 1, .. }), "{fate:?}");
+            continue;
+        }
+        assert!(
+            matches!(
+                fate,
+                Fate::Local {
+                    tproxy: Some(0),
+                    ..
+                }
+            ),
+            "{fate:?}"
+        );
+        assert_eq!(sf.engine().st.rule_hits.iter().map(|h| h.0).sum::<u64>(), 2);
+        // the host's answer, then the client's ACK (no SYN: the rule does not match) is the
+        // connection's: delivered to the same target
+        let sa = Tcp::new(80, 40000, tcp_flags::SYN | tcp_flags::ACK)
+            .seq(5000)
+            .ack(1001);
+        let out = to(0).tcp(S4, C4, &sa, b"");
+        assert!(net.host_out(&mut sf, 0, out, 2).is_accept());
+        let ack = Tcp::new(40000, 80, tcp_flags::ACK).seq(1001).ack(5001);
+        let mut f = to(0).tcp(C4, S4, &ack, b"");
+        let fate = go(&mut net, &mut sf, &mut f, 0, 3);
+        assert!(
+            matches!(
+                fate,
+                Fate::Local {
+                    tproxy: Some(0),
+                    ..
+                }
+            ),
+            "{fate:?}"
+        );
+    }
 }
