@@ -130,6 +130,16 @@ for ROUTER in $ROUTERS; do
     grep -q "to the router's stack [1-9]" "$DIR/status" || dfail "no local delivery counted"
     ip netns exec $R nft list table inet weir_tproxy >"$DIR/weir_tproxy" 2>&1 || dfail "weir's tproxy table is not in the kernel"
     [ "$(grep -c ' tproxy to ' "$DIR/weir_tproxy")" = 8 ] || { cat "$DIR/weir_tproxy"; dfail "weir's tproxy table has not 4 targets x 2 protocols"; }
+    # a reload that changes a target: the kernel's table follows (the rules file is the same
+    # one, restored after)
+    cp "$DIR/rules.nft" "$DIR/rules.orig"
+    sed -i 's/tproxy to :8181/tproxy to :8282/' "$DIR/rules.nft"
+    ctl reload | grep -q reloaded || dfail "reload with another tproxy target"
+    ip netns exec $R nft list table inet weir_tproxy >"$DIR/weir_tproxy" 2>&1
+    grep -q "tproxy to :8282" "$DIR/weir_tproxy" && ! grep -q "tproxy to :8181" "$DIR/weir_tproxy" ||
+      { cat "$DIR/weir_tproxy"; dfail "the kernel's tproxy table did not follow the reload"; }
+    ok "a reload's new tproxy target is in the kernel's table"
+    cp "$DIR/rules.orig" "$DIR/rules.nft"
     stop_weir
     ip netns exec $R nft list table inet weir_tproxy >/dev/null 2>&1 && fail "weir left its tproxy table behind"
     ip -n $R rule | grep -q "lookup 30583" && fail "weir left its policy route behind"
