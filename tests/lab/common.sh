@@ -135,3 +135,22 @@ weir_toml() {
     done
   } >"$DIR/weir.toml"
 }
+
+# The router of a pass in namespace $1: the kernel (the ruleset $DIR/rules.nft, forwarding on)
+# or weir (`weir run` with $DIR/weir.toml, the kernel's forwarding off, waited for until ready,
+# 30 s at most; $2 says what it runs, for the failure).
+start_kernel() {
+  ip netns exec $1 nft -f "$DIR/rules.nft" || fail "the kernel refuses the ruleset"
+  ip netns exec $1 sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
+}
+start_weir() {
+  ip netns exec $1 sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0
+  ip netns exec $1 "$WEIR" run --config "$DIR/weir.toml" >"$DIR/weir.log" 2>&1 &
+  WPID=$!
+  for _ in $(seq 300); do
+    grep -q ready "$DIR/weir.log" 2>/dev/null && break
+    kill -0 $WPID 2>/dev/null || break
+    sleep 0.1
+  done
+  grep -q ready "$DIR/weir.log" || { stop_weir; fail "weir did not start with $2"; }
+}

@@ -185,15 +185,10 @@ for ROUTER in $ROUTERS; do
   echo "-- router: $LABEL"
   for n in $C $S $T; do ip -n $n neigh flush all; done
   if [ "$ROUTER" = kernel ]; then
-    ip netns exec $R nft -f "$DIR/rules.nft" || fail "the kernel refuses the ruleset"
-    ip netns exec $R sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
+    start_kernel $R
   else
     ip -n $R neigh flush all
-    ip netns exec $R sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0
-    ip netns exec $R "$WEIR" run --config "$DIR/weir.toml" >"$DIR/weir.log" 2>&1 &
-    WPID=$!
-    for _ in $(seq 300); do grep -q ready "$DIR/weir.log" 2>/dev/null && break; kill -0 $WPID 2>/dev/null || break; sleep 0.1; done
-    grep -q ready "$DIR/weir.log" || { stop_weir; fail "weir did not start with the dup ruleset"; }
+    start_weir $R "the dup ruleset"
   fi
   ok "$ROUTER routes"
   for fam in 4 6; do

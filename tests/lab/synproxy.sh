@@ -165,15 +165,10 @@ for ROUTER in $ROUTERS; do
   echo "-- router: $LABEL"
   ip -n $C neigh flush all; ip -n $S neigh flush all
   if [ "$ROUTER" = kernel ]; then
-    ip netns exec $R nft -f "$DIR/rules.nft" || fail "the kernel refuses the ruleset"
+    start_kernel $R
     ip netns exec $R sysctl -qw net.netfilter.nf_conntrack_tcp_loose=0
-    ip netns exec $R sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
   else
-    ip netns exec $R sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0
-    ip netns exec $R "$WEIR" run --config "$DIR/weir.toml" >"$DIR/weir.log" 2>&1 &
-    WPID=$!
-    for _ in $(seq 300); do grep -q ready "$DIR/weir.log" 2>/dev/null && break; kill -0 $WPID 2>/dev/null || break; sleep 0.1; done
-    grep -q ready "$DIR/weir.log" || { stop_weir; fail "weir did not start with the synproxy ruleset and [conntrack] tcp_loose = false"; }
+    start_weir $R "the synproxy ruleset and [conntrack] tcp_loose = false"
   fi
   ok "$ROUTER routes"
   ip netns exec $S timeout 60 python3 "$PEER" server "$SA,$SA6" "${PORTS// /,}" 50 >"$DIR/server.log" 2>&1 &
