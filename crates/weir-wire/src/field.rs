@@ -576,7 +576,10 @@ impl Field {
 
     /// True for fields the packet headers carry (read by [`crate::PacketMeta::get`]).
     pub fn is_header(self) -> bool {
-        !self.is_conntrack() && self.layer() != Layer::Meta
+        // (`rt ip|ip6 nexthop` has its family's layer but comes from the route)
+        !self.is_conntrack()
+            && self.layer() != Layer::Meta
+            && !matches!(self, Field::RtIpNexthop | Field::RtIp6Nexthop)
     }
 
     /// The IP protocol number the field requires, if any (`tcp dport` needs 6).
