@@ -1027,16 +1027,7 @@ impl Compiled {
             rejects: slots.rejects,
             tproxy: crate::stateful::tproxy::targets(rs).unwrap_or_default(),
             reads_socket: crate::socket::reads_socket(rs),
-            reads_nexthop: rs
-                .tables
-                .iter()
-                .flat_map(|t| &t.chains)
-                .flat_map(|c| &c.rules)
-                .any(|r| {
-                    r.exprs.iter().any(|e| {
-                        e.reads(&|f| matches!(f, Field::RtIpNexthop | Field::RtIp6Nexthop))
-                    })
-                }),
+            reads_nexthop: rs.reads(&|f| matches!(f, Field::RtIpNexthop | Field::RtIp6Nexthop)),
             mode,
             build_ns: t0.elapsed().as_nanos() as u64,
         }

@@ -122,11 +122,5 @@ impl Sockets for SocketSet {
 /// Whether a ruleset reads `socket` keys (then the stateful layer looks the socket up for
 /// each packet at the hooks where they run).
 pub fn reads_socket(rs: &ir::Ruleset) -> bool {
-    let socket = |f: weir_wire::Field| f.name().starts_with("socket ");
-    rs.tables
-        .iter()
-        .flat_map(|t| &t.chains)
-        .flat_map(|c| &c.rules)
-        .flat_map(|r| &r.exprs)
-        .any(|e| e.reads(&socket))
+    rs.reads(&|f| f.name().starts_with("socket "))
 }

@@ -773,6 +773,16 @@ pub struct Ruleset {
 }
 
 impl Ruleset {
+    /// Whether some rule reads a field `pred` holds for ([`Expr::reads`]).
+    pub fn reads(&self, pred: &dyn Fn(Field) -> bool) -> bool {
+        self.tables
+            .iter()
+            .flat_map(|t| &t.chains)
+            .flat_map(|c| &c.rules)
+            .flat_map(|r| &r.exprs)
+            .any(|e| e.reads(pred))
+    }
+
     /// The rules with constructs weir does not evaluate yet ([`Expr::Unevaluated`]), as
     /// `file:line:col: what (in rule)` lines.
     pub fn unevaluated(&self) -> Vec<String> {
