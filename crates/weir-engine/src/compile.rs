@@ -172,6 +172,13 @@ pub enum CExpr {
         len: u8,
         value: Box<CValue>,
     },
+    /// `@BASE,OFFSET,LEN set VALUE` ([`crate::raw_write`]).
+    SetRaw {
+        base: u8,
+        offset: u16,
+        len: u8,
+        value: Box<CValue>,
+    },
     Notrack,
     /// `snat`, `dnat`, `masquerade`, `redirect`: evaluated to a [`crate::NatAction`] for the
     /// stateful layer; it ends the chain like `accept`.
@@ -746,6 +753,17 @@ fn compile_expr(e: &Expr, slots: &mut Slots) -> CExpr {
             len: *len,
             value: Box::new(compile_value(value)),
         },
+        Expr::SetRaw {
+            base,
+            offset,
+            len,
+            value,
+        } => CExpr::SetRaw {
+            base: *base,
+            offset: *offset,
+            len: *len,
+            value: Box::new(compile_value(value)),
+        },
         Expr::Notrack => CExpr::Notrack,
         Expr::Nat(n) => CExpr::Nat {
             nat: Box::new(n.clone()),
@@ -1086,6 +1104,7 @@ impl Compiled {
                             | CExpr::Quota { .. }
                             | CExpr::Assign { .. }
                             | CExpr::SetTcpOption { .. }
+                            | CExpr::SetRaw { .. }
                             | CExpr::Stateful(_) => items += 64,
                             _ => {}
                         }

@@ -1200,6 +1200,28 @@ impl Engine {
                         st.rewrites_skipped += 1;
                     }
                 }
+                CExpr::SetRaw {
+                    base,
+                    offset,
+                    len,
+                    value,
+                } => {
+                    // the kernel's load and write fail past the packet: the rule stops
+                    let v = value_of(t, value, p, st);
+                    let Some(v) = v.filter(|_| {
+                        crate::raw_write::window_ok(p.frame, p.pm, *base, *offset, *len)
+                    }) else {
+                        return Outcome::Next;
+                    };
+                    let n = p.meta.nwrites as usize;
+                    if n < MAX_WRITES {
+                        let packed = crate::raw_write::pack(*base, *offset, *len, v);
+                        p.meta.writes[n] = Some((Field::RawPayload, packed));
+                        p.meta.nwrites += 1;
+                    } else {
+                        st.rewrites_skipped += 1;
+                    }
+                }
                 CExpr::Notrack => p.meta.notrack = true,
                 CExpr::Last => {
                     if let Some(l) = st.rule_last.get_mut(r.gid) {

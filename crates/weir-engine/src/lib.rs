@@ -20,6 +20,7 @@ mod limit;
 pub mod nat;
 pub mod objects;
 mod random;
+mod raw_write;
 pub mod sets;
 pub mod socket;
 pub mod stateful;

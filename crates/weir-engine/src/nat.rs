@@ -494,6 +494,10 @@ pub fn set_header_field(frame: &mut [u8], pm: &PacketMeta, f: weir_wire::Field, 
         // `reset tcp option KIND` (the kind is the value)
         return crate::tcp_strip::strip(frame, pm, v as u8);
     }
+    if f == F::RawPayload {
+        // `@BASE,OFFSET,LEN set VALUE` (packed by the engine)
+        return crate::raw_write::apply(frame, pm, v);
+    }
     if f == F::TcpOptionField {
         // `tcp option KIND FIELD set VALUE` (kind, offset, length and value packed)
         return crate::tcp_strip::set(frame, pm, v);

@@ -568,6 +568,15 @@ pub enum Expr {
     /// `reset tcp option KIND`: the first option of that kind in the TCP header turned into
     /// NOPs (nft_exthdr_tcp_strip_eval).
     ResetTcpOption(u8),
+    /// `@BASE,OFFSET,LEN set VALUE`: raw payload written (nft's `payload write`, with the
+    /// load and `bitwise` before it when the bits do not fill whole bytes): `len` bits (at
+    /// most 64) at `offset` bits from the header `base` names (as in [`Source::Raw`]).
+    SetRaw {
+        base: u8,
+        offset: u16,
+        len: u8,
+        value: ValueExpr,
+    },
 }
 
 /// The kinds of named stateful objects weir evaluates (nft's `NFT_OBJECT_COUNTER` 1,

@@ -567,6 +567,9 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
     let mut mark = p.mark;
     let mut priority = p.priority;
     let mut frame = p.frame.clone();
+    // the bytes a payload write changed: loads read them from the written frame, with no
+    // provenance (the generator cannot steer them)
+    let mut dirty = vec![false; frame.len()];
     let mut written = false;
     let mut ct_mark = None;
     let mut nat = None;
@@ -605,12 +608,9 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                 if z > info.end {
                     return out(Outcome::Break(i), regs);
                 }
-                if written {
-                    return out(Outcome::Unknown("load after a payload write".into()), regs);
-                }
                 let prov: Vec<Option<Prov>> = (a..z)
                     .map(|o| {
-                        Some(Prov {
+                        (!dirty[o]).then_some(Prov {
                             loc: Loc::Frame(o),
                             mask: 0xff,
                             xor: 0,
@@ -989,6 +989,7 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                 }
                 let v = regs.get(*sreg, *len).to_vec();
                 frame[a..a + v.len()].copy_from_slice(&v);
+                dirty[a..a + v.len()].iter_mut().for_each(|d| *d = true);
                 written = true;
             }
             Expr::Bitwise {

@@ -1158,7 +1158,20 @@ fn lower_item(
                         return true;
                     }
                 }
+                // `@th,16,16 set 80`: raw payload (values up to 64 bits)
+                if let (Field::RawPayload, Source::Raw { base, offset, len }) = (f, &tk[0].src) {
+                    if *len <= 64 {
+                        out.push(Expr::SetRaw {
+                            base: *base,
+                            offset: *offset,
+                            len: *len,
+                            value: v,
+                        });
+                        return true;
+                    }
+                }
                 out.push(Expr::Unevaluated(match f {
+                    Field::RawPayload => "raw payload write over 64 bits",
                     Field::TcpOptionField => "tcp option maxseg size set",
                     Field::CtZone => "ct zone set",
                     Field::CtOriginalZone => "ct original zone set",
