@@ -188,7 +188,7 @@ fn synproxy_loose(rs: &weir_lang::ir::Ruleset, tcp_loose: bool) -> Option<String
             c.rules.iter().find_map(|r| {
                 r.exprs
                     .iter()
-                    .any(|e| matches!(e, weir_lang::ir::Expr::Synproxy(_)))
+                    .any(|e| e.is_or_chooses(&|e| matches!(e, weir_lang::ir::Expr::Synproxy(_))))
                     .then(|| {
                         format!(
                             "`{}` (table {} {}, chain {}): synproxy with [conntrack] tcp_loose = true: a client's ACK is taken for a new connection rather than `ct state invalid`, and may miss the proxy; set tcp_loose = false (Linux: nf_conntrack_tcp_loose=0)",
@@ -249,7 +249,7 @@ fn nat_in_nfqueue_mode(rs: &weir_lang::ir::Ruleset) -> Option<String> {
         for c in &t.chains {
             for r in &c.rules {
                 for (what, is, why) in &refused {
-                    if r.exprs.iter().any(is) {
+                    if r.exprs.iter().any(|e| e.is_or_chooses(is)) {
                         return Some(format!(
                             "error: {what} in nfqueue mode: `{}` (table {} {}, chain {}): {why}. Use mode = \"inline\" (weir routes), or the kernel's own {what} beside weir's filtering.\n",
                             r.text,

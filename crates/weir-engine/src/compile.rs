@@ -172,6 +172,13 @@ pub enum CExpr {
         len: u8,
         value: Box<CValue>,
     },
+    /// A statement chosen by a map among the table's objects of one kind
+    /// ([`ir::Expr::ObjStmt`]): the map's data index `stmts`.
+    ObjStmt {
+        key: Key,
+        map: SetSlot,
+        stmts: Box<[CExpr]>,
+    },
     /// `@BASE,OFFSET,LEN set VALUE` ([`crate::raw_write`]).
     SetRaw {
         base: u8,
@@ -752,6 +759,11 @@ fn compile_expr(e: &Expr, slots: &mut Slots) -> CExpr {
             offset: *offset,
             len: *len,
             value: Box::new(compile_value(value)),
+        },
+        Expr::ObjStmt { key, map, stmts } => CExpr::ObjStmt {
+            key: key.clone(),
+            map: compile_set_ref(map),
+            stmts: stmts.iter().map(|e| compile_expr(e, slots)).collect(),
         },
         Expr::SetRaw {
             base,

@@ -50,6 +50,31 @@ pub(crate) fn ct_key(c: &CtView, mark: u32, f: Field) -> Option<u128> {
         Field::CtOriginalProtoDst => c.orig_dport as u128,
         Field::CtReplyProtoSrc => c.reply_sport as u128,
         Field::CtReplyProtoDst => c.reply_dport as u128,
+        Field::CtId => ct_id(c) as u128,
+        // nft_ct_get_eval: no helper, the rule stops
+        Field::CtHelper => {
+            weir_wire::field::ifname_value(crate::helper::Kind::from_u8(c.helper)?.name())
+        }
         _ => return None,
     })
+}
+
+/// The connection's id (`ct id`, the kernel's `nf_ct_get_id`): a keyed hash of its original
+/// tuple, the key drawn once per process (the same for every worker), so that a connection
+/// keeps one id for its life and ids do not reveal addresses. The kernel also hashes the
+/// entry's address: two connections of the same tuple one after the other have different
+/// ids there, the same one here.
+fn ct_id(c: &CtView) -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    static KEY: std::sync::OnceLock<std::collections::hash_map::RandomState> =
+        std::sync::OnceLock::new();
+    let mut h = KEY.get_or_init(Default::default).build_hasher();
+    h.write_u128(c.orig_src);
+    h.write_u128(c.orig_dst);
+    h.write_u16(c.orig_sport);
+    h.write_u16(c.orig_dport);
+    h.write_u8(c.protocol);
+    h.write_u8(c.l3proto);
+    let v = h.finish();
+    (v ^ (v >> 32)) as u32
 }

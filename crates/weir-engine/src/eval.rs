@@ -84,6 +84,8 @@ pub struct CtView {
     /// (original, reply) packets and bytes.
     pub packets: [u64; 2],
     pub bytes: [u64; 2],
+    /// The connection's helper ([`crate::helper::Kind`] as u8; 0: none).
+    pub helper: u8,
 }
 
 /// A NAT statement's result: what the stateful layer binds the new connection to.
@@ -1058,6 +1060,16 @@ impl Engine {
             return Outcome::Verdict(v);
         }
         for (ei, e) in r.exprs[r.first_stmt..].iter().enumerate() {
+            // a map choosing one of the table's objects: the chosen object's statement runs
+            let e = match e {
+                CExpr::ObjStmt { key, map, stmts } => {
+                    match crate::objects::choose(t, key, map, stmts, p, st) {
+                        Some(chosen) => chosen,
+                        None => return Outcome::Next,
+                    }
+                }
+                e => e,
+            };
             match e {
                 CExpr::Cmp { .. } | CExpr::In { .. } | CExpr::Match { .. } => {
                     if !eval_item(t, e, p, st) {
@@ -1222,6 +1234,8 @@ impl Engine {
                         st.rewrites_skipped += 1;
                     }
                 }
+                // (resolved to the chosen statement above)
+                CExpr::ObjStmt { .. } => {}
                 CExpr::Notrack => p.meta.notrack = true,
                 CExpr::Last => {
                     if let Some(l) = st.rule_last.get_mut(r.gid) {
@@ -1401,6 +1415,11 @@ impl Engine {
                         if p.pm.l4proto == *l4proto {
                             if let Some(k) = crate::helper::Kind::of_name(helper, *l4proto) {
                                 p.meta.helper = k as u8;
+                                // a connection not confirmed yet takes it now (`ct helper`
+                                // reads it in the rules after)
+                                if p.meta.ct_unconfirmed && p.meta.ct.helper == 0 {
+                                    p.meta.ct.helper = k as u8;
+                                }
                             }
                         }
                     }

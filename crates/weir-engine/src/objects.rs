@@ -219,3 +219,22 @@ pub fn carry(fresh: &mut Engine, old: &Engine) {
         }
     }
 }
+
+/// The statement a map chooses among the table's objects of one kind (`ct helper set tcp
+/// dport map { 21 : "ftp" }`): the map's data is the object's index; None when the key
+/// cannot be built or is not in the map (the rule stops, `nft_objref_map_eval`).
+pub(crate) fn choose<'a>(
+    t: &CTable,
+    key: &weir_lang::ir::Key,
+    map: &crate::compile::SetSlot,
+    stmts: &'a [crate::compile::CExpr],
+    p: &Pkt,
+    st: &mut State,
+) -> Option<&'a crate::compile::CExpr> {
+    let mut kv = [0u128; MAX_KEY];
+    let n = p.key(key, st, &mut kv)?;
+    match set_get(t, map, &kv[..n], st, p.now_ns) {
+        Some(MapValue::Value(v)) => stmts.get(*v.first()? as usize),
+        _ => None,
+    }
+}

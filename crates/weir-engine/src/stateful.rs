@@ -196,6 +196,7 @@ fn ct_view(
         reply_dport: r.dport,
         packets: [e.packets(Dir::Original), e.packets(Dir::Reply)],
         bytes: [e.bytes(Dir::Original), e.bytes(Dir::Reply)],
+        helper: e.ext.helper,
     }
 }
 
@@ -420,6 +421,7 @@ fn expr_needs_ct(e: &ir::Expr) -> bool {
         | ir::Expr::CtHelper { .. }
         | ir::Expr::CtTimeout { .. }
         | ir::Expr::CtExpect(_) => true,
+        ir::Expr::ObjStmt { stmts, .. } => stmts.iter().any(expr_needs_ct),
         _ => false,
     }
 }

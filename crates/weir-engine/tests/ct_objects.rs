@@ -27,7 +27,8 @@ fn stateful(rules: &str) -> Stateful {
     )
 }
 
-/// A packet forwarded through prerouting, forward and postrouting; its mark as it leaves.
+/// A packet forwarded through prerouting, forward and postrouting, then confirmed (its
+/// connection's helper reading it); its mark as it leaves.
 fn forward(sf: &mut Stateful, frame: &[u8], now_ns: u64) -> u32 {
     let pm = PacketMeta::parse(frame, LinkType::Ethernet);
     let mut pc = PacketCt::default();
@@ -45,7 +46,12 @@ fn forward(sf: &mut Stateful, frame: &[u8], now_ns: u64) -> u32 {
         assert_eq!(sf.hook(hook, &mut p, &mut pc), Decision::Accept);
         mark = p.meta.mark;
     }
-    assert_eq!(sf.finish(&mut pc, now_ns), Decision::Accept);
+    // (the connection's helper reads the packet as it is confirmed)
+    let (mut f, mut pm) = (frame.to_vec(), pm);
+    assert_eq!(
+        sf.finish_frame(&mut f, &mut pm, &mut pc, now_ns, false),
+        Decision::Accept
+    );
     mark
 }
 
@@ -161,4 +167,84 @@ fn labels_set_on_the_first_packet_are_read_by_later_ones() {
     // the reply added label 127: the next packet sees both
     let a = Builder::new().tcp(C, S, &Tcp::new(40000, 22, 0x10).seq(2).ack(8), b"");
     assert_eq!(forward(&mut sf, &a, 2), 0x1 | 0x4);
+}
+
+/// `ct helper set tcp dport map { ... }` gives a new connection the helper object the map
+/// picks for it (a port not in the map: the rule stops, no helper); `ct helper "ftp"` reads
+/// the connection's helper by name, the rule stops for a connection without one (as
+/// nft_ct_get_eval breaks); the expectation the FTP helper records makes the data
+/// connection related.
+#[test]
+fn helper_maps_and_the_helper_key() {
+    let rules = r#"table ip f {
+    ct helper ftp-std { type "ftp" protocol tcp; }
+    chain pre {
+        type filter hook prerouting priority 0; policy accept;
+        ct helper set tcp dport map { 21 : "ftp-std", 2121 : "ftp-std" }
+    }
+    chain fwd {
+        type filter hook forward priority 0; policy accept;
+        ct helper "ftp" meta mark set mark | 0x1
+        ct helper != "ftp" meta mark set mark | 0x2
+        ct state related meta mark set mark | 0x4
+        ct state established meta mark set mark | 0x8
+    }
+}"#;
+    let mut sf = stateful(rules);
+    // a control connection on 2121 (the map's second element): the helper is the object's
+    let syn = Builder::new().tcp(C, S, &Tcp::new(40000, 2121, 0x02).seq(1), b"");
+    assert_eq!(
+        forward(&mut sf, &syn, 0),
+        0x1,
+        "the helper set in prerouting"
+    );
+    let sa = Builder::new().tcp(S, C, &Tcp::new(2121, 40000, 0x12).seq(7).ack(2), b"");
+    assert_eq!(forward(&mut sf, &sa, 1), 0x9, "the reply: the same helper");
+    // a port the map does not have: no helper, and `ct helper` stops both rules
+    let web = Builder::new().tcp(C, S, &Tcp::new(40001, 80, 0x02).seq(1), b"");
+    assert_eq!(forward(&mut sf, &web, 2), 0);
+    // the FTP helper reads the PORT command and expects the data connection
+    let a = Builder::new().tcp(C, S, &Tcp::new(40000, 2121, 0x10).seq(2).ack(8), b"");
+    assert_eq!(forward(&mut sf, &a, 3), 0x9);
+    let port = Builder::new().tcp(
+        C,
+        S,
+        &Tcp::new(40000, 2121, 0x18).seq(2).ack(8),
+        b"PORT 198,18,0,10,78,32\r\n",
+    );
+    assert_eq!(forward(&mut sf, &port, 4), 0x9);
+    let data = Builder::new().tcp(S, C, &Tcp::new(20, 20000, 0x02).seq(50), b"");
+    assert_eq!(
+        forward(&mut sf, &data, 5),
+        0x4,
+        "related, without a helper of its own"
+    );
+}
+
+/// `ct id` is one value for all of a connection's packets, both ways (the same as its first
+/// packet stored in the connection's mark), and another for another connection.
+#[test]
+fn a_connection_keeps_its_id() {
+    let rules = r#"table ip f {
+    chain post {
+        type filter hook postrouting priority 0; policy accept;
+        ct state new ct mark set ct id
+        meta mark set ct id
+    }
+}"#;
+    let mut sf = stateful(rules);
+    let syn = Builder::new().tcp(C, S, &Tcp::new(40000, 22, 0x02).seq(1), b"");
+    let id = forward(&mut sf, &syn, 0);
+    let sa = Builder::new().tcp(S, C, &Tcp::new(22, 40000, 0x12).seq(7).ack(2), b"");
+    assert_eq!(forward(&mut sf, &sa, 1), id, "the reply");
+    let a = Builder::new().tcp(C, S, &Tcp::new(40000, 22, 0x10).seq(2).ack(8), b"");
+    assert_eq!(forward(&mut sf, &a, 2), id);
+    let other = Builder::new().tcp(C, S, &Tcp::new(40001, 22, 0x02).seq(1), b"");
+    let id2 = forward(&mut sf, &other, 3);
+    assert_ne!(id, id2);
+    let mut marks: Vec<u32> = sf.ct().iter().map(|(_, e)| e.mark).collect();
+    marks.sort();
+    let mut want = vec![id, id2];
+    want.sort();
+    assert_eq!(marks, want, "the first packet's id is the connection's");
 }

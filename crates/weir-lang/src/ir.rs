@@ -568,6 +568,16 @@ pub enum Expr {
     /// `reset tcp option KIND`: the first option of that kind in the TCP header turned into
     /// NOPs (nft_exthdr_tcp_strip_eval).
     ResetTcpOption(u8),
+    /// A statement chosen per packet among the table's objects of one kind by a map (`ct
+    /// helper set tcp dport map { 21 : "ftp" }`, `ct timeout set ... map @m`, `synproxy name
+    /// ip saddr map { ... }`): the map's data are indices into `stmts` (the table's objects
+    /// of that kind, in order, each as the statement naming it would be); a key not in the
+    /// map stops the rule (`nft_objref_map_eval`).
+    ObjStmt {
+        key: Key,
+        map: SetRef,
+        stmts: Vec<Expr>,
+    },
     /// `@BASE,OFFSET,LEN set VALUE`: raw payload written (nft's `payload write`, with the
     /// load and `bitwise` before it when the bits do not fill whole bytes): `len` bits (at
     /// most 64) at `offset` bits from the header `base` names (as in [`Source::Raw`]).
@@ -644,6 +654,12 @@ impl Expr {
         !matches!(self, Expr::Match(_))
     }
 
+    /// Whether `f` holds for the item or, for a map choosing among objects
+    /// ([`Expr::ObjStmt`]), for one of the statements it can choose.
+    pub fn is_or_chooses(&self, f: &dyn Fn(&Expr) -> bool) -> bool {
+        f(self) || matches!(self, Expr::ObjStmt { stmts, .. } if stmts.iter().any(f))
+    }
+
     /// Whether the item reads a field `pred` holds for (in a match's or a map's key, or in a
     /// value a statement computes).
     pub fn reads(&self, pred: &dyn Fn(Field) -> bool) -> bool {
@@ -670,6 +686,11 @@ impl Expr {
             Expr::Nat(n) => opt(&n.addr) || opt(&n.port),
             Expr::Tproxy(t) => opt(&t.addr) || opt(&t.port),
             Expr::QueueTo { num, .. } => value(num),
+            Expr::ObjStmt { key: k, .. }
+            | Expr::ObjRef(ObjRef {
+                target: ObjTarget::Map { key: k, .. },
+                ..
+            }) => key(k, pred),
             _ => false,
         }
     }

@@ -512,6 +512,10 @@ fields! {
     // destination on the link), known after routing
     RtIpNexthop => "rt ip nexthop", T::Ipv4Addr, L::Ip4;
     RtIp6Nexthop => "rt ip6 nexthop", T::Ipv6Addr, L::Ip6;
+    // the connection's id (a keyed hash of its original tuple, as `nf_ct_get_id`) and the
+    // name of its helper (`ct helper set`; none: the rule stops)
+    CtId => "ct id", T::Integer(32), L::Meta;
+    CtHelper => "ct helper", T::Str16, L::Meta;
     // ---- loaded and checked, not evaluated yet (see `Field::evaluated`) ----
     // metadata
     MetaIifkind => "meta iifkind", T::IfName, L::Meta;
@@ -540,8 +544,6 @@ fields! {
     GreFlags => "gre flags", T::Integer(5), L::Transport(47);
     GreProtocol => "gre protocol", T::EtherType, L::Transport(47);
     // connection tracking keys not read yet
-    CtId => "ct id", T::Integer(32), L::Meta;
-    CtHelper => "ct helper", T::Str16, L::Meta;
     CtEvent => "ct event", T::CtEvent, L::Meta;
     // routing (`rt`), route lookups (`fib`, typed by the checker), raw payload
     FibOif => "fib oif", T::IfIndex, L::Meta;

@@ -185,12 +185,14 @@ fn rewrites(sf: &Stateful) -> bool {
             t.ir.chains.iter().any(|c| {
                 c.rules.iter().any(|r| {
                     r.exprs.iter().any(|e| {
-                        matches!(
-                            e,
-                            weir_lang::ir::Expr::Assign { .. }
-                                | weir_lang::ir::Expr::Queue(_)
-                                | weir_lang::ir::Expr::CtHelper { .. }
-                        )
+                        e.is_or_chooses(&|e| {
+                            matches!(
+                                e,
+                                weir_lang::ir::Expr::Assign { .. }
+                                    | weir_lang::ir::Expr::Queue(_)
+                                    | weir_lang::ir::Expr::CtHelper { .. }
+                            )
+                        })
                     })
                 })
             })

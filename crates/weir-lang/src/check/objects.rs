@@ -130,3 +130,64 @@ pub(super) fn lower_objref(cx: &mut Cx, kind: ObjKind, e: &ast::Expr) -> Option<
         }
     }
 }
+
+/// `ct helper set tcp dport map { 21 : "ftp" }`, `synproxy name ip saddr map @m`: a map
+/// choosing one of the table's objects of `kind` (`ct helper`, `ct timeout`, `ct
+/// expectation`, `synproxy`) per packet, lowered to [`Expr::ObjStmt`]; a named map must hold
+/// objects of that kind. When the table has an object of the kind weir does not evaluate
+/// (a helper it does not run), the statement is not evaluated either.
+pub(super) fn lower_obj_stmt(cx: &mut Cx, kind: &'static str, e: &ast::Expr) -> Option<Expr> {
+    let ast::Expr::Map(k, m, span) = e else {
+        err(cx, e.span(), format!("{kind}: a name or a map"));
+        return None;
+    };
+    let key = lower_key(cx, k)?;
+    if let ast::SetRef::Named(id) = m {
+        match cx.stmt_obj_maps.get(&id.name).copied() {
+            Some(mk) if mk == kind => {}
+            Some(mk) => {
+                err(
+                    cx,
+                    id.span,
+                    format!("map '@{}' gives {mk} objects, not {kind} objects", id.name),
+                );
+                return None;
+            }
+            None if cx.set_names.contains_key(&id.name) => {
+                err(
+                    cx,
+                    id.span,
+                    format!(
+                        "'@{}' is not a map of {kind} objects (type ... : {kind})",
+                        id.name
+                    ),
+                );
+                return None;
+            }
+            // (map_ref reports the unknown map)
+            None => {}
+        }
+    }
+    let saved = cx.stmt_obj_data.replace(kind);
+    let map = map_ref(cx, &key, m, false, &[DataType::IfName], *span);
+    cx.stmt_obj_data = saved;
+    let map = map?;
+    let stmts: Vec<Option<Expr>> = cx
+        .stmt_objs
+        .get(kind)
+        .map(|o| o.1.clone())
+        .unwrap_or_default();
+    if stmts.iter().any(|s| s.is_none()) {
+        return Some(Expr::Unevaluated(match kind {
+            "ct helper" => "ct helper set",
+            "ct timeout" => "ct timeout set",
+            "ct expectation" => "ct expectation set",
+            _ => "synproxy name map",
+        }));
+    }
+    Some(Expr::ObjStmt {
+        key,
+        map,
+        stmts: stmts.into_iter().flatten().collect(),
+    })
+}

@@ -329,7 +329,9 @@ pub(super) fn synproxy(
                     return None;
                 }
             },
-            (ast::Operand::Name, None) => return Some(Expr::Unevaluated("synproxy name map")),
+            (ast::Operand::Name, None) => {
+                return super::objects::lower_obj_stmt(cx, "synproxy", e);
+            }
             (ast::Operand::Int(16), Some(w)) => {
                 s.mss = values::parse_scalar(DataType::Integer(16), &w).ok()? as u16;
                 s.flags |= S::MSS;

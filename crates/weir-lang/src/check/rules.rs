@@ -978,18 +978,16 @@ fn lower_item(
                     _ => None,
                 };
                 if let Some(what) = obj {
-                    // the object a map picks: the map is checked, the names it gives are not
-                    if let ast::Expr::Map(k, m, _) = value {
-                        if lower_key(cx, k).is_none() {
-                            return false;
-                        }
-                        if let ast::SetRef::Named(id) = m {
-                            if named_set(cx, id).is_none() {
-                                return false;
+                    // the object a map picks, for each packet
+                    if let ast::Expr::Map(..) = value {
+                        let kind = what.trim_end_matches(" set");
+                        return match super::objects::lower_obj_stmt(cx, kind, value) {
+                            Some(e) => {
+                                out.push(e);
+                                true
                             }
-                        }
-                        out.push(Expr::Unevaluated(what));
-                        return true;
+                            None => false,
+                        };
                     }
                     let name = match value {
                         ast::Expr::Const(v) => other_text(v),

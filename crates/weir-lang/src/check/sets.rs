@@ -52,9 +52,16 @@ pub(super) fn lower_set(cx: &mut Cx, d: &ast::SetDecl, extra: &[&ast::Elem]) -> 
                 Some(k) => {
                     cx.obj_maps.insert(d.name.name.clone(), k);
                 }
-                None => {
-                    cx.uneval_sets.insert(d.name.name.clone(), "object map");
-                }
+                None => match super::tables::stmt_obj_kind(&t.name) {
+                    // ct helper, ct timeout, ct expectation, synproxy: each name becomes the
+                    // object's index in the table's list of its kind
+                    Some(k) => {
+                        cx.stmt_obj_maps.insert(d.name.name.clone(), k);
+                    }
+                    None => {
+                        cx.uneval_sets.insert(d.name.name.clone(), "object map");
+                    }
+                },
             }
         } else {
             match DataType::from_nft_name(&t.name) {
@@ -140,6 +147,10 @@ pub(super) fn lower_set(cx: &mut Cx, d: &ast::SetDecl, extra: &[&ast::Elem]) -> 
     let elems: Vec<&ast::Elem> = d.elements.iter().chain(extra.iter().copied()).collect();
     let mut seen = std::collections::HashSet::new();
     let obj_data = std::mem::replace(&mut cx.obj_data, cx.obj_maps.get(&set.name).copied());
+    let stmt_obj_data = std::mem::replace(
+        &mut cx.stmt_obj_data,
+        cx.stmt_obj_maps.get(&set.name).copied(),
+    );
     for e in elems {
         let el = lower_elem(cx, &set, e);
         if let Some(c) = cx.catchall.take() {
@@ -168,6 +179,7 @@ pub(super) fn lower_set(cx: &mut Cx, d: &ast::SetDecl, extra: &[&ast::Elem]) -> 
         }
     }
     cx.obj_data = obj_data;
+    cx.stmt_obj_data = stmt_obj_data;
     if let Some(sz) = set.size {
         if set.elements.len() as u64 > sz {
             err(
@@ -361,6 +373,21 @@ pub(super) fn lower_elem(cx: &mut Cx, set: &Set, e: &ast::Elem) -> Option<Elemen
                 return None;
             }
             Some(MapValue::Verdict(lower_verdict(cx, v)?))
+        }
+        // a ct helper, ct timeout, ct expectation or synproxy map's data: the object's index
+        // in the table's list of its kind
+        (Some(ast::MapData::Value(v @ (ast::Val::Str(..) | ast::Val::Word(..)))), true)
+            if cx.stmt_obj_data.is_some() =>
+        {
+            let kind = cx.stmt_obj_data?;
+            let name = super::tables::other_text(v);
+            match cx.stmt_objs.get(kind).and_then(|o| o.0.get(&name)) {
+                Some(&i) => Some(MapValue::Value(vec![i as u128])),
+                None => {
+                    err(cx, v.span(), format!("no {kind} '{name}' in this table"));
+                    None
+                }
+            }
         }
         // a counter, quota or limit map's data: the object's index in its table's list
         (Some(ast::MapData::Value(v @ (ast::Val::Str(..) | ast::Val::Word(..)))), true)

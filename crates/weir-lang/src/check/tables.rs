@@ -73,6 +73,14 @@ pub(super) struct Cx<'d> {
     /// The kind of object whose names the elements being lowered give as data (an object
     /// map's elements: each name becomes the object's index).
     pub(super) obj_data: Option<ObjKind>,
+    /// The table's `ct helper`, `ct timeout`, `ct expectation` and `synproxy` objects by
+    /// kind: name -> index, and each as the statement that names it (None: one weir does
+    /// not evaluate), for the maps that choose one per packet ([`Expr::ObjStmt`]).
+    pub(super) stmt_objs: HashMap<&'static str, StmtObjs>,
+    /// Named maps whose data are such objects (`type inet_service : ct helper`): their kind.
+    pub(super) stmt_obj_maps: HashMap<String, &'static str>,
+    /// The kind of such objects whose names the elements being lowered give as data.
+    pub(super) stmt_obj_data: Option<&'static str>,
     /// Whether the rule has matched a transport field so far (NAT to a port needs one).
     pub(super) l4_seen: bool,
     /// The family of the IP addresses the rule has matched so far (`ip saddr`: Ip).
@@ -80,6 +88,49 @@ pub(super) struct Cx<'d> {
     /// The rule matched its transport protocol against a set of several (`meta l4proto {
     /// tcp, udp }`): a protocol's own header cannot follow.
     pub(super) proto_set_seen: bool,
+}
+
+/// A table's objects of one statement kind: name -> index, and by index the statement.
+pub(super) type StmtObjs = (HashMap<String, usize>, Vec<Option<crate::ir::Expr>>);
+
+/// The statement kinds of objects a map can choose (`type ... : ct helper`).
+pub(super) fn stmt_obj_kind(name: &str) -> Option<&'static str> {
+    ["ct helper", "ct timeout", "ct expectation", "synproxy"]
+        .into_iter()
+        .find(|k| *k == name)
+}
+
+/// Each of the table's statement objects as the statement that names it, by kind.
+fn stmt_objects(cx: &mut Cx, objs: &[&crate::ast::ObjDecl]) {
+    for o in objs {
+        let Some(kind) = stmt_obj_kind(&o.kind.name) else {
+            continue;
+        };
+        let n = &o.name.name;
+        let stmt = match kind {
+            "ct helper" => cx
+                .ct_helper_kinds
+                .get(n)
+                .map(|(h, l4)| crate::ir::Expr::CtHelper {
+                    helper: h.clone(),
+                    l4proto: *l4,
+                }),
+            "ct timeout" => cx
+                .ct_timeouts
+                .get(n)
+                .map(|&obj| crate::ir::Expr::CtTimeout {
+                    obj,
+                    l4proto: cx.ct_timeout_protos[obj],
+                }),
+            "ct expectation" => cx.ct_expects.get(n).map(|x| crate::ir::Expr::CtExpect(*x)),
+            _ => cx.synproxies.get(n).map(|x| crate::ir::Expr::Synproxy(*x)),
+        };
+        let e = cx.stmt_objs.entry(kind).or_default();
+        if !e.0.contains_key(n) {
+            e.0.insert(n.clone(), e.1.len());
+            e.1.push(stmt);
+        }
+    }
 }
 
 pub(super) fn err(cx: &mut Cx, span: Span, msg: impl Into<String>) {
@@ -124,6 +175,9 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         limits: Default::default(),
         obj_maps: Default::default(),
         obj_data: None,
+        stmt_objs: Default::default(),
+        stmt_obj_maps: Default::default(),
+        stmt_obj_data: None,
         l4_seen: false,
         l3_seen: None,
         proto_set_seen: false,
@@ -257,6 +311,7 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
             ),
         }
     }
+    stmt_objects(&mut cx, &t.objs);
     // flowtables
     let mut flowtables = Vec::new();
     for f in &t.flowtables {

@@ -563,7 +563,8 @@ fn fields_not_evaluated_yet_load_typed_and_listed() {
 }
 
 /// `synproxy`: its settings, or its object's, evaluated; only at the input and forward hooks
-/// of filter chains; a name that is no synproxy object refused; a name a map picks listed.
+/// of filter chains; a name that is no synproxy object refused; a map picking one per packet
+/// lowered to the statements it chooses among.
 #[test]
 fn synproxy_statements_and_objects() {
     use crate::ir::{Expr, Synproxy as S};
@@ -599,8 +600,23 @@ fn synproxy_statements_and_objects() {
             None
         ]
     );
-    let u = rs.unevaluated();
-    assert!(u.len() == 1 && u[0].contains("synproxy name map"), "{u:?}");
+    // the map picks the object per packet: its statement among the table's synproxies
+    assert!(rs.unevaluated().is_empty(), "{:?}", rs.unevaluated());
+    let chosen = rs.tables[0].chains[0].rules[3]
+        .exprs
+        .iter()
+        .find_map(|e| match e {
+            Expr::ObjStmt { stmts, .. } => Some(stmts.clone()),
+            _ => None,
+        });
+    assert_eq!(
+        chosen,
+        Some(vec![Expr::Synproxy(S {
+            mss: 1400,
+            wscale: 5,
+            flags: S::MSS | S::WSCALE | S::SACK_PERM
+        })])
+    );
     for (chain, want) in [
         (
             "type filter hook prerouting priority 0; synproxy",
@@ -609,6 +625,10 @@ fn synproxy_statements_and_objects() {
         ("type nat hook input priority 0; synproxy", "filter chains"),
         (
             "type filter hook input priority 0; synproxy name \"nope\"",
+            "no synproxy 'nope'",
+        ),
+        (
+            "type filter hook input priority 0; synproxy name tcp dport map { 80 : \"nope\" }",
             "no synproxy 'nope'",
         ),
     ] {
@@ -622,7 +642,7 @@ fn synproxy_statements_and_objects() {
 }
 
 /// Statements and expressions weir does not evaluate yet load with their operands checked
-/// and are listed: `ct id`, `meta cgroup`; a map updated with a value (nftlb's
+/// and are listed: `meta cgroup`; `ct id`, a map updated with a value (nftlb's
 /// persistence), `tproxy`, `fib` are evaluated and `ct event set` is nothing to do (no event
 /// stream); what nft refuses is refused.
 #[test]
@@ -632,19 +652,18 @@ fn statements_not_evaluated_yet_load_checked_and_listed() {
         .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
         .unwrap();
     let u = rs.unevaluated();
-    for (line, what) in [(7, "ct id"), (8, "meta cgroup")] {
-        let at = format!("t.nft:{line}:");
-        assert!(
-            u.iter()
-                .any(|e| e.starts_with(&at) && e.contains(&format!("{what} is not evaluated"))),
-            "{at} {what}: {u:?}"
-        );
-    }
+    assert!(
+        u.iter()
+            .any(|e| e.starts_with("t.nft:8:") && e.contains("meta cgroup is not evaluated")),
+        "{u:?}"
+    );
     // `update @persist { ip saddr : ct mark }` (line 11) is evaluated
     assert!(!u.iter().any(|e| e.starts_with("t.nft:11:")), "{u:?}");
     assert!(!u.iter().any(|e| e.starts_with("t.nft:6:")), "{u:?}");
     assert!(!u.iter().any(|e| e.starts_with("t.nft:5:")), "{u:?}");
-    assert_eq!(u.len(), 2, "{u:?}");
+    // `ct id 5` (line 7) is evaluated
+    assert!(!u.iter().any(|e| e.starts_with("t.nft:7:")), "{u:?}");
+    assert_eq!(u.len(), 1, "{u:?}");
     // raw payload and fib are evaluated
     assert!(!u.iter().any(|e| e.contains("t.nft:10:")), "{u:?}");
     assert!(!u.iter().any(|e| e.contains("t.nft:9:")), "{u:?}");
