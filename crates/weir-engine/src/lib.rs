@@ -19,6 +19,7 @@ mod host;
 mod limit;
 pub mod nat;
 pub mod objects;
+pub mod osf;
 mod random;
 mod raw_write;
 pub mod sets;
