@@ -145,6 +145,11 @@ pub struct Config {
     /// off: they are dropped.
     #[serde(default = "yes")]
     pub local_delivery: bool,
+    /// The OS fingerprints `osf` expressions compare TCP SYNs with: a `pf.os` file (the
+    /// format iptables' `nfnl_osf -f` loads into the kernel; relative to this file). None:
+    /// no fingerprint, every SYN's OS is "unknown", as in a kernel nobody gave any.
+    #[serde(default)]
+    pub osf: Option<PathBuf>,
     /// Per-flow scripts: the profiles `queue` statements hand packets to
     /// (`weir_script::config`).
     #[serde(default)]
@@ -306,6 +311,20 @@ impl Config {
             );
         }
         Ok(())
+    }
+
+    /// The OS fingerprints of `osf = "FILE"` (None: not configured); an error names the
+    /// file and the line.
+    pub fn osf_db(&self) -> anyhow::Result<Option<std::sync::Arc<weir_engine::osf::OsfDb>>> {
+        let Some(f) = &self.osf else {
+            return Ok(None);
+        };
+        let path = self.dir.join(f);
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| anyhow::anyhow!("osf: {}: {e}", path.display()))?;
+        let db = weir_engine::osf::OsfDb::parse(&text)
+            .map_err(|e| anyhow::anyhow!("osf: {}: {e}", path.display()))?;
+        Ok(Some(std::sync::Arc::new(db)))
     }
 
     /// Per-flow scripts as configured (None: no `[scripts]`); every error names the profile

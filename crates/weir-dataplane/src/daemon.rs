@@ -296,6 +296,7 @@ fn stateful(eng: Engine, cfg: &Config) -> anyhow::Result<Stateful> {
     if let Some(s) = cfg.scripts()? {
         sf.set_flow_hook(Some(Box::new(s)));
     }
+    sf.set_osf(cfg.osf_db()?);
     // the kernel's sockets (`socket` keys, `tproxy`): without sock_diag, none
     match crate::sockets::KernelSockets::open() {
         Ok(s) => sf.set_sockets(Some(std::sync::Arc::new(s))),

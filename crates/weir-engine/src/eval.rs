@@ -414,6 +414,9 @@ pub struct State {
     pub fib: Option<crate::fib::FibTable>,
     /// The host's sockets `tproxy` asks ([`crate::socket`]); None: no socket anywhere.
     pub sockets: Option<crate::socket::SocketTable>,
+    /// The OS fingerprints `osf` asks ([`crate::osf`]); None: none loaded, every SYN's OS
+    /// is "unknown" (as in a kernel no `nfnl_osf -f` has filled).
+    pub osf: Option<std::sync::Arc<crate::osf::OsfDb>>,
     /// The hook of the base chain running (what `fib` needs to know).
     pub(crate) hook: Option<ir::Hook>,
 }
@@ -727,6 +730,9 @@ impl<'a> Pkt<'a> {
                     .raw(self.frame, *base, *offset as usize, *len as usize)?
             }
             Source::Fib { flags, result } => crate::fib::eval(st, *flags, *result, self)?,
+            Source::Osf { ttl, version } => {
+                crate::osf::key(st.osf.as_deref(), self.frame, self.pm, *ttl, *version)?
+            }
             Source::Const(c) => *c,
             Source::Binop { op, a, b } => {
                 let (x, y) = (self.part(a, st)?, self.part(b, st)?);

@@ -206,6 +206,14 @@ pub enum Source {
         offset: u16,
         len: u8,
     },
+    /// The sender's operating system as passive OS fingerprinting tells it from a TCP SYN
+    /// (`osf [ttl loose|skip] name|version`, nft_osf): the genre (`version`: `genre:version`)
+    /// as a 16-byte string, "unknown" when no fingerprint matches; `ttl` 0 compares the
+    /// TTL exactly, 1 allows it lower (`loose`), 2 not at all (`skip`).
+    Osf {
+        ttl: u8,
+        version: bool,
+    },
     /// A route lookup (`fib saddr . iif oif`): `flags` as nft's `NFTA_FIB_F_*` bits
     /// ([`fib`]: saddr, daddr, mark, iif, oif, present), `result` as `NFT_FIB_RESULT_*`
     /// (1 the output device's index, 2 its name, 3 the address type). With

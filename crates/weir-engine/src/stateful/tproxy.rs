@@ -223,6 +223,13 @@ impl super::Stateful {
         self.eng.st.sockets = s.map(crate::socket::SocketTable);
     }
 
+    /// The OS fingerprints `osf` asks (a `pf.os` file, [`crate::osf::OsfDb::parse`]); None
+    /// (the default): none, every SYN's OS is "unknown". It stays across
+    /// [`super::Stateful::reload`].
+    pub fn set_osf(&mut self, db: Option<std::sync::Arc<crate::osf::OsfDb>>) {
+        self.eng.st.osf = db;
+    }
+
     /// The targets of the ruleset's `tproxy` statements, by index (`Meta::tproxy`).
     pub fn tproxy_targets(&self) -> &[Target] {
         &self.eng.rs.tproxy

@@ -250,6 +250,13 @@ impl Weir {
         }
     }
 
+    /// The OS fingerprints the engines' `osf` asks.
+    pub fn set_osf(&mut self, db: std::sync::Arc<weir_engine::osf::OsfDb>) {
+        for e in &mut self.engines {
+            e.st.osf = Some(db.clone());
+        }
+    }
+
     /// Whether the rule ran to its end on the packet, in each mode, and the packet's mark and
     /// its connection's mark afterwards.
     #[allow(clippy::type_complexity)]

@@ -20,7 +20,8 @@
 //! (they see tracked packets only), the `bridge` and `arp` families.
 
 pub mod dumps;
-pub mod trace;
+mod osf;
+mod trace;
 
 use crate::kernel::{self, NS_PREFIX};
 use crate::oracle::compare::{case_block, case_packets, first_hook, unknown_reason, Weir};
@@ -256,6 +257,9 @@ pub struct PyLab {
     router_ns: File,
     routes: Routes,
     seq: u32,
+    /// The lab's OS fingerprints in the kernel, once an `osf` rule needed them (the error:
+    /// why they could not be loaded).
+    osf: Option<Result<osf::Osf, String>>,
     names: Vec<String>,
 }
 
@@ -378,6 +382,7 @@ impl PyLab {
             router_ns,
             routes: Routes::Forward,
             seq: 0,
+            osf: None,
             names: vec![r, s],
         };
         // conntrack (for NAT chains) takes the generated packets whatever their checksums
@@ -1029,6 +1034,15 @@ impl PyLab {
             })
         };
         let mut weir = match load_weir() {
+            Ok(mut w) if rule.contains("osf ") => {
+                // the lab's fingerprints, in the kernel and in weir
+                if let Err(e) = self.osf.get_or_insert_with(osf::Osf::load) {
+                    r.skip(format!("osf: {e}"));
+                    return Ok(());
+                }
+                w.set_osf(std::sync::Arc::new(osf::Osf::db()));
+                w
+            }
             Ok(w) => w,
             Err(m) if m.starts_with("weir does not evaluate") => {
                 let what: Vec<&str> = m.split_whitespace().take(6).collect();
@@ -1095,6 +1109,18 @@ impl PyLab {
             if p.frame.len() >= 14 && !frames.contains(&p.frame) {
                 frames.push(p.frame);
             }
+        }
+        if rule.contains("osf ") {
+            // SYNs made for the lab's fingerprints, between a generated packet's addresses
+            let like = frames
+                .iter()
+                .find(|f| !osf::syns(f).is_empty())
+                .cloned()
+                .unwrap_or_else(|| {
+                    let mut rng = Rng::for_item(seed, at.len() as u64);
+                    gen::template(false, &mut rng).frame
+                });
+            frames.extend(osf::syns(&like));
         }
         let fresh = stateful(rule);
         // `dup to ADDR` where every address is local: the copy would come back by `lo` and

@@ -453,7 +453,6 @@ pub(super) fn special_key(cx: &mut Cx, words: &[ast::Ident], span: Span) -> Opti
             lower_fib(cx, rest, span).map(|p| p.map(|p| vec![p]))
         }
         ["osf", rest @ ..] => {
-            cx.uneval.push("osf");
             let (ttl, key) = match rest {
                 ["ttl", m, k] => (Some(*m), *k),
                 [k] => (None, *k),
@@ -471,7 +470,35 @@ pub(super) fn special_key(cx: &mut Cx, words: &[ast::Ident], span: Span) -> Opti
                 err(cx, span, "osf ttl is loose or skip");
                 return Some(None);
             }
-            Some(Some(vec![KeyPart::field(f)]))
+            // nft_osf_validate: ip and inet tables, the prerouting, input and forward hooks
+            if !matches!(cx.family, Family::Ip | Family::Inet) {
+                err(cx, span, "osf is for ip and inet tables");
+                return Some(None);
+            }
+            if let Some((_, h)) = cx.cur_hook {
+                if !matches!(h, Hook::Prerouting | Hook::Input | Hook::Forward) {
+                    err(
+                        cx,
+                        span,
+                        format!(
+                            "osf is not valid at the {} hook (prerouting, input, forward: the kernel's nft_osf_validate)",
+                            h.name()
+                        ),
+                    );
+                    return Some(None);
+                }
+            }
+            Some(Some(vec![KeyPart {
+                src: Source::Osf {
+                    ttl: match ttl {
+                        Some("loose") => 1,
+                        Some(_) => 2,
+                        None => 0,
+                    },
+                    version: f == Field::OsfVersion,
+                },
+                ..KeyPart::field(f)
+            }]))
         }
         ["ipsec", dir, rest @ ..] => {
             if !matches!(*dir, "in" | "out") {
