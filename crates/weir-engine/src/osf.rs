@@ -507,6 +507,47 @@ fn parse_options(field: &[u8]) -> Vec<FingerOpt> {
     opts
 }
 
+/// nft_osf_eval: the value of `osf [ttl ...] name|version` for the packet (a string as
+/// [`weir_wire::field::ifname_value`] encodes it): None (the rule stops) unless the packet is
+/// an IPv4 TCP SYN with its TCP header (the kernel reads an IPv6 packet as if it were IPv4;
+/// weir stops the rule); "unknown" when no fingerprint matches or none is loaded; else the
+/// genre, or `genre:version`, cut to 15 bytes.
+pub(crate) fn key(
+    db: Option<&OsfDb>,
+    frame: &[u8],
+    pm: &weir_wire::PacketMeta,
+    ttl: u8,
+    version: bool,
+) -> Option<u128> {
+    use weir_wire::{Frag, L3};
+    if pm.l3 != L3::Ipv4 || !pm.has_l4 || pm.l4proto != 6 || pm.frag == Frag::Later {
+        return None;
+    }
+    let l3 = pm.l3_off as usize;
+    let l4 = pm.l4_off as usize;
+    let flags = *frame.get(l4 + 13)?;
+    frame.get(l4..l4 + 20)?;
+    if flags & 0x02 == 0 {
+        return None;
+    }
+    let mode = match ttl {
+        0 => OsfTtl::True,
+        1 => OsfTtl::Loose,
+        _ => OsfTtl::Skip,
+    };
+    let found = db.and_then(|db| db.find(frame.get(l3..)?, mode, false));
+    let text = match found {
+        None => "unknown".to_string(),
+        Some(m) if version => format!("{}:{}", m.genre, m.version),
+        Some(m) => m.genre.to_string(),
+    };
+    let mut cut = text.as_bytes();
+    cut = &cut[..cut.len().min(15)];
+    let mut buf = [0u8; 16];
+    buf[..cut.len()].copy_from_slice(cut);
+    Some(u128::from_be_bytes(buf))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -625,45 +666,4 @@ mod tests {
             .collect();
         assert_eq!(chunks, vec![(1, 2), (2, 1023), (2, 978), (3, 1)]);
     }
-}
-
-/// nft_osf_eval: the value of `osf [ttl ...] name|version` for the packet (a string as
-/// [`weir_wire::field::ifname_value`] encodes it): None (the rule stops) unless the packet is
-/// an IPv4 TCP SYN with its TCP header (the kernel reads an IPv6 packet as if it were IPv4;
-/// weir stops the rule); "unknown" when no fingerprint matches or none is loaded; else the
-/// genre, or `genre:version`, cut to 15 bytes.
-pub(crate) fn key(
-    db: Option<&OsfDb>,
-    frame: &[u8],
-    pm: &weir_wire::PacketMeta,
-    ttl: u8,
-    version: bool,
-) -> Option<u128> {
-    use weir_wire::{Frag, L3};
-    if pm.l3 != L3::Ipv4 || !pm.has_l4 || pm.l4proto != 6 || pm.frag == Frag::Later {
-        return None;
-    }
-    let l3 = pm.l3_off as usize;
-    let l4 = pm.l4_off as usize;
-    let flags = *frame.get(l4 + 13)?;
-    frame.get(l4..l4 + 20)?;
-    if flags & 0x02 == 0 {
-        return None;
-    }
-    let mode = match ttl {
-        0 => OsfTtl::True,
-        1 => OsfTtl::Loose,
-        _ => OsfTtl::Skip,
-    };
-    let found = db.and_then(|db| db.find(frame.get(l3..)?, mode, false));
-    let text = match found {
-        None => "unknown".to_string(),
-        Some(m) if version => format!("{}:{}", m.genre, m.version),
-        Some(m) => m.genre.to_string(),
-    };
-    let mut cut = text.as_bytes();
-    cut = &cut[..cut.len().min(15)];
-    let mut buf = [0u8; 16];
-    buf[..cut.len()].copy_from_slice(cut);
-    Some(u128::from_be_bytes(buf))
 }
