@@ -82,12 +82,59 @@ pub fn load(
     if let Some(e) = queue_unheard(&rs, listening) {
         return Err(e);
     }
+    if let Some(e) = cgroup_classids(&rs, &net_cls_mounts()) {
+        return Err(e);
+    }
     if nfqueue {
         if let Some(e) = nat_in_nfqueue_mode(&rs) {
             return Err(e);
         }
     }
     Ok(rs)
+}
+
+/// The host's net_cls cgroup (v1) mounts, from `/proc/self/mounts`.
+fn net_cls_mounts() -> Vec<String> {
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.get(2) == Some(&"cgroup")
+                && w.get(3)
+                    .is_some_and(|o| o.split(',').any(|x| x == "net_cls"))
+        })
+        .map(|l| l.split_whitespace().nth(1).unwrap_or("").to_string())
+        .collect()
+}
+
+/// `meta cgroup` is a socket's net_cls class id, 0 unless a net_cls hierarchy (cgroup v1)
+/// gives it another, which neither sock_diag nor NFQUEUE tells: where one is mounted
+/// (`mounts`), a rule reading it is refused, naming the rule.
+fn cgroup_classids(rs: &weir_lang::ir::Ruleset, mounts: &[String]) -> Option<String> {
+    if mounts.is_empty() {
+        return None;
+    }
+    for t in &rs.tables {
+        for c in &t.chains {
+            for r in &c.rules {
+                if r.exprs
+                    .iter()
+                    .any(|e| e.reads(&|f| f == weir_wire::Field::MetaCgroup))
+                {
+                    return Some(format!(
+                        "error: `{}` (table {} {}, chain {}): meta cgroup with a net_cls hierarchy mounted ({}): weir cannot learn sockets' class ids (sock_diag and NFQUEUE do not give them); only on hosts without net_cls, where every class id is 0\n",
+                        r.text,
+                        t.family.name(),
+                        t.name,
+                        c.name,
+                        mounts.join(", ")
+                    ));
+                }
+            }
+        }
+    }
+    None
 }
 
 /// `queue` hands packets to weir's per-flow scripts (`[scripts]`): a queue nobody listens on
@@ -870,6 +917,30 @@ mod tests {
             }
         }
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// `meta cgroup` is refused, naming the rule and the mount, where a net_cls hierarchy
+    /// is mounted (class ids weir cannot learn); without one it loads.
+    #[test]
+    fn meta_cgroup_is_refused_with_net_cls_mounted() {
+        let (rs, _) = weir_lang::load_str(
+            "t.nft",
+            "table inet t { chain c { type filter hook output priority 0; meta cgroup 1048577 accept; } }",
+        )
+        .unwrap();
+        assert!(rs.refuse_unevaluated().is_ok());
+        assert!(cgroup_classids(&rs, &[]).is_none());
+        let e = cgroup_classids(&rs, &["/sys/fs/cgroup/net_cls".to_string()]).unwrap();
+        assert!(
+            e.contains("meta cgroup 1048577 accept") && e.contains("/sys/fs/cgroup/net_cls"),
+            "{e}"
+        );
+        let (other, _) = weir_lang::load_str(
+            "t.nft",
+            "table inet t { chain c { type filter hook output priority 0; meta mark 1 accept; } }",
+        )
+        .unwrap();
+        assert!(cgroup_classids(&other, &["/x".to_string()]).is_none());
     }
 
     /// `synproxy` with `tcp_loose` on is warned about, naming the rule; off, or without

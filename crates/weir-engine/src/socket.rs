@@ -119,8 +119,8 @@ impl Sockets for SocketSet {
     }
 }
 
-/// Whether a ruleset reads `socket` keys (then the stateful layer looks the socket up for
+/// Whether a ruleset reads `socket` keys or `meta cgroup` (then the stateful layer looks the socket up for
 /// each packet at the hooks where they run).
 pub fn reads_socket(rs: &ir::Ruleset) -> bool {
-    rs.reads(&|f| f.name().starts_with("socket "))
+    rs.reads(&|f| f.name().starts_with("socket ") || f == weir_wire::Field::MetaCgroup)
 }

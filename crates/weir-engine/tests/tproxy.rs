@@ -251,3 +251,49 @@ fn socket_keys_read_the_packets_socket() {
         assert_eq!(go(4, 80), 4);
     }
 }
+
+/// `meta cgroup` reads the net_cls class id of the socket the packet carries (0: the host has
+/// no net_cls hierarchy): at input the one early demux attaches (an established connection,
+/// not a listener), at output the sender's; a forwarded packet, or one at prerouting (before
+/// early demux), has none and the rule stops.
+#[test]
+fn meta_cgroup_reads_the_packets_socket() {
+    let rules = "table inet t {\n chain pre {\n  type filter hook prerouting priority mangle; policy accept;\n  meta cgroup 0 meta mark set 9\n }\n chain in {\n  type filter hook input priority 0; policy accept;\n  meta cgroup 0 meta mark set mark | 1\n  meta cgroup != 0 meta mark set mark | 2\n }\n chain out {\n  type filter hook output priority 0; policy accept;\n  meta cgroup 0 meta mark set mark | 4\n }\n}\n";
+    let conn = Sock {
+        proto: 6,
+        local: (IpAddr::V4(ME), 80),
+        remote: Some((IpAddr::V4(CLIENT), 1000)),
+        transparent: false,
+        mark: 0,
+        time_wait: false,
+    };
+    for mode in [Mode::Compiled, Mode::Linear] {
+        let mut sf = stateful(rules, mode, vec![conn, listener(22, false)]);
+        let mut at = |h: Hook, f: Vec<u8>| {
+            let mut f = f;
+            let mut pm = PacketMeta::parse(&f, LinkType::Ethernet);
+            let mut pc = PacketCt::default();
+            let mut meta = Meta::with_ifnames("lan0", "");
+            let d = sf.hook_mut(h, &mut f, &mut pm, &mut meta, 1, &mut pc);
+            assert!(d.is_accept());
+            let _ = sf.finish(&mut pc, 1);
+            meta.mark
+        };
+        let to_me = |sport, dport| tcp4(CLIENT, ME, sport, dport, tcp_flags::ACK, b"");
+        assert_eq!(at(Hook::Input, to_me(1000, 80)), 1, "{mode:?}: established");
+        assert_eq!(
+            at(Hook::Input, to_me(1001, 22)),
+            0,
+            "a listener: none attached"
+        );
+        assert_eq!(
+            at(Hook::Prerouting, to_me(1000, 80)),
+            0,
+            "before early demux"
+        );
+        let from_me = tcp4(ME, CLIENT, 80, 1000, tcp_flags::ACK, b"");
+        assert_eq!(at(Hook::Output, from_me), 4, "the sender's socket");
+        let stray = tcp4(ME, CLIENT, 81, 1000, tcp_flags::ACK, b"");
+        assert_eq!(at(Hook::Output, stray), 0, "no socket sends it");
+    }
+}

@@ -489,6 +489,9 @@ fields! {
     SocketTransparent => "socket transparent", T::Integer(1), L::Meta;
     SocketMark => "socket mark", T::Mark, L::Meta;
     SocketWildcard => "socket wildcard", T::Integer(1), L::Meta;
+    // the net_cls class id of the packet's socket (`meta cgroup`): 0 on a host without a
+    // net_cls hierarchy; no socket, the rule stops
+    MetaCgroup => "meta cgroup", T::Integer(32), L::Meta;
     // the packet's IPsec state (`meta ipsec`/`secpath`, `ipsec in|out`, `rt ipsec`): weir
     // decrypts nothing and routes without IPsec policies, so none of its packets has any
     MetaIpsec => "meta ipsec", T::Boolean, L::Meta;
@@ -520,7 +523,6 @@ fields! {
     // metadata
     MetaIifkind => "meta iifkind", T::IfName, L::Meta;
     MetaOifkind => "meta oifkind", T::IfName, L::Meta;
-    MetaCgroup => "meta cgroup", T::Integer(32), L::Meta;
     MetaNftrace => "meta nftrace", T::Integer(1), L::Meta;
     MetaSecmark => "meta secmark", T::Integer(32), L::Meta;
     MetaBroute => "meta broute", T::Boolean, L::Meta;
