@@ -98,6 +98,7 @@ fn main() {
     for k in 0..rounds {
         let (s, d, sp, dp) = flow(pick());
         let tu = Tuple {
+            zone: 0,
             src: s as u128,
             dst: d as u128,
             sport: sp,

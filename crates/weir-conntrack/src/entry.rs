@@ -47,6 +47,10 @@ pub struct Entry<X> {
     /// Original sport, dport, reply sport, dport.
     pub(crate) port: [u16; 4],
     pub(crate) deadline: u32,
+    /// The connection's zone ([`crate::Zone`]): its id and directions (in the deadline's
+    /// padding).
+    pub(crate) zone: u16,
+    pub(crate) zone_dir: u8,
     /// Engine data (NAT binding, cached forwarding decision, offload flag...).
     pub ext: X,
     /// TCP state (UDP keeps its stream tick in `end[0]`); it starts with the protocol and
@@ -64,6 +68,8 @@ impl<X: Copy + Default> Entry<X> {
             addr: [0; 4],
             port: [0; 4],
             deadline: 0,
+            zone: 0,
+            zone_dir: crate::Zone::DEFAULT.dir,
             mark: 0,
             packets: [0; 2],
             bytes: [0; 2],
@@ -74,6 +80,24 @@ impl<X: Copy + Default> Entry<X> {
 }
 
 impl<X> Entry<X> {
+    /// The connection's conntrack zone.
+    pub fn zone(&self) -> crate::Zone {
+        crate::Zone {
+            id: self.zone,
+            dir: self.zone_dir,
+        }
+    }
+
+    /// The zone id of the connection's tuple of direction `d` (index 0 or 1).
+    #[inline]
+    pub(crate) fn zone_id(&self, d: usize) -> u16 {
+        if self.zone_dir & (1 << d) != 0 {
+            self.zone
+        } else {
+            0
+        }
+    }
+
     /// IP protocol number.
     pub fn proto(&self) -> u8 {
         self.tcp.ct_proto

@@ -147,6 +147,9 @@ impl<X: Copy + Default> Conntrack<X> {
         let Some(master_orig) = self.tuple(master, Dir::Original) else {
             return Err(ExpectRefused::NoMaster);
         };
+        // the expected connection is in its master's zone
+        let mut tuple = tuple;
+        tuple.zone = self.get(master).map_or(0, |e| e.zone().id);
         let me = self.expects.me();
         let r = self.expects.with(|map, len| {
             let list = map.entry(key(&tuple)).or_default();
@@ -224,6 +227,7 @@ impl<X: Copy + Default> Conntrack<X> {
             return None;
         }
         let k = key(t);
+        let zone = self.cur_zone.id;
         let (owner, e) = self.expects.with(|map, len| {
             let list = map.get_mut(&k)?;
             let mut found = None;
@@ -232,6 +236,7 @@ impl<X: Copy + Default> Conntrack<X> {
                 let (o, e) = list[i];
                 let stale = e.expires_ns <= now_ns;
                 let hit = !stale
+                    && e.tuple.zone == zone
                     && e.tuple.src == t.src
                     && (e.any_sport || e.tuple.sport == t.sport)
                     && found.is_none();

@@ -46,6 +46,7 @@ impl<X: Copy + Default> Conntrack<X> {
         let seed = self.cfg.hash_seed;
         let ports = ((t.sport as u64) << 48)
             | ((t.dport as u64) << 32)
+            | ((t.zone as u64) << 16)
             | ((t.proto as u64) << 8)
             | t.v6 as u64;
         let a = mix(
@@ -77,6 +78,7 @@ impl<X: Copy + Default> Conntrack<X> {
             (e.addr[2 * d] as u128, e.addr[2 * d + 1] as u128)
         };
         Tuple {
+            zone: e.zone_id(d),
             src,
             dst,
             sport: e.port[2 * d],
@@ -95,6 +97,7 @@ impl<X: Copy + Default> Conntrack<X> {
             || e.port[2 * d] != t.sport
             || e.port[2 * d + 1] != t.dport
             || (e.tcp.ct_status & S_V6 != 0) != t.v6
+            || e.zone_id(d) != t.zone
         {
             return false;
         }
@@ -149,6 +152,32 @@ impl<X: Copy + Default> Conntrack<X> {
             return None;
         }
         Some(k)
+    }
+
+    /// A packet's tuple looked up as Linux's `resolve_normal_ct` does in the packet's zone
+    /// ([`Conntrack::cur_zone`]; `t` carries its id for the original direction, `h` its
+    /// hash): then, when the zone's id for the reply direction differs, with that one; an
+    /// entry found must have the packet's zone id in the direction it is found in
+    /// (`nf_ct_zone_equal`).
+    pub(crate) fn packet_lookup(&mut self, t: &Tuple, h: u64, now: u32) -> Option<u32> {
+        let z = self.cur_zone;
+        if z == crate::Zone::DEFAULT {
+            return self.live_lookup(t, h, now);
+        }
+        let fits = |s: &Self, k: u32| {
+            let (idx, d) = (((k - 1) >> 1) as usize, ((k - 1) & 1) as usize);
+            s.entries[idx].zone_id(d) == z.id_for(Dir::from_index(d))
+        };
+        if let Some(k) = self.live_lookup(t, h, now).filter(|&k| fits(self, k)) {
+            return Some(k);
+        }
+        let zr = z.id_for(Dir::Reply);
+        if zr == t.zone {
+            return None;
+        }
+        let t2 = Tuple { zone: zr, ..*t };
+        let h2 = self.hash(&t2);
+        self.live_lookup(&t2, h2, now).filter(|&k| fits(self, k))
     }
 
     pub(crate) fn index_insert(&mut self, key: u32, h: u64) {

@@ -23,6 +23,10 @@
 //!   `Pending` otherwise. Before confirming, NAT may change the reply tuple
 //!   ([`Pending::set_reply`]) using [`Conntrack::reply_in_use`] to avoid collisions.
 //!
+//! A packet given a conntrack zone (`ct zone set`, [`Zone`]) is tracked with
+//! [`Conntrack::track_in`]: the zone's id is part of each direction's [`Tuple`] (hashed and
+//! compared), so one tuple in two zones is two connections.
+//!
 //! Nothing here reads a clock or does I/O: time is the `now_ns` given with each call, so tests
 //! replay captures deterministically.
 //!
@@ -93,7 +97,7 @@
 //!   tracked by its transport header (Linux reassembles before conntrack). The engine's
 //!   virtual reassembly (`weir_engine::frag`) gives later fragments their first's connection
 //!   and counts their TCP payload with [`Entry::extend_sent`].
-//! - No SCTP / DCCP / GRE state machines (generic tracker instead), no zones, no checksum
+//! - No SCTP / DCCP / GRE state machines (generic tracker instead), no checksum
 //!   verification (`nf_conntrack_checksum`), no retransmission counter
 //!   (`nf_conntrack_tcp_max_retrans` / `timeout_max_retrans`), no zero-window timeout, no
 //!   "overshot window" work-around of Linux 6.x, no UDP clash resolution (a clash at confirm
@@ -122,4 +126,4 @@ pub use expect::{ExpectRefused, Expectation, Follow, SeqOff, SharedExpectations}
 pub use table::{Conntrack, Refused, Stats};
 pub use tcp::{TcpConn, TcpState};
 pub use track::{CtInfo, Invalid, Track};
-pub use tuple::{Dir, EntryId, Tuple};
+pub use tuple::{Dir, EntryId, Tuple, Zone};

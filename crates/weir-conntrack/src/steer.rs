@@ -75,6 +75,7 @@ pub fn packet_tuple(pm: &weir_wire::PacketMeta, frame: &[u8]) -> Option<Tuple> {
         _ => return None,
     };
     let mut t = Tuple {
+        zone: 0,
         src: pm.saddr,
         dst: pm.daddr,
         sport: 0,
@@ -134,6 +135,7 @@ mod tests {
 
     fn t(src: u128, dst: u128, sport: u16, dport: u16, proto: u8, v6: bool) -> Tuple {
         Tuple {
+            zone: 0,
             src,
             dst,
             sport,

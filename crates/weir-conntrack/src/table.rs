@@ -71,6 +71,8 @@ pub struct Conntrack<X> {
     pub(crate) synproxy: std::collections::HashMap<u32, crate::synproxy::SynproxyExt>,
     /// Timeout policies (`ct timeout` objects), an entry's `policy` - 1 indexes them.
     policies: Vec<crate::Timeouts>,
+    /// The zone of the packet [`Conntrack::track_in`] is tracking.
+    pub(crate) cur_zone: crate::Zone,
 }
 
 const NIL: u32 = u32::MAX;
@@ -135,6 +137,7 @@ impl<X: Copy + Default> Conntrack<X> {
             max_ticks,
             stats: Stats::default(),
             killed: None,
+            cur_zone: crate::Zone::DEFAULT,
             expects: Default::default(),
             seqadj: Default::default(),
             policies: Vec::new(),
@@ -294,6 +297,17 @@ impl<X: Copy + Default> Conntrack<X> {
             return Err(Refused::Full);
         }
         let mut e = p.entry;
+        // the zone as the tuples carry it (what the index hashes): one id, in the directions
+        // whose tuple has it
+        let (zo, zr) = (p.orig.zone, p.reply.zone);
+        if (zo, zr) != (e.zone_id(0), e.zone_id(1)) {
+            e.zone = zo.max(zr);
+            e.zone_dir = match (zo != 0, zr != 0) {
+                (true, false) => crate::Zone::ORIGINAL,
+                (false, true) => crate::Zone::REPLY,
+                _ => crate::Zone::DEFAULT.dir,
+            };
+        }
         e.tcp.ct_status =
             (e.tcp.ct_status & (S_V6 | S_SEEN_REPLY | S_ASSURED | S_EXPECTED)) | S_LIVE;
         debug_assert_eq!(e.tcp.ct_status & S_EVICT, 0);

@@ -111,8 +111,22 @@ impl<X: Copy + Default> Conntrack<X> {
         self.killed.take()
     }
 
-    /// Track one packet (see the crate docs).
+    /// Track one packet (see the crate docs), in the default zone.
     pub fn track(&mut self, pm: &PacketMeta, frame: &[u8], now_ns: u64) -> Track<X> {
+        self.track_in(pm, frame, now_ns, crate::Zone::DEFAULT)
+    }
+
+    /// Track one packet in conntrack zone `zone` (`ct zone set`, before conntrack): its tuple
+    /// is looked up in the zone's id for the original direction (as Linux hashes it,
+    /// `nf_ct_zone_id(zone, IP_CT_DIR_ORIGINAL)`), and a new connection is in that zone.
+    pub fn track_in(
+        &mut self,
+        pm: &PacketMeta,
+        frame: &[u8],
+        now_ns: u64,
+        zone: crate::Zone,
+    ) -> Track<X> {
+        self.cur_zone = zone;
         self.killed = None;
         let r = self.track_inner(pm, frame, now_ns);
         if let Track::Invalid(_) = r {
@@ -149,6 +163,7 @@ impl<X: Copy + Default> Conntrack<X> {
             p if p == icmp_proto && pm.has_l4 => self.track_icmp(pm, frame, v6, len, now_ns),
             p => {
                 let t = Tuple {
+                    zone: self.cur_zone.id_for(Dir::Original),
                     src: pm.saddr,
                     dst: pm.daddr,
                     sport: if pm.has_ports { pm.sport } else { 0 },
@@ -168,9 +183,13 @@ impl<X: Copy + Default> Conntrack<X> {
         if exp.is_some() {
             e.tcp.ct_status |= S_EXPECTED;
         }
+        let zone = self.cur_zone;
+        (e.zone, e.zone_dir) = (zone.id, zone.dir);
+        let mut reply = t.invert();
+        reply.zone = zone.id_for(Dir::Reply);
         Track::New(Pending {
             orig: t,
-            reply: t.invert(),
+            reply,
             entry: e,
             master: exp.map(|x| x.master),
             // (a master without NAT leaves its expected connection to the nat chains)
@@ -215,6 +234,7 @@ impl<X: Copy + Default> Conntrack<X> {
             (0, 0)
         };
         let inner = Tuple {
+            zone: self.cur_zone.id_for(Dir::Original),
             src: q.saddr,
             dst: q.daddr,
             sport,
@@ -258,6 +278,7 @@ impl<X: Copy + Default> Conntrack<X> {
             return Track::Invalid(Invalid::Malformed);
         };
         let t = Tuple {
+            zone: self.cur_zone.id_for(Dir::Original),
             src: pm.saddr,
             dst: pm.daddr,
             sport: u16::from_be_bytes([id[0], id[1]]),
@@ -267,7 +288,7 @@ impl<X: Copy + Default> Conntrack<X> {
         };
         let timeout = self.cfg.timeouts.icmp;
         let h = self.hash(&t);
-        if let Some(k) = self.live_lookup(&t, h, tick(now_ns)) {
+        if let Some(k) = self.packet_lookup(&t, h, tick(now_ns)) {
             let (idx, d) = (((k - 1) >> 1) as usize, ((k - 1) & 1) as usize);
             let timeout = self.timeouts_of(self.entries[idx].tcp.policy).icmp;
             let e = &mut self.entries[idx];
@@ -296,7 +317,7 @@ impl<X: Copy + Default> Conntrack<X> {
         let to = self.cfg.timeouts;
         let h = self.hash(&t);
         let now = tick(now_ns);
-        if let Some(k) = self.live_lookup(&t, h, now) {
+        if let Some(k) = self.packet_lookup(&t, h, now) {
             let (idx, d) = (((k - 1) >> 1) as usize, ((k - 1) & 1) as usize);
             let to = self.timeouts_of(self.entries[idx].tcp.policy);
             let e = &mut self.entries[idx];
@@ -360,6 +381,7 @@ impl<X: Copy + Default> Conntrack<X> {
             return Track::Invalid(Invalid::Malformed);
         };
         let t = Tuple {
+            zone: self.cur_zone.id_for(Dir::Original),
             src: pm.saddr,
             dst: pm.daddr,
             sport: pm.sport,
@@ -373,7 +395,7 @@ impl<X: Copy + Default> Conntrack<X> {
         let to = self.cfg.timeouts;
         // At most twice: a SYN re-opening a closed connection removes it and starts again.
         for _ in 0..2 {
-            let Some(k) = self.live_lookup(&t, h, now) else {
+            let Some(k) = self.packet_lookup(&t, h, now) else {
                 break;
             };
             let (idx, d) = (((k - 1) >> 1) as usize, ((k - 1) & 1) as usize);

@@ -35,6 +35,41 @@ pub struct Tuple {
     pub dport: u16,
     pub proto: u8,
     pub v6: bool,
+    /// The conntrack zone the tuple is in, for its direction (`ct zone set`; 0: the default
+    /// zone): part of the connection's identity, as Linux's `nf_ct_zone_id`.
+    pub zone: u16,
+}
+
+/// A connection's conntrack zone (`ct [original|reply] zone set ID`): its id, and the
+/// directions it applies to ([`Zone::ORIGINAL`], [`Zone::REPLY`]; both by default), as
+/// Linux's `struct nf_conntrack_zone`. In a direction it does not apply to, the connection's
+/// tuple is in zone 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Zone {
+    pub id: u16,
+    pub dir: u8,
+}
+
+impl Zone {
+    pub const ORIGINAL: u8 = 1;
+    pub const REPLY: u8 = 2;
+    /// Zone 0 in both directions: where connections are without `ct zone set`.
+    pub const DEFAULT: Zone = Zone { id: 0, dir: 3 };
+
+    /// The zone id of the connection's tuple of direction `d` (`nf_ct_zone_id`).
+    pub fn id_for(self, d: Dir) -> u16 {
+        if self.dir & (1 << d as u8) != 0 {
+            self.id
+        } else {
+            0
+        }
+    }
+}
+
+impl Default for Zone {
+    fn default() -> Zone {
+        Zone::DEFAULT
+    }
 }
 
 /// ICMP request <-> reply types (Linux `invmap`); 0xff when the type has no inverse.
@@ -93,6 +128,7 @@ impl Tuple {
                 dport: ((t2 as u16) << 8) | (self.dport & 0xff),
                 proto: self.proto,
                 v6: self.v6,
+                zone: self.zone,
             }
         } else {
             Tuple {
@@ -102,6 +138,7 @@ impl Tuple {
                 dport: self.sport,
                 proto: self.proto,
                 v6: self.v6,
+                zone: self.zone,
             }
         }
     }

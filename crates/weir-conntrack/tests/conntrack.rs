@@ -738,6 +738,7 @@ fn closing_assured_connection_becomes_evictable() {
 
 fn udp_tuple(p: u16) -> Tuple {
     Tuple {
+        zone: 0,
         src: u32::from(a()) as u128,
         dst: u32::from(b()) as u128,
         sport: p,
@@ -860,6 +861,7 @@ fn flood_evicts_unassured_in_fifo_order() {
     assert_eq!(ct.len(), 100);
     let present = |ct: &Conntrack<u32>, p: u16| {
         ct.find(&Tuple {
+            zone: 0,
             src: u32::from(a()) as u128,
             dst: u32::from(b()) as u128,
             sport: p,

@@ -38,6 +38,7 @@ fn control(ct: &mut Conntrack<()>) -> EntryId {
 /// S may connect from any port to C:40001.
 fn data_tuple(sport: u16) -> Tuple {
     Tuple {
+        zone: 0,
         src: u32::from(S) as u128,
         dst: u32::from(C) as u128,
         sport,

@@ -44,6 +44,7 @@ impl Trace {
 pub fn wants(trace: &Option<Trace>, pm: &PacketMeta) -> bool {
     trace.as_ref().is_some_and(|t| {
         t.filter.matches(&[weir_conntrack::Tuple {
+            zone: 0,
             src: pm.saddr,
             dst: pm.daddr,
             sport: pm.sport,

@@ -174,11 +174,7 @@ pub enum CExpr {
     },
     /// A statement chosen by a map among the table's objects of one kind
     /// ([`ir::Expr::ObjStmt`]): the map's data index `stmts`.
-    ObjStmt {
-        key: Key,
-        map: SetSlot,
-        stmts: Box<[CExpr]>,
-    },
+    ObjStmt(Box<CObjStmt>),
     /// `@BASE,OFFSET,LEN set VALUE` ([`crate::raw_write`]).
     SetRaw {
         base: u8,
@@ -221,6 +217,14 @@ pub enum CExpr {
     /// Evaluated by the stateful engine (ct count, flow add, dynamic sets); the
     /// stateless engine passes over them and counts them.
     Stateful(Box<ir::Expr>),
+}
+
+/// An [`ir::Expr::ObjStmt`] compiled: the key, the map giving an index into `stmts`.
+#[derive(Clone, Debug)]
+pub struct CObjStmt {
+    pub key: Key,
+    pub map: SetSlot,
+    pub stmts: Box<[CExpr]>,
 }
 
 /// An [`ir::ObjRef`] compiled: the object by index, or a key and the map giving it.
@@ -760,11 +764,11 @@ fn compile_expr(e: &Expr, slots: &mut Slots) -> CExpr {
             len: *len,
             value: Box::new(compile_value(value)),
         },
-        Expr::ObjStmt { key, map, stmts } => CExpr::ObjStmt {
+        Expr::ObjStmt { key, map, stmts } => CExpr::ObjStmt(Box::new(CObjStmt {
             key: key.clone(),
             map: compile_set_ref(map),
             stmts: stmts.iter().map(|e| compile_expr(e, slots)).collect(),
-        },
+        })),
         Expr::SetRaw {
             base,
             offset,

@@ -11,8 +11,7 @@ use weir_wire::Field;
 /// Packets and bytes are counted for every connection (the kernel counts them only with
 /// `nf_conntrack_acct`, which a rule reading `ct bytes` turns on). A key without a direction
 /// (`ct bytes`, `ct packets`, `ct avgpkt`) sums both directions; `avgpkt` is bytes divided by
-/// packets, 0 without packets. Zones: weir's conntrack has none, every connection is in zone
-/// 0 (as in a kernel without `ct zone set` rules or zone templates); likewise no label.
+/// packets, 0 without packets.
 pub(crate) fn ct_key(c: &CtView, mark: u32, f: Field) -> Option<u128> {
     let v4 = c.l3proto == 2;
     let v6 = c.l3proto == 10;
@@ -36,7 +35,11 @@ pub(crate) fn ct_key(c: &CtView, mark: u32, f: Field) -> Option<u128> {
         Field::CtAvgpkt => avg(both(c.bytes), both(c.packets)) as u128,
         Field::CtOriginalAvgpkt => avg(c.bytes[0], c.packets[0]) as u128,
         Field::CtReplyAvgpkt => avg(c.bytes[1], c.packets[1]) as u128,
-        Field::CtZone | Field::CtOriginalZone | Field::CtReplyZone => 0,
+        // nft_ct_get_eval: the zone's id (`ct zone`), or its id for a direction (0 where
+        // it does not apply)
+        Field::CtZone => c.zone.id as u128,
+        Field::CtOriginalZone => c.zone.id_for(weir_conntrack::Dir::Original) as u128,
+        Field::CtReplyZone => c.zone.id_for(weir_conntrack::Dir::Reply) as u128,
         // the address keys without a family are typed IPv4 here: an IPv6 entry does not match
         Field::CtOriginalSaddr | Field::CtOriginalIpSaddr if v4 => c.orig_src,
         Field::CtOriginalDaddr | Field::CtOriginalIpDaddr if v4 => c.orig_dst,

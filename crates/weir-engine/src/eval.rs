@@ -86,6 +86,8 @@ pub struct CtView {
     pub bytes: [u64; 2],
     /// The connection's helper ([`crate::helper::Kind`] as u8; 0: none).
     pub helper: u8,
+    /// The connection's conntrack zone.
+    pub zone: weir_conntrack::Zone,
 }
 
 /// A NAT statement's result: what the stateful layer binds the new connection to.
@@ -180,6 +182,9 @@ pub struct Meta {
     /// The connection's labels (`ct label`: bit N for label N), loaded with the connection
     /// and written back after each chain (`ct label set N`).
     pub ct_labels: u128,
+    /// `ct [original|reply] zone set ID` before conntrack: the zone the packet is tracked
+    /// in (the first such statement wins, as the kernel's template).
+    pub ct_zone: Option<weir_conntrack::Zone>,
     /// Header fields written by statements (`ip daddr set ...`: stateless NAT), in order;
     /// later matches read these values, and the stateful layer writes them into the frame
     /// when the base chain ends.
@@ -495,6 +500,7 @@ impl<'a> Pkt<'a> {
         if self.meta.has_ct {
             let c = &self.meta.ct;
             weir_conntrack::Tuple {
+                zone: c.zone.id_for(weir_conntrack::Dir::Original),
                 src: c.orig_src,
                 dst: c.orig_dst,
                 sport: c.orig_sport,
@@ -505,6 +511,11 @@ impl<'a> Pkt<'a> {
         } else {
             let pm = self.pm;
             weir_conntrack::Tuple {
+                zone: self
+                    .meta
+                    .ct_zone
+                    .unwrap_or_default()
+                    .id_for(weir_conntrack::Dir::Original),
                 src: pm.saddr,
                 dst: pm.daddr,
                 sport: if pm.has_ports { pm.sport } else { 0 },
@@ -1068,8 +1079,8 @@ impl Engine {
         for (ei, e) in r.exprs[r.first_stmt..].iter().enumerate() {
             // a map choosing one of the table's objects: the chosen object's statement runs
             let e = match e {
-                CExpr::ObjStmt { key, map, stmts } => {
-                    match crate::objects::choose(t, key, map, stmts, p, st) {
+                CExpr::ObjStmt(o) => {
+                    match crate::objects::choose(t, &o.key, &o.map, &o.stmts, p, st) {
                         Some(chosen) => chosen,
                         None => return Outcome::Next,
                     }
@@ -1177,6 +1188,23 @@ impl Engine {
                         // nft_ct_set_eval: without a connection, nothing
                         Field::CtLabel if p.meta.has_ct => p.meta.ct_labels |= 1u128 << (v & 127),
                         Field::CtLabel => {}
+                        // nft_ct_set_zone_eval: a packet not tracked yet (nor untracked)
+                        // gets the zone, once
+                        // (an untracked packet has no conntrack entry either: `notrack`
+                        // before `ct zone set` is undone, the packet tracked in the zone)
+                        Field::CtZone | Field::CtOriginalZone | Field::CtReplyZone => {
+                            if !p.meta.has_ct && p.meta.ct_zone.is_none() {
+                                p.meta.notrack = false;
+                                p.meta.ct_zone = Some(weir_conntrack::Zone {
+                                    id: v as u16,
+                                    dir: match field {
+                                        Field::CtOriginalZone => weir_conntrack::Zone::ORIGINAL,
+                                        Field::CtReplyZone => weir_conntrack::Zone::REPLY,
+                                        _ => weir_conntrack::Zone::DEFAULT.dir,
+                                    },
+                                });
+                            }
+                        }
                         f if f.is_header() && p.field(*f).is_some() => {
                             let n = p.meta.nwrites as usize;
                             if n < MAX_WRITES {
@@ -1241,7 +1269,10 @@ impl Engine {
                     }
                 }
                 // (resolved to the chosen statement above)
-                CExpr::ObjStmt { .. } => {}
+                CExpr::ObjStmt(_) => {}
+                // nft_notrack_eval: a packet with a conntrack template (`ct zone set` ran)
+                // is left as it is
+                CExpr::Notrack if p.meta.ct_zone.is_some() => {}
                 CExpr::Notrack => p.meta.notrack = true,
                 CExpr::Last => {
                     if let Some(l) = st.rule_last.get_mut(r.gid) {

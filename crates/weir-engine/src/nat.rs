@@ -514,6 +514,7 @@ pub fn set_header_field(frame: &mut [u8], pm: &PacketMeta, f: weir_wire::Field, 
     }
     let v6 = pm.l3 == L3::Ipv6;
     let mut t = Tuple {
+        zone: 0,
         src: pm.saddr,
         dst: pm.daddr,
         sport: pm.sport,

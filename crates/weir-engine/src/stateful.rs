@@ -153,6 +153,8 @@ pub struct PacketCt {
     /// A `tproxy` statement gave the packet to a transparent socket: the target (see
     /// [`Stateful::tproxy_of`]).
     pub tproxy: Option<u8>,
+    /// The conntrack zone a chain before conntrack gave the packet (`ct zone set`).
+    pub zone: Option<weir_conntrack::Zone>,
 }
 
 /// A fragment's part in virtual reassembly ([`crate::frag`]).
@@ -197,6 +199,7 @@ fn ct_view(
         packets: [e.packets(Dir::Original), e.packets(Dir::Reply)],
         bytes: [e.bytes(Dir::Original), e.bytes(Dir::Reply)],
         helper: e.ext.helper,
+        zone: e.zone(),
     }
 }
 
@@ -751,7 +754,8 @@ impl Stateful {
             self.stats.fragments += 1;
             return Some(Decision::Drop(DropReason::Fragment));
         }
-        pc.ct = match self.ct.track(pm, frame, now_ns) {
+        let zone = pc.zone.unwrap_or_default();
+        pc.ct = match self.ct.track_in(pm, frame, now_ns, zone) {
             Track::Untracked => CtPkt::Untracked,
             Track::Invalid(_) => CtPkt::Invalid,
             Track::Existing { id, dir, info } => CtPkt::Entry { id, dir, info },
@@ -1036,6 +1040,8 @@ impl Stateful {
                 continue;
             }
             meta.notrack = false;
+            // the zone an earlier chain gave (its template stays on the packet)
+            meta.ct_zone = if tracked { None } else { pc.zone };
             meta.nat = None;
             meta.flow_add = None;
             meta.fwd = None;
@@ -1079,6 +1085,13 @@ impl Stateful {
             }
             if meta.notrack && !tracked {
                 pc.notrack = true;
+            }
+            if let Some(z) = meta.ct_zone.take() {
+                if !tracked && pc.zone.is_none() {
+                    // (a template on an untracked packet: tracked after all)
+                    pc.zone = Some(z);
+                    pc.notrack = false;
+                }
             }
             self.store_mark(meta, pc);
             if !d.is_accept() {

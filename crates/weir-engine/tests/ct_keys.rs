@@ -1,6 +1,6 @@
 //! `ct` keys read from the connection entry through `Stateful`, as `nft_ct_get_eval` reads
 //! them: the tuples of both directions, the counters (summed without a direction), the
-//! average packet size, zones (always 0), and no value at all without an entry.
+//! average packet size, zones (0 without `ct zone set`), and no value at all without an entry.
 
 use std::net::Ipv4Addr;
 use weir_conntrack::Config;
@@ -117,17 +117,6 @@ fn ct_keys_without_an_entry_break_the_rule() {
         let m = forward(&mut sf, &seg(true, tf::SYN, 100, 0, &[]), 1_000_000_000);
         assert_eq!(m, 0x1, "{mode:?}: {m:#x}");
     }
-}
-
-/// `ct zone set` stays refused: weir's conntrack has no zones.
-#[test]
-fn ct_zone_set_is_not_evaluated() {
-    let text =
-        "table ip f { chain c { type filter hook prerouting priority -300; ct zone set 1 } }";
-    let (rs, _) = weir_lang::load_str("t.nft", text).unwrap_or_else(|(sm, d)| {
-        panic!("{}", weir_lang::diag::render_all(&d, &sm));
-    });
-    assert!(rs.refuse_unevaluated().is_err());
 }
 
 /// `ct label N` on a connection without labels: bit N is not

@@ -560,6 +560,7 @@ fn masquerade_ports_steer_replies_to_their_worker() {
         for i in 0..200u16 {
             let sp = 30000 + i;
             let orig = Tuple {
+                zone: 0,
                 src: u32::from(H1) as u128,
                 dst: u32::from(S) as u128,
                 sport: sp,
@@ -577,6 +578,7 @@ fn masquerade_ports_steer_replies_to_their_worker() {
             let (a, np, b, bp) = v4(&verify(&o.frame));
             assert_eq!((a, b, bp), (GW, S, 80));
             let reply = Tuple {
+                zone: 0,
                 src: u32::from(S) as u128,
                 dst: u32::from(GW) as u128,
                 sport: 80,
@@ -618,6 +620,7 @@ fn dnat_only_replies_steer_by_the_client_port() {
         }
     }"#;
     let tuple = |a: Ipv4Addr, sp: u16, b: Ipv4Addr, dp: u16| Tuple {
+        zone: 0,
         src: u32::from(a) as u128,
         dst: u32::from(b) as u128,
         sport: sp,

@@ -392,6 +392,7 @@ mod tests {
             }
         };
         let t = Tuple {
+            zone: 0,
             src: value(s),
             dst: value(d),
             sport,

@@ -823,6 +823,7 @@ mod tests {
 
     fn t(n: u16) -> Tuple {
         Tuple {
+            zone: 0,
             src: 1,
             dst: 2,
             sport: n,

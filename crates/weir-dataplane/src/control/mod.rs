@@ -392,6 +392,7 @@ mod tests {
     fn filters_parse_and_match() {
         let f = Filter::parse(&["proto", "udp", "addr", "198.18.0.1", "port", "53"]).unwrap();
         let t = weir_conntrack::Tuple {
+            zone: 0,
             src: u32::from(std::net::Ipv4Addr::new(198, 18, 0, 1)) as u128,
             dst: 7,
             sport: 40000,

@@ -205,6 +205,7 @@ mod tests {
 
     fn t(src: u128, sport: u16, dst: u128, dport: u16, v6: bool) -> Tuple {
         Tuple {
+            zone: 0,
             src,
             dst,
             sport,

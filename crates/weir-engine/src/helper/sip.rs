@@ -604,6 +604,7 @@ mod tests {
 
     fn t(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16) -> Tuple {
         Tuple {
+            zone: 0,
             src: u32::from_be_bytes(src) as u128,
             dst: u32::from_be_bytes(dst) as u128,
             sport,
@@ -834,6 +835,7 @@ mod tests {
     fn ipv6_invite() {
         let a = |s: &str| u128::from(s.parse::<Ipv6Addr>().unwrap());
         let t6 = |src: &str, dst: &str| Tuple {
+            zone: 0,
             src: a(src),
             dst: a(dst),
             sport: 5060,

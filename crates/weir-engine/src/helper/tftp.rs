@@ -28,6 +28,7 @@ mod tests {
 
     fn t(src: u32, sport: u16, dst: u32, dport: u16) -> Tuple {
         Tuple {
+            zone: 0,
             src: src as u128,
             dst: dst as u128,
             sport,

@@ -100,6 +100,7 @@ impl Stateful {
             return;
         }
         let tuple = Tuple {
+            zone: 0,
             src: reply.src,
             dst: reply.dst,
             sport: 0,

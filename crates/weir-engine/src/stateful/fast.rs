@@ -78,6 +78,7 @@ impl Stateful {
             return 0;
         }
         self.ct.prefetch_index(&weir_conntrack::Tuple {
+            zone: 0,
             src: pm.saddr,
             dst: pm.daddr,
             sport: pm.sport,
@@ -218,6 +219,7 @@ impl Stateful {
             return None;
         }
         let t = weir_conntrack::Tuple {
+            zone: 0,
             src: pm.saddr,
             dst: pm.daddr,
             sport: pm.sport,

@@ -119,6 +119,7 @@ impl Stateful {
             }
             for x in &out.expects {
                 let tuple = Tuple {
+                    zone: 0,
                     src: other.src,
                     dst: x.dst.0,
                     sport: x.sport.unwrap_or(0),

@@ -1306,19 +1306,52 @@ pub fn ruleset(rng: &mut Rng, w: &World) -> GenRuleset {
     });
     if ct && rng.chance(20) {
         // a raw chain before connection tracking: what it sees, and notrack
+        let mut rules = vec![
+            format!(
+                "{} notrack",
+                rng.pick(&["udp dport { 53, 123 }", "meta l4proto icmp", "tcp dport 22"])
+            ),
+            format!(
+                "ct state {} counter",
+                rng.pick(&["invalid", "untracked", "new"])
+            ),
+        ];
+        if rng.chance(50) {
+            // conntrack zones: the LAN's connections in a zone of their own (both ways, or
+            // the original direction only: replies from the WAN stay in zone 0), a zone from
+            // a map, a second `ct zone set` that does not count (the first one wins); the
+            // forward chain reads them back
+            let z = rng.range(1, 9);
+            let set = rng
+                .pick(&[
+                    format!("iifname {{ \"weirlan0\", \"weirwan0\" }} ct zone set {z}"),
+                    format!("iifname \"weirlan0\" ct original zone set {z}"),
+                    format!("iifname \"weirlan0\" ct zone set {z}"),
+                    format!(
+                        "ct zone set iifname map {{ \"weirlan0\" : {z}, \"weirdmz0\" : {} }}",
+                        z + 1
+                    ),
+                    format!("ct zone set {z} ct zone set {}", z + 1),
+                ])
+                .clone();
+            let at = rng.below(rules.len() as u64 + 1) as usize;
+            rules.insert(at, set);
+            if let Some(fwd) = chains.iter_mut().find(|c| c.name == "forward") {
+                let read = rng
+                    .pick(&[
+                        format!("ct zone {z} counter"),
+                        format!("ct original zone {z} ct reply zone 0 counter"),
+                        format!("ct zone != {z} ct state new counter"),
+                        format!("ct zone {{ {z}, {} }} meta mark set 0x{z:x} counter", z + 1),
+                    ])
+                    .clone();
+                fwd.rules.insert(0, read);
+            }
+        }
         chains.push(GenChain {
             name: "raw".into(),
             base: Some("type filter hook prerouting priority raw; policy accept;".into()),
-            rules: vec![
-                format!(
-                    "{} notrack",
-                    rng.pick(&["udp dport { 53, 123 }", "meta l4proto icmp", "tcp dport 22"])
-                ),
-                format!(
-                    "ct state {} counter",
-                    rng.pick(&["invalid", "untracked", "new"])
-                ),
-            ],
+            rules,
         });
     }
     for (i, u) in users.iter().enumerate() {

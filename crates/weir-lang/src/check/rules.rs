@@ -571,6 +571,10 @@ const ASSIGNABLE: &[Field] = &[
     Field::MetaMark,
     Field::MetaPriority,
     Field::CtMark,
+    // `ct zone set` (before conntrack: the zone the packet is tracked in)
+    Field::CtZone,
+    Field::CtOriginalZone,
+    Field::CtReplyZone,
     Field::IpSaddr,
     Field::IpDaddr,
     Field::IpTtl,
@@ -1093,13 +1097,8 @@ fn lower_item(
                 );
                 return false;
             }
-            // statements on what the engine does not evaluate yet (zones are read, always 0:
-            // weir's conntrack has no zones to set)
-            let zone = matches!(
-                f,
-                Field::CtZone | Field::CtOriginalZone | Field::CtReplyZone
-            );
-            if !f.evaluated() || zone {
+            // statements on what the engine does not evaluate yet
+            if !f.evaluated() {
                 let ok = match f {
                     Field::TcpOptionField => {
                         target_text(target).starts_with("tcp option maxseg size")
@@ -1107,9 +1106,6 @@ fn lower_item(
                     Field::MetaNftrace
                     | Field::MetaSecmark
                     | Field::CtEvent
-                    | Field::CtZone
-                    | Field::CtOriginalZone
-                    | Field::CtReplyZone
                     | Field::CtLabel
                     | Field::RawPayload => true,
                     _ => false,
@@ -1171,9 +1167,6 @@ fn lower_item(
                 out.push(Expr::Unevaluated(match f {
                     Field::RawPayload => "raw payload write over 64 bits",
                     Field::TcpOptionField => "tcp option maxseg size set",
-                    Field::CtZone => "ct zone set",
-                    Field::CtOriginalZone => "ct original zone set",
-                    Field::CtReplyZone => "ct reply zone set",
                     Field::CtLabel => "ct label set",
                     _ => f.name(),
                 }));

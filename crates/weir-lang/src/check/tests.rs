@@ -503,6 +503,7 @@ fn fields_not_evaluated_yet_load_typed_and_listed() {
         "tcp flags syn tcp option maxseg size set rt mtu",
         "meta hour \"21:00\"-\"02:00\" drop",
         "meta cgroup 1048577 drop",
+        "ct zone set meta mark map { 1 : 1, 2 : 2 } ct original zone set 3 ct reply zone set 4",
     ];
     let body: String = evaluated.iter().map(|r| format!("  {r}\n")).collect();
     let text = format!("table inet t {{\n chain c {{\n{body} }}\n}}\n");
@@ -641,19 +642,19 @@ fn synproxy_statements_and_objects() {
 }
 
 /// Statements and expressions weir does not evaluate yet load with their operands checked
-/// and are listed: `ct zone set`; `ct id`, a map updated with a value (nftlb's
+/// and are listed: `meta secmark set`; `ct id`, `ct zone set`, a map updated with a value (nftlb's
 /// persistence), `tproxy`, `fib` are evaluated and `ct event set` is nothing to do (no event
 /// stream); what nft refuses is refused.
 #[test]
 fn statements_not_evaluated_yet_load_checked_and_listed() {
-    let text = "table ip t {\n map persist { type ipv4_addr : mark; flags dynamic; }\n chain c {\n  type filter hook prerouting priority 0\n  ct event set new\n  meta l4proto tcp tproxy to 198.18.0.1:3128\n  ct id 5\n  ct zone set 1\n  fib daddr type local drop\n  @th,16,16 22 drop\n  update @persist { ip saddr : ct mark }\n }\n}\n";
+    let text = "table ip t {\n map persist { type ipv4_addr : mark; flags dynamic; }\n chain c {\n  type filter hook prerouting priority 0\n  ct event set new\n  meta l4proto tcp tproxy to 198.18.0.1:3128\n  ct id 5\n  meta secmark set 1\n  fib daddr type local drop\n  @th,16,16 22 drop\n  update @persist { ip saddr : ct mark }\n }\n}\n";
     let (rs, _) = load_str("t.nft", text)
         .map_err(|(sm, d)| crate::diag::render_all(&d, &sm))
         .unwrap();
     let u = rs.unevaluated();
     assert!(
         u.iter()
-            .any(|e| e.starts_with("t.nft:8:") && e.contains("ct zone set is not evaluated")),
+            .any(|e| e.starts_with("t.nft:8:") && e.contains("meta secmark is not evaluated")),
         "{u:?}"
     );
     // `update @persist { ip saddr : ct mark }` (line 11) is evaluated
