@@ -200,6 +200,9 @@ pub struct Meta {
     pub oifgroup: Option<u32>,
     /// The CPU the packet is processed on (`meta cpu`: the worker's).
     pub cpu: u32,
+    /// The packet's trace flag (`meta nftrace`, set by `meta nftrace set 1`: the kernel's
+    /// `skb->nf_trace`), kept across the packet's hooks.
+    pub nftrace: bool,
     /// The owner of the packet's socket (`meta skuid` / `skgid`): a local process's packets
     /// (NFQUEUE mode: the kernel says); None without a socket (forwarded packets), where the
     /// kernel's nft_meta breaks the rule.
@@ -613,6 +616,7 @@ impl<'a> Pkt<'a> {
             Field::MetaCpu => Some(self.meta.cpu as u128),
             Field::RtMtu => (self.meta.rt_mss != 0).then_some(self.meta.rt_mss as u128),
             Field::MetaSkuid => self.meta.skuid.map(u128::from),
+            Field::MetaNftrace => Some(self.meta.nftrace as u128),
             Field::MetaSkgid => self.meta.skgid.map(u128::from),
             f if crate::host::is_host(f) => crate::host::field(f, self.meta),
             // a hook without the device breaks the rule, as nft_meta does
@@ -1184,6 +1188,7 @@ impl Engine {
                     match field {
                         Field::MetaMark => p.meta.mark = v as u32,
                         Field::MetaPriority => p.meta.priority = v as u32,
+                        Field::MetaNftrace => p.meta.nftrace = v & 1 != 0,
                         Field::CtMark => p.meta.ct_mark = v as u32,
                         // nft_ct_set_eval: without a connection, nothing
                         Field::CtLabel if p.meta.has_ct => p.meta.ct_labels |= 1u128 << (v & 127),

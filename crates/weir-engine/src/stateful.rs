@@ -155,6 +155,8 @@ pub struct PacketCt {
     pub tproxy: Option<u8>,
     /// The conntrack zone a chain before conntrack gave the packet (`ct zone set`).
     pub zone: Option<weir_conntrack::Zone>,
+    /// The packet's trace flag (`meta nftrace`), carried from hook to hook.
+    pub nftrace: bool,
 }
 
 /// A fragment's part in virtual reassembly ([`crate::frag`]).
@@ -809,7 +811,10 @@ impl Stateful {
     /// (`ip daddr set`) are not performed. [`Stateful::hook_mut`] does both.
     pub fn hook(&mut self, hook: Hook, p: &mut Pkt, pc: &mut PacketCt) -> Decision {
         let mut pm = *p.pm;
-        self.run_hook(hook, Buf::Ro(p.frame), &mut pm, p.meta, p.now_ns, pc)
+        p.meta.nftrace |= pc.nftrace;
+        let d = self.run_hook(hook, Buf::Ro(p.frame), &mut pm, p.meta, p.now_ns, pc);
+        pc.nftrace = p.meta.nftrace;
+        d
     }
 
     /// Set the wall clock's offset from the `now_ns` clock the hooks are given (a daemon
@@ -852,7 +857,10 @@ impl Stateful {
         now_ns: u64,
         pc: &mut PacketCt,
     ) -> Decision {
-        self.run_hook(hook, Buf::Rw(frame), pm, meta, now_ns, pc)
+        meta.nftrace |= pc.nftrace;
+        let d = self.run_hook(hook, Buf::Rw(frame), pm, meta, now_ns, pc);
+        pc.nftrace = meta.nftrace;
+        d
     }
 
     /// One base chain.

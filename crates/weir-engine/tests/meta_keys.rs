@@ -69,3 +69,62 @@ fn device_types() {
         );
     }
 }
+
+/// `meta nftrace set 1` flags the packet (`skb->nf_trace`): `meta nftrace` reads it in the
+/// same chain and in the packet's later hooks (the flag rides the packet), and `set 0`
+/// clears it.
+#[test]
+fn nftrace_rides_the_packet_from_hook_to_hook() {
+    use weir_conntrack::Config;
+    use weir_engine::stateful::{PacketCt, Stateful};
+    use weir_engine::{Compiled, Engine, Pkt};
+    let rules = "table inet t {
+  chain pre {
+    type filter hook prerouting priority 0;
+    udp dport 53 meta nftrace set 1
+    meta nftrace 1 meta mark set 0x1
+  }
+  chain fwd {
+    type filter hook forward priority 0;
+    meta nftrace 1 meta mark set mark | 0x2
+    meta nftrace 0 meta mark set mark | 0x4
+    meta nftrace set 0
+  }
+  chain post {
+    type filter hook postrouting priority 0;
+    meta nftrace 0 meta mark set mark | 0x8
+  }
+}";
+    let rs = weir_lang::load_str("t.nft", rules).unwrap().0;
+    assert!(rs.refuse_unevaluated().is_ok(), "{:?}", rs.unevaluated());
+    for mode in [Mode::Compiled, Mode::Linear] {
+        let mut sf = Stateful::new(Engine::new(Compiled::build(&rs, mode)), Config::default());
+        for (dport, want) in [(53u16, 0x1 | 0x2 | 0x8), (54, 0x4 | 0x8)] {
+            let f = weir_wire::build::udp4(
+                std::net::Ipv4Addr::new(198, 18, 0, 1),
+                std::net::Ipv4Addr::new(198, 19, 0, 1),
+                1000,
+                dport,
+                b"x",
+            );
+            let pm = weir_wire::PacketMeta::parse(&f, weir_wire::LinkType::Ethernet);
+            let mut pc = PacketCt::default();
+            let mut mark = 0;
+            for h in [Hook::Prerouting, Hook::Forward, Hook::Postrouting] {
+                // a fresh Meta each hook, as the router makes them
+                let mut meta = Meta::with_ifnames("lan0", "wan0");
+                meta.mark = mark;
+                let mut p = Pkt {
+                    frame: &f,
+                    pm: &pm,
+                    meta: &mut meta,
+                    now_ns: 1,
+                    conns: None,
+                };
+                sf.hook(h, &mut p, &mut pc);
+                mark = p.meta.mark;
+            }
+            assert_eq!(mark, want, "{mode:?} dport {dport}");
+        }
+    }
+}

@@ -445,6 +445,8 @@ fields! {
     MetaOifgroup => "meta oifgroup", T::Devgroup, L::Meta;
     // the CPU (the worker's)
     MetaCpu => "meta cpu", T::Integer(32), L::Meta;
+    // the packet's trace flag (`meta nftrace set 1`: skb->nf_trace)
+    MetaNftrace => "meta nftrace", T::Integer(1), L::Meta;
     // the socket's owner (NFQUEUE's UID/GID attributes)
     MetaSkuid => "meta skuid", T::Uid, L::Meta;
     MetaSkgid => "meta skgid", T::Gid, L::Meta;
@@ -523,7 +525,6 @@ fields! {
     // metadata
     MetaIifkind => "meta iifkind", T::IfName, L::Meta;
     MetaOifkind => "meta oifkind", T::IfName, L::Meta;
-    MetaNftrace => "meta nftrace", T::Integer(1), L::Meta;
     MetaSecmark => "meta secmark", T::Integer(32), L::Meta;
     MetaBroute => "meta broute", T::Boolean, L::Meta;
     // a chunk's presence (`sctp chunk init exists`) and its fields (`sctp chunk data tsn`,

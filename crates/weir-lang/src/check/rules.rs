@@ -571,6 +571,7 @@ const ASSIGNABLE: &[Field] = &[
     Field::MetaMark,
     Field::MetaPriority,
     Field::CtMark,
+    Field::MetaNftrace,
     // `ct zone set` (before conntrack: the zone the packet is tracked in)
     Field::CtZone,
     Field::CtOriginalZone,
@@ -1103,11 +1104,9 @@ fn lower_item(
                     Field::TcpOptionField => {
                         target_text(target).starts_with("tcp option maxseg size")
                     }
-                    Field::MetaNftrace
-                    | Field::MetaSecmark
-                    | Field::CtEvent
-                    | Field::CtLabel
-                    | Field::RawPayload => true,
+                    Field::MetaSecmark | Field::CtEvent | Field::CtLabel | Field::RawPayload => {
+                        true
+                    }
                     _ => false,
                 };
                 if !ok {
