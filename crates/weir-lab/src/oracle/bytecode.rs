@@ -721,6 +721,16 @@ fn parse_expr(line: &str, raw: &mut Vec<Vec<String>>) -> Result<Expr, String> {
             kind: "ct set event".into(),
             end: false,
         },
+        // `ct zone set`: a template for a packet conntrack has not seen (none of the oracle's
+        // packets: they come tracked, untracked or invalid, after conntrack), so nothing;
+        // `ct label set`: a bit of the connection's labels, which no later expression of the
+        // rule reads
+        Some("ct") if t.get(1) == Some(&"set") && matches!(t.get(2), Some(&"zone" | &"label")) => {
+            Expr::Stmt {
+                kind: format!("ct set {}", t[2]),
+                end: false,
+            }
+        }
         Some("ct") if t.get(1) == Some(&"set") && t.get(2) == Some(&"mark") && t.len() == 6 => {
             Expr::CtSetMark {
                 sreg: t.get(5).and_then(|s| reg_arg(s)).ok_or_else(bad)?,

@@ -73,7 +73,8 @@ fn meta_known(key: &str, env: &Env) -> bool {
     match key {
         "l4proto" | "nfproto" | "protocol" | "mark" | "priority" | "len" | "iif" | "oif"
         | "iifname" | "oifname" | "iiftype" | "oiftype" | "time" | "day" | "hour" | "secpath"
-        | "tunnel path" | "rtclassid" | "sdif" | "sdifname" => true,
+        | "tunnel path" | "rtclassid" | "sdif" | "sdifname" | "iifgroup" | "oifgroup" | "cpu"
+        | "skuid" | "skgid" | "cgroup" | "nftrace" => true,
         "pkttype" => env.has_in(),
         _ => false,
     }

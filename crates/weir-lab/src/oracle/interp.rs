@@ -754,6 +754,26 @@ pub fn eval_upto(b: &Block, p: &Packet, env: &Env, upto: usize) -> Trace {
                         return out(Outcome::Break(i), regs)
                     }
                     "rtclassid" | "sdif" => (vec![0; 4], vec![None; 4]),
+                    // the devices' groups: the default group 0 (the oracle's devices are in
+                    // no other); none without the device
+                    "iifgroup" | "oifgroup" => {
+                        let has = if key == "iifgroup" {
+                            env.has_in()
+                        } else {
+                            env.has_out()
+                        };
+                        if !has {
+                            return out(Outcome::Break(i), regs);
+                        }
+                        (vec![0; 4], vec![None; 4])
+                    }
+                    // the CPU the rule runs on: the model's is 0 (compare.rs runs weir there)
+                    "cpu" => (vec![0; 4], vec![None; 4]),
+                    // the packet's socket (its owner, its net_cls class id): the oracle's
+                    // packets come from no local socket, so the rule stops
+                    "skuid" | "skgid" | "cgroup" => return out(Outcome::Break(i), regs),
+                    // the trace flag: not set on a packet coming in
+                    "nftrace" => (vec![0], vec![None]),
                     "sdifname" => (vec![0; 16], vec![None; 16]),
                     k => return out(Outcome::Unknown(format!("meta {k}")), regs),
                 };
