@@ -17,6 +17,7 @@ pub mod hash;
 pub mod helper;
 mod host;
 mod limit;
+mod meta;
 pub mod nat;
 pub mod objects;
 pub mod osf;

@@ -6,11 +6,11 @@
 
 use std::net::Ipv4Addr;
 use weir_conntrack::Config;
-use weir_engine::stateful::{PacketCt, Stateful};
-use weir_engine::{Compiled, Decision, Engine, Meta, Mode, Pkt};
-use weir_lang::ir::Hook;
+use weir_engine::stateful::Stateful;
+use weir_engine::{Compiled, Decision, Engine, Mode};
 use weir_wire::build::{Builder, Tcp};
-use weir_wire::{LinkType, PacketMeta};
+
+mod common;
 
 const C: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 10);
 const S: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 20);
@@ -27,31 +27,11 @@ fn stateful(rules: &str) -> Stateful {
     )
 }
 
-/// A packet forwarded through prerouting, forward and postrouting, then confirmed (its
-/// connection's helper reading it); its mark as it leaves.
+/// A packet forwarded from `lan0` to `wan0`, then confirmed (its connection's helper
+/// reading it); its mark as it leaves.
 fn forward(sf: &mut Stateful, frame: &[u8], now_ns: u64) -> u32 {
-    let pm = PacketMeta::parse(frame, LinkType::Ethernet);
-    let mut pc = PacketCt::default();
-    let mut mark = 0;
-    for hook in [Hook::Prerouting, Hook::Forward, Hook::Postrouting] {
-        let mut meta = Meta::with_ifnames("lan0", "wan0");
-        meta.mark = mark;
-        let mut p = Pkt {
-            frame,
-            pm: &pm,
-            meta: &mut { meta },
-            now_ns,
-            conns: None,
-        };
-        assert_eq!(sf.hook(hook, &mut p, &mut pc), Decision::Accept);
-        mark = p.meta.mark;
-    }
-    // (the connection's helper reads the packet as it is confirmed)
-    let (mut f, mut pm) = (frame.to_vec(), pm);
-    assert_eq!(
-        sf.finish_frame(&mut f, &mut pm, &mut pc, now_ns, false),
-        Decision::Accept
-    );
+    let (mark, d) = common::forward_via(sf, "lan0", "wan0", frame, now_ns);
+    assert_eq!(d, Decision::Accept);
     mark
 }
 

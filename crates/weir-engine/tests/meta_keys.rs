@@ -76,8 +76,8 @@ fn device_types() {
 #[test]
 fn nftrace_rides_the_packet_from_hook_to_hook() {
     use weir_conntrack::Config;
-    use weir_engine::stateful::{PacketCt, Stateful};
-    use weir_engine::{Compiled, Engine, Pkt};
+    use weir_engine::stateful::Stateful;
+    use weir_engine::{Compiled, Engine};
     let rules = "table inet t {
   chain pre {
     type filter hook prerouting priority 0;
@@ -107,23 +107,8 @@ fn nftrace_rides_the_packet_from_hook_to_hook() {
                 dport,
                 b"x",
             );
-            let pm = weir_wire::PacketMeta::parse(&f, weir_wire::LinkType::Ethernet);
-            let mut pc = PacketCt::default();
-            let mut mark = 0;
-            for h in [Hook::Prerouting, Hook::Forward, Hook::Postrouting] {
-                // a fresh Meta each hook, as the router makes them
-                let mut meta = Meta::with_ifnames("lan0", "wan0");
-                meta.mark = mark;
-                let mut p = Pkt {
-                    frame: &f,
-                    pm: &pm,
-                    meta: &mut meta,
-                    now_ns: 1,
-                    conns: None,
-                };
-                sf.hook(h, &mut p, &mut pc);
-                mark = p.meta.mark;
-            }
+            // (a fresh Meta each hook, as the router makes them)
+            let (mark, _) = forward_via(&mut sf, "lan0", "wan0", &f, 1);
             assert_eq!(mark, want, "{mode:?} dport {dport}");
         }
     }

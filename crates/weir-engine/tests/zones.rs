@@ -5,11 +5,12 @@
 
 use std::net::Ipv4Addr;
 use weir_conntrack::Config;
-use weir_engine::stateful::{PacketCt, Stateful};
-use weir_engine::{Compiled, Decision, Engine, Meta, Mode, Pkt};
-use weir_lang::ir::Hook;
+use weir_engine::stateful::Stateful;
+use weir_engine::{Compiled, Decision, Engine, Mode};
 use weir_wire::build::{Builder, Tcp};
-use weir_wire::{LinkType, PacketMeta};
+
+mod common;
+use common::forward_via;
 
 const C: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 10);
 const S: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 20);
@@ -41,7 +42,7 @@ fn stateful(mode: Mode) -> Stateful {
     Stateful::new(Engine::new(Compiled::build(&rs, mode)), Config::default())
 }
 
-/// A packet forwarded from `iif` through prerouting, forward and postrouting; its mark.
+/// A packet forwarded from `iif`: its mark (the confirm point accepting it).
 fn forward(sf: &mut Stateful, iif: &str, frame: &[u8], now_ns: u64) -> u32 {
     let (mark, d) = forward_d(sf, iif, frame, now_ns);
     assert_eq!(d, Decision::Accept);
@@ -50,23 +51,7 @@ fn forward(sf: &mut Stateful, iif: &str, frame: &[u8], now_ns: u64) -> u32 {
 
 /// [`forward`], with the decision at the confirm point.
 fn forward_d(sf: &mut Stateful, iif: &str, frame: &[u8], now_ns: u64) -> (u32, Decision) {
-    let pm = PacketMeta::parse(frame, LinkType::Ethernet);
-    let mut pc = PacketCt::default();
-    let mut mark = 0;
-    for hook in [Hook::Prerouting, Hook::Forward, Hook::Postrouting] {
-        let mut meta = Meta::with_ifnames(iif, "out0");
-        meta.mark = mark;
-        let mut p = Pkt {
-            frame,
-            pm: &pm,
-            meta: &mut { meta },
-            now_ns,
-            conns: None,
-        };
-        assert_eq!(sf.hook(hook, &mut p, &mut pc), Decision::Accept);
-        mark = p.meta.mark;
-    }
-    (mark, sf.finish(&mut pc, now_ns))
+    forward_via(sf, iif, "out0", frame, now_ns)
 }
 
 #[test]

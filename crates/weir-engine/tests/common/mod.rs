@@ -56,3 +56,31 @@ pub fn udp4() -> Vec<u8> {
         b"x",
     )
 }
+
+/// A frame forwarded from `iif` to `oif` through prerouting, forward and postrouting (a fresh
+/// `Meta` each hook, the mark carried as the router carries it; each hook must accept), then
+/// confirmed with the connection's helper reading it: its mark, and the confirm point's
+/// decision.
+pub fn forward_via(
+    sf: &mut Stateful,
+    iif: &str,
+    oif: &str,
+    frame: &[u8],
+    now_ns: u64,
+) -> (u32, Decision) {
+    let mut f = frame.to_vec();
+    let mut pm = PacketMeta::parse(&f, LinkType::Ethernet);
+    let mut pc = PacketCt::default();
+    let mut mark = 0;
+    for hook in [Hook::Prerouting, Hook::Forward, Hook::Postrouting] {
+        let mut meta = Meta::with_ifnames(iif, oif);
+        meta.mark = mark;
+        let d = sf.hook_mut(hook, &mut f, &mut pm, &mut meta, now_ns, &mut pc);
+        assert_eq!(d, Decision::Accept, "{hook:?}");
+        mark = meta.mark;
+    }
+    (
+        mark,
+        sf.finish_frame(&mut f, &mut pm, &mut pc, now_ns, false),
+    )
+}

@@ -76,36 +76,9 @@ pub(super) fn lower_objref(cx: &mut Cx, kind: ObjKind, e: &ast::Expr) -> Option<
             let key = lower_key(cx, k)?;
             if let ast::SetRef::Named(id) = m {
                 // the map must hold objects of this kind
-                match cx.obj_maps.get(&id.name).copied() {
-                    Some(mk) if mk == kind => {}
-                    Some(mk) => {
-                        err(
-                            cx,
-                            id.span,
-                            format!(
-                                "map '@{}' gives {} objects, not {} objects",
-                                id.name,
-                                mk.name(),
-                                kind.name()
-                            ),
-                        );
-                        return None;
-                    }
-                    None if cx.set_names.contains_key(&id.name) => {
-                        err(
-                            cx,
-                            id.span,
-                            format!(
-                                "'@{}' is not a map of {} objects (type ... : {})",
-                                id.name,
-                                kind.name(),
-                                kind.name()
-                            ),
-                        );
-                        return None;
-                    }
-                    // (map_ref reports the unknown map)
-                    None => {}
+                let mk = cx.obj_maps.get(&id.name).map(|k| k.name());
+                if !map_of_kind(cx, id, mk, kind.name()) {
+                    return None;
                 }
             }
             let saved = cx.obj_data.replace(kind);
@@ -143,29 +116,9 @@ pub(super) fn lower_obj_stmt(cx: &mut Cx, kind: &'static str, e: &ast::Expr) -> 
     };
     let key = lower_key(cx, k)?;
     if let ast::SetRef::Named(id) = m {
-        match cx.stmt_obj_maps.get(&id.name).copied() {
-            Some(mk) if mk == kind => {}
-            Some(mk) => {
-                err(
-                    cx,
-                    id.span,
-                    format!("map '@{}' gives {mk} objects, not {kind} objects", id.name),
-                );
-                return None;
-            }
-            None if cx.set_names.contains_key(&id.name) => {
-                err(
-                    cx,
-                    id.span,
-                    format!(
-                        "'@{}' is not a map of {kind} objects (type ... : {kind})",
-                        id.name
-                    ),
-                );
-                return None;
-            }
-            // (map_ref reports the unknown map)
-            None => {}
+        let mk = cx.stmt_obj_maps.get(&id.name).copied();
+        if !map_of_kind(cx, id, mk, kind) {
+            return None;
         }
     }
     let saved = cx.stmt_obj_data.replace(kind);
@@ -190,4 +143,21 @@ pub(super) fn lower_obj_stmt(cx: &mut Cx, kind: &'static str, e: &ast::Expr) -> 
         map,
         stmts: stmts.into_iter().flatten().collect(),
     })
+}
+
+/// Whether the named map `id`, whose objects are of kind `found` (None: not an object map of
+/// this family of kinds), gives objects of kind `want`; an error saying why not (an unknown
+/// map is left to `map_ref`).
+fn map_of_kind(cx: &mut Cx, id: &ast::Ident, found: Option<&str>, want: &str) -> bool {
+    let msg = match found {
+        Some(k) if k == want => return true,
+        Some(k) => format!("map '@{}' gives {k} objects, not {want} objects", id.name),
+        None if cx.set_names.contains_key(&id.name) => format!(
+            "'@{}' is not a map of {want} objects (type ... : {want})",
+            id.name
+        ),
+        None => return true,
+    };
+    err(cx, id.span, msg);
+    false
 }
