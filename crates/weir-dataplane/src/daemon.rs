@@ -73,24 +73,45 @@ pub fn load(
     nfqueue: bool,
     listening: &std::collections::BTreeSet<u16>,
 ) -> Result<weir_lang::ir::Ruleset, String> {
-    let rs = match weir_lang::load_file(path) {
-        Ok((rs, _)) => rs,
+    load_session(path, nfqueue, listening).map(|(_, rs)| rs)
+}
+
+/// [`load`], with the session the ruleset's changes at run time start from (`weir nft`).
+pub fn load_session(
+    path: &Path,
+    nfqueue: bool,
+    listening: &std::collections::BTreeSet<u16>,
+) -> Result<(weir_lang::Session, weir_lang::ir::Ruleset), String> {
+    let (session, rs) = match weir_lang::Session::load_file(path) {
+        Ok((s, rs, _)) => (s, rs),
         Err((sources, diags)) => return Err(weir_lang::diag::render_all(&diags, &sources)),
     };
+    accept(&rs, nfqueue, listening)?;
+    Ok((session, rs))
+}
+
+/// What a loaded ruleset must also be to run: evaluated whole, its `tproxy` targets few
+/// enough, its queues listened on, its `meta cgroup` answerable; in NFQUEUE mode without
+/// NAT and the statements only a router can run. The error as text.
+pub fn accept(
+    rs: &weir_lang::ir::Ruleset,
+    nfqueue: bool,
+    listening: &std::collections::BTreeSet<u16>,
+) -> Result<(), String> {
     rs.refuse_unevaluated()?;
-    weir_engine::stateful::tproxy::targets(&rs).map_err(|e| format!("error: {e}\n"))?;
-    if let Some(e) = queue_unheard(&rs, listening) {
+    weir_engine::stateful::tproxy::targets(rs).map_err(|e| format!("error: {e}\n"))?;
+    if let Some(e) = queue_unheard(rs, listening) {
         return Err(e);
     }
-    if let Some(e) = cgroup_classids(&rs, &net_cls_mounts()) {
+    if let Some(e) = cgroup_classids(rs, &net_cls_mounts()) {
         return Err(e);
     }
     if nfqueue {
-        if let Some(e) = nat_in_nfqueue_mode(&rs) {
+        if let Some(e) = nat_in_nfqueue_mode(rs) {
             return Err(e);
         }
     }
-    Ok(rs)
+    Ok(())
 }
 
 /// The host's net_cls cgroup (v1) mounts, from `/proc/self/mounts`.
@@ -374,8 +395,8 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     let (cfg, rules) = Config::read(&opts.config)?;
     let inline = cfg.mode == Mode::Inline;
     let listening = cfg.script_queues();
-    let rs = match load(&rules, !inline, &listening) {
-        Ok(rs) => rs,
+    let (session, rs) = match load_session(&rules, !inline, &listening) {
+        Ok(x) => x,
         Err(e) => {
             eprint!("{e}");
             anyhow::bail!("{}: the ruleset has errors", rules.display());
@@ -545,6 +566,8 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
     let mut d = Dispatcher {
         workers: senders,
         rules,
+        session,
+        ruleset: rs.clone(),
         reloads: 0,
         reload_errors: 0,
         started: Instant::now(),

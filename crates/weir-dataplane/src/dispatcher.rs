@@ -14,6 +14,11 @@ use std::time::{Duration, Instant};
 pub struct Dispatcher {
     pub workers: Vec<mpsc::Sender<Msg>>,
     pub rules: PathBuf,
+    /// The commands the running ruleset was made from: the file, then each `weir nft`
+    /// batch applied since (a reload starts again from the file).
+    pub session: weir_lang::Session,
+    /// The running ruleset (what `weir nft list` prints).
+    pub ruleset: weir_lang::ir::Ruleset,
     pub reloads: u64,
     pub reload_errors: u64,
     pub started: Instant,
@@ -36,50 +41,15 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
-    /// Load the ruleset file again, all or nothing: the text of the outcome.
+    /// Load the ruleset file again, all or nothing: the text of the outcome. The batches
+    /// `weir nft` applied since are dropped with the old session (as `nft -f FILE` after
+    /// `flush ruleset`).
     pub fn reload(&mut self) -> String {
-        let loaded =
-            crate::daemon::load(&self.rules, self.nfqueue, &self.listening).and_then(|rs| {
-                // the kernel's netdev tables first, in one transaction: refused, nothing changed
-                if self.nfqueue {
-                    crate::netdev::warn_unrun(&rs, self.netdev.is_some());
-                } else {
-                    crate::netdev::warn_unbound(&rs, &self.ports);
-                }
-                if self.narrowed {
-                    crate::scope::scripts_only(&rs).map_err(|why| {
-                        format!("error: the kernel queues only what the scripts act on (weir started with a ruleset that only hands packets to scripts), and this one does more: {why}; restart weir to run it\n")
-                    })?;
-                }
-                if let Some(inst) = &mut self.netdev {
-                    let tables = crate::netdev::render_ruleset(&rs, inst.queue())
-                        .map_err(|e| format!("error: {e}\n"))?;
-                    inst.replace(&tables)?;
-                }
-                // the kernel's tproxy table for the new targets (their marks are by index)
-                let targets = weir_engine::stateful::tproxy::targets(&rs).unwrap_or_default();
-                if !self.nfqueue && targets != self.tproxy {
-                    crate::kernel::apply_tproxy(&targets)
-                        .map_err(|e| format!("error: {e:#}\n"))?;
-                    self.tproxy = targets;
-                }
-                Ok(rs)
-            });
+        let loaded = crate::daemon::load_session(&self.rules, self.nfqueue, &self.listening)
+            .and_then(|(s, rs)| self.install(&rs).map(|_| (s, rs)));
         match loaded {
-            Ok(rs) => {
-                let acks: Vec<_> = self
-                    .workers
-                    .iter()
-                    .zip(crate::daemon::engines(&rs, self.workers.len()))
-                    .map(|(w, eng)| {
-                        let (tx, rx) = mpsc::channel();
-                        let _ = w.send(Msg::Reload(Box::new(eng), tx));
-                        rx
-                    })
-                    .collect();
-                for a in acks {
-                    let _ = a.recv_timeout(Duration::from_secs(5));
-                }
+            Ok((s, rs)) => {
+                (self.session, self.ruleset) = (s, rs);
                 self.reloads += 1;
                 tracing::info!(ruleset = %self.rules.display(), "reloaded");
                 format!("reloaded {}\n", self.rules.display())
@@ -93,6 +63,87 @@ impl Dispatcher {
                 )
             }
         }
+    }
+
+    /// `weir nft`: batch `text` (named `name` in messages) applied to the running ruleset,
+    /// all or nothing; with `check`, only checked against it (`nft -c`). The answer's first
+    /// line is `ok` or `error`, what nft would print after it.
+    pub fn nft_apply(&mut self, name: &str, text: &str, check: bool) -> String {
+        let (s, rs) = match self.session.apply(name, text) {
+            Ok((s, rs, _)) => (s, rs),
+            Err((sources, diags)) => {
+                return format!("error\n{}", weir_lang::diag::render_all(&diags, &sources))
+            }
+        };
+        if let Err(e) = crate::daemon::accept(&rs, self.nfqueue, &self.listening) {
+            return format!("error\n{e}");
+        }
+        if check {
+            return "ok\n".into();
+        }
+        if let Err(e) = self.install(&rs) {
+            self.reload_errors += 1;
+            return format!("error\n{e}");
+        }
+        (self.session, self.ruleset) = (s, rs);
+        self.reloads += 1;
+        tracing::info!(batch = %name, "applied");
+        "ok\n".into()
+    }
+
+    /// `weir nft list ruleset`: the running ruleset as `nft list ruleset` prints it
+    /// (`json`: as `nft -j` does).
+    pub fn nft_list(&self, opts: &weir_lang::print::Options, json: bool) -> String {
+        if json {
+            let v = weir_lang::json::output::ruleset(self.session.ast(), &self.ruleset, opts);
+            return format!("ok\n{v}\n");
+        }
+        format!(
+            "ok\n{}",
+            weir_lang::print::ruleset(self.session.ast(), &self.ruleset, opts)
+        )
+    }
+
+    /// Make `rs` the running ruleset: the kernel's side first (the netdev tables in one
+    /// transaction, `tproxy`'s table), then every worker gets its engine (connections,
+    /// counters and set elements kept). A refusal changes nothing.
+    fn install(&mut self, rs: &weir_lang::ir::Ruleset) -> Result<(), String> {
+        // the kernel's netdev tables first, in one transaction: refused, nothing changed
+        if self.nfqueue {
+            crate::netdev::warn_unrun(rs, self.netdev.is_some());
+        } else {
+            crate::netdev::warn_unbound(rs, &self.ports);
+        }
+        if self.narrowed {
+            crate::scope::scripts_only(rs).map_err(|why| {
+                format!("error: the kernel queues only what the scripts act on (weir started with a ruleset that only hands packets to scripts), and this one does more: {why}; restart weir to run it\n")
+            })?;
+        }
+        if let Some(inst) = &mut self.netdev {
+            let tables = crate::netdev::render_ruleset(rs, inst.queue())
+                .map_err(|e| format!("error: {e}\n"))?;
+            inst.replace(&tables)?;
+        }
+        // the kernel's tproxy table for the new targets (their marks are by index)
+        let targets = weir_engine::stateful::tproxy::targets(rs).unwrap_or_default();
+        if !self.nfqueue && targets != self.tproxy {
+            crate::kernel::apply_tproxy(&targets).map_err(|e| format!("error: {e:#}\n"))?;
+            self.tproxy = targets;
+        }
+        let acks: Vec<_> = self
+            .workers
+            .iter()
+            .zip(crate::daemon::engines(rs, self.workers.len()))
+            .map(|(w, eng)| {
+                let (tx, rx) = mpsc::channel();
+                let _ = w.send(Msg::Reload(Box::new(eng), tx));
+                rx
+            })
+            .collect();
+        for a in acks {
+            let _ = a.recv_timeout(Duration::from_secs(5));
+        }
+        Ok(())
     }
 
     /// The process's own facts now.
@@ -129,9 +180,28 @@ impl Dispatcher {
                 return;
             }
         };
-        if req == Request::Reload {
-            let _ = reply.send(self.reload());
-            return;
+        match &req {
+            Request::Reload => {
+                let _ = reply.send(self.reload());
+                return;
+            }
+            Request::NftBatch { name, text, check } => {
+                let _ = reply.send(self.nft_apply(name, text, *check));
+                return;
+            }
+            Request::NftList {
+                json,
+                stateless,
+                numeric,
+            } => {
+                let opts = weir_lang::print::Options {
+                    stateless: *stateless,
+                    numeric_proto: *numeric,
+                };
+                let _ = reply.send(self.nft_list(&opts, *json));
+                return;
+            }
+            _ => {}
         }
         let kernel = self.netdev.as_ref().map(|n| n.tables()).unwrap_or_default();
         // a set of a netdev table that runs in the kernel is the kernel's

@@ -16,10 +16,12 @@ pub mod json;
 pub mod lexer;
 pub mod parser;
 pub mod print;
+pub mod session;
 pub mod source;
 pub mod values;
 
 pub use diag::Diagnostic;
+pub use session::Session;
 pub use source::{SourceMap, Span};
 
 /// A ruleset that failed to load: its sources (for the messages) and what is wrong.

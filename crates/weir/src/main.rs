@@ -63,6 +63,12 @@ enum Cmd {
     Run(run::RunArgs),
     /// Talk to a running weir over its control socket.
     Ctl(run::CtlArgs),
+    /// nft's command line against a running weir (`-f FILE`, `-c`, `list ruleset`, command
+    /// words); installed as `nft` (a symlink), a drop-in for the tools that exec nft.
+    Nft {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -114,6 +120,13 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // as `nft` (a symlink to weir): nft's command line, whatever it is
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.first().map(|a| std::path::Path::new(a).file_name())
+        == Some(Some(std::ffi::OsStr::new("nft")))
+    {
+        return cmd::nft::main(&argv[1..]);
+    }
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Check {
@@ -133,6 +146,7 @@ fn main() -> ExitCode {
         Cmd::Lab(a) => lab::run(a),
         Cmd::Run(a) => run::run(a),
         Cmd::Ctl(a) => run::ctl(a),
+        Cmd::Nft { args } => return cmd::nft::main(&args),
         Cmd::Import {
             what: ImportCmd::Classbench { file },
         } => import::classbench(&file),

@@ -204,6 +204,14 @@ fn tproxy_with_a_transparent_proxy() {
     lab("tproxy.sh");
 }
 
+/// `weir nft` (and `nft` as a symlink to weir) changing a running weir: fail2ban's ban and
+/// unban, a batch that flushes and refills a chain with an established connection living
+/// on, refused batches changing nothing, a reload (tests/lab/nft.sh).
+#[test]
+fn nft_commands_change_a_running_weir() {
+    lab("nft.sh");
+}
+
 /// `weir bench lab` on a short run: every mode forwards, every figure is there, the lab is
 /// gone afterwards. (The figures themselves are a benchmark's, not checked here.)
 #[test]

@@ -96,6 +96,19 @@ pub struct SetElement {
 pub enum Request {
     Status,
     Reload,
+    /// `weir nft`: a batch of nft commands (`-f FILE`, or the command line's words), named
+    /// `name` in messages, applied to the running ruleset or (`check`) only checked.
+    NftBatch {
+        name: String,
+        text: String,
+        check: bool,
+    },
+    /// `weir nft list ruleset`: the running ruleset as nft lists it.
+    NftList {
+        json: bool,
+        stateless: bool,
+        numeric: bool,
+    },
     Counters,
     Metrics,
     CtCount(Filter),
@@ -129,6 +142,16 @@ impl Request {
     pub fn parse(words: &[&str]) -> Result<Request, String> {
         let filter = |w: &[&str]| Filter::parse(w).map_err(|e| format!("error: {e}\n"));
         Ok(match words {
+            ["nft", op @ ("apply" | "check"), name, text] => Request::NftBatch {
+                name: name.to_string(),
+                text: text.to_string(),
+                check: *op == "check",
+            },
+            ["nft", "list", flags @ ..] => Request::NftList {
+                json: flags.contains(&"json"),
+                stateless: flags.contains(&"stateless"),
+                numeric: flags.contains(&"numeric"),
+            },
             ["status"] => Request::Status,
             ["reload"] => Request::Reload,
             ["counters"] => Request::Counters,
@@ -301,7 +324,7 @@ pub fn render(req: &Request, process: &ProcessStats, answers: &[Reply]) -> Strin
             }
             out
         }
-        Request::Reload => String::new(),
+        Request::Reload | Request::NftBatch { .. } | Request::NftList { .. } => String::new(),
     }
 }
 
@@ -330,8 +353,18 @@ pub fn serve_socket(path: PathBuf, tx: mpsc::Sender<CtlRequest>) -> anyhow::Resu
 fn serve(s: UnixStream, tx: &mpsc::Sender<CtlRequest>) -> std::io::Result<()> {
     s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
     let mut line = String::new();
-    BufReader::new(&s).read_line(&mut line)?;
-    let words: Vec<String> = line.split_whitespace().map(String::from).collect();
+    let mut r = BufReader::new(&s);
+    r.read_line(&mut line)?;
+    let mut words: Vec<String> = line.split_whitespace().map(String::from).collect();
+    // `nft apply|check NAME` is followed by the batch, to the end of the stream
+    if words.len() == 3 && words[0] == "nft" && matches!(words[1].as_str(), "apply" | "check") {
+        let mut body = String::new();
+        std::io::Read::read_to_string(
+            &mut std::io::Read::take(&mut r, MAX_BATCH as u64),
+            &mut body,
+        )?;
+        words.push(body);
+    }
     let (rtx, rrx) = mpsc::channel();
     if tx.send((words, rtx)).is_err() {
         return Ok(());
@@ -340,6 +373,21 @@ fn serve(s: UnixStream, tx: &mpsc::Sender<CtlRequest>) -> std::io::Result<()> {
         .recv_timeout(std::time::Duration::from_secs(TRACE_SECONDS + 10))
         .unwrap_or_else(|_| "error: no answer from the dataplane\n".into());
     (&s).write_all(reply.as_bytes())
+}
+
+/// The largest batch `weir nft` may send (bytes).
+pub const MAX_BATCH: usize = 64 << 20;
+
+/// `weir nft`: send a request line and a body (a batch) to a running weir; its answer.
+pub fn ask_with_body(socket: &Path, line: &str, body: &str) -> anyhow::Result<String> {
+    let mut s = UnixStream::connect(socket)
+        .with_context(|| format!("control socket {} (is weir running?)", socket.display()))?;
+    s.write_all(format!("{line}\n").as_bytes())?;
+    s.write_all(body.as_bytes())?;
+    s.shutdown(std::net::Shutdown::Write)?;
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut s, &mut out)?;
+    Ok(out)
 }
 
 /// `weir ctl`: send a command to a running weir and return its answer.

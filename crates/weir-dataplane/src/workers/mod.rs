@@ -168,7 +168,10 @@ impl Worker {
                 Ok(v) => Reply::SetElements(v),
                 Err(e) => Reply::Error(e),
             },
-            Request::Reload | Request::Trace(..) => Reply::Error("not a worker's request".into()),
+            Request::Reload
+            | Request::Trace(..)
+            | Request::NftBatch { .. }
+            | Request::NftList { .. } => Reply::Error("not a worker's request".into()),
         }
     }
 

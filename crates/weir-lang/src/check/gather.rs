@@ -248,9 +248,8 @@ impl<'a> Accum<'a> {
                         }
                         ("set" | "map", Some(n)) => {
                             match t.sets.iter_mut().find(|(d, _)| d.name.name == n.name) {
-                                // flushing a declared set drops the later-added elements; declared
-                                // elements are in the declaration and cannot be removed here
-                                Some((_, extra)) => extra.clear(),
+                                // (every element, declared or added)
+                                Some((_, elems)) => elems.clear(),
                                 None => diags.push(Diagnostic::error(
                                     n.span,
                                     format!("no set '{}'", n.name),
@@ -269,8 +268,8 @@ impl<'a> Accum<'a> {
                     table,
                     name,
                     handle,
+                    elements,
                     span,
-                    ..
                 } => {
                     let fam = family_of(family, diags);
                     let Some(ti) = self.find_table(fam, table, diags) else {
@@ -286,6 +285,35 @@ impl<'a> Accum<'a> {
                             t.chains.retain(|c| c.name != n.name);
                             if t.chains.len() == before {
                                 diags.push(Diagnostic::error(n.span, format!("no chain '{}'", n.name)));
+                            }
+                        }
+                        ("set" | "map", Some(n), _) => {
+                            let t = &mut self.tables[ti];
+                            let before = t.sets.len();
+                            t.sets.retain(|(d, _)| d.name.name != n.name);
+                            if t.sets.len() == before {
+                                diags.push(Diagnostic::error(n.span, format!("no set '{}'", n.name)));
+                            }
+                        }
+                        // the elements with these keys (nft: No such file or directory when
+                        // one is not in the set)
+                        ("element", Some(n), _) => {
+                            let t = &mut self.tables[ti];
+                            let Some((_, elems)) = t.sets.iter_mut().find(|(d, _)| d.name.name == n.name) else {
+                                diags.push(Diagnostic::error(n.span, format!("no set '{}'", n.name)));
+                                continue;
+                            };
+                            for e in elements {
+                                let k = key_text(&e.key);
+                                match elems.iter().position(|x| key_text(&x.key) == k) {
+                                    Some(i) => {
+                                        elems.remove(i);
+                                    }
+                                    None => diags.push(Diagnostic::error(
+                                        e.span,
+                                        format!("no element {k} in set '{}'", n.name),
+                                    )),
+                                }
                             }
                         }
                         ("rule", Some(n), Some(h)) => {
@@ -304,7 +332,7 @@ impl<'a> Accum<'a> {
                         }
                         _ => diags.push(Diagnostic::error(
                             *span,
-                            "only 'delete table', 'delete chain' and 'delete rule ... handle N' are supported in ruleset files",
+                            "only 'delete table|chain|set|map|element' and 'delete rule ... handle N' are supported in ruleset files",
                         )),
                     }
                 }
@@ -400,7 +428,7 @@ impl<'a> TableAcc<'a> {
             ));
             return;
         }
-        self.sets.push((s, Vec::new()));
+        self.sets.push((s, s.elements.iter().collect()));
     }
 }
 
@@ -408,5 +436,24 @@ pub(super) fn val_u64(v: &Val) -> Option<u64> {
     match v {
         Val::Word(w, _) => values::parse_number(w).and_then(|n| u64::try_from(n).ok()),
         _ => None,
+    }
+}
+
+/// An element's key as text, spans left out (`delete element` finds the elements to remove
+/// by it).
+pub(super) fn key_text(v: &Val) -> String {
+    match v {
+        Val::Word(w, _) | Val::Str(w, _) => w.clone(),
+        Val::Range(a, b) => format!("{}-{}", key_text(a), key_text(b)),
+        Val::Prefix(a, b) => format!("{}/{}", key_text(a), key_text(b)),
+        Val::List(v, _) => v.iter().map(key_text).collect::<Vec<_>>().join(","),
+        Val::Concat(v, _) => v.iter().map(key_text).collect::<Vec<_>>().join(" . "),
+        Val::Set(v, _) => format!(
+            "{{ {} }}",
+            v.iter()
+                .map(|e| key_text(&e.key))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }

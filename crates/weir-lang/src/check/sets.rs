@@ -9,7 +9,7 @@ use crate::ir::*;
 use crate::values::{self, describe, parse_range, parse_scalar, parse_time_ms};
 use weir_wire::DataType;
 
-pub(super) fn lower_set(cx: &mut Cx, d: &ast::SetDecl, extra: &[&ast::Elem]) -> Set {
+pub(super) fn lower_set(cx: &mut Cx, d: &ast::SetDecl, elements: &[&ast::Elem]) -> Set {
     let mut key_types = Vec::new();
     for t in &d.key_types {
         match DataType::from_nft_name(&t.name) {
@@ -144,7 +144,8 @@ pub(super) fn lower_set(cx: &mut Cx, d: &ast::SetDecl, extra: &[&ast::Elem]) -> 
         catchall: None,
         span: d.span,
     };
-    let elems: Vec<&ast::Elem> = d.elements.iter().chain(extra.iter().copied()).collect();
+    // (the declaration's elements, then those added, less those deleted: the gathering)
+    let elems: Vec<&ast::Elem> = elements.to_vec();
     let mut seen = std::collections::HashSet::new();
     let obj_data = std::mem::replace(&mut cx.obj_data, cx.obj_maps.get(&set.name).copied());
     let stmt_obj_data = std::mem::replace(

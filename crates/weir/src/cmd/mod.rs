@@ -4,6 +4,7 @@
 pub mod check;
 pub mod import;
 pub mod lab;
+pub mod nft;
 pub mod replay;
 pub mod run;
 

@@ -1,0 +1,150 @@
+//! A running ruleset changed one batch at a time, as nft's transactions change the kernel's
+//! (`nft -f FILE`, `nft add element ...`): the file the ruleset started from and every batch
+//! applied since are checked together, in order, so a batch may name what an earlier one
+//! made, rules keep their handles, and a batch that fails leaves the session as it was.
+//!
+//! A session replays its commands rather than editing a checked ruleset: the result is the
+//! same [`ir::Ruleset`] a file with all of them would give, with the same messages
+//! (`file:line:column` in the batch that is wrong).
+
+use crate::diag::{self, Diagnostic};
+use crate::{ast, check, ir, parser, LoadError, SourceMap};
+
+/// The commands a running ruleset was made from.
+#[derive(Clone, Debug)]
+pub struct Session {
+    sources: SourceMap,
+    file: ast::File,
+    /// Batches applied since the session started (or was compacted).
+    pub batches: usize,
+}
+
+impl Session {
+    /// A session from a ruleset file (nft syntax or nft's JSON syntax).
+    pub fn load_file(
+        path: &std::path::Path,
+    ) -> Result<(Session, ir::Ruleset, Vec<Diagnostic>), LoadError> {
+        let (rs, file, diags) = crate::load_file_ast(path)?;
+        let s = Session {
+            sources: rs.sources.clone(),
+            file,
+            batches: 0,
+        };
+        Ok((s, rs, diags))
+    }
+
+    /// A session from ruleset text named `name`.
+    pub fn load_str(
+        name: &str,
+        text: &str,
+    ) -> Result<(Session, ir::Ruleset, Vec<Diagnostic>), LoadError> {
+        let (rs, file, diags) = crate::load_str_ast(name, text)?;
+        let s = Session {
+            sources: rs.sources.clone(),
+            file,
+            batches: 0,
+        };
+        Ok((s, rs, diags))
+    }
+
+    /// The session with batch `text` (named `name` in messages) applied after what it holds,
+    /// and the ruleset that gives; the error (with every source, for the messages) when the
+    /// batch does not parse or the whole does not check. `self` is unchanged either way:
+    /// the caller keeps the new session only once the ruleset is running (all or nothing).
+    pub fn apply(
+        &self,
+        name: &str,
+        text: &str,
+    ) -> Result<(Session, ir::Ruleset, Vec<Diagnostic>), LoadError> {
+        let mut sources = self.sources.clone();
+        let (batch, mut diags) = parser::parse_str(&mut sources, name, text);
+        if diags.iter().any(|d| d.severity == diag::Severity::Error) {
+            return Err((sources, diags));
+        }
+        let mut file = self.file.clone();
+        file.commands.extend(batch.commands);
+        let (tables, cd) = check::check(&file);
+        diags.extend(cd);
+        if diags.iter().any(|d| d.severity == diag::Severity::Error) {
+            return Err((sources, diags));
+        }
+        let rs = ir::Ruleset {
+            tables,
+            sources: sources.clone(),
+        };
+        let s = Session {
+            sources,
+            file,
+            batches: self.batches + 1,
+        };
+        Ok((s, rs, diags))
+    }
+
+    /// The syntax tree of every command so far (what [`crate::print::ruleset`] prints from).
+    pub fn ast(&self) -> &ast::File {
+        &self.file
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(rs: &ir::Ruleset) -> Vec<String> {
+        rs.tables
+            .iter()
+            .flat_map(|t| &t.chains)
+            .flat_map(|c| &c.rules)
+            .map(|r| format!("{} {}", r.handle, r.text))
+            .collect()
+    }
+
+    /// Batches apply in order after the file (a later one names what an earlier one made,
+    /// rules keep their handles); a failing batch names its own source and leaves the
+    /// session as it was.
+    #[test]
+    fn batches_apply_in_order_all_or_nothing() {
+        let (s0, rs0, _) = Session::load_str(
+            "rules.nft",
+            "table inet t {\n set s { type ipv4_addr; }\n chain c {\n  ip saddr @s drop\n }\n}\n",
+        )
+        .unwrap();
+        let first = rules(&rs0);
+        let (s1, rs1, _) = s0
+            .apply("b1", "add chain inet t d\nadd rule inet t d accept\nadd element inet t s { 198.18.0.1 }\n")
+            .unwrap();
+        assert_eq!(rules(&rs1)[0], first[0], "the file's rule keeps its handle");
+        let set = &rs1.tables[0].sets[0];
+        assert_eq!(set.elements.len(), 1);
+        let (s2, rs2, _) = s1
+            .apply(
+                "b2",
+                "add rule inet t c jump d\ndelete element inet t s { 198.18.0.1 }\n",
+            )
+            .unwrap();
+        assert_eq!(rs2.tables[0].sets[0].elements.len(), 0);
+        assert_eq!(s2.batches, 2);
+        // a bad second command: the whole batch refused, named in the message
+        let (sources, diags) = s2
+            .apply(
+                "b3",
+                "add rule inet t c accept\nadd rule inet t nope accept\n",
+            )
+            .unwrap_err();
+        let text = crate::diag::render_all(&diags, &sources);
+        assert!(text.contains("b3:2:"), "{text}");
+        // deleting what is not there is an error (nft: No such file or directory)
+        assert!(s2
+            .apply("b4", "delete element inet t s { 198.18.0.9 }\n")
+            .is_err());
+        // the session is as it was: the next batch applies after b2
+        let (_, rs3, _) = s2.apply("b5", "flush chain inet t c\n").unwrap();
+        assert!(rs3.tables[0]
+            .chains
+            .iter()
+            .find(|c| c.name == "c")
+            .unwrap()
+            .rules
+            .is_empty());
+    }
+}

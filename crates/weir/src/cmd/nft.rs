@@ -1,0 +1,301 @@
+//! `weir nft`: nft's command line against a running weir (its control socket: `WEIR_SOCKET`,
+//! else `/run/weir.sock`). Installed as `nft` (a symlink: `argv[0]` decides), it stands in
+//! for the tools that exec `nft`.
+//!
+//! `-f FILE|-` sends the file as one batch, command words on the line send them as one
+//! (both all or nothing, the running ruleset untouched by a refused one); `-c` checks the
+//! batch against the running ruleset without applying it; `list ruleset|tables|table|chain|
+//! set|map ...` prints the running ruleset as nft lists it (`-j` in nft's JSON, `-s` without
+//! counter values, `-n` protocols as numbers). Errors go to stderr as weir renders them
+//! (`file:line:column`, the line, a caret) and the exit status is 1, as nft's.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// What the command line asks for.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Args {
+    file: Option<String>,
+    check: bool,
+    json: bool,
+    stateless: bool,
+    numeric: bool,
+    handle: bool,
+    echo: bool,
+    terse: bool,
+    words: Vec<String>,
+}
+
+const USAGE: &str = "usage: weir nft [ -f FILE | -c | -j | -s | -n | -a | -e | -t ] [ COMMANDS ]
+  -f, --file FILE   a batch from FILE (- for stdin), applied all or nothing
+  -c, --check       check the batch against the running ruleset, apply nothing
+  -j, --json        list in nft's JSON syntax
+  -s, --stateless   list counters without their values
+  -n, --numeric     list protocols as numbers
+  the control socket: $WEIR_SOCKET, else /run/weir.sock
+";
+
+fn parse(argv: &[String]) -> Result<Args, String> {
+    let mut a = Args::default();
+    let mut it = argv.iter();
+    while let Some(w) = it.next() {
+        if !a.words.is_empty() {
+            a.words.push(w.clone());
+            continue;
+        }
+        match w.as_str() {
+            "-f" | "--file" => {
+                a.file = Some(
+                    it.next()
+                        .ok_or_else(|| "-f needs a file (or -)".to_string())?
+                        .clone(),
+                )
+            }
+            "-c" | "--check" => a.check = true,
+            "-j" | "--json" => a.json = true,
+            "-s" | "--stateless" => a.stateless = true,
+            "-n" | "--numeric" => a.numeric = true,
+            "-a" | "--handle" => a.handle = true,
+            "-e" | "--echo" => a.echo = true,
+            "-t" | "--terse" => a.terse = true,
+            // nft's short options may be grouped (`-nn`, `-cf FILE` is not nft's)
+            s if s.starts_with('-') && s.len() > 2 && !s.starts_with("--") => {
+                for c in s[1..].chars() {
+                    match c {
+                        'c' => a.check = true,
+                        'j' => a.json = true,
+                        's' => a.stateless = true,
+                        'n' => a.numeric = true,
+                        'a' => a.handle = true,
+                        'e' => a.echo = true,
+                        't' => a.terse = true,
+                        _ => return Err(format!("unknown option -{c}\n{USAGE}")),
+                    }
+                }
+            }
+            s if s.starts_with('-') => return Err(format!("unknown option {s}\n{USAGE}")),
+            _ => a.words.push(w.clone()),
+        }
+    }
+    if a.file.is_none() && a.words.is_empty() {
+        return Err(USAGE.into());
+    }
+    Ok(a)
+}
+
+fn socket() -> PathBuf {
+    std::env::var_os("WEIR_SOCKET")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/run/weir.sock"))
+}
+
+/// The answer of the running weir: its first line `ok` or `error`, the rest printed.
+fn answer(reply: &str) -> (bool, &str) {
+    match reply.split_once('\n') {
+        Some(("ok", rest)) => (true, rest),
+        Some(("error", rest)) => (false, rest),
+        _ => (false, reply),
+    }
+}
+
+/// `weir nft ARGS...` (or `nft ARGS...` through the symlink).
+pub fn main(argv: &[String]) -> ExitCode {
+    let a = match parse(argv) {
+        Ok(a) => a,
+        Err(e) => {
+            eprint!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    match run(&a) {
+        Ok((true, out)) => {
+            print!("{out}");
+            ExitCode::SUCCESS
+        }
+        Ok((false, err)) => {
+            eprint!("{err}");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("Error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(a: &Args) -> anyhow::Result<(bool, String)> {
+    let sock = socket();
+    if a.file.is_none() && a.words.first().map(String::as_str) == Some("list") {
+        let mut flags = vec!["nft", "list"];
+        for (on, f) in [
+            (a.json, "json"),
+            (a.stateless, "stateless"),
+            (a.numeric, "numeric"),
+        ] {
+            if on {
+                flags.push(f);
+            }
+        }
+        let words: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
+        let reply = weir_dataplane::control::ask(&sock, &words)?;
+        let (ok, text) = answer(&reply);
+        if !ok {
+            return Ok((false, text.to_string()));
+        }
+        if a.json {
+            return Ok((true, text.to_string()));
+        }
+        let what: Vec<&str> = a.words[1..].iter().map(String::as_str).collect();
+        return Ok(match select(text, &what) {
+            Ok(t) => (true, t),
+            Err(e) => (false, format!("Error: {e}\n")),
+        });
+    }
+    let (name, text) = match &a.file {
+        Some(f) if f == "-" => {
+            let mut t = String::new();
+            std::io::stdin().read_to_string(&mut t)?;
+            ("/dev/stdin".to_string(), t)
+        }
+        Some(f) => (
+            f.clone(),
+            std::fs::read_to_string(f).map_err(|e| anyhow::anyhow!("{f}: {e}"))?,
+        ),
+        // the command line's words: one batch (nft joins them; `;` separates commands)
+        None => (
+            "(command line)".to_string(),
+            a.words.join(" ").replace(';', "\n") + "\n",
+        ),
+    };
+    let op = if a.check { "check" } else { "apply" };
+    // (the name is one word on the request line)
+    let line = format!("nft {op} {}", name.replace(char::is_whitespace, "_"));
+    let reply = weir_dataplane::control::ask_with_body(&sock, &line, &text)?;
+    let (ok, out) = answer(&reply);
+    Ok((ok, out.to_string()))
+}
+
+/// The part of `nft list ruleset`'s text a `list` command asks for: `ruleset`, `tables`
+/// (one `table FAMILY NAME` line each), `table [FAMILY] NAME`, `chain|set|map [FAMILY]
+/// TABLE NAME` (inside its table's braces, as nft prints them).
+fn select(text: &str, what: &[&str]) -> Result<String, String> {
+    let fam = |w: &[&str]| -> (String, Vec<String>) {
+        let fams = ["ip", "ip6", "inet", "arp", "bridge", "netdev"];
+        match w.first() {
+            Some(f) if fams.contains(f) => (
+                f.to_string(),
+                w[1..].iter().map(|s| s.to_string()).collect(),
+            ),
+            _ => ("ip".to_string(), w.iter().map(|s| s.to_string()).collect()),
+        }
+    };
+    let tables = split_tables(text);
+    match what {
+        ["ruleset"] | [] => Ok(text.to_string()),
+        ["tables"] => Ok(tables
+            .iter()
+            .map(|(h, _)| format!("{}\n", h.trim_end_matches(" {")))
+            .collect()),
+        ["table", rest @ ..] => {
+            let (f, n) = fam(rest);
+            let head = format!(
+                "table {f} {} {{",
+                n.first().map(String::as_str).unwrap_or("")
+            );
+            tables
+                .iter()
+                .find(|(h, _)| *h == head)
+                .map(|(_, b)| b.clone())
+                .ok_or_else(|| format!("No such file or directory: table {f} {}", n.join(" ")))
+        }
+        [kind @ ("chain" | "set" | "map"), rest @ ..] => {
+            let (f, n) = fam(rest);
+            let (Some(t), Some(name)) = (n.first(), n.get(1)) else {
+                return Err(format!("list {kind} needs a table and a name"));
+            };
+            let head = format!("table {f} {t} {{");
+            let Some((_, block)) = tables.iter().find(|(h, _)| *h == head) else {
+                return Err(format!("No such file or directory: table {f} {t}"));
+            };
+            let open = format!("\t{kind} {name} {{");
+            let mut out = String::new();
+            let mut inside = false;
+            for l in block.lines() {
+                if l == open {
+                    inside = true;
+                }
+                if inside {
+                    out.push_str(l);
+                    out.push('\n');
+                    if l == "\t}" {
+                        return Ok(format!("{head}\n{out}}}\n"));
+                    }
+                }
+            }
+            Err(format!("No such file or directory: {kind} {f} {t} {name}"))
+        }
+        _ => Err(format!("cannot list {}", what.join(" "))),
+    }
+}
+
+/// The tables of a listing: (`table FAMILY NAME {`, the whole block).
+fn split_tables(text: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for l in text.lines() {
+        if l.starts_with("table ") && l.ends_with('{') {
+            out.push((l.to_string(), String::new()));
+        }
+        if let Some((_, b)) = out.last_mut() {
+            b.push_str(l);
+            b.push('\n');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Result<Args, String> {
+        parse(&s.split_whitespace().map(String::from).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn the_command_line_as_nft_reads_it() {
+        let a = args("-c -f /tmp/x.nft").unwrap();
+        assert!(a.check && a.file.as_deref() == Some("/tmp/x.nft"));
+        let a = args("-nn -s list ruleset").unwrap();
+        assert!(a.numeric && a.stateless && a.words == ["list", "ruleset"]);
+        // options after the first command word belong to the command
+        let a = args("add rule inet t c meta mark -1").unwrap_or_default();
+        assert_eq!(a.words.last().map(String::as_str), Some("-1"));
+        assert!(args("-x list ruleset").is_err());
+        assert!(args("").is_err());
+    }
+
+    #[test]
+    fn list_commands_pick_their_part() {
+        let text = "table inet t {\n\tset s {\n\t\ttype ipv4_addr\n\t}\n\n\tchain c {\n\t\taccept\n\t}\n}\ntable ip u {\n}\n";
+        assert_eq!(select(text, &["ruleset"]).unwrap(), text);
+        assert_eq!(
+            select(text, &["tables"]).unwrap(),
+            "table inet t\ntable ip u\n"
+        );
+        assert_eq!(
+            select(text, &["table", "ip", "u"]).unwrap(),
+            "table ip u {\n}\n"
+        );
+        assert_eq!(
+            select(text, &["chain", "inet", "t", "c"]).unwrap(),
+            "table inet t {\n\tchain c {\n\t\taccept\n\t}\n}\n"
+        );
+        assert_eq!(
+            select(text, &["set", "inet", "t", "s"]).unwrap(),
+            "table inet t {\n\tset s {\n\t\ttype ipv4_addr\n\t}\n}\n"
+        );
+        assert!(select(text, &["chain", "inet", "t", "nope"]).is_err());
+        assert!(select(text, &["table", "inet", "nope"]).is_err());
+    }
+}

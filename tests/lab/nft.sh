@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Lab test of `weir nft`: a running weir (inline) changed as tools change the kernel through
+# `nft` (root; network namespaces named weirnft*, addresses in 198.18.0.0/15):
+#
+#   weirnft-c 198.18.90.2/24 -- weirnft-r 198.18.90.1 | 198.18.91.1 -- weirnft-s 198.18.91.2/24
+#
+# weir runs the router; `nft` is a symlink to weir (as tools find it on the PATH), WEIR_SOCKET
+# names weir's control socket. The steps, each checked with pings from the client:
+#   1. fail2ban's ban and unban (its nftables action's commands): `add element` to the set
+#      the forward chain drops, the client's pings stop; `delete element`, they pass again;
+#      `list set` shows the element while it is there.
+#   2. A batch (`nft -f FILE`: flush the forward chain, refill it with a rule that drops new
+#      echo requests after `ct state established accept`): a ping started before it (one
+#      ICMP id: its connection established; the ruleset tracks connections from the start,
+#      `ct state invalid drop`, as the kernel does only once a rule needs conntrack) goes on
+#      answered; a new ping is dropped. The connection survived the change.
+#   3. `nft -c -f BAD`: refused with the error at its file, line and column, exit status 1,
+#      and `list ruleset` unchanged; a batch whose second command is wrong changes nothing
+#      (all or nothing).
+#   4. `weir ctl reload` starts again from the ruleset file.
+#
+# Usage: tests/lab/nft.sh [path/to/weir]
+set -euo pipefail
+C=weirnft-c R=weirnft-r S=weirnft-s
+NAMESPACES="$C $R $S" TOOLS="ip ping timeout" PREFIX=weirnft
+. "$(dirname "$0")/common.sh"
+IO=afpacket
+trap 'stop_pids; stop_weir; cleanup' EXIT
+CA=198.18.90.2 RA=198.18.90.1 RB=198.18.91.1 SA=198.18.91.2
+
+ip link add weirnft-c0 netns $C type veth peer name weirnft-r0 netns $R
+ip link add weirnft-s0 netns $S type veth peer name weirnft-r1 netns $R
+ip -n $C addr add $CA/24 dev weirnft-c0; ip -n $C link set weirnft-c0 up; ip -n $C route add default via $RA
+ip -n $S addr add $SA/24 dev weirnft-s0; ip -n $S link set weirnft-s0 up; ip -n $S route add default via $RB
+ip -n $R addr add $RA/24 dev weirnft-r0; ip -n $R link set weirnft-r0 up
+ip -n $R addr add $RB/24 dev weirnft-r1; ip -n $R link set weirnft-r1 up
+
+cat > "$DIR/rules.nft" <<'N'
+table inet filter {
+  set f2b {
+    type ipv4_addr
+  }
+  chain forward {
+    type filter hook forward priority filter; policy accept;
+    ct state invalid drop
+    ip saddr @f2b drop
+  }
+}
+N
+weir_toml "weirnft-r0 $RA 198.18.90.0/24" "weirnft-r1 $RB 198.18.91.0/24"
+start_weir $R "the lab's ruleset"
+mkdir "$DIR/bin"; ln -s "$WEIR" "$DIR/bin/nft"
+export WEIR_SOCKET="$DIR/weir.sock"
+nft() { timeout 10 "$DIR/bin/nft" "$@"; }
+pings() { ip netns exec $C ping -c "${2:-2}" -i 0.2 -W 1 "$1" >/dev/null 2>&1; }
+
+pings $SA || fail "no ping through weir before any change"
+
+# --- 1. fail2ban's ban and unban -------------------------------------------------------------
+nft add element inet filter f2b { $CA } || fail "add element"
+nft list set inet filter f2b | grep -q "$CA" || fail "the banned address is not listed: $(nft list set inet filter f2b)"
+if pings $SA 2; then fail "a banned address still passes"; fi
+nft delete element inet filter f2b { $CA } || fail "delete element"
+nft list set inet filter f2b | grep -q "$CA" && fail "the unbanned address is still listed"
+pings $SA || fail "an unbanned address does not pass"
+echo "ok: ban and unban with nft add / delete element"
+
+# --- 2. a batch flushes and refills the chain; an established connection lives on -------------
+ip netns exec $C ping -i 0.2 -c 40 -W 1 $SA >"$DIR/long.ping" 2>&1 &
+PIDS="$PIDS $!"
+sleep 1
+cat > "$DIR/batch.nft" <<'N'
+flush chain inet filter forward
+add rule inet filter forward ct state established,related accept
+add rule inet filter forward ip saddr @f2b drop
+add rule inet filter forward icmp type echo-request drop
+N
+nft -f "$DIR/batch.nft" || fail "the batch was refused"
+nft list chain inet filter forward | grep -q "icmp type echo-request drop" || fail "the batch's rule is not listed: $(nft list ruleset)"
+if pings $SA 2; then fail "a new ping passed the batch's drop rule"; fi
+wait_long=$(( $(date +%s) + 15 ))
+while kill -0 $(echo $PIDS | awk '{print $NF}') 2>/dev/null && [ $(date +%s) -lt $wait_long ]; do sleep 0.5; done
+got=$(sed -n 's/.* \([0-9]*\) received.*/\1/p' "$DIR/long.ping")
+[ "${got:-0}" -ge 35 ] || fail "the ping started before the batch lost its connection: $(tail -3 "$DIR/long.ping")"
+echo "ok: a batch (flush + refill) applied; the established ping answered $got of 40, a new one dropped"
+
+# --- 3. refused batches change nothing ------------------------------------------------------
+nft list ruleset >"$DIR/before"
+printf 'add rule inet filter forward tcp dport 22 accept\nadd rule inet filter forward tcp dport 22 acept\n' >"$DIR/bad.nft"
+if nft -c -f "$DIR/bad.nft" 2>"$DIR/bad.err"; then fail "a bad batch passed the check"; fi
+grep -q "bad.nft:2:" "$DIR/bad.err" || fail "the error does not name the file and line: $(cat "$DIR/bad.err")"
+if nft -f "$DIR/bad.nft" 2>/dev/null; then fail "a bad batch was applied"; fi
+nft list ruleset | diff - "$DIR/before" >/dev/null || fail "a refused batch changed the ruleset: $(nft list ruleset | diff - "$DIR/before")"
+nft -c add rule inet filter forward tcp dport 22 accept || fail "a good rule failed the check"
+nft list ruleset | diff - "$DIR/before" >/dev/null || fail "-c applied the rule"
+if nft add element inet filter nope { 1.2.3.4 } 2>/dev/null; then fail "an element of a missing set was accepted"; fi
+echo "ok: refused batches (-c, a typo in the second command, a missing set) change nothing"
+
+# --- 4. reload: the file again -------------------------------------------------------------
+ctl reload | grep -q reloaded || fail "reload"
+nft list ruleset | grep -q "echo-request" && fail "the batch's rules survived a reload from the file"
+pings $SA || fail "no ping after the reload"
+echo "ok: weir ctl reload starts again from the file"
+echo PASS
