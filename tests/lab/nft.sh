@@ -14,6 +14,7 @@
 #      ICMP id: its connection established; the ruleset tracks connections from the start,
 #      `ct state invalid drop`, as the kernel does only once a rule needs conntrack) goes on
 #      answered; a new ping is dropped. The connection survived the change.
+#      Then `nft -a list` gives the rule's handle, `delete rule ... handle N` removes it.
 #   3. `nft -c -f BAD`: refused with the error at its file, line and column, exit status 1,
 #      and `list ruleset` unchanged; a batch whose second command is wrong changes nothing
 #      (all or nothing).
@@ -83,6 +84,12 @@ while kill -0 $(echo $PIDS | awk '{print $NF}') 2>/dev/null && [ $(date +%s) -lt
 got=$(sed -n 's/.* \([0-9]*\) received.*/\1/p' "$DIR/long.ping")
 [ "${got:-0}" -ge 35 ] || fail "the ping started before the batch lost its connection: $(tail -3 "$DIR/long.ping")"
 echo "ok: a batch (flush + refill) applied; the established ping answered $got of 40, a new one dropped"
+# the rule deleted by the handle `nft -a` lists (as scripts do)
+h=$(nft -a list chain inet filter forward | sed -n 's/.*echo-request drop # handle \([0-9]*\)$/\1/p')
+[ -n "$h" ] || fail "no handle listed: $(nft -a list chain inet filter forward)"
+nft delete rule inet filter forward handle "$h" || fail "delete rule handle $h"
+pings $SA || fail "the rule deleted by its handle still drops"
+echo "ok: a rule deleted by the handle nft -a lists"
 
 # --- 3. refused batches change nothing ------------------------------------------------------
 nft list ruleset >"$DIR/before"

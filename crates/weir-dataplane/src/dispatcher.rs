@@ -193,10 +193,12 @@ impl Dispatcher {
                 json,
                 stateless,
                 numeric,
+                handles,
             } => {
                 let opts = weir_lang::print::Options {
                     stateless: *stateless,
                     numeric_proto: *numeric,
+                    handles: *handles,
                 };
                 let _ = reply.send(self.nft_list(&opts, *json));
                 return;

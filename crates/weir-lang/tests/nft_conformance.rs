@@ -53,6 +53,7 @@ fn printed_rule(rs: &weir_lang::ir::Ruleset, file: &weir_lang::ast::File) -> Str
     let opts = weir_lang::print::Options {
         stateless: true,
         numeric_proto: true,
+        handles: false,
     };
     for (c, t) in file.commands.iter().zip(&rs.tables) {
         if let Command::Table { items, .. } = c {

@@ -73,6 +73,7 @@ fn first_rule<'a>(
 const OPTS: weir_lang::print::Options = weir_lang::print::Options {
     stateless: true,
     numeric_proto: true,
+    handles: false,
 };
 
 /// A case's first rule as the text printer prints it, or the first error.

@@ -29,7 +29,12 @@ pub(super) fn chain_rules(
                 Some(a) => rule(a, t.family, src, opts),
                 None => r.text.clone(),
             };
-            inline(&text, t, d, src, opts, depth)
+            let text = inline(&text, t, d, src, opts, depth);
+            if opts.handles && depth == 2 {
+                format!("{text} # handle {}", r.handle)
+            } else {
+                text
+            }
         })
         .collect()
 }

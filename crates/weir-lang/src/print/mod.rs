@@ -29,6 +29,8 @@ pub struct Options {
     /// Protocols as numbers (`nft -n`'s `ip protocol 6`, as nft's own rule tests list them),
     /// not names (`tcp`).
     pub numeric_proto: bool,
+    /// Each rule with its handle (`nft -a`: `... # handle 4`).
+    pub handles: bool,
 }
 
 /// A priority as nft prints it: a standard name within 10 of the number (`filter`, `mangle -
@@ -588,6 +590,7 @@ mod tests {
             &Options {
                 stateless: false,
                 numeric_proto: true,
+                handles: false,
             },
         );
         for want in [

@@ -25,6 +25,7 @@ pub fn print(
                 let opts = weir_lang::print::Options {
                     stateless,
                     numeric_proto: true,
+                    handles: false,
                 };
                 let doc = weir_lang::json::output::ruleset(&ast, &rs, &opts);
                 println!("{}", serde_json::to_string_pretty(&doc)?);
@@ -32,6 +33,7 @@ pub fn print(
                 let opts = weir_lang::print::Options {
                     stateless,
                     numeric_proto: false,
+                    handles: false,
                 };
                 print!("{}", weir_lang::print::ruleset(&ast, &rs, &opts));
             }

@@ -6,7 +6,7 @@
 //! (both all or nothing, the running ruleset untouched by a refused one); `-c` checks the
 //! batch against the running ruleset without applying it; `list ruleset|tables|table|chain|
 //! set|map ...` prints the running ruleset as nft lists it (`-j` in nft's JSON, `-s` without
-//! counter values, `-n` protocols as numbers). Errors go to stderr as weir renders them
+//! counter values, `-n` protocols as numbers, `-a` each rule's handle). Errors go to stderr as weir renders them
 //! (`file:line:column`, the line, a caret) and the exit status is 1, as nft's.
 
 use std::io::Read;
@@ -33,6 +33,7 @@ const USAGE: &str = "usage: weir nft [ -f FILE | -c | -j | -s | -n | -a | -e | -
   -j, --json        list in nft's JSON syntax
   -s, --stateless   list counters without their values
   -n, --numeric     list protocols as numbers
+  -a, --handle      list each rule with its handle
   the control socket: $WEIR_SOCKET, else /run/weir.sock
 ";
 
@@ -132,6 +133,7 @@ fn run(a: &Args) -> anyhow::Result<(bool, String)> {
             (a.json, "json"),
             (a.stateless, "stateless"),
             (a.numeric, "numeric"),
+            (a.handle, "handle"),
         ] {
             if on {
                 flags.push(f);
