@@ -103,7 +103,48 @@ nft list ruleset | diff - "$DIR/before" >/dev/null || fail "-c applied the rule"
 if nft add element inet filter nope { 1.2.3.4 } 2>/dev/null; then fail "an element of a missing set was accepted"; fi
 echo "ok: refused batches (-c, a typo in the second command, a missing set) change nothing"
 
-# --- 4. reload: the file again -------------------------------------------------------------
+# --- 4. fail2ban itself, its nftables action running `nft` (the symlink) ---------------------
+if command -v fail2ban-server >/dev/null && command -v python3 >/dev/null; then
+  F=$DIR/f2b
+  cp -r /etc/fail2ban "$F"; rm -rf "$F"/jail.d/* "$F"/jail.local "$F"/fail2ban.d/*
+  printf '[Definition]\nlogtarget = %s/f2b.log\nsocket = %s/f2b.sock\npidfile = %s/f2b.pid\ndbfile = :memory:\n' "$F" "$F" "$F" >"$F/fail2ban.local"
+  printf '[Definition]\nfailregex = ^weirtest failure from <HOST>$\n' >"$F/filter.d/weirtest.conf"
+  : >"$F/auth.log"
+  printf '[weirtest]\nenabled = true\nfilter = weirtest\nlogpath = %s/auth.log\nbackend = polling\nmaxretry = 2\nfindtime = 60\nbantime = 5\ndatepattern = {NONE}\naction = nftables[name=weirtest, port=22, protocol=tcp]\n' "$F" >"$F/jail.local"
+  # a service on the router's port 22 (weir delivers to the router's stack)
+  ip netns exec $R python3 -c '
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("198.18.90.1", 22)); s.listen(16)
+while True:
+    c, _ = s.accept(); c.close()' &
+  PIDS="$PIDS $!"
+  connects() { ip netns exec $C python3 -c 'import socket; socket.create_connection(("198.18.90.1", 22), timeout=2)' 2>/dev/null; }
+  sleep 0.5
+  connects || fail "no connection to the router's port 22 before fail2ban"
+  PATH="$DIR/bin:$PATH" ip netns exec $R fail2ban-server -f -x -c "$F" >"$F/server.out" 2>&1 &
+  F2B=$!; PIDS="$PIDS $F2B"
+  # (its action starts on the first ban: table, chain, set, rule, then the element)
+  sleep 1
+  printf 'weirtest failure from %s\n' $CA $CA $CA >>"$F/auth.log"
+  for _ in $(seq 100); do nft list set inet f2b-table addr-set-weirtest 2>/dev/null | grep -q "$CA" && break; sleep 0.1; done
+  nft list set inet f2b-table addr-set-weirtest 2>/dev/null | grep -q "$CA" || fail "fail2ban did not ban: $(tail -20 "$F/f2b.log"; cat "$F/server.out")"
+  nft list chain inet f2b-table f2b-chain | grep -q "@addr-set-weirtest reject" || fail "fail2ban's rule: $(nft list ruleset)"
+  if connects; then fail "the banned client still connects"; fi
+  # unbanned after the ban time (5 s)
+  for _ in $(seq 150); do connects && break; sleep 0.1; done
+  connects || fail "the client was not unbanned: $(tail -20 "$F/f2b.log")"
+  # fail2ban's stop: its rule deleted by the handle `nft -a list` gives, its set and table
+  PATH="$DIR/bin:$PATH" ip netns exec $R fail2ban-client -c "$F" stop >/dev/null 2>&1 || true
+  for _ in $(seq 100); do kill -0 $F2B 2>/dev/null || break; sleep 0.1; done
+  if nft list ruleset | grep -q f2b-table; then fail "fail2ban's table was left behind: $(nft list ruleset; tail -20 "$F/f2b.log")"; fi
+  if grep -q "ERROR" "$F/f2b.log"; then fail "fail2ban logged errors: $(grep ERROR "$F/f2b.log")"; fi
+  echo "ok: fail2ban (its nftables action through nft = weir): start, ban, unban, stop"
+else
+  echo "note: fail2ban or python3 is not installed: its step is skipped"
+fi
+
+# --- 5. reload: the file again -------------------------------------------------------------
 ctl reload | grep -q reloaded || fail "reload"
 nft list ruleset | grep -q "echo-request" && fail "the batch's rules survived a reload from the file"
 pings $SA || fail "no ping after the reload"

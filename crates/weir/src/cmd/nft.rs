@@ -46,6 +46,11 @@ fn parse(argv: &[String]) -> Result<Args, String> {
             continue;
         }
         match w.as_str() {
+            // the end of the options (`nft -- add chain ... { ... priority -1 ; }`)
+            "--" => {
+                a.words.extend(it.by_ref().cloned());
+                break;
+            }
             "-f" | "--file" => {
                 a.file = Some(
                     it.next()
@@ -165,10 +170,7 @@ fn run(a: &Args) -> anyhow::Result<(bool, String)> {
             std::fs::read_to_string(f).map_err(|e| anyhow::anyhow!("{f}: {e}"))?,
         ),
         // the command line's words: one batch (nft joins them; `;` separates commands)
-        None => (
-            "(command line)".to_string(),
-            a.words.join(" ").replace(';', "\n") + "\n",
-        ),
+        None => ("(command line)".to_string(), a.words.join(" ") + "\n"),
     };
     let op = if a.check { "check" } else { "apply" };
     // (the name is one word on the request line)
@@ -274,6 +276,9 @@ mod tests {
         let a = args("add rule inet t c meta mark -1").unwrap_or_default();
         assert_eq!(a.words.last().map(String::as_str), Some("-1"));
         assert!(args("-x list ruleset").is_err());
+        let a = args("-- add chain inet t c { type filter hook input priority -1 ; }").unwrap();
+        assert_eq!(a.words[0], "add");
+        assert_eq!(a.words.iter().filter(|w| *w == "-1").count(), 1);
         assert!(args("").is_err());
     }
 
