@@ -65,6 +65,16 @@ nft delete element inet filter f2b { $CA } || fail "delete element"
 nft list set inet filter f2b | grep -q "$CA" && fail "the unbanned address is still listed"
 pings $SA || fail "an unbanned address does not pass"
 echo "ok: ban and unban with nft add / delete element"
+# the same in nft's JSON syntax (`nft -j -f`, what libnftables users send)
+j() { printf '{"nftables": [{"%s": {"element": {"family": "inet", "table": "filter", "name": "f2b", "elem": ["%s"]}}}]}' "$1" "$CA" >"$DIR/b.json"; nft -j -f "$DIR/b.json"; }
+j add || fail "a JSON batch was refused"
+if pings $SA 2; then fail "a JSON ban did not take"; fi
+j delete || fail "a JSON unban was refused"
+pings $SA || fail "a JSON unban did not take"
+printf '{"nftables": [{"add": {"rule": {"family": "inet", "table": "filter", "chain": "nope", "expr": []}}}]}' >"$DIR/bad.json"
+if nft -j -f "$DIR/bad.json" 2>"$DIR/bad.json.err"; then fail "a bad JSON batch was accepted"; fi
+grep -q "nftables\[0\]" "$DIR/bad.json.err" || fail "the JSON error does not name the command: $(cat "$DIR/bad.json.err")"
+echo "ok: ban and unban in nft's JSON syntax; a bad JSON batch refused, naming its command"
 
 # --- 2. a batch flushes and refills the chain; an established connection lives on -------------
 ip netns exec $C ping -i 0.2 -c 40 -W 1 $SA >"$DIR/long.ping" 2>&1 &

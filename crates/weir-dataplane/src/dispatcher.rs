@@ -69,11 +69,17 @@ impl Dispatcher {
     /// all or nothing; with `check`, only checked against it (`nft -c`). The answer's first
     /// line is `ok` or `error`, what nft would print after it.
     pub fn nft_apply(&mut self, name: &str, text: &str, check: bool) -> String {
-        let (s, rs) = match self.session.apply(name, text) {
-            Ok((s, rs, _)) => (s, rs),
-            Err((sources, diags)) => {
-                return format!("error\n{}", weir_lang::diag::render_all(&diags, &sources))
-            }
+        let applied = if weir_lang::json::looks_like_json(text) {
+            self.json_batch(name, text)
+        } else {
+            self.session
+                .apply(name, text)
+                .map(|(s, rs, _)| (s, rs))
+                .map_err(|(sources, diags)| weir_lang::diag::render_all(&diags, &sources))
+        };
+        let (s, rs) = match applied {
+            Ok(x) => x,
+            Err(e) => return format!("error\n{e}"),
         };
         if let Err(e) = crate::daemon::accept(&rs, self.nfqueue, &self.listening) {
             return format!("error\n{e}");
@@ -89,6 +95,51 @@ impl Dispatcher {
         self.reloads += 1;
         tracing::info!(batch = %name, "applied");
         "ok\n".into()
+    }
+
+    /// A batch in nft's JSON syntax (`nft -j -f`, what libnftables users such as firewalld
+    /// send): its commands after the running ruleset's own JSON listing, the whole translated
+    /// to nft text and loaded as the new session (rule handles numbered afresh). An error's
+    /// JSON path counts the batch's commands from 0.
+    fn json_batch(
+        &self,
+        name: &str,
+        text: &str,
+    ) -> Result<(weir_lang::Session, weir_lang::ir::Ruleset), String> {
+        use weir_lang::json::{input, output};
+        let batch: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| format!("{name}: not JSON: {e}\n"))?;
+        let Some(cmds) = batch.get("nftables").and_then(|v| v.as_array()) else {
+            return Err(format!("{name}: expected {{\"nftables\": [...]}}\n"));
+        };
+        let opts = weir_lang::print::Options::default();
+        let listing = output::ruleset(self.session.ast(), &self.ruleset, &opts);
+        let mut items: Vec<serde_json::Value> = listing
+            .get("nftables")
+            .and_then(|v| v.as_array())
+            .cloned()
+            .unwrap_or_default();
+        let base = items.len();
+        items.extend(cmds.iter().cloned());
+        let doc = serde_json::json!({ "nftables": items });
+        let nft = input::document(&doc).map_err(|e| {
+            // (the path's index as the batch counts it)
+            let path = match e
+                .path
+                .strip_prefix("nftables[")
+                .and_then(|r| r.split_once(']'))
+            {
+                Some((i, rest)) => match i.parse::<usize>() {
+                    Ok(i) if i >= base => format!("nftables[{}]{rest}", i - base),
+                    _ => e.path.clone(),
+                },
+                None => e.path.clone(),
+            };
+            format!("{name}: {path}: {}\n", e.message)
+        })?;
+        weir_lang::Session::load_str(&format!("{name} (as nft text)"), &nft)
+            .map(|(s, rs, _)| (s, rs))
+            .map_err(|(sources, diags)| weir_lang::diag::render_all(&diags, &sources))
     }
 
     /// `weir nft list ruleset`: the running ruleset as `nft list ruleset` prints it

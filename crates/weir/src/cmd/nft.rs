@@ -2,7 +2,7 @@
 //! else `/run/weir.sock`). Installed as `nft` (a symlink: `argv[0]` decides), it stands in
 //! for the tools that exec `nft`.
 //!
-//! `-f FILE|-` sends the file as one batch, command words on the line send them as one
+//! `-f FILE|-` sends the file as one batch (nft text, or nft's JSON syntax), command words on the line send them as one
 //! (both all or nothing, the running ruleset untouched by a refused one); `-c` checks the
 //! batch against the running ruleset without applying it; `list ruleset|tables|table|chain|
 //! set|map ...` prints the running ruleset as nft lists it (`-j` in nft's JSON, `-s` without
