@@ -5,7 +5,10 @@
 #   weirnft-c 198.18.90.2/24 -- weirnft-r 198.18.90.1 | 198.18.91.1 -- weirnft-s 198.18.91.2/24
 #
 # weir runs the router; `nft` is a symlink to weir (as tools find it on the PATH), WEIR_SOCKET
-# names weir's control socket. The steps, each checked with pings from the client:
+# names weir's control socket. The kernel (namespace weirnft-k, the same ruleset) is given the
+# same commands, and after each step the two rulesets must be the same (both listings read
+# and printed again by `weir check --print -s`). The steps, each checked with pings from the
+# client:
 #   1. fail2ban's ban and unban (its nftables action's commands): `add element` to the set
 #      the forward chain drops, the client's pings stop; `delete element`, they pass again;
 #      `list set` shows the element while it is there.
@@ -23,7 +26,8 @@
 # Usage: tests/lab/nft.sh [path/to/weir]
 set -euo pipefail
 C=weirnft-c R=weirnft-r S=weirnft-s
-NAMESPACES="$C $R $S" TOOLS="ip ping timeout" PREFIX=weirnft
+K=weirnft-k
+NAMESPACES="$C $R $S $K" TOOLS="ip ping timeout nft" PREFIX=weirnft
 . "$(dirname "$0")/common.sh"
 IO=afpacket
 trap 'stop_pids; stop_weir; cleanup' EXIT
@@ -53,15 +57,29 @@ start_weir $R "the lab's ruleset"
 mkdir "$DIR/bin"; ln -s "$WEIR" "$DIR/bin/nft"
 export WEIR_SOCKET="$DIR/weir.sock"
 nft() { timeout 10 "$DIR/bin/nft" "$@"; }
+# the kernel given the same commands (a namespace of its own), and the two listings compared
+# parsed: each printed again by `weir check --print -s` (handles and the printers' layout
+# left out)
+kernel() { ip netns exec $K nft "$@"; }
+ip netns exec $K nft -f "$DIR/rules.nft" || fail "the kernel refuses the lab's ruleset"
+same_as_kernel() {
+  kernel -s list ruleset >"$DIR/k.nft"; nft -s list ruleset >"$DIR/w.nft"
+  "$WEIR" check --print -s "$DIR/k.nft" >"$DIR/k.out" 2>&1 || fail "$1: weir cannot read the kernel's listing: $(cat "$DIR/k.out")"
+  "$WEIR" check --print -s "$DIR/w.nft" >"$DIR/w.out" 2>&1 || fail "$1: weir cannot read its own listing: $(cat "$DIR/w.out")"
+  diff "$DIR/k.out" "$DIR/w.out" >"$DIR/kw.diff" || fail "$1: weir's ruleset differs from the kernel's: $(cat "$DIR/kw.diff")"
+}
+both() { nft "$@" && kernel "$@"; }
 pings() { ip netns exec $C ping -c "${2:-2}" -i 0.2 -W 1 "$1" >/dev/null 2>&1; }
 
 pings $SA || fail "no ping through weir before any change"
 
 # --- 1. fail2ban's ban and unban -------------------------------------------------------------
-nft add element inet filter f2b { $CA } || fail "add element"
+both add element inet filter f2b { $CA } || fail "add element"
+same_as_kernel "add element"
 nft list set inet filter f2b | grep -q "$CA" || fail "the banned address is not listed: $(nft list set inet filter f2b)"
 if pings $SA 2; then fail "a banned address still passes"; fi
-nft delete element inet filter f2b { $CA } || fail "delete element"
+both delete element inet filter f2b { $CA } || fail "delete element"
+same_as_kernel "delete element"
 nft list set inet filter f2b | grep -q "$CA" && fail "the unbanned address is still listed"
 pings $SA || fail "an unbanned address does not pass"
 echo "ok: ban and unban with nft add / delete element"
@@ -86,7 +104,8 @@ add rule inet filter forward ct state established,related accept
 add rule inet filter forward ip saddr @f2b drop
 add rule inet filter forward icmp type echo-request drop
 N
-nft -f "$DIR/batch.nft" || fail "the batch was refused"
+both -f "$DIR/batch.nft" || fail "the batch was refused"
+same_as_kernel "the batch"
 nft list chain inet filter forward | grep -q "icmp type echo-request drop" || fail "the batch's rule is not listed: $(nft list ruleset)"
 if pings $SA 2; then fail "a new ping passed the batch's drop rule"; fi
 wait_long=$(( $(date +%s) + 15 ))
@@ -98,6 +117,9 @@ echo "ok: a batch (flush + refill) applied; the established ping answered $got o
 h=$(nft -a list chain inet filter forward | sed -n 's/.*echo-request drop # handle \([0-9]*\)$/\1/p')
 [ -n "$h" ] || fail "no handle listed: $(nft -a list chain inet filter forward)"
 nft delete rule inet filter forward handle "$h" || fail "delete rule handle $h"
+kh=$(kernel -a list chain inet filter forward | sed -n 's/.*echo-request drop # handle \([0-9]*\)$/\1/p')
+kernel delete rule inet filter forward handle "$kh"
+same_as_kernel "delete rule by handle"
 pings $SA || fail "the rule deleted by its handle still drops"
 echo "ok: a rule deleted by the handle nft -a lists"
 
@@ -107,6 +129,8 @@ printf 'add rule inet filter forward tcp dport 22 accept\nadd rule inet filter f
 if nft -c -f "$DIR/bad.nft" 2>"$DIR/bad.err"; then fail "a bad batch passed the check"; fi
 grep -q "bad.nft:2:" "$DIR/bad.err" || fail "the error does not name the file and line: $(cat "$DIR/bad.err")"
 if nft -f "$DIR/bad.nft" 2>/dev/null; then fail "a bad batch was applied"; fi
+if kernel -f "$DIR/bad.nft" 2>/dev/null; then fail "the kernel applied the bad batch (the lab is wrong)"; fi
+same_as_kernel "a refused batch"
 nft list ruleset | diff - "$DIR/before" >/dev/null || fail "a refused batch changed the ruleset: $(nft list ruleset | diff - "$DIR/before")"
 nft -c add rule inet filter forward tcp dport 22 accept || fail "a good rule failed the check"
 nft list ruleset | diff - "$DIR/before" >/dev/null || fail "-c applied the rule"
