@@ -137,6 +137,18 @@ nft list ruleset | diff - "$DIR/before" >/dev/null || fail "-c applied the rule"
 if nft add element inet filter nope { 1.2.3.4 } 2>/dev/null; then fail "an element of a missing set was accepted"; fi
 echo "ok: refused batches (-c, a typo in the second command, a missing set) change nothing"
 
+# many small batches (a ban each, as fail2ban sends them): the history is folded into the
+# listing after 256, and every element is still there
+for i in $(seq 1 300); do
+  nft add element inet filter f2b { 198.19.$((i / 250)).$((i % 250 + 1)) } || fail "ban $i"
+done
+n=$(nft list set inet filter f2b | grep -o '198\.19\.[0-9]*\.[0-9]*' | sort -u | wc -l)
+[ "$n" = 300 ] || fail "$n of 300 elements listed"
+grep -q "session compacted" "$DIR/weir.log" || fail "the session was not compacted after 256 batches"
+nft flush set inet filter f2b || fail "flush set"
+pings $SA || fail "no ping after the many batches"
+echo "ok: 300 one-element batches (the history compacted), then flush set"
+
 # --- 4. fail2ban itself, its nftables action running `nft` (the symlink) ---------------------
 if command -v fail2ban-server >/dev/null && command -v python3 >/dev/null; then
   F=$DIR/f2b

@@ -11,6 +11,9 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// Batches after which the session is folded into its listing ([`Dispatcher::compact`]).
+pub const COMPACT_AFTER: usize = 256;
+
 pub struct Dispatcher {
     pub workers: Vec<mpsc::Sender<Msg>>,
     pub rules: PathBuf,
@@ -94,7 +97,29 @@ impl Dispatcher {
         (self.session, self.ruleset) = (s, rs);
         self.reloads += 1;
         tracing::info!(batch = %name, "applied");
+        if self.session.batches >= COMPACT_AFTER {
+            self.compact();
+        }
         "ok\n".into()
+    }
+
+    /// Fold the session's history (the file and every batch, each batch checked after all
+    /// of them) into the running ruleset's listing, so that batches stay cheap however many
+    /// came before (fail2ban adds an element per ban). Kept only when the listing loads back
+    /// to the same listing; rule handles are numbered afresh, as after a JSON batch.
+    fn compact(&mut self) {
+        let opts = weir_lang::print::Options::default();
+        let text = weir_lang::print::ruleset(self.session.ast(), &self.ruleset, &opts);
+        match weir_lang::Session::load_str("(running ruleset)", &text) {
+            Ok((s, rs, _)) if weir_lang::print::ruleset(s.ast(), &rs, &opts) == text => {
+                tracing::info!(batches = self.session.batches, "session compacted");
+                // (the engines keep running: the same ruleset)
+                (self.session, self.ruleset) = (s, rs);
+            }
+            _ => tracing::warn!(
+                "the running ruleset's listing does not load back the same: not compacted"
+            ),
+        }
     }
 
     /// A batch in nft's JSON syntax (`nft -j -f`, what libnftables users such as firewalld
