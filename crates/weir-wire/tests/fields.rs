@@ -762,5 +762,5 @@ fn fields_not_evaluated_yet_are_never_read_from_packets() {
             assert_eq!(m.get(&f, *fl), None, "{}", fl.name());
         }
     }
-    assert!(Field::IpSaddr.evaluated() && !Field::MetaCgroup.evaluated());
+    assert!(Field::IpSaddr.evaluated() && !Field::MetaSecmark.evaluated());
 }
