@@ -536,15 +536,19 @@ pub(crate) fn key(
         _ => OsfTtl::Skip,
     };
     let found = db.and_then(|db| db.find(frame.get(l3..)?, mode, false));
-    let text = match found {
-        None => "unknown".to_string(),
-        Some(m) if version => format!("{}:{}", m.genre, m.version),
-        Some(m) => m.genre.to_string(),
+    // the name in the register's 16 bytes, cut to 15 (no allocation per SYN)
+    let parts: [&[u8]; 3] = match found {
+        None => [b"unknown", b"", b""],
+        Some(m) if version => [m.genre.as_bytes(), b":", m.version.as_bytes()],
+        Some(m) => [m.genre.as_bytes(), b"", b""],
     };
-    let mut cut = text.as_bytes();
-    cut = &cut[..cut.len().min(15)];
     let mut buf = [0u8; 16];
-    buf[..cut.len()].copy_from_slice(cut);
+    for (d, b) in buf[..15]
+        .iter_mut()
+        .zip(parts.iter().flat_map(|p| p.iter()))
+    {
+        *d = *b;
+    }
     Some(u128::from_be_bytes(buf))
 }
 

@@ -84,7 +84,10 @@ pub fn apply(frame: &mut [u8], pm: &PacketMeta, packed: u128) -> bool {
     };
     let (first, n) = window(base, offset, len);
     let at = start + first;
-    let old: Vec<u8> = frame[at..at + n].to_vec();
+    // (at most 9 bytes: 64 bits at any bit offset, widened by one for `@ih`)
+    let mut before = [0u8; 10];
+    let old = &mut before[..n];
+    old.copy_from_slice(&frame[at..at + n]);
     // the bits, counted from the window's first bit
     let skip = offset as usize - first * 8;
     for i in 0..len as usize {
@@ -98,7 +101,7 @@ pub fn apply(frame: &mut [u8], pm: &PacketMeta, packed: u128) -> bool {
         }
     }
     if base == INNER {
-        l4csum_update(frame, pm, at, &old);
+        l4csum_update(frame, pm, at, old);
     }
     true
 }
@@ -124,8 +127,7 @@ fn l4csum_update(frame: &mut [u8], pm: &PacketMeta, at: usize, old: &[u8]) {
     if pm.l4proto == proto::UDP && sum == 0 {
         return;
     }
-    let new = frame[at..at + old.len()].to_vec();
-    let upd = match cs::update_bytes(sum, old, &new) {
+    let upd = match cs::update_bytes(sum, old, &frame[at..at + old.len()]) {
         0 => 0xffff,
         s => s,
     };
