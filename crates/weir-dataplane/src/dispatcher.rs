@@ -87,8 +87,35 @@ impl Dispatcher {
         if let Err(e) = crate::daemon::accept(&rs, self.nfqueue, &self.listening) {
             return format!("error\n{e}");
         }
+        // the batch's `list ...` commands, answered from the ruleset it makes
+        let mut answers = String::new();
+        if !s.queries.is_empty() {
+            let text = weir_lang::print::ruleset(s.ast(), &rs, &Default::default());
+            for q in &s.queries {
+                let words: Vec<&str> = q.iter().map(String::as_str).collect();
+                match words.split_first() {
+                    Some((&"list", rest)) => {
+                        let rest = if rest.is_empty() {
+                            &["ruleset"][..]
+                        } else {
+                            rest
+                        };
+                        match weir_lang::print::select::select(&text, rest) {
+                            Ok(t) => answers.push_str(&t),
+                            Err(e) => return format!("error\nError: {e}\n"),
+                        }
+                    }
+                    _ => {
+                        return format!(
+                            "error\nError: `{}` is not answered inside a batch yet\n",
+                            q.join(" ")
+                        )
+                    }
+                }
+            }
+        }
         if check {
-            return "ok\n".into();
+            return format!("ok\n{answers}");
         }
         if let Err(e) = self.install(&rs) {
             self.reload_errors += 1;
@@ -100,7 +127,7 @@ impl Dispatcher {
         if self.session.batches >= COMPACT_AFTER {
             self.compact();
         }
-        "ok\n".into()
+        format!("ok\n{answers}")
     }
 
     /// Fold the session's history (the file and every batch, each batch checked after all

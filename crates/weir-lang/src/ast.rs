@@ -481,7 +481,9 @@ pub enum Command {
         name: Option<Ident>,
         span: Span,
     },
-    /// `delete table|chain|set|rule|element ...`
+    /// `delete|destroy table|chain|set|map|rule|element|flowtable|counter|quota|limit|ct
+    /// helper|... [family] TABLE [NAME] [handle N] [{ elements }]` (`destroy`: what is not
+    /// there is no error). A table named by handle has an empty `table` name.
     Delete {
         what: Ident,
         family: Option<Ident>,
@@ -489,8 +491,38 @@ pub enum Command {
         name: Option<Ident>,
         handle: Option<Val>,
         elements: Vec<Elem>,
+        destroy: bool,
         span: Span,
     },
+    /// `add|create flowtable|counter|quota|limit|ct helper|... [family] TABLE NAME { ... }`:
+    /// one item of a table that must exist.
+    AddItem {
+        family: Option<Ident>,
+        table: Ident,
+        item: TableItem,
+        span: Span,
+    },
+    /// `create ...`: the `add` it holds, refused when what it names is there already.
+    Create(Box<Command>, Span),
+    /// `replace rule [family] TABLE CHAIN handle N RULE`: the rule keeps its handle.
+    ReplaceRule {
+        family: Option<Ident>,
+        table: Ident,
+        chain: Ident,
+        handle: Val,
+        rule: Rule,
+    },
+    /// `rename chain [family] TABLE NAME NEWNAME`
+    Rename {
+        family: Option<Ident>,
+        table: Ident,
+        chain: Ident,
+        to: Ident,
+        span: Span,
+    },
+    /// `list ...`, `get element ...`, `reset ...`, `describe ...`: changes no declaration;
+    /// the words as written, answered once the batch is in (by whoever runs the session).
+    Query { words: Vec<String>, span: Span },
 }
 
 /// A parsed ruleset (after `include` and `define` are expanded).

@@ -289,6 +289,11 @@ pub struct Set {
     /// `elements` has the key (nft_set_catchall_lookup).
     pub catchall: Option<Element>,
     pub span: Span,
+    /// The set's handle in its table (0 for anonymous sets).
+    pub handle: u64,
+    /// Its elements as the commands wrote them, in order (with their counters, comments
+    /// and timeouts): what the listing prints.
+    pub listed: Vec<crate::ast::Elem>,
 }
 
 /// A reference from a rule to a set: an index into the table's sets, or an inline set.
@@ -721,6 +726,9 @@ pub struct Chain {
     pub base: Option<BaseChain>,
     pub rules: Vec<Rule>,
     pub span: Span,
+    /// The chain's handle in its table.
+    pub handle: u64,
+    pub comment: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -729,6 +737,7 @@ pub struct Flowtable {
     pub hook: Hook,
     pub priority: i32,
     pub devices: Vec<String>,
+    pub handle: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -755,6 +764,14 @@ pub struct Table {
     /// evaluate it yet ([`Ruleset::unevaluated`] lists it).
     pub dormant: bool,
     pub span: Span,
+    /// The table's handle (the kernel's, per namespace).
+    pub handle: u64,
+    /// Its flags (`dormant`, `owner`, `persist`) and comment, as declared.
+    pub flags: Vec<String>,
+    pub comment: Option<String>,
+    /// Its named objects as declared (counters, quotas, limits, ct helpers...), with their
+    /// handles: what the listing prints.
+    pub objects: Vec<(u64, crate::ast::ObjDecl)>,
 }
 
 impl Table {

@@ -276,6 +276,21 @@ impl Parser {
         }
     }
 
+    /// A comment's text: a quoted string or, as nft's grammar allows, one word.
+    fn comment_text(&mut self) -> PResult<String> {
+        match self.peek().clone() {
+            Tok::Str(c) | Tok::Word(c) => {
+                self.bump();
+                Ok(c)
+            }
+            _ => Err(self.err_expected("a comment (a quoted string)")),
+        }
+    }
+
+    fn is_comment_text_at(&self, n: usize) -> bool {
+        matches!(self.peek_at(n), Tok::Str(_) | Tok::Word(_))
+    }
+
     fn skip_newlines(&mut self) {
         while matches!(self.peek(), Tok::Newline | Tok::Semi) {
             self.bump();

@@ -17,6 +17,9 @@ pub struct Session {
     file: ast::File,
     /// Batches applied since the session started (or was compacted).
     pub batches: usize,
+    /// The last batch's queries (`list ...`, `get element ...`), each as its words: the
+    /// caller answers them once the batch is in.
+    pub queries: Vec<Vec<String>>,
 }
 
 impl Session {
@@ -29,6 +32,7 @@ impl Session {
             sources: rs.sources.clone(),
             file,
             batches: 0,
+            queries: Vec::new(),
         };
         Ok((s, rs, diags))
     }
@@ -43,6 +47,7 @@ impl Session {
             sources: rs.sources.clone(),
             file,
             batches: 0,
+            queries: Vec::new(),
         };
         Ok((s, rs, diags))
     }
@@ -61,8 +66,24 @@ impl Session {
         if diags.iter().any(|d| d.severity == diag::Severity::Error) {
             return Err((sources, diags));
         }
+        let queries = batch
+            .commands
+            .iter()
+            .filter_map(|c| match c {
+                ast::Command::Query { words, .. } => Some(words.clone()),
+                _ => None,
+            })
+            .collect();
         let mut file = self.file.clone();
         file.commands.extend(batch.commands);
+        // what came before the last `flush ruleset` is gone: not replayed again
+        if let Some(i) = file
+            .commands
+            .iter()
+            .rposition(|c| matches!(c, ast::Command::FlushRuleset(_)))
+        {
+            file.commands.drain(..i);
+        }
         let (tables, cd) = check::check(&file);
         diags.extend(cd);
         if diags.iter().any(|d| d.severity == diag::Severity::Error) {
@@ -76,6 +97,7 @@ impl Session {
             sources,
             file,
             batches: self.batches + 1,
+            queries,
         };
         Ok((s, rs, diags))
     }

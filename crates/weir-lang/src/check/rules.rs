@@ -146,6 +146,8 @@ fn anon_set(
         elements: Vec::new(),
         catchall: None,
         span: Span::default(),
+        handle: 0,
+        listed: Vec::new(),
     };
     let mut ok = true;
     for e in elems {
@@ -505,6 +507,8 @@ fn point_set(types: &[DataType], key: Vec<(u128, u128)>) -> SetRef {
         }],
         catchall: None,
         span: Span::default(),
+        handle: 0,
+        listed: Vec::new(),
     }))
 }
 

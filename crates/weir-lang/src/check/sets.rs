@@ -143,6 +143,8 @@ pub(super) fn lower_set(cx: &mut Cx, d: &ast::SetDecl, elements: &[&ast::Elem]) 
         elements: Vec::new(),
         catchall: None,
         span: d.span,
+        handle: 0,
+        listed: Vec::new(),
     };
     // (the declaration's elements, then those added, less those deleted: the gathering)
     let elems: Vec<&ast::Elem> = elements.to_vec();

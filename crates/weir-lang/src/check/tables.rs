@@ -314,7 +314,7 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
     stmt_objects(&mut cx, &t.objs);
     // flowtables
     let mut flowtables = Vec::new();
-    for f in &t.flowtables {
+    for (f, &fh) in t.flowtables.iter().zip(&t.flowtable_handles) {
         let hook = match f.hook.as_ref().map(|h| h.name.as_str()) {
             Some("ingress") | None => Hook::Ingress,
             Some(other) => {
@@ -345,14 +345,17 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
             hook,
             priority,
             devices,
+            handle: fh,
         });
     }
     // sets (before rules: rules may refer to sets declared after them)
     for (i, (d, _)) in t.sets.iter().enumerate() {
         cx.set_names.insert(d.name.name.clone(), i);
     }
-    for (d, extra) in &t.sets {
-        let s = lower_set(&mut cx, d, extra);
+    for ((d, extra), &h) in t.sets.iter().zip(&t.set_handles) {
+        let mut s = lower_set(&mut cx, d, &extra.list);
+        s.handle = h;
+        s.listed = extra.list.iter().map(|e| (*e).clone()).collect();
         cx.sets.push(s);
     }
     // chains
@@ -384,6 +387,8 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
             base,
             rules,
             span: c.span,
+            handle: c.handle,
+            comment: c.comment.map(str::to_string),
         });
     }
     cx.cur_chain = None;
@@ -400,6 +405,15 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         ct_timeouts,
         dormant: t.dormant,
         span: t.span,
+        handle: t.handle,
+        flags: t.flags.clone(),
+        comment: t.comment.clone(),
+        objects: t
+            .obj_handles
+            .iter()
+            .zip(&t.objs)
+            .map(|(&h, o)| (h, (*o).clone()))
+            .collect(),
     }
 }
 

@@ -61,139 +61,294 @@ impl Parser {
             }
             "add" | "create" | "insert" => {
                 self.bump();
-                let what = self.ident("table, chain, rule, set, map or element")?;
-                match what.name.as_str() {
-                    "table" => self.table(start),
-                    "chain" => {
-                        let family = self.opt_family();
-                        let table = self.ident("a table name")?;
-                        let name = self.ident("a chain name")?;
-                        let chain = if matches!(self.peek(), Tok::LBrace) {
-                            self.chain_body(name, start)?
-                        } else {
-                            ChainDecl {
-                                name,
-                                hook: None,
-                                policy: None,
-                                rules: vec![],
-                                comment: None,
-                                span: start.to(self.prev_span()),
-                            }
-                        };
-                        Ok(Command::AddChain {
-                            family,
-                            table,
-                            chain,
-                        })
-                    }
-                    "rule" => {
-                        let family = self.opt_family();
-                        let table = self.ident("a table name")?;
-                        let chain = self.ident("a chain name")?;
-                        let after = w != "insert";
-                        let position = if self.eat_word("position") || self.eat_word("handle") {
-                            Position::Handle(self.val()?, after)
-                        } else if self.eat_word("index") {
-                            Position::Index(self.val()?, after)
-                        } else if after {
-                            Position::End
-                        } else {
-                            Position::Start
-                        };
-                        let rule = self.rule()?;
-                        Ok(Command::AddRule {
-                            family,
-                            table,
-                            chain,
-                            position,
-                            rule,
-                        })
-                    }
-                    "set" | "map" => {
-                        let family = self.opt_family();
-                        let table = self.ident("a table name")?;
-                        let name = self.ident("a set name")?;
-                        let set = self.set_body(name, what.name == "map", start)?;
-                        Ok(Command::AddSet { family, table, set })
-                    }
-                    "element" => {
-                        let family = self.opt_family();
-                        let table = self.ident("a table name")?;
-                        let set = self.ident("a set name")?;
-                        let (elements, _) = self.set_literal()?;
-                        Ok(Command::AddElement {
-                            family,
-                            table,
-                            set,
-                            elements,
-                            span: start.to(self.prev_span()),
-                        })
-                    }
-                    _ => Err(Diagnostic::error(
-                        what.span,
-                        format!("expected table, chain, rule, set, map or element after {w}, found '{}'", what.name),
-                    )),
-                }
+                let c = self.add_command(&w, start)?;
+                Ok(if w == "create" {
+                    Command::Create(Box::new(c), start.to(self.prev_span()))
+                } else {
+                    c
+                })
             }
-            "flush" | "delete" | "destroy" => {
+            "replace" => {
                 self.bump();
-                let what = self.ident("ruleset, table, chain, set, rule or element")?;
-                if what.name == "ruleset" {
-                    let _ = self.opt_family_alone();
-                    return Ok(Command::FlushRuleset(start.to(what.span)));
-                }
-                if !matches!(
-                    what.name.as_str(),
-                    "table" | "chain" | "set" | "map" | "rule" | "element"
-                ) {
+                let what = self.ident("rule")?;
+                if what.name != "rule" {
                     return Err(Diagnostic::error(
                         what.span,
-                        format!(
-                            "expected ruleset, table, chain, set, map, rule or element, found '{}'",
-                            what.name
-                        ),
+                        format!("expected rule after replace, found '{}'", what.name),
                     ));
                 }
                 let family = self.opt_family();
                 let table = self.ident("a table name")?;
-                let name = if what.name != "table" && !self.at_rule_end() {
-                    Some(self.ident("a name")?)
-                } else {
-                    None
-                };
-                let mut handle = None;
-                let mut elements = Vec::new();
-                if self.eat_word("handle") {
-                    handle = Some(self.val()?);
+                let chain = self.ident("a chain name")?;
+                if !self.eat_word("handle") {
+                    return Err(self.err_expected("'handle N' (the rule to replace)"));
                 }
-                if matches!(self.peek(), Tok::LBrace) {
-                    elements = self.set_literal()?.0;
+                let handle = self.val()?;
+                let rule = self.rule()?;
+                Ok(Command::ReplaceRule {
+                    family,
+                    table,
+                    chain,
+                    handle,
+                    rule,
+                })
+            }
+            "rename" => {
+                self.bump();
+                let what = self.ident("chain")?;
+                if what.name != "chain" {
+                    return Err(Diagnostic::error(
+                        what.span,
+                        format!("expected chain after rename, found '{}'", what.name),
+                    ));
                 }
-                let span = start.to(self.prev_span());
-                if w == "flush" {
-                    Ok(Command::Flush {
-                        what,
-                        family,
-                        table,
-                        name,
-                        span,
-                    })
-                } else {
-                    Ok(Command::Delete {
-                        what,
-                        family,
-                        table,
-                        name,
-                        handle,
-                        elements,
-                        span,
-                    })
+                let family = self.opt_family();
+                let table = self.ident("a table name")?;
+                let chain = self.ident("a chain name")?;
+                let to = self.ident("the chain's new name")?;
+                Ok(Command::Rename {
+                    family,
+                    table,
+                    chain,
+                    to,
+                    span: start.to(self.prev_span()),
+                })
+            }
+            "list" | "get" | "reset" | "describe" | "monitor" => {
+                // (answered after the batch: the words up to the command's end, a `{ ... }`
+                // of elements kept as written)
+                let mut words = Vec::new();
+                let mut depth = 0;
+                loop {
+                    match self.peek() {
+                        Tok::Eof => break,
+                        Tok::Newline | Tok::Semi if depth == 0 => break,
+                        Tok::RBrace if depth == 0 => break,
+                        _ => {}
+                    }
+                    let t = self.bump();
+                    match &t.tok {
+                        Tok::LBrace => depth += 1,
+                        Tok::RBrace => depth -= 1,
+                        _ => {}
+                    }
+                    words.push(super::preprocess::tokens_text(std::slice::from_ref(&t)));
                 }
+                Ok(Command::Query {
+                    words,
+                    span: start.to(self.prev_span()),
+                })
+            }
+            "flush" | "delete" | "destroy" => {
+                self.bump();
+                self.delete_command(&w, start)
             }
             _ => Err(
                 Diagnostic::error(start, format!("expected a command, found '{w}'"))
                     .note("commands: table, add, create, insert, delete, flush, define, include"),
             ),
+        }
+    }
+
+    /// `add|create|insert WHAT ...` after the verb `w`.
+    fn add_command(&mut self, w: &str, start: Span) -> PResult<Command> {
+        let what = self.ident("table, chain, rule, set, map, element, flowtable or an object")?;
+        match what.name.as_str() {
+            "table" => self.table(start),
+            "chain" => {
+                let family = self.opt_family();
+                let table = self.ident("a table name")?;
+                let name = self.ident("a chain name")?;
+                let chain = if matches!(self.peek(), Tok::LBrace) {
+                    self.chain_body(name, start)?
+                } else {
+                    ChainDecl {
+                        name,
+                        hook: None,
+                        policy: None,
+                        rules: vec![],
+                        comment: None,
+                        span: start.to(self.prev_span()),
+                    }
+                };
+                Ok(Command::AddChain {
+                    family,
+                    table,
+                    chain,
+                })
+            }
+            "rule" => {
+                let family = self.opt_family();
+                let table = self.ident("a table name")?;
+                let chain = self.ident("a chain name")?;
+                let after = w != "insert";
+                let position = if self.eat_word("position") || self.eat_word("handle") {
+                    Position::Handle(self.val()?, after)
+                } else if self.eat_word("index") {
+                    Position::Index(self.val()?, after)
+                } else if after {
+                    Position::End
+                } else {
+                    Position::Start
+                };
+                let rule = self.rule()?;
+                Ok(Command::AddRule {
+                    family,
+                    table,
+                    chain,
+                    position,
+                    rule,
+                })
+            }
+            "set" | "map" => {
+                let family = self.opt_family();
+                let table = self.ident("a table name")?;
+                let name = self.ident("a set name")?;
+                let set = self.set_body(name, what.name == "map", start)?;
+                Ok(Command::AddSet { family, table, set })
+            }
+            "element" => {
+                let family = self.opt_family();
+                let table = self.ident("a table name")?;
+                let set = self.ident("a set name")?;
+                let (elements, _) = self.set_literal()?;
+                Ok(Command::AddElement {
+                    family,
+                    table,
+                    set,
+                    elements,
+                    span: start.to(self.prev_span()),
+                })
+            }
+            "flowtable" | "counter" | "quota" | "limit" | "ct" | "synproxy" | "secmark"
+            | "tunnel" => {
+                // `add ct helper [family] TABLE NAME`: the kind's second word first
+                let kind = if what.name == "ct" {
+                    let sub = self.ident("helper, timeout or expectation")?;
+                    Ident {
+                        name: format!("ct {}", sub.name),
+                        span: what.span.to(sub.span),
+                    }
+                } else {
+                    what
+                };
+                let family = self.opt_family();
+                let table = self.ident("a table name")?;
+                let item = self.named_item(kind, start)?;
+                Ok(Command::AddItem {
+                    family,
+                    table,
+                    item,
+                    span: start.to(self.prev_span()),
+                })
+            }
+            _ => Err(Diagnostic::error(
+                what.span,
+                format!(
+                    "expected table, chain, rule, set, map, element, flowtable or an object after {w}, found '{}'",
+                    what.name
+                ),
+            )),
+        }
+    }
+
+    /// `flush|delete|destroy WHAT ...` after the verb `w`.
+    fn delete_command(&mut self, w: &str, start: Span) -> PResult<Command> {
+        let what = self.ident("ruleset, table, chain, set, rule or element")?;
+        if what.name == "ruleset" {
+            let _ = self.opt_family_alone();
+            return Ok(Command::FlushRuleset(start.to(what.span)));
+        }
+        let what = if what.name == "ct" {
+            let sub = self.ident("helper, timeout or expectation")?;
+            Ident {
+                name: format!("ct {}", sub.name),
+                span: what.span.to(sub.span),
+            }
+        } else {
+            what
+        };
+        if !matches!(
+            what.name.as_str(),
+            "table"
+                | "chain"
+                | "set"
+                | "map"
+                | "rule"
+                | "element"
+                | "flowtable"
+                | "counter"
+                | "quota"
+                | "limit"
+                | "ct helper"
+                | "ct timeout"
+                | "ct expectation"
+                | "synproxy"
+                | "secmark"
+                | "tunnel"
+                | "counters"
+                | "quotas"
+        ) || (w == "flush" && !matches!(what.name.as_str(), "table" | "chain" | "set" | "map"))
+        {
+            return Err(Diagnostic::error(
+                what.span,
+                format!(
+                    "expected ruleset, table, chain, set, map, rule, element, flowtable or an object after {w}, found '{}'",
+                    what.name
+                ),
+            ));
+        }
+        // a table by its handle: `delete table [family] handle N`
+        let by_handle = |p: &Self, at: usize| {
+            matches!(p.peek_at(at), Tok::Word(x) if x == "handle")
+                && matches!(p.peek_at(at + 1), Tok::Word(_))
+        };
+        let family = if what.name == "table" && by_handle(self, 1) {
+            self.opt_family_alone()
+        } else {
+            self.opt_family()
+        };
+        let table = if what.name == "table" && by_handle(self, 0) {
+            Ident {
+                name: String::new(),
+                span: self.span(),
+            }
+        } else {
+            self.ident("a table name")?
+        };
+        let name = if what.name != "table" && !self.at_rule_end() && !self.is_word("handle") {
+            Some(self.ident("a name")?)
+        } else {
+            None
+        };
+        let mut handle = None;
+        let mut elements = Vec::new();
+        if self.eat_word("handle") {
+            handle = Some(self.val()?);
+        }
+        if matches!(self.peek(), Tok::LBrace) {
+            elements = self.set_literal()?.0;
+        }
+        let span = start.to(self.prev_span());
+        if w == "flush" {
+            Ok(Command::Flush {
+                what,
+                family,
+                table,
+                name,
+                span,
+            })
+        } else {
+            Ok(Command::Delete {
+                what,
+                family,
+                table,
+                name,
+                handle,
+                elements,
+                destroy: w == "destroy",
+                span,
+            })
         }
     }
 
@@ -266,24 +421,10 @@ impl Parser {
                     start,
                 )?)))
             }
-            "flowtable" => {
-                let name = self.ident("a flowtable name")?;
-                Ok(Some(TableItem::Flowtable(
-                    self.flowtable_body(name, start)?,
-                )))
-            }
+            "flowtable" => Ok(Some(self.named_item(kw, start)?)),
             "counter" | "quota" | "limit" | "ct" | "synproxy" | "secmark" | "tunnel" => {
                 let kw = if kw.name == "ct" {
                     let sub = self.ident("helper, timeout or expectation")?;
-                    if !matches!(sub.name.as_str(), "helper" | "timeout" | "expectation") {
-                        return Err(Diagnostic::error(
-                            sub.span,
-                            format!(
-                                "expected helper, timeout or expectation, found '{}'",
-                                sub.name
-                            ),
-                        ));
-                    }
                     Ident {
                         name: format!("ct {}", sub.name),
                         span: kw.span.to(sub.span),
@@ -291,62 +432,7 @@ impl Parser {
                 } else {
                     kw
                 };
-                let name = self.ident("a name")?;
-                let mut body = Vec::new();
-                let mut comment = None;
-                if matches!(self.peek(), Tok::LBrace) {
-                    self.bump();
-                    loop {
-                        match self.peek() {
-                            Tok::RBrace => {
-                                self.bump();
-                                break;
-                            }
-                            Tok::Eof => return Err(self.err_expected("'}'")),
-                            Tok::Newline | Tok::Semi | Tok::Eq => {
-                                self.bump();
-                            }
-                            Tok::Word(w)
-                                if w == "comment" && matches!(self.peek_at(1), Tok::Str(_)) =>
-                            {
-                                self.bump();
-                                if let Tok::Str(c) = self.bump().tok {
-                                    comment = Some(c);
-                                }
-                            }
-                            // a tunnel's options block (`geneve { class 0x1 ... }`), as written
-                            Tok::LBrace if kw.name == "tunnel" => {
-                                let first = self.pos;
-                                let start = self.span();
-                                let mut depth = 0;
-                                loop {
-                                    match self.bump().tok {
-                                        Tok::LBrace => depth += 1,
-                                        Tok::RBrace => {
-                                            depth -= 1;
-                                            if depth == 0 {
-                                                break;
-                                            }
-                                        }
-                                        Tok::Eof => return Err(self.err_expected("'}'")),
-                                        _ => {}
-                                    }
-                                }
-                                let text =
-                                    super::preprocess::tokens_text(&self.toks[first..self.pos]);
-                                body.push(Val::Word(text, start.to(self.prev_span())));
-                            }
-                            _ => body.push(self.val()?),
-                        }
-                    }
-                }
-                Ok(Some(TableItem::Obj(ObjDecl {
-                    kind: kw,
-                    name,
-                    body,
-                    comment,
-                    span: start.to(self.prev_span()),
-                })))
+                Ok(Some(self.named_item(kw, start)?))
             }
             "flags" => {
                 let mut fl = vec![self.ident("a table flag (dormant)")?];
@@ -356,10 +442,7 @@ impl Parser {
                 Ok(Some(TableItem::Flags(fl, start.to(self.prev_span()))))
             }
             "comment" => {
-                let Tok::Str(c) = self.peek().clone() else {
-                    return Err(self.err_expected("a string after comment"));
-                };
-                self.bump();
+                let c = self.comment_text()?;
                 Ok(Some(TableItem::Comment(c, start.to(self.prev_span()))))
             }
             _ => Err(Diagnostic::error(
@@ -370,6 +453,91 @@ impl Parser {
                 ),
             )),
         }
+    }
+
+    /// A flowtable or a named object (`kind` is its keyword, `ct helper` for the ct ones):
+    /// its name and body.
+    pub(super) fn named_item(&mut self, kind: Ident, start: Span) -> PResult<TableItem> {
+        if kind.name == "flowtable" {
+            let name = self.ident("a flowtable name")?;
+            return Ok(TableItem::Flowtable(self.flowtable_body(name, start)?));
+        }
+        if kind.name.starts_with("ct ")
+            && !matches!(
+                kind.name.as_str(),
+                "ct helper" | "ct timeout" | "ct expectation"
+            )
+        {
+            return Err(Diagnostic::error(
+                kind.span,
+                format!(
+                    "expected helper, timeout or expectation, found '{}'",
+                    &kind.name[3..]
+                ),
+            ));
+        }
+        let kw = kind;
+        let name = self.ident("a name")?;
+        let mut body = Vec::new();
+        let mut comment = None;
+        if matches!(self.peek(), Tok::LBrace) {
+            self.bump();
+            loop {
+                match self.peek() {
+                    Tok::RBrace => {
+                        self.bump();
+                        break;
+                    }
+                    Tok::Eof => return Err(self.err_expected("'}'")),
+                    Tok::Newline | Tok::Semi | Tok::Eq => {
+                        self.bump();
+                    }
+                    Tok::Word(w) if w == "comment" && self.is_comment_text_at(1) => {
+                        self.bump();
+                        comment = Some(self.comment_text()?);
+                    }
+                    // a tunnel's options block (`geneve { class 0x1 ... }`), as written
+                    Tok::LBrace if kw.name == "tunnel" => {
+                        let first = self.pos;
+                        let start = self.span();
+                        let mut depth = 0;
+                        loop {
+                            match self.bump().tok {
+                                Tok::LBrace => depth += 1,
+                                Tok::RBrace => {
+                                    depth -= 1;
+                                    if depth == 0 {
+                                        break;
+                                    }
+                                }
+                                Tok::Eof => return Err(self.err_expected("'}'")),
+                                _ => {}
+                            }
+                        }
+                        let text = super::preprocess::tokens_text(&self.toks[first..self.pos]);
+                        body.push(Val::Word(text, start.to(self.prev_span())));
+                    }
+                    _ => body.push(self.val()?),
+                }
+            }
+        } else {
+            // `add quota t q 25 mbytes`: the body without braces, to the command's end
+            while !self.at_rule_end() {
+                if self.is_word("comment") && self.is_comment_text_at(1) {
+                    self.bump();
+                    comment = Some(self.comment_text()?);
+                } else {
+                    body.push(self.val()?);
+                }
+            }
+        }
+        Ok(TableItem::Obj(ObjDecl {
+            kind: kw,
+            name,
+            body,
+            comment,
+            span: start.to(self.prev_span()),
+        }))
     }
 
     pub(super) fn chain_body(&mut self, name: Ident, start: Span) -> PResult<ChainDecl> {
@@ -427,11 +595,9 @@ impl Parser {
                 } else if self.is_word("policy") {
                     self.bump();
                     policy = Some(self.ident("accept or drop")?);
-                } else if self.is_word("comment") && matches!(self.peek_at(1), Tok::Str(_)) {
+                } else if self.is_word("comment") && self.is_comment_text_at(1) {
                     self.bump();
-                    if let Tok::Str(c) = self.bump().tok.clone() {
-                        comment = Some(c);
-                    }
+                    comment = Some(self.comment_text()?);
                 } else if self.is_word("devices") || self.is_word("device") {
                     self.bump();
                     self.eat(&Tok::Eq);
@@ -540,13 +706,7 @@ impl Parser {
                     }
                     d.stmts.push(st);
                 }
-                "comment" => {
-                    let Tok::Str(c) = self.peek().clone() else {
-                        return Err(self.err_expected("a string after comment"));
-                    };
-                    self.bump();
-                    d.comment = Some(c);
-                }
+                "comment" => d.comment = Some(self.comment_text()?),
                 "gc-interval" => d.gc_interval = Some(self.val()?),
                 "auto-merge" => d.auto_merge = true,
                 _ => {

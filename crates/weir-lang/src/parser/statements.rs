@@ -355,13 +355,8 @@ impl Parser {
             }
             "comment" => {
                 self.bump();
-                match self.peek().clone() {
-                    Tok::Str(s) => {
-                        let sp = self.bump().span;
-                        Ok(Item::Comment(s, start.to(sp)))
-                    }
-                    _ => Err(self.err_expected("a quoted comment")),
-                }
+                let c = self.comment_text()?;
+                Ok(Item::Comment(c, start.to(self.prev_span())))
             }
             _ => Err(self.err_expected("a statement")),
         }

@@ -11,7 +11,9 @@
 mod anon;
 mod bits;
 mod deps;
+mod objects;
 mod rule;
+pub mod select;
 pub mod value;
 
 use crate::ast;
@@ -205,45 +207,48 @@ pub fn ruleset(file: &ast::File, rs: &ir::Ruleset, opts: &Options) -> String {
 }
 
 fn table(out: &mut String, t: &ir::Table, d: &Decls<'_>, src: &SourceMap, opts: &Options) {
+    let handle = |h: u64| {
+        if opts.handles {
+            format!(" # handle {h}")
+        } else {
+            String::new()
+        }
+    };
     out.push_str(&format!(
-        "table {} {} {{\n",
+        "table {} {} {{{}\n",
         t.family.name(),
-        quote(&t.name)
+        quote(&t.name),
+        handle(t.handle)
     ));
-    if let Some((flags, comment)) = d.tables.get(&(t.family.name().to_string(), t.name.clone())) {
-        if !flags.is_empty() {
-            out.push_str(&format!("\tflags {}\n", flags.join(",")));
-        }
-        if let Some(c) = comment {
-            out.push_str(&format!("\tcomment \"{c}\"\n"));
-        }
-        if !flags.is_empty() || comment.is_some() {
-            out.push('\n');
-        }
+    if !t.flags.is_empty() {
+        out.push_str(&format!("\tflags {}\n", t.flags.join(",")));
+    }
+    if let Some(c) = &t.comment {
+        out.push_str(&format!("\tcomment \"{c}\"\n"));
+    }
+    if !t.flags.is_empty() || t.comment.is_some() {
+        out.push('\n');
     }
     let mut blocks: Vec<String> = Vec::new();
     let tk = format!("{} {}", t.family.name(), t.name);
-    for o in d.objs.get(&tk).into_iter().flatten() {
+    for (h, o) in &t.objects {
         let cx = rule::Ctx {
             src,
             opts: *opts,
             hex: std::cell::Cell::new(false),
             hex_parts: Default::default(),
         };
-        let mut body: Vec<String> = Vec::new();
-        for v in &o.body {
-            // `policy = { established : 2m, ... }` (the parser drops the '=')
-            if matches!(v, ast::Val::Set(..)) && body.last().is_some_and(|w| w == "policy") {
-                body.push("=".to_string());
-            }
-            body.push(rule::val_text(v, &cx));
-        }
-        let mut b = format!("\t{} {} {{\n", o.kind.name, quote(&o.name.name));
+        let mut b = format!(
+            "\t{} {} {{{}\n",
+            o.kind.name,
+            quote(&o.name.name),
+            handle(*h)
+        );
         if let Some(c) = &o.comment {
             b.push_str(&format!("\t\tcomment \"{c}\"\n"));
         }
-        if !body.is_empty() {
-            b.push_str(&format!("\t\t{}\n", body.join(" ")));
+        for line in objects::body(o, t.family, &cx) {
+            b.push_str(&format!("\t\t{line}\n"));
         }
         b.push_str("\t}\n");
         blocks.push(b);
@@ -255,13 +260,20 @@ fn table(out: &mut String, t: &ir::Table, d: &Decls<'_>, src: &SourceMap, opts: 
             hex: std::cell::Cell::new(false),
             hex_parts: Default::default(),
         };
-        blocks.push(set(t, s, d.sets.get(&(tk.clone(), s.name.clone())), &cx));
+        blocks.push(set(
+            t,
+            s,
+            d.sets.get(&(tk.clone(), s.name.clone())),
+            &cx,
+            &handle(s.handle),
+        ));
     }
     for f in &t.flowtables {
         let devs: Vec<String> = f.devices.iter().map(|x| format!("\"{x}\"")).collect();
         let mut b = format!(
-            "\tflowtable {} {{\n\t\thook {} priority {}\n",
+            "\tflowtable {} {{{}\n\t\thook {} priority {}\n",
             quote(&f.name),
+            handle(f.handle),
             f.hook.name(),
             priority(t.family, f.hook, f.priority),
         );
@@ -281,12 +293,8 @@ fn table(out: &mut String, t: &ir::Table, d: &Decls<'_>, src: &SourceMap, opts: 
         if anon::is_anonymous(&c.name) {
             continue;
         }
-        let mut b = format!("\tchain {} {{\n", quote(&c.name));
-        if let Some(cm) = d
-            .chains
-            .get(&(tk.clone(), c.name.clone()))
-            .and_then(|x| x.comment.as_ref())
-        {
+        let mut b = format!("\tchain {} {{{}\n", quote(&c.name), handle(c.handle));
+        if let Some(cm) = &c.comment {
             b.push_str(&format!("\t\tcomment \"{cm}\"\n"));
         }
         if let Some(base) = &c.base {
@@ -326,9 +334,15 @@ fn table(out: &mut String, t: &ir::Table, d: &Decls<'_>, src: &SourceMap, opts: 
     out.push_str("}\n");
 }
 
-fn set(t: &ir::Table, s: &ir::Set, decl: Option<&&ast::SetDecl>, src: &rule::Ctx<'_>) -> String {
+fn set(
+    t: &ir::Table,
+    s: &ir::Set,
+    decl: Option<&&ast::SetDecl>,
+    src: &rule::Ctx<'_>,
+    handle: &str,
+) -> String {
     let mut b = format!(
-        "\t{} {} {{\n",
+        "\t{} {} {{{handle}\n",
         if s.is_map { "map" } else { "set" },
         quote(&s.name)
     );
@@ -381,7 +395,7 @@ fn set(t: &ir::Table, s: &ir::Set, decl: Option<&&ast::SetDecl>, src: &rule::Ctx
             b.push('\n');
         }
     }
-    let declared = decl.map(|d| d.elements.as_slice()).unwrap_or_default();
+    let declared = s.listed.as_slice();
     let catchall = |e: &ast::Elem| matches!(&e.key, ast::Val::Word(w, _) if w == "*");
     let as_declared = !declared.is_empty()
         && declared.iter().filter(|e| !catchall(e)).count() == s.elements.len();
@@ -471,16 +485,102 @@ fn set(t: &ir::Table, s: &ir::Set, decl: Option<&&ast::SetDecl>, src: &rule::Ctx
             .first()
             .copied()
             .filter(|_| s.data_types.len() == 1);
+        // a set's statements (`counter`, `limit ...`) are each element's, listed with it
+        let set_stmts: &[(ast::Ident, Option<ast::Val>)] = decl.map_or(&[], |d| &d.stmts);
+        let with_stmts: Vec<ast::Elem>;
+        let declared = if set_stmts.is_empty() {
+            declared
+        } else {
+            let stmt_kw = ["counter", "limit", "quota", "ct", "last"];
+            with_stmts = declared
+                .iter()
+                .map(|e| {
+                    let mut e = e.clone();
+                    if !e
+                        .options
+                        .iter()
+                        .any(|(k, _)| stmt_kw.contains(&k.name.as_str()))
+                    {
+                        e.options.extend(set_stmts.iter().cloned());
+                    }
+                    e
+                })
+                .collect();
+            &with_stmts
+        };
+        let items = rule::declared_elems(&tys, data, declared, src);
+        let force = declared
+            .iter()
+            .any(|e| e.options.iter().any(|(k, _)| k.name == "comment"));
         b.push_str(&format!(
             "\t\telements = {}\n",
-            rule::declared_elems(&tys, data, declared, src)
+            wrap_elements(s, decl, &items, force)
         ));
     } else if !s.elements.is_empty() {
         let es: Vec<String> = s.elements.iter().map(|e| element(t, s, e)).collect();
-        b.push_str(&format!("\t\telements = {{ {} }}\n", es.join(", ")));
+        b.push_str(&format!(
+            "\t\telements = {}\n",
+            wrap_elements(s, decl, &es, false)
+        ));
     }
     b.push_str("\t}\n");
     b
+}
+
+/// A named set's elements in braces, lines broken where nft breaks them
+/// (`calculate_delim`): every element on its own line for maps, sets with timeouts,
+/// comments, statements or concatenated keys; else five numbers, two IPv4 addresses (or ct
+/// states), or one of anything else per line.
+fn wrap_elements(
+    s: &ir::Set,
+    decl: Option<&&ast::SetDecl>,
+    items: &[String],
+    force: bool,
+) -> String {
+    use weir_wire::DataType as D;
+    let flag = |n: &str| decl.is_some_and(|d| d.flags.iter().any(|f| f.name == n));
+    let force = force
+        || s.is_map
+        || s.objects.is_some()
+        || s.timeout_ms.is_some()
+        || flag("timeout")
+        || s.key_types.len() > 1
+        || decl.is_some_and(|d| !d.stmts.is_empty() || d.counter);
+    let per_line = if force {
+        1
+    } else {
+        match s.key_types.first() {
+            Some(
+                D::Integer(..)
+                | D::NfProto
+                | D::InetProto
+                | D::InetService
+                | D::TcpFlags
+                | D::DccpType
+                | D::Mark
+                | D::IfIndex
+                | D::ClassId
+                | D::Uid
+                | D::Gid
+                | D::CtDir,
+            ) => 5,
+            Some(D::Ipv4Addr | D::CtState | D::CtStatus | D::PktType) => 2,
+            _ => 1,
+        }
+    };
+    let mut out = String::from("{ ");
+    for (i, it) in items.iter().enumerate() {
+        if i > 0 {
+            if i % per_line == 0 {
+                out.push_str(",\n\t\t\t     ");
+            } else {
+                out.push_str(", ");
+            }
+        }
+        out.push_str(it);
+    }
+    out.push_str(" }");
+    out
 }
 
 fn data_type(s: &ir::Set, decl: Option<&&ast::SetDecl>) -> String {

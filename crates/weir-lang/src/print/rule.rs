@@ -537,13 +537,14 @@ fn verdict(v: &VerdictAst) -> String {
 
 /// The elements of a named set or map as declared (`elements = { ... }`), keys typed
 /// `tys`, data `data`: in their order, with their options, never merged.
+/// A named set's elements as written, each as nft lists it (the caller wraps them).
 pub(super) fn declared_elems(
     tys: &[Option<DataType>],
     data: Option<DataType>,
     es: &[ast::Elem],
     src: &Ctx<'_>,
-) -> String {
-    elem_list(tys, data, es, src)
+) -> Vec<String> {
+    elem_items(tys, data, es, src)
 }
 
 /// `{ a, b : c, ... }`: keys typed `tys`, map data typed `data`.
@@ -565,8 +566,16 @@ fn elem_list(
     es: &[ast::Elem],
     src: &Ctx<'_>,
 ) -> String {
-    let items: Vec<String> = es
-        .iter()
+    format!("{{ {} }}", elem_items(tys, data, es, src).join(", "))
+}
+
+fn elem_items(
+    tys: &[Option<DataType>],
+    data: Option<DataType>,
+    es: &[ast::Elem],
+    src: &Ctx<'_>,
+) -> Vec<String> {
+    es.iter()
         .map(|e| {
             let mut s = key(tys, &e.key, src);
             if matches!(e.key, Val::List(..)) {
@@ -590,6 +599,7 @@ fn elem_list(
                     s.push(' ');
                     s.push_str(&match k.name.as_str() {
                         "timeout" | "expires" => time(v, src),
+                        "comment" => format!("\"{}\"", val_text(v, src).trim_matches('"')),
                         _ => val_text(v, src),
                     });
                 }
@@ -601,8 +611,7 @@ fn elem_list(
             }
             s
         })
-        .collect();
-    format!("{{ {} }}", items.join(", "))
+        .collect()
 }
 
 /// A map's data: a host prefix (`1.1.2.69/32`, an interval of data of one address) as nft

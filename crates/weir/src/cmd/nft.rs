@@ -24,22 +24,38 @@ struct Args {
     handle: bool,
     echo: bool,
     terse: bool,
+    /// `-i`: commands read from stdin, one line at a time.
+    interactive: bool,
+    /// `-D NAME=VALUE`: defines given before the batch.
+    defines: Vec<(String, String)>,
     words: Vec<String>,
 }
 
-const USAGE: &str = "usage: weir nft [ -f FILE | -c | -j | -s | -n | -a | -e | -t ] [ COMMANDS ]
+const USAGE: &str = "usage: weir nft [ -f FILE | -i | -c | -j | -s | -n | -a | -e | -t | -D NAME=VALUE ] [ COMMANDS ]
   -f, --file FILE   a batch from FILE (- for stdin), applied all or nothing
+  -i, --interactive commands from stdin, each line applied on its own
   -c, --check       check the batch against the running ruleset, apply nothing
   -j, --json        list in nft's JSON syntax
   -s, --stateless   list counters without their values
   -n, --numeric     list protocols as numbers
   -a, --handle      list each rule with its handle
+  -t, --terse       list sets without their elements
+  -D, --define N=V  define $N as V for the batch
+  accepted and without effect here: -e (echo), -o (optimize), -y, -N, -S, -u, -p, -T,
+  -I DIR, --debug=LEVEL
   the control socket: $WEIR_SOCKET, else /run/weir.sock
 ";
 
 fn parse(argv: &[String]) -> Result<Args, String> {
     let mut a = Args::default();
     let mut it = argv.iter();
+    let define = |a: &mut Args, d: &str| -> Result<(), String> {
+        let (k, v) = d
+            .split_once('=')
+            .ok_or_else(|| format!("-D wants NAME=VALUE, not {d}"))?;
+        a.defines.push((k.to_string(), v.to_string()));
+        Ok(())
+    };
     while let Some(w) = it.next() {
         if !a.words.is_empty() {
             a.words.push(w.clone());
@@ -58,6 +74,16 @@ fn parse(argv: &[String]) -> Result<Args, String> {
                         .clone(),
                 )
             }
+            "-D" | "--define" => {
+                let d = it.next().ok_or_else(|| "-D needs NAME=VALUE".to_string())?;
+                define(&mut a, d)?;
+            }
+            "-I" | "--includepath" => {
+                it.next()
+                    .ok_or_else(|| "-I needs a directory".to_string())?;
+            }
+            s if s.starts_with("--define=") => define(&mut a, &s["--define=".len()..])?,
+            s if s.starts_with("--debug") || s.starts_with("--includepath=") => {}
             "-c" | "--check" => a.check = true,
             "-j" | "--json" => a.json = true,
             "-s" | "--stateless" => a.stateless = true,
@@ -65,7 +91,11 @@ fn parse(argv: &[String]) -> Result<Args, String> {
             "-a" | "--handle" => a.handle = true,
             "-e" | "--echo" => a.echo = true,
             "-t" | "--terse" => a.terse = true,
-            // nft's short options may be grouped (`-nn`, `-cf FILE` is not nft's)
+            "-i" | "--interactive" => a.interactive = true,
+            "-o" | "--optimize" | "-y" | "--numeric-priority" | "-N" | "--reversedns" | "-S"
+            | "--service" | "-u" | "--guid" | "-p" | "--numeric-protocol" | "-T"
+            | "--numeric-time" => {}
+            // nft's short options may be grouped (`-nn`, `-ef FILE`)
             s if s.starts_with('-') && s.len() > 2 && !s.starts_with("--") => {
                 for c in s[1..].chars() {
                     match c {
@@ -76,6 +106,15 @@ fn parse(argv: &[String]) -> Result<Args, String> {
                         'a' => a.handle = true,
                         'e' => a.echo = true,
                         't' => a.terse = true,
+                        'i' => a.interactive = true,
+                        'o' | 'y' | 'N' | 'S' | 'u' | 'p' | 'T' => {}
+                        'f' => {
+                            a.file = Some(
+                                it.next()
+                                    .ok_or_else(|| "-f needs a file (or -)".to_string())?
+                                    .clone(),
+                            )
+                        }
                         _ => return Err(format!("unknown option -{c}\n{USAGE}")),
                     }
                 }
@@ -84,7 +123,7 @@ fn parse(argv: &[String]) -> Result<Args, String> {
             _ => a.words.push(w.clone()),
         }
     }
-    if a.file.is_none() && a.words.is_empty() {
+    if a.file.is_none() && a.words.is_empty() && !a.interactive {
         return Err(USAGE.into());
     }
     Ok(a)
@@ -131,6 +170,27 @@ pub fn main(argv: &[String]) -> ExitCode {
 }
 
 fn run(a: &Args) -> anyhow::Result<(bool, String)> {
+    if a.interactive && a.file.is_none() && a.words.is_empty() {
+        // each line a command (or `;`-separated commands) of its own, as nft -i reads them
+        let mut t = String::new();
+        std::io::stdin().read_to_string(&mut t)?;
+        let mut out = String::new();
+        for line in t.lines().filter(|l| !l.trim().is_empty()) {
+            let words: Vec<String> = line.split_whitespace().map(String::from).collect();
+            let one = Args {
+                words,
+                interactive: false,
+                defines: a.defines.clone(),
+                ..Args::default()
+            };
+            let (ok, text) = run(&one)?;
+            out.push_str(&text);
+            if !ok {
+                return Ok((false, out));
+            }
+        }
+        return Ok((true, out));
+    }
     let sock = socket();
     if a.file.is_none() && a.words.first().map(String::as_str) == Some("list") {
         let mut flags = vec!["nft", "list"];
@@ -154,7 +214,13 @@ fn run(a: &Args) -> anyhow::Result<(bool, String)> {
             return Ok((true, text.to_string()));
         }
         let what: Vec<&str> = a.words[1..].iter().map(String::as_str).collect();
-        return Ok(match select(text, &what) {
+        let what: Vec<&str> = if what.is_empty() {
+            vec!["ruleset"]
+        } else {
+            what
+        };
+        return Ok(match weir_lang::print::select::select(text, &what) {
+            Ok(t) if a.terse => (true, terse(&t)),
             Ok(t) => (true, t),
             Err(e) => (false, format!("Error: {e}\n")),
         });
@@ -172,6 +238,13 @@ fn run(a: &Args) -> anyhow::Result<(bool, String)> {
         // the command line's words: one batch (nft joins them; `;` separates commands)
         None => ("(command line)".to_string(), a.words.join(" ") + "\n"),
     };
+    // `-D NAME=VALUE`: nft's defines, before the batch
+    let text = a
+        .defines
+        .iter()
+        .map(|(k, v)| format!("define {k} = {v}\n"))
+        .collect::<String>()
+        + &text;
     let op = if a.check { "check" } else { "apply" };
     // (the name is one word on the request line)
     let line = format!("nft {op} {}", name.replace(char::is_whitespace, "_"));
@@ -180,80 +253,17 @@ fn run(a: &Args) -> anyhow::Result<(bool, String)> {
     Ok((ok, out.to_string()))
 }
 
-/// The part of `nft list ruleset`'s text a `list` command asks for: `ruleset`, `tables`
-/// (one `table FAMILY NAME` line each), `table [FAMILY] NAME`, `chain|set|map [FAMILY]
-/// TABLE NAME` (inside its table's braces, as nft prints them).
-fn select(text: &str, what: &[&str]) -> Result<String, String> {
-    let fam = |w: &[&str]| -> (String, Vec<String>) {
-        let fams = ["ip", "ip6", "inet", "arp", "bridge", "netdev"];
-        match w.first() {
-            Some(f) if fams.contains(f) => (
-                f.to_string(),
-                w[1..].iter().map(|s| s.to_string()).collect(),
-            ),
-            _ => ("ip".to_string(), w.iter().map(|s| s.to_string()).collect()),
-        }
-    };
-    let tables = split_tables(text);
-    match what {
-        ["ruleset"] | [] => Ok(text.to_string()),
-        ["tables"] => Ok(tables
-            .iter()
-            .map(|(h, _)| format!("{}\n", h.trim_end_matches(" {")))
-            .collect()),
-        ["table", rest @ ..] => {
-            let (f, n) = fam(rest);
-            let head = format!(
-                "table {f} {} {{",
-                n.first().map(String::as_str).unwrap_or("")
-            );
-            tables
-                .iter()
-                .find(|(h, _)| *h == head)
-                .map(|(_, b)| b.clone())
-                .ok_or_else(|| format!("No such file or directory: table {f} {}", n.join(" ")))
-        }
-        [kind @ ("chain" | "set" | "map"), rest @ ..] => {
-            let (f, n) = fam(rest);
-            let (Some(t), Some(name)) = (n.first(), n.get(1)) else {
-                return Err(format!("list {kind} needs a table and a name"));
-            };
-            let head = format!("table {f} {t} {{");
-            let Some((_, block)) = tables.iter().find(|(h, _)| *h == head) else {
-                return Err(format!("No such file or directory: table {f} {t}"));
-            };
-            let open = format!("\t{kind} {name} {{");
-            let mut out = String::new();
-            let mut inside = false;
-            for l in block.lines() {
-                if l == open {
-                    inside = true;
-                }
-                if inside {
-                    out.push_str(l);
-                    out.push('\n');
-                    if l == "\t}" {
-                        return Ok(format!("{head}\n{out}}}\n"));
-                    }
-                }
-            }
-            Err(format!("No such file or directory: {kind} {f} {t} {name}"))
-        }
-        _ => Err(format!("cannot list {}", what.join(" "))),
-    }
-}
-
-/// The tables of a listing: (`table FAMILY NAME {`, the whole block).
-fn split_tables(text: &str) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = Vec::new();
+/// A listing without set elements (`nft -t`).
+fn terse(text: &str) -> String {
+    let mut out = String::new();
+    let mut skipping = false;
     for l in text.lines() {
-        if l.starts_with("table ") && l.ends_with('{') {
-            out.push((l.to_string(), String::new()));
+        if l.trim_start().starts_with("elements = ") || skipping {
+            skipping = !l.ends_with('}');
+            continue;
         }
-        if let Some((_, b)) = out.last_mut() {
-            b.push_str(l);
-            b.push('\n');
-        }
+        out.push_str(l);
+        out.push('\n');
     }
     out
 }
@@ -280,29 +290,5 @@ mod tests {
         assert_eq!(a.words[0], "add");
         assert_eq!(a.words.iter().filter(|w| *w == "-1").count(), 1);
         assert!(args("").is_err());
-    }
-
-    #[test]
-    fn list_commands_pick_their_part() {
-        let text = "table inet t {\n\tset s {\n\t\ttype ipv4_addr\n\t}\n\n\tchain c {\n\t\taccept\n\t}\n}\ntable ip u {\n}\n";
-        assert_eq!(select(text, &["ruleset"]).unwrap(), text);
-        assert_eq!(
-            select(text, &["tables"]).unwrap(),
-            "table inet t\ntable ip u\n"
-        );
-        assert_eq!(
-            select(text, &["table", "ip", "u"]).unwrap(),
-            "table ip u {\n}\n"
-        );
-        assert_eq!(
-            select(text, &["chain", "inet", "t", "c"]).unwrap(),
-            "table inet t {\n\tchain c {\n\t\taccept\n\t}\n}\n"
-        );
-        assert_eq!(
-            select(text, &["set", "inet", "t", "s"]).unwrap(),
-            "table inet t {\n\tset s {\n\t\ttype ipv4_addr\n\t}\n}\n"
-        );
-        assert!(select(text, &["chain", "inet", "t", "nope"]).is_err());
-        assert!(select(text, &["table", "inet", "nope"]).is_err());
     }
 }

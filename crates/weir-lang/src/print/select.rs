@@ -1,0 +1,256 @@
+//! The part of a listing an `nft list ...` command asks for, cut from the whole ruleset's
+//! listing: `ruleset [FAMILY]`, `tables [FAMILY]`, `table [FAMILY] NAME`, one object (`chain|
+//! set|map|flowtable|counter|quota|limit|ct helper|... [FAMILY] TABLE NAME`, inside its
+//! table's braces) or all objects of a kind (`chains|sets|maps|counters|... [FAMILY
+//! [TABLE]]`; chains without their rules, sets without their elements, as nft lists them).
+
+const FAMILIES: [&str; 6] = ["ip", "ip6", "inet", "arp", "bridge", "netdev"];
+
+/// A table of a listing: its family, name, and lines (the header's and the closing brace's
+/// included).
+struct Table<'a> {
+    family: &'a str,
+    name: String,
+    lines: Vec<&'a str>,
+}
+
+fn tables(text: &str) -> Vec<Table<'_>> {
+    let mut out: Vec<Table<'_>> = Vec::new();
+    for l in text.lines() {
+        if let Some(rest) = l.strip_prefix("table ") {
+            let head = rest.split(" {").next().unwrap_or(rest);
+            let mut w = head.split_whitespace();
+            let family = w.next().unwrap_or("ip");
+            let family = FAMILIES
+                .iter()
+                .find(|f| **f == family)
+                .copied()
+                .unwrap_or("ip");
+            let name = w.next().unwrap_or("").trim_matches('"').to_string();
+            out.push(Table {
+                family,
+                name,
+                lines: Vec::new(),
+            });
+        }
+        if let Some(t) = out.last_mut() {
+            t.lines.push(l);
+        }
+    }
+    out
+}
+
+/// The blocks of a table (`\tKIND NAME {` ... `\t}`): (kind, name, lines).
+fn blocks<'a>(t: &Table<'a>) -> Vec<(String, String, Vec<&'a str>)> {
+    let mut out: Vec<(String, String, Vec<&'a str>)> = Vec::new();
+    let mut inside = false;
+    for l in &t.lines[1..] {
+        if !inside {
+            let Some(head) = l.strip_prefix('\t') else {
+                continue;
+            };
+            if head.starts_with('\t') || !head.contains(" {") {
+                continue;
+            }
+            let head = head.split(" {").next().unwrap_or(head);
+            let words: Vec<&str> = head.split_whitespace().collect();
+            let (kind, name) = match words.as_slice() {
+                ["ct", k, n] => (format!("ct {k}"), n.to_string()),
+                [k, n] => (k.to_string(), n.to_string()),
+                _ => continue,
+            };
+            out.push((kind, name.trim_matches('"').to_string(), vec![l]));
+            inside = true;
+        } else if let Some(b) = out.last_mut() {
+            b.2.push(l);
+            if *l == "\t}" {
+                inside = false;
+            }
+        }
+    }
+    out
+}
+
+/// The singular kind of a plural list word (`chains`: `chain`).
+fn singular(w: &str) -> Option<&'static str> {
+    Some(match w {
+        "chains" => "chain",
+        "sets" => "set",
+        "maps" => "map",
+        "flowtables" => "flowtable",
+        "counters" => "counter",
+        "quotas" => "quota",
+        "limits" => "limit",
+        "meters" => "meter",
+        "synproxys" => "synproxy",
+        "secmarks" => "secmark",
+        "helpers" => "ct helper",
+        "timeouts" => "ct timeout",
+        "expectations" => "ct expectation",
+        _ => return None,
+    })
+}
+
+fn wrap(t: &Table<'_>, body: &[String]) -> String {
+    let mut out = format!("{}\n", t.lines[0]);
+    out.push_str(&body.join("\n"));
+    out.push_str("}\n");
+    out
+}
+
+/// A block as a plural list shows it: a chain without its rules, a set without elements.
+fn bare(kind: &str, lines: &[&str]) -> String {
+    let mut out = String::new();
+    let mut skipping = false;
+    for (i, l) in lines.iter().enumerate() {
+        let last = i + 1 == lines.len();
+        if kind == "chain" && i > 0 && !last && !l.starts_with("\t\ttype ") {
+            continue;
+        }
+        if matches!(kind, "set" | "map" | "meter") {
+            if l.starts_with("\t\telements = ") {
+                skipping = !l.ends_with('}');
+                continue;
+            }
+            if skipping {
+                skipping = !l.ends_with('}');
+                continue;
+            }
+        }
+        out.push_str(l);
+        out.push('\n');
+    }
+    out
+}
+
+/// What `nft list WORDS...` prints from `text`, the whole ruleset's listing.
+pub fn select(text: &str, words: &[&str]) -> Result<String, String> {
+    let (fam, rest): (Option<&str>, Vec<&str>) = match words.get(1) {
+        Some(f) if FAMILIES.contains(f) => (Some(*f), words[2..].to_vec()),
+        _ => (None, words.get(1..).unwrap_or_default().to_vec()),
+    };
+    let ts = tables(text);
+    let fam_ok = |t: &Table<'_>| fam.is_none_or(|f| f == t.family);
+    let head = words.first().copied().unwrap_or("ruleset");
+    // `ct helper NAME`: two words of kind
+    let (head, rest, fam) = if head == "ct" {
+        let k = words.get(1).copied().unwrap_or("");
+        let (f2, r2): (Option<&str>, Vec<&str>) = match words.get(2) {
+            Some(f) if FAMILIES.contains(f) => (Some(*f), words[3..].to_vec()),
+            _ => (None, words.get(2..).unwrap_or_default().to_vec()),
+        };
+        match k {
+            "helper" | "timeout" | "expectation" => (format!("ct {k}"), r2, f2),
+            "helpers" | "timeouts" | "expectations" => {
+                (singular(k).unwrap_or("").to_string() + "s", r2, f2)
+            }
+            _ => return Err(format!("cannot list ct {k}")),
+        }
+    } else {
+        (head.to_string(), rest, fam)
+    };
+    let fam_ok = |t: &Table<'_>| fam.is_none_or(|f| f == t.family) && fam_ok(t);
+    let missing = |what: String| format!("No such file or directory: {what}");
+    match (head.as_str(), rest.as_slice()) {
+        ("ruleset", []) => Ok(ts
+            .iter()
+            .filter(|t| fam_ok(t))
+            .map(|t| t.lines.join("\n") + "\n")
+            .collect()),
+        ("tables", []) => Ok(ts
+            .iter()
+            .filter(|t| fam_ok(t))
+            .map(|t| format!("table {} {}\n", t.family, super::quote(&t.name)))
+            .collect()),
+        ("table", [name]) => ts
+            .iter()
+            .find(|t| t.family == fam.unwrap_or("ip") && t.name == *name)
+            .map(|t| t.lines.join("\n") + "\n")
+            .ok_or_else(|| missing(format!("table {} {name}", fam.unwrap_or("ip")))),
+        (plural, tabs)
+            if singular(plural).is_some() || plural.ends_with("s") && plural.starts_with("ct ") =>
+        {
+            let kind = singular(plural).unwrap_or_else(|| match plural {
+                "ct helpers" => "ct helper",
+                "ct timeouts" => "ct timeout",
+                _ => "ct expectation",
+            });
+            let mut out = String::new();
+            for t in ts.iter().filter(|t| fam_ok(t)) {
+                if let [tn] = tabs {
+                    if t.name != *tn {
+                        continue;
+                    }
+                }
+                let body: Vec<String> = blocks(t)
+                    .iter()
+                    .filter(|(k, _, _)| k == kind)
+                    .map(|(k, _, lines)| {
+                        if matches!(k.as_str(), "chain" | "set" | "map" | "meter") {
+                            bare(k, lines)
+                        } else {
+                            lines.join("\n") + "\n"
+                        }
+                    })
+                    .collect();
+                if !body.is_empty() {
+                    out.push_str(&wrap(t, &body));
+                }
+            }
+            Ok(out)
+        }
+        (kind, [table, name]) => {
+            let fam = fam.unwrap_or("ip");
+            let Some(t) = ts.iter().find(|t| t.family == fam && t.name == *table) else {
+                return Err(missing(format!("table {fam} {table}")));
+            };
+            blocks(t)
+                .into_iter()
+                .find(|(k, n, _)| k == kind && n == name)
+                .map(|(_, _, lines)| wrap(t, &[lines.join("\n") + "\n"]))
+                .ok_or_else(|| missing(format!("{kind} {fam} {table} {name}")))
+        }
+        _ => Err(format!("cannot list {}", words.join(" "))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_commands_pick_their_part() {
+        let text = "table inet t {\n\tcounter k {\n\t\tpackets 1 bytes 2\n\t}\n\n\tset s {\n\t\ttype ipv4_addr\n\t\telements = { 1.1.1.1,\n\t\t\t     2.2.2.2 }\n\t}\n\n\tchain c {\n\t\ttype filter hook input priority filter; policy accept;\n\t\taccept\n\t}\n}\ntable ip u {\n}\n";
+        assert_eq!(select(text, &["ruleset"]).unwrap(), text);
+        assert_eq!(
+            select(text, &["ruleset", "ip"]).unwrap(),
+            "table ip u {\n}\n"
+        );
+        assert_eq!(
+            select(text, &["tables"]).unwrap(),
+            "table inet t\ntable ip u\n"
+        );
+        assert_eq!(
+            select(text, &["table", "ip", "u"]).unwrap(),
+            "table ip u {\n}\n"
+        );
+        assert_eq!(
+            select(text, &["chain", "inet", "t", "c"]).unwrap(),
+            "table inet t {\n\tchain c {\n\t\ttype filter hook input priority filter; policy accept;\n\t\taccept\n\t}\n}\n"
+        );
+        assert_eq!(
+            select(text, &["chains"]).unwrap(),
+            "table inet t {\n\tchain c {\n\t\ttype filter hook input priority filter; policy accept;\n\t}\n}\n"
+        );
+        assert_eq!(
+            select(text, &["sets", "inet"]).unwrap(),
+            "table inet t {\n\tset s {\n\t\ttype ipv4_addr\n\t}\n}\n"
+        );
+        assert_eq!(
+            select(text, &["counter", "inet", "t", "k"]).unwrap(),
+            "table inet t {\n\tcounter k {\n\t\tpackets 1 bytes 2\n\t}\n}\n"
+        );
+        assert!(select(text, &["chain", "inet", "t", "nope"]).is_err());
+        assert!(select(text, &["table", "inet", "nope"]).is_err());
+    }
+}
