@@ -105,6 +105,12 @@ impl Dispatcher {
                             Err(e) => return format!("error\nError: {e}\n"),
                         }
                     }
+                    Some((&"get", rest)) => {
+                        match weir_lang::print::select::get_element(s.ast(), &rs, rest) {
+                            Ok(t) => answers.push_str(&t),
+                            Err(e) => return format!("error\nError: {e}\n"),
+                        }
+                    }
                     _ => {
                         return format!(
                             "error\nError: `{}` is not answered inside a batch yet\n",
@@ -114,7 +120,8 @@ impl Dispatcher {
                 }
             }
         }
-        if check {
+        // (only queries: nothing to install)
+        if check || !s.changed {
             return format!("ok\n{answers}");
         }
         if let Err(e) = self.install(&rs) {

@@ -60,7 +60,9 @@ impl KernelTable {
 pub fn render_ruleset(rs: &ir::Ruleset, queue: u16) -> Result<Vec<KernelTable>, String> {
     rs.tables
         .iter()
-        .filter(|t| t.family == Family::Netdev && t.chains.iter().any(|c| c.base.is_some()))
+        .filter(|t| {
+            t.family == Family::Netdev && !t.dormant && t.chains.iter().any(|c| c.base.is_some())
+        })
         .map(|t| render_table(t, &owner_comment(queue)))
         .collect()
 }

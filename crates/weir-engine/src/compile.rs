@@ -1019,7 +1019,8 @@ impl Compiled {
                     v4: Classifier::build(V4_WIDTHS, v4e),
                     v6: Classifier::build(V6_WIDTHS, v6e),
                 });
-                if let Some(b) = &c.base {
+                // (a dormant table's base chains are not hooked: nothing runs them)
+                if let Some(b) = c.base.as_ref().filter(|_| !t.dormant) {
                     hooks[b.hook as usize].push(HookEntry {
                         hook: b.hook,
                         table: ti,

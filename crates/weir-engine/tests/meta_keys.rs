@@ -113,3 +113,18 @@ fn nftrace_rides_the_packet_from_hook_to_hook() {
         }
     }
 }
+
+/// A dormant table (`flags dormant`) is kept but its chains do not run; the same table
+/// awake runs them.
+#[test]
+fn dormant_tables_do_not_run() {
+    for (flags, want) in [("flags dormant", 0), ("", 1)] {
+        let rules = format!(
+            "table ip t {{\n {flags}\n chain c {{\n  type filter hook input priority 0;\n  meta mark set 1\n }}\n}}\n"
+        );
+        for mode in [Mode::Compiled, Mode::Linear] {
+            let mut sf = engine(&rules, mode);
+            assert_eq!(mark(&mut sf, udp4()), want, "{flags:?} {mode:?}");
+        }
+    }
+}

@@ -384,6 +384,9 @@ pub struct SetDecl {
     pub gc_interval: Option<Val>,
     /// `comment "..."`
     pub comment: Option<String>,
+    /// Made by a `meter` statement (`meter m { ip saddr limit rate 10/second }`): a dynamic
+    /// set keyed by the meter's key, listed with the key's types.
+    pub meter: bool,
     pub span: Span,
 }
 

@@ -760,8 +760,8 @@ pub struct Table {
     pub limits: Vec<(String, Limit)>,
     /// The table's `ct timeout` objects that weir evaluates (`Expr::CtTimeout` indexes them).
     pub ct_timeouts: Vec<(String, CtTimeoutPolicy)>,
-    /// `flags dormant`: nft keeps the table but does not run its chains. weir does not
-    /// evaluate it yet ([`Ruleset::unevaluated`] lists it).
+    /// `flags dormant`: nft keeps the table but does not run its chains (weir's engines
+    /// and the kernel's netdev tables leave its base chains out).
     pub dormant: bool,
     pub span: Span,
     /// The table's handle (the kernel's, per namespace).
@@ -843,14 +843,6 @@ impl Ruleset {
     pub fn unevaluated(&self) -> Vec<String> {
         let mut v = Vec::new();
         for t in &self.tables {
-            if t.dormant {
-                v.push(format!(
-                    "{}: table flags dormant is not evaluated yet (table {} {})",
-                    self.sources.location(t.span),
-                    t.family.name(),
-                    t.name
-                ));
-            }
             for c in &t.chains {
                 for r in &c.rules {
                     for e in &r.exprs {

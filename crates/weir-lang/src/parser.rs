@@ -121,6 +121,7 @@ const STMT_HEADS: &[&str] = &[
     "flow",
     "add",
     "update",
+    "meter",
     "delete",
     "comment",
     "queue",
@@ -167,6 +168,7 @@ pub fn parse_source(sources: &mut SourceMap, file: u32) -> (File, Vec<Diagnostic
         pos: 0,
         diags: Vec::new(),
         anon_chains: Vec::new(),
+        meters: Vec::new(),
         anon_count: 0,
     };
     let f = p.file();
@@ -187,6 +189,8 @@ struct Parser {
     /// Anonymous chains (`jump { ... }`) parsed in the current table item, named
     /// `__chainN` as nft names them, added to the table after it.
     anon_chains: Vec<crate::ast::ChainDecl>,
+    /// The sets of the `meter` statements of the rule being parsed.
+    meters: Vec<crate::ast::SetDecl>,
     anon_count: usize,
 }
 

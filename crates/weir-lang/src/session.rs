@@ -20,6 +20,8 @@ pub struct Session {
     /// The last batch's queries (`list ...`, `get element ...`), each as its words: the
     /// caller answers them once the batch is in.
     pub queries: Vec<Vec<String>>,
+    /// Whether the last batch changes anything (it is not only queries).
+    pub changed: bool,
 }
 
 impl Session {
@@ -33,6 +35,7 @@ impl Session {
             file,
             batches: 0,
             queries: Vec::new(),
+            changed: true,
         };
         Ok((s, rs, diags))
     }
@@ -48,6 +51,7 @@ impl Session {
             file,
             batches: 0,
             queries: Vec::new(),
+            changed: true,
         };
         Ok((s, rs, diags))
     }
@@ -66,6 +70,10 @@ impl Session {
         if diags.iter().any(|d| d.severity == diag::Severity::Error) {
             return Err((sources, diags));
         }
+        let changed = batch
+            .commands
+            .iter()
+            .any(|c| !matches!(c, ast::Command::Query { .. }));
         let queries = batch
             .commands
             .iter()
@@ -98,6 +106,7 @@ impl Session {
             file,
             batches: self.batches + 1,
             queries,
+            changed,
         };
         Ok((s, rs, diags))
     }

@@ -43,6 +43,8 @@ pub(crate) const SERVICES: &[(&str, u16)] = &[
     ("dns", 53),
     ("bootps", 67),
     ("bootpc", 68),
+    ("dhcpv6-client", 546),
+    ("dhcpv6-server", 547),
     ("tftp", 69),
     ("http", 80),
     ("www", 80),
@@ -653,6 +655,8 @@ fn parse_classid(w: &str) -> Result<u128, String> {
         if p.is_empty() {
             return Ok(0);
         }
+        // (`1:0xc7cb`: nft reads a 0x prefix too)
+        let p = p.strip_prefix("0x").unwrap_or(p);
         u16::from_str_radix(p, 16)
             .map(|v| v as u32)
             .map_err(|_| bad())

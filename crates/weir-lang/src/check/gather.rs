@@ -140,18 +140,14 @@ fn names(v: &[ast::Ident]) -> Vec<&str> {
     v.iter().map(|i| i.name.as_str()).collect()
 }
 
-/// A hook as declared, without spans: a chain declared again must name the same one.
+/// A hook as declared, without spans: a chain declared again must name the same type, hook
+/// and device (its priority may be written another way: `filter` or `0`).
 fn hook_key(h: &ast::HookSpec) -> String {
     format!(
-        "{} {} {:?} {}",
+        "{} {} {:?}",
         h.ty.name,
         h.hook.name,
         h.device.as_ref().map(key_text),
-        h.priority
-            .iter()
-            .map(key_text)
-            .collect::<Vec<_>>()
-            .join(" ")
     )
 }
 
@@ -601,13 +597,13 @@ impl<'a> Accum<'a> {
                 None => missing(diags, destroy, span, label()),
             },
             "set" | "map" => {
-                let want_map = what.name == "map";
+                // (`delete set` removes a map too: one kind of object in the kernel)
                 match (0..t.sets.len()).find(|&i| named(&t.sets[i].0.name.name, t.set_handles[i])) {
-                    Some(i) if t.sets[i].0.is_map == want_map || hv.is_some() => {
+                    Some(i) => {
                         t.sets.remove(i);
                         t.set_handles.remove(i);
                     }
-                    _ => missing(diags, destroy, span, label()),
+                    None => missing(diags, destroy, span, label()),
                 }
             }
             "flowtable" => match (0..t.flowtables.len())

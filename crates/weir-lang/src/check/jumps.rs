@@ -101,6 +101,9 @@ pub(super) fn check_jumps(cx: &mut Cx, chains: &[Chain]) {
         }
     }
     if !reported {
+        reached_nat(cx, chains, &adj);
+    }
+    if !reported {
         for (ci, c) in chains.iter().enumerate() {
             if c.base.is_some() && depth[ci] > MAX_JUMP_DEPTH {
                 err(
@@ -111,6 +114,60 @@ pub(super) fn check_jumps(cx: &mut Cx, chains: &[Chain]) {
                         c.name, depth[ci]
                     ),
                 );
+            }
+        }
+    }
+}
+
+/// NAT statements of a regular chain meet the chain type and hook of every base chain that
+/// jumps to it (the kernel validates each rule from each base chain): `masquerade` only in a
+/// nat chain at postrouting, `snat` at postrouting or input, `dnat` and `redirect` at
+/// prerouting or output.
+fn reached_nat(cx: &mut Cx, chains: &[Chain], adj: &[Vec<(usize, Span)>]) {
+    for (bi, b) in chains.iter().enumerate() {
+        let Some(base) = &b.base else { continue };
+        let mut seen = vec![false; chains.len()];
+        let mut todo = vec![bi];
+        seen[bi] = true;
+        while let Some(v) = todo.pop() {
+            for &(w, _) in &adj[v] {
+                if !std::mem::replace(&mut seen[w], true) {
+                    todo.push(w);
+                }
+            }
+            if v == bi {
+                continue;
+            }
+            for r in &chains[v].rules {
+                for e in &r.exprs {
+                    let Expr::Nat(n) = e else { continue };
+                    let ok = base.ty == ChainType::Nat
+                        && match n.kind {
+                            NatKind::Masquerade => base.hook == Hook::Postrouting,
+                            NatKind::Snat => matches!(base.hook, Hook::Postrouting | Hook::Input),
+                            NatKind::Dnat | NatKind::Redirect => {
+                                matches!(base.hook, Hook::Prerouting | Hook::Output)
+                            }
+                        };
+                    if !ok {
+                        err(
+                            cx,
+                            r.span,
+                            format!(
+                                "chain '{}' reaches this rule of chain '{}', and its NAT is not allowed in a {} chain at {}",
+                                b.name,
+                                chains[v].name,
+                                match base.ty {
+                                    ChainType::Nat => "nat",
+                                    ChainType::Filter => "filter",
+                                    ChainType::Route => "route",
+                                },
+                                base.hook.name()
+                            ),
+                        );
+                        return;
+                    }
+                }
             }
         }
     }

@@ -35,11 +35,15 @@ pub(super) fn lower_nat(
             return None;
         }
         let ok = match k {
-            NatKind::Snat | NatKind::Masquerade => matches!(hook, Hook::Postrouting | Hook::Input),
+            NatKind::Snat => matches!(hook, Hook::Postrouting | Hook::Input),
+            // (the kernel's masquerade validates postrouting only)
+            NatKind::Masquerade => hook == Hook::Postrouting,
             NatKind::Dnat | NatKind::Redirect => matches!(hook, Hook::Prerouting | Hook::Output),
         };
         if !ok {
-            let want = if matches!(k, NatKind::Snat | NatKind::Masquerade) {
+            let want = if k == NatKind::Masquerade {
+                "postrouting"
+            } else if k == NatKind::Snat {
                 "postrouting or input"
             } else {
                 "prerouting or output"

@@ -183,6 +183,9 @@ pub(super) fn lower_set(cx: &mut Cx, d: &ast::SetDecl, elements: &[&ast::Elem]) 
     }
     cx.obj_data = obj_data;
     cx.stmt_obj_data = stmt_obj_data;
+    if set.interval && set.key_types.len() == 1 && !set.is_map {
+        merge_or_refuse_overlaps(cx, &mut set, d);
+    }
     if let Some(sz) = set.size {
         if set.elements.len() as u64 > sz {
             err(
@@ -197,6 +200,46 @@ pub(super) fn lower_set(cx: &mut Cx, d: &ast::SetDecl, elements: &[&ast::Elem]) 
         }
     }
     set
+}
+
+/// A named interval set's ranges: with `auto-merge`, those that overlap or touch become one
+/// (as nft lists them); without it, two that overlap are refused (nft: conflicting intervals
+/// specified), the same range given twice being one element.
+fn merge_or_refuse_overlaps(cx: &mut Cx, set: &mut Set, d: &ast::SetDecl) {
+    let mut order: Vec<usize> = (0..set.elements.len()).collect();
+    order.sort_by_key(|&i| set.elements[i].key[0]);
+    if d.auto_merge {
+        let mut merged: Vec<Element> = Vec::new();
+        for i in order {
+            let e = &set.elements[i];
+            let (lo, hi) = e.key[0];
+            match merged.last_mut() {
+                Some(m) if lo <= m.key[0].1.saturating_add(1) => {
+                    m.key[0].1 = m.key[0].1.max(hi);
+                }
+                _ => merged.push(e.clone()),
+            }
+        }
+        set.elements = merged;
+        return;
+    }
+    for w in order.windows(2) {
+        let (a, b) = (set.elements[w[0]].key[0], set.elements[w[1]].key[0]);
+        if b.0 <= a.1 {
+            let dt = set.key_types[0];
+            err(
+                cx,
+                d.name.span,
+                format!(
+                    "conflicting intervals in set '{}': {} and {} overlap",
+                    set.name,
+                    crate::print::value::range(dt, a.0, a.1),
+                    crate::print::value::range(dt, b.0, b.1)
+                ),
+            );
+            return;
+        }
+    }
 }
 
 pub(super) fn time_val(cx: &mut Cx, v: &Val) -> Option<u64> {

@@ -329,7 +329,7 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
         let priority = if f.priority.is_empty() {
             0
         } else {
-            lower_priority(&mut cx, &f.priority).unwrap_or(0)
+            lower_priority(&mut cx, &f.priority, Family::Netdev, hook).unwrap_or(0)
         };
         let devices = f
             .devices
@@ -424,8 +424,17 @@ pub(super) fn other_text(v: &Val) -> String {
     }
 }
 
-fn lower_priority(cx: &mut Cx, words: &[Val]) -> Option<i32> {
-    let text: String = words.iter().map(other_text).collect::<Vec<_>>().join("");
+/// A chain's (or flowtable's) priority: a number, or a standard name that fits the family
+/// and hook (nft's `std_prio_family_hook_compat`: `srcnat` at postrouting and input,
+/// `dstnat` at prerouting and output, only `filter` in the netdev family and flowtables).
+fn lower_priority(cx: &mut Cx, words: &[Val], family: Family, hook: Hook) -> Option<i32> {
+    // (a define may hold a quoted priority: "filter - 100")
+    let text: String = words
+        .iter()
+        .map(other_text)
+        .collect::<Vec<_>>()
+        .join("")
+        .replace(' ', "");
     let span = words[0].span().to(words[words.len() - 1].span());
     if let Ok(n) = text.parse::<i32>() {
         return Some(n);
@@ -455,7 +464,28 @@ fn lower_priority(cx: &mut Cx, words: &[Val]) -> Option<i32> {
         }
         _ => (text.as_str(), 0),
     };
+    let fits = match family {
+        Family::Netdev | Family::Arp => name == "filter",
+        Family::Bridge => true,
+        _ => match name {
+            "srcnat" => matches!(hook, Hook::Postrouting | Hook::Input),
+            "dstnat" => matches!(hook, Hook::Prerouting | Hook::Output),
+            _ => true,
+        },
+    };
     match named(name) {
+        Some(_) if !fits => {
+            err(
+                cx,
+                span,
+                format!(
+                    "'{name}' is not a priority name of the {} family at {}",
+                    family.name(),
+                    hook.name()
+                ),
+            );
+            None
+        }
         Some(b) => Some(b + off),
         None => {
             cx.diags.push(
@@ -603,7 +633,7 @@ fn lower_base(
                 .note("for example: type filter hook ingress device \"eth0\" priority 0;"),
         );
     }
-    let priority = lower_priority(cx, &h.priority).unwrap_or(0);
+    let priority = lower_priority(cx, &h.priority, family, hook).unwrap_or(0);
     let policy = match policy.map(|p| p.name.as_str()) {
         None | Some("accept") => Policy::Accept,
         Some("drop") => Policy::Drop,

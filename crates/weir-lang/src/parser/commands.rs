@@ -16,7 +16,20 @@ impl Parser {
                 break;
             }
             match self.command() {
-                Ok(c) => f.commands.push(c),
+                Ok(c) => {
+                    // a lone rule's meters: their sets first (added to the rule's table)
+                    if let Command::AddRule { family, table, .. } = &c {
+                        for set in self.meters.drain(..) {
+                            f.commands.push(Command::AddSet {
+                                family: family.clone(),
+                                table: table.clone(),
+                                set,
+                            });
+                        }
+                    }
+                    self.meters.clear();
+                    f.commands.push(c)
+                }
                 Err(d) => {
                     self.report(d);
                     self.recover();
@@ -392,6 +405,7 @@ impl Parser {
                     }
                 }
                 items.extend(self.anon_chains.drain(..).map(TableItem::Chain));
+                items.extend(self.meters.drain(..).map(TableItem::Set));
                 if self.diags.len() >= MAX_ERRORS {
                     break;
                 }
@@ -647,6 +661,7 @@ impl Parser {
             data_interval: false,
             gc_interval: None,
             comment: None,
+            meter: false,
             span: start,
         };
         self.expect(Tok::LBrace, "'{' after the set name")?;

@@ -305,6 +305,81 @@ impl Parser {
                     _ => Err(self.err_expected("a flowtable: '@name'")),
                 }
             }
+            "meter" => {
+                // `meter NAME [size N] { KEY [timeout T] STMT... }`: nft's older spelling of
+                // a dynamic set and `add @NAME { KEY ... }`
+                let kw = self.ident("")?;
+                let name = self.ident("a meter name")?;
+                let size = if self.eat_word("size") {
+                    Some(self.val()?)
+                } else {
+                    None
+                };
+                self.expect(Tok::LBrace, "'{'")?;
+                let key = self.expr()?;
+                let mut timeout = None;
+                let mut stmts = Vec::new();
+                loop {
+                    if self.eat_word("timeout") {
+                        timeout = Some(self.val_atom()?);
+                    } else if matches!(self.peek_word(), Some("limit" | "counter" | "quota")) {
+                        let w = self.peek_word().unwrap().to_string();
+                        let s = self.span();
+                        stmts.push(self.statement(&w, s)?);
+                    } else {
+                        break;
+                    }
+                }
+                self.expect(Tok::RBrace, "'}'")?;
+                let span = start.to(self.prev_span());
+                let mut flags = vec![Ident {
+                    name: "dynamic".into(),
+                    span: kw.span,
+                }];
+                if timeout.is_some() {
+                    flags.push(Ident {
+                        name: "timeout".into(),
+                        span: kw.span,
+                    });
+                }
+                let key_typeof = match &key {
+                    Expr::Concat(parts, _) => parts.clone(),
+                    k => vec![k.clone()],
+                };
+                self.meters.push(SetDecl {
+                    name: name.clone(),
+                    is_map: false,
+                    key_types: vec![],
+                    key_typeof,
+                    data_types: vec![],
+                    data_typeof: vec![],
+                    flags,
+                    elements: vec![],
+                    timeout: None,
+                    size,
+                    policy: None,
+                    counter: false,
+                    auto_merge: false,
+                    stmts: vec![],
+                    data_interval: false,
+                    gc_interval: None,
+                    comment: None,
+                    meter: true,
+                    span,
+                });
+                Ok(Item::SetOp {
+                    op: Ident {
+                        name: "add".into(),
+                        span: kw.span,
+                    },
+                    set: name,
+                    key,
+                    timeout,
+                    stmts,
+                    value: None,
+                    span,
+                })
+            }
             "add" | "update" | "delete" => {
                 let op = self.ident("")?;
                 let set = match self.peek().clone() {

@@ -214,6 +214,85 @@ pub fn select(text: &str, words: &[&str]) -> Result<String, String> {
     }
 }
 
+/// What `nft get element [FAMILY] TABLE SET { KEY, ... }` prints (`words` from `element` on,
+/// as tokens): the set's declaration with, for each key asked, the element that holds it
+/// (in an interval set, the range it falls in; a range asked must lie in one element).
+/// An error when one is not there (nft: No such file or directory).
+pub fn get_element(
+    file: &crate::ast::File,
+    rs: &crate::ir::Ruleset,
+    words: &[&str],
+) -> Result<String, String> {
+    let rest = match words.first() {
+        Some(&"element") => &words[1..],
+        _ => return Err(format!("cannot get {}", words.join(" "))),
+    };
+    let (fam, rest) = match rest.first() {
+        Some(f) if FAMILIES.contains(f) => (*f, &rest[1..]),
+        _ => ("ip", rest),
+    };
+    let (Some(table), Some(set)) = (rest.first(), rest.get(1)) else {
+        return Err("get element needs a table, a set and elements".into());
+    };
+    let missing = || "Could not process rule: No such file or directory".to_string();
+    let t = rs
+        .tables
+        .iter()
+        .find(|t| t.family.name() == fam && t.name == *table)
+        .ok_or_else(missing)?;
+    let s = t.sets.iter().find(|s| s.name == *set).ok_or_else(missing)?;
+    // the keys asked: components split at `.`, keys at `,`
+    let mut keys: Vec<Vec<String>> = vec![vec![String::new()]];
+    for w in rest[2..].iter().filter(|w| !matches!(**w, "{" | "}")) {
+        match *w {
+            "," => keys.push(vec![String::new()]),
+            "." => keys.last_mut().unwrap().push(String::new()),
+            w => keys.last_mut().unwrap().last_mut().unwrap().push_str(w),
+        }
+    }
+    let mut found = Vec::new();
+    for k in keys.iter().filter(|k| k.iter().any(|c| !c.is_empty())) {
+        if k.len() != s.key_types.len() {
+            return Err(format!("{} does not match the set's key", k.join(" . ")));
+        }
+        let mut want = Vec::new();
+        for (c, &dt) in k.iter().zip(&s.key_types) {
+            want.push(crate::values::parse_range(dt, c)?);
+        }
+        let e = s
+            .elements
+            .iter()
+            .find(|e| {
+                e.key.iter().zip(&want).all(|(&(lo, hi), &(a, b))| {
+                    if s.interval {
+                        lo <= a && b <= hi
+                    } else {
+                        lo == a && hi == b
+                    }
+                })
+            })
+            .ok_or_else(missing)?;
+        found.push(super::element(t, s, e));
+    }
+    let text = super::ruleset(file, rs, &super::Options::default());
+    let kind = if s.is_map { "map" } else { "set" };
+    let block = select(&text, &[kind, fam, table, set])?;
+    let mut out = String::new();
+    let mut skipping = false;
+    for l in block.lines() {
+        if l.starts_with("\t\telements = ") || skipping {
+            skipping = !l.ends_with('}');
+            continue;
+        }
+        if l == "\t}" {
+            out.push_str(&format!("\t\telements = {{ {} }}\n", found.join(", ")));
+        }
+        out.push_str(l);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

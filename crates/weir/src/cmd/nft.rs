@@ -175,8 +175,17 @@ fn run(a: &Args) -> anyhow::Result<(bool, String)> {
         let mut t = String::new();
         std::io::stdin().read_to_string(&mut t)?;
         let mut out = String::new();
+        // (a `define` holds for the lines after it)
+        let mut defines = String::new();
         for line in t.lines().filter(|l| !l.trim().is_empty()) {
-            let words: Vec<String> = line.split_whitespace().map(String::from).collect();
+            let l = line.trim_start();
+            if l.starts_with("define ") || l.starts_with("redefine ") {
+                defines.push_str(line);
+                defines.push('\n');
+                continue;
+            }
+            let line = format!("{defines}{line}");
+            let words: Vec<String> = line.split(' ').map(String::from).collect();
             let one = Args {
                 words,
                 interactive: false,
