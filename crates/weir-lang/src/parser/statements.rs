@@ -368,8 +368,9 @@ impl Parser {
                     span,
                 });
                 Ok(Item::SetOp {
+                    // (nft lists a meter with a timeout as an update, others as an add)
                     op: Ident {
-                        name: "add".into(),
+                        name: if timeout.is_some() { "update" } else { "add" }.into(),
                         span: kw.span,
                     },
                     set: name,

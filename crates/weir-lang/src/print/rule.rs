@@ -919,6 +919,8 @@ fn match_text(
             let l = expr_text(lhs, src);
             let o = match op.map(|o| o.0) {
                 Some(CmpOp::Ne) if bang => "! ",
+                // (nft lists a masked value's comparison with its `==`)
+                None if matches!(lhs, Expr::Binop(..)) && matches!(rhs, Rhs::Val(_)) => "== ",
                 None => "",
                 Some(CmpOp::Eq) if matches!(lhs, Expr::Binop(..)) => "== ",
                 Some(CmpOp::Eq) => "",
@@ -974,6 +976,49 @@ fn inet_ct_address(l: String, family: Family, l3: Option<u8>) -> String {
 
 /// A statement (anything but a match, a verdict map or a verdict) as nft lists it.
 fn statement(it: &Item, l3: Option<u8>, family: Family, src: &Ctx<'_>) -> String {
+    let text = statement_text(it, l3, family, src);
+    const BY_MAP: [&str; 7] = [
+        "counter name ",
+        "quota name ",
+        "limit name ",
+        "synproxy name ",
+        "ct helper set ",
+        "ct timeout set ",
+        "ct expectation set ",
+    ];
+    if BY_MAP.iter().any(|p| text.starts_with(p)) {
+        quote_object_names(&text)
+    } else {
+        text
+    }
+}
+
+/// An object map written in a rule (`limit name tcp dport map { 80 : http-traffic }`) with
+/// its objects' names quoted, as nft lists them (`80 : "http-traffic"`).
+fn quote_object_names(text: &str) -> String {
+    let (Some(open), Some(close)) = (text.find("map {"), text.rfind('}')) else {
+        return text.to_string();
+    };
+    let body = &text[open + 5..close];
+    let items: Vec<String> = body
+        .split(',')
+        .map(|it| match it.split_once(" : ") {
+            Some((k, v)) => {
+                let v = v.trim();
+                let v = if v.starts_with('"') {
+                    v.to_string()
+                } else {
+                    format!("\"{v}\"")
+                };
+                format!("{} : {v}", k.trim())
+            }
+            None => it.trim().to_string(),
+        })
+        .collect();
+    format!("{}map {{ {} }}{}", &text[..open], items.join(", "), &text[close + 1..])
+}
+
+fn statement_text(it: &Item, l3: Option<u8>, family: Family, src: &Ctx<'_>) -> String {
     let opts = &src.opts;
     match it {
         Item::Match { .. } | Item::Vmap { .. } | Item::Verdict(_) => item(it, l3, family, src),
