@@ -56,8 +56,8 @@ def choose(path):
         return f"runs `{m.group(2)}` (not only nft commands)"
     if FAMILY.search(body):
         return f"the {FAMILY.search(body).group(1)} family (outside weir's scope)"
-    if "NFT_TEST_LIBRARY_FILE" in text:
-        return "needs run-tests.sh's helper library (not shipped)"
+    if "NFT_TEST_LIBRARY_FILE" in text or "/helpers/" in text:
+        return "needs run-tests.sh's helper files (not shipped)"
     if re.search(r"NFT_TEST_SKIP\(NFT_TEST_SKIP_slow\)", text):
         return "slow (nft's runner skips it by default)"
     for feat in re.findall(r"NFT_TEST_REQUIRES\(NFT_TEST_HAVE_(\w+)\)", text):

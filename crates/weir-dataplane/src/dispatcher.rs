@@ -71,7 +71,7 @@ impl Dispatcher {
     /// `weir nft`: batch `text` (named `name` in messages) applied to the running ruleset,
     /// all or nothing; with `check`, only checked against it (`nft -c`). The answer's first
     /// line is `ok` or `error`, what nft would print after it.
-    pub fn nft_apply(&mut self, name: &str, text: &str, check: bool) -> String {
+    pub fn nft_apply(&mut self, name: &str, text: &str, check: bool, echo: bool) -> String {
         let applied = if weir_lang::json::looks_like_json(text) {
             self.json_batch(name, text)
         } else {
@@ -127,6 +127,16 @@ impl Dispatcher {
         if let Err(e) = self.install(&rs) {
             self.reload_errors += 1;
             return format!("error\n{e}");
+        }
+        if echo {
+            // what the batch added, as `nft -e` prints it (with handles)
+            let opts = weir_lang::print::Options {
+                handles: true,
+                ..Default::default()
+            };
+            let before = weir_lang::print::ruleset(self.session.ast(), &self.ruleset, &opts);
+            let after = weir_lang::print::ruleset(s.ast(), &rs, &opts);
+            answers.insert_str(0, &weir_lang::print::select::echo(&before, &after));
         }
         (self.session, self.ruleset) = (s, rs);
         self.reloads += 1;
@@ -295,8 +305,13 @@ impl Dispatcher {
                 let _ = reply.send(self.reload());
                 return;
             }
-            Request::NftBatch { name, text, check } => {
-                let _ = reply.send(self.nft_apply(name, text, *check));
+            Request::NftBatch {
+                name,
+                text,
+                check,
+                echo,
+            } => {
+                let _ = reply.send(self.nft_apply(name, text, *check, *echo));
                 return;
             }
             Request::NftList {

@@ -33,6 +33,35 @@ pub(crate) const PROTOS: &[(&str, u8)] = &[
     ("mptcp", 137),
 ];
 
+/// A service name from the system's `/etc/services` (as nft's getservbyname), read once.
+fn etc_service(name: &str) -> Option<u16> {
+    static TABLE: std::sync::OnceLock<std::collections::HashMap<String, u16>> =
+        std::sync::OnceLock::new();
+    TABLE
+        .get_or_init(|| {
+            let mut m = std::collections::HashMap::new();
+            for l in std::fs::read_to_string("/etc/services")
+                .unwrap_or_default()
+                .lines()
+            {
+                let l = l.split('#').next().unwrap_or("");
+                let mut w = l.split_whitespace();
+                let (Some(n), Some(pp)) = (w.next(), w.next()) else {
+                    continue;
+                };
+                let Some(port) = pp.split('/').next().and_then(|p| p.parse::<u16>().ok()) else {
+                    continue;
+                };
+                for alias in std::iter::once(n).chain(w) {
+                    m.entry(alias.to_string()).or_insert(port);
+                }
+            }
+            m
+        })
+        .get(name)
+        .copied()
+}
+
 pub(crate) const SERVICES: &[(&str, u16)] = &[
     ("ftp-data", 20),
     ("ftp", 21),
@@ -45,6 +74,10 @@ pub(crate) const SERVICES: &[(&str, u16)] = &[
     ("bootpc", 68),
     ("dhcpv6-client", 546),
     ("dhcpv6-server", 547),
+    ("printer", 515),
+    ("ipp", 631),
+    ("domain-s", 853),
+    ("mdns", 5353),
     ("tftp", 69),
     ("http", 80),
     ("www", 80),
@@ -303,7 +336,7 @@ pub fn parse_scalar(dt: DataType, w: &str) -> Result<u128, String> {
             })
         }
         DataType::InetService => {
-            if let Some(p) = lookup(SERVICES, w) {
+            if let Some(p) = lookup(SERVICES, w).or_else(|| etc_service(w)) {
                 return Ok(p as u128);
             }
             num().map_err(|_| format!("'{w}' is not a port (0-65535 or a service name such as ssh, http, https, domain)"))

@@ -102,6 +102,8 @@ pub enum Request {
         name: String,
         text: String,
         check: bool,
+        /// `nft -e`: answer with what the batch added (with handles).
+        echo: bool,
     },
     /// `weir nft list ruleset`: the running ruleset as nft lists it.
     NftList {
@@ -143,10 +145,11 @@ impl Request {
     pub fn parse(words: &[&str]) -> Result<Request, String> {
         let filter = |w: &[&str]| Filter::parse(w).map_err(|e| format!("error: {e}\n"));
         Ok(match words {
-            ["nft", op @ ("apply" | "check"), name, text] => Request::NftBatch {
+            ["nft", op @ ("apply" | "check" | "apply-echo"), name, text] => Request::NftBatch {
                 name: name.to_string(),
                 text: text.to_string(),
                 check: *op == "check",
+                echo: *op == "apply-echo",
             },
             ["nft", "list", flags @ ..] => Request::NftList {
                 json: flags.contains(&"json"),
@@ -359,7 +362,10 @@ fn serve(s: UnixStream, tx: &mpsc::Sender<CtlRequest>) -> std::io::Result<()> {
     r.read_line(&mut line)?;
     let mut words: Vec<String> = line.split_whitespace().map(String::from).collect();
     // `nft apply|check NAME` is followed by the batch, to the end of the stream
-    if words.len() == 3 && words[0] == "nft" && matches!(words[1].as_str(), "apply" | "check") {
+    if words.len() == 3
+        && words[0] == "nft"
+        && matches!(words[1].as_str(), "apply" | "check" | "apply-echo")
+    {
         let mut body = String::new();
         std::io::Read::read_to_string(
             &mut std::io::Read::take(&mut r, MAX_BATCH as u64),

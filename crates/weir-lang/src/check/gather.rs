@@ -122,8 +122,11 @@ fn family_of(id: &Option<ast::Ident>, diags: &mut Vec<Diagnostic>) -> Family {
 /// What an `add` names is there already: refused by `create` (nft: File exists).
 fn exists(diags: &mut Vec<Diagnostic>, span: Span, what: String) {
     diags.push(
-        Diagnostic::error(span, format!("{what} exists already (create refuses it)"))
-            .note("`add` leaves what is there as it is; `create` wants it new"),
+        Diagnostic::error(
+            span,
+            format!("File exists: {what} is there already (create refuses it)"),
+        )
+        .note("`add` leaves what is there as it is; `create` wants it new"),
     );
 }
 

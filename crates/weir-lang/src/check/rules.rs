@@ -131,6 +131,13 @@ fn anon_set(
     data: Option<&[DataType]>,
     verdict: bool,
 ) -> Option<Arc<Set>> {
+    // `{ }` (or `{ $empty }`): nft refuses an empty anonymous set
+    let empty = |e: &ast::Elem| matches!(&e.key, ast::Val::Set(v, _) if v.is_empty());
+    if elems.iter().all(empty) {
+        let span = elems.first().map_or(Span::default(), |e| e.span);
+        err(cx, span, "an empty set: nothing to match against");
+        return None;
+    }
     let mut set = Set {
         name: String::new(),
         key_types: types.to_vec(),

@@ -17,13 +17,23 @@ impl Parser {
             }
             match self.command() {
                 Ok(c) => {
-                    // a lone rule's meters: their sets first (added to the rule's table)
-                    if let Command::AddRule { family, table, .. } = &c {
+                    // a lone rule's meters and anonymous chains (`jump { ... }`): their sets
+                    // and chains first, in the rule's table
+                    if let Command::AddRule { family, table, .. }
+                    | Command::ReplaceRule { family, table, .. } = &c
+                    {
                         for set in self.meters.drain(..) {
                             f.commands.push(Command::AddSet {
                                 family: family.clone(),
                                 table: table.clone(),
                                 set,
+                            });
+                        }
+                        for chain in self.anon_chains.drain(..) {
+                            f.commands.push(Command::AddChain {
+                                family: family.clone(),
+                                table: table.clone(),
+                                chain,
                             });
                         }
                     }
@@ -253,6 +263,23 @@ impl Parser {
                     table,
                     item,
                     span: start.to(self.prev_span()),
+                })
+            }
+            // `add TABLE CHAIN RULE`: nft reads a rule (the `rule` is optional)
+            _ if !is_family(&what.name) && matches!(self.peek(), Tok::Word(_) | Tok::Str(_)) => {
+                let table = what;
+                let chain = self.ident("a chain name")?;
+                let rule = self.rule()?;
+                Ok(Command::AddRule {
+                    family: None,
+                    table,
+                    chain,
+                    position: if w == "insert" {
+                        Position::Start
+                    } else {
+                        Position::End
+                    },
+                    rule,
                 })
             }
             _ => Err(Diagnostic::error(
@@ -507,7 +534,10 @@ impl Parser {
                         self.bump();
                     }
                     Tok::Word(w) if w == "comment" && self.is_comment_text_at(1) => {
-                        self.bump();
+                        let at = self.bump().span;
+                        if comment.is_some() {
+                            return Err(Diagnostic::error(at, "the object has a comment already"));
+                        }
                         comment = Some(self.comment_text()?);
                     }
                     // a tunnel's options block (`geneve { class 0x1 ... }`), as written

@@ -18,8 +18,13 @@ impl Parser {
             "jump" | "goto" => {
                 let target = if matches!(self.peek(), Tok::LBrace) {
                     // an anonymous chain: its rules become a chain of the table
+                    // (numbered per process, not per parse: a running ruleset's batches are
+                    // parsed one by one, and their anonymous chains must not meet)
+                    static ANON: std::sync::atomic::AtomicU64 =
+                        std::sync::atomic::AtomicU64::new(0);
+                    let n = ANON.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let name = Ident {
-                        name: format!("__chain{}", self.anon_count),
+                        name: format!("__chain{n}"),
                         span: self.span(),
                     };
                     self.anon_count += 1;

@@ -401,7 +401,8 @@ fn set(
     let as_declared = !declared.is_empty()
         && declared.iter().filter(|e| !catchall(e)).count() == s.elements.len();
     // the kernel gives a set declared dynamic without a size one of 65535 (as do meters)
-    let declared_dynamic = decl.is_some_and(|d| d.meter || d.flags.iter().any(|f| f.name == "dynamic"));
+    let declared_dynamic =
+        decl.is_some_and(|d| d.meter || d.flags.iter().any(|f| f.name == "dynamic"));
     if let Some(n) = s.size.or(declared_dynamic.then_some(65535)) {
         // nft gives the number of elements the kernel holds
         let count = if as_declared {

@@ -1015,7 +1015,12 @@ fn quote_object_names(text: &str) -> String {
             None => it.trim().to_string(),
         })
         .collect();
-    format!("{}map {{ {} }}{}", &text[..open], items.join(", "), &text[close + 1..])
+    format!(
+        "{}map {{ {} }}{}",
+        &text[..open],
+        items.join(", "),
+        &text[close + 1..]
+    )
 }
 
 fn statement_text(it: &Item, l3: Option<u8>, family: Family, src: &Ctx<'_>) -> String {

@@ -214,6 +214,51 @@ pub fn select(text: &str, words: &[&str]) -> Result<String, String> {
     }
 }
 
+/// What `nft -e` prints for a batch: what is in listing `after` (with handles) and not in
+/// `before`: `add table`, `add chain`, `add set|map`, `add rule ... # handle N`.
+pub fn echo(before: &str, after: &str) -> String {
+    let strip = |l: &str| l.split(" # handle ").next().unwrap_or(l).to_string();
+    // (table, block, line) of every line of a listing
+    let lines = |text: &str| -> Vec<(String, String, String)> {
+        let mut out = Vec::new();
+        let (mut table, mut block) = (String::new(), String::new());
+        for l in text.lines() {
+            if let Some(t) = l.strip_prefix("table ") {
+                table = strip(t).trim_end_matches(" {").to_string();
+                block.clear();
+                out.push((table.clone(), String::new(), l.to_string()));
+            } else if l.starts_with('\t') && !l.starts_with("\t\t") && l.ends_with('{')
+                || l.starts_with('\t') && !l.starts_with("\t\t") && l.contains(" { # handle ")
+            {
+                block = strip(l).trim().trim_end_matches(" {").to_string();
+                out.push((table.clone(), block.clone(), l.to_string()));
+            } else if l.starts_with("\t\t") && l.contains(" # handle ") {
+                out.push((table.clone(), block.clone(), l.to_string()));
+            }
+        }
+        out
+    };
+    let old: std::collections::HashSet<(String, String, String)> =
+        lines(before).into_iter().collect();
+    let mut out = String::new();
+    for (table, block, l) in lines(after) {
+        if old.contains(&(table.clone(), block.clone(), l.clone())) {
+            continue;
+        }
+        if block.is_empty() {
+            out.push_str(&format!("add table {table}\n"));
+        } else if l.starts_with("\t\t") {
+            if let Some(chain) = block.strip_prefix("chain ") {
+                out.push_str(&format!("add rule {table} {chain} {}\n", l.trim()));
+            }
+        } else {
+            let (kind, name) = block.split_once(' ').unwrap_or((&block, ""));
+            out.push_str(&format!("add {kind} {table} {name}\n"));
+        }
+    }
+    out
+}
+
 /// What `nft get element [FAMILY] TABLE SET { KEY, ... }` prints (`words` from `element` on,
 /// as tokens): the set's declaration with, for each key asked, the element that holds it
 /// (in an interval set, the range it falls in; a range asked must lie in one element).
@@ -331,5 +376,17 @@ mod tests {
         );
         assert!(select(text, &["chain", "inet", "t", "nope"]).is_err());
         assert!(select(text, &["table", "inet", "nope"]).is_err());
+    }
+
+    #[test]
+    fn echo_lists_what_a_batch_added() {
+        let before =
+            "table ip t { # handle 1\n\tchain c { # handle 1\n\t\taccept # handle 2\n\t}\n}\n";
+        let after = "table ip t { # handle 1\n\tchain c { # handle 1\n\t\taccept # handle 2\n\t\tdrop # handle 4\n\t}\n\n\tchain d { # handle 3\n\t}\n}\ntable inet u { # handle 2\n}\n";
+        assert_eq!(
+            echo(before, after),
+            "add rule ip t c drop # handle 4\nadd chain ip t d\nadd table inet u\n"
+        );
+        assert_eq!(echo(after, after), "");
     }
 }

@@ -254,7 +254,13 @@ fn run(a: &Args) -> anyhow::Result<(bool, String)> {
         .map(|(k, v)| format!("define {k} = {v}\n"))
         .collect::<String>()
         + &text;
-    let op = if a.check { "check" } else { "apply" };
+    let op = if a.check {
+        "check"
+    } else if a.echo {
+        "apply-echo"
+    } else {
+        "apply"
+    };
     // (the name is one word on the request line)
     let line = format!("nft {op} {}", name.replace(char::is_whitespace, "_"));
     let reply = weir_dataplane::control::ask_with_body(&sock, &line, &text)?;
