@@ -70,10 +70,10 @@ impl Session {
         if diags.iter().any(|d| d.severity == diag::Severity::Error) {
             return Err((sources, diags));
         }
-        let changed = batch
-            .commands
-            .iter()
-            .any(|c| !matches!(c, ast::Command::Query { .. }));
+        let changed = batch.commands.iter().any(|c| match c {
+            ast::Command::Query { words, .. } => words.first().is_some_and(|w| w == "reset"),
+            _ => true,
+        });
         let queries = batch
             .commands
             .iter()
@@ -83,6 +83,15 @@ impl Session {
             })
             .collect();
         let mut file = self.file.clone();
+        // `reset ...`: the counters and quotas it names start again from zero
+        for q in batch.commands.iter().filter_map(|c| match c {
+            ast::Command::Query { words, .. } if words.first().is_some_and(|w| w == "reset") => {
+                Some(words)
+            }
+            _ => None,
+        }) {
+            reset(&mut file, &q[1..]);
+        }
         file.commands.extend(batch.commands);
         // what came before the last `flush ruleset` is gone: not replayed again
         if let Some(i) = file
@@ -114,6 +123,134 @@ impl Session {
     /// The syntax tree of every command so far (what [`crate::print::ruleset`] prints from).
     pub fn ast(&self) -> &ast::File {
         &self.file
+    }
+}
+
+/// `reset WHAT [FAMILY] [TABLE [NAME]]` on the commands so far: named counters and quotas
+/// (`counters`, `quotas`, `counter`, `quota`), rules' counters and quotas (`rules`, `rule`),
+/// set elements' counters (`element`, `set`, `map`) back to zero.
+fn reset(file: &mut ast::File, words: &[String]) {
+    let Some((what, rest)) = words.split_first() else {
+        return;
+    };
+    let fams = ["ip", "ip6", "inet", "arp", "bridge", "netdev"];
+    let (fam, rest): (Option<&str>, &[String]) = match rest.first() {
+        Some(f) if fams.contains(&f.as_str()) => (Some(f.as_str()), &rest[1..]),
+        _ => (None, rest),
+    };
+    let table = rest.first().map(String::as_str);
+    let name = rest.get(1).map(String::as_str);
+    let ok_table = |f: &Option<ast::Ident>, t: &ast::Ident| {
+        let tf = f.as_ref().map_or("ip", |i| i.name.as_str());
+        fam.is_none_or(|x| x == tf) && table.is_none_or(|x| x == t.name)
+    };
+    let ok_name = |n: &str| name.is_none_or(|x| x == n);
+    let obj_kind = match what.as_str() {
+        "counters" | "counter" => Some("counter"),
+        "quotas" | "quota" => Some("quota"),
+        _ => None,
+    };
+    let rules = matches!(what.as_str(), "rules" | "rule");
+    let elems = matches!(what.as_str(), "element" | "set" | "map");
+    let reset_obj = |o: &mut ast::ObjDecl| {
+        if obj_kind == Some(o.kind.name.as_str()) && ok_name(&o.name.name) {
+            let words: Vec<&str> = o
+                .body
+                .iter()
+                .map(|v| match v {
+                    ast::Val::Word(w, _) => w.as_str(),
+                    _ => "",
+                })
+                .collect();
+            let cut = match o.kind.name.as_str() {
+                "counter" => words.iter().position(|w| *w == "packets" || *w == "bytes"),
+                _ => words.iter().position(|w| *w == "used"),
+            };
+            if let Some(i) = cut {
+                o.body.truncate(i);
+            }
+        }
+    };
+    let reset_rule = |r: &mut ast::Rule| {
+        for it in &mut r.items {
+            match it {
+                ast::Item::Counter {
+                    name: None,
+                    packets,
+                    bytes,
+                    ..
+                } => (*packets, *bytes) = (None, None),
+                ast::Item::Quota { name: None, used, .. } => *used = None,
+                _ => {}
+            }
+        }
+    };
+    let reset_elems = |es: &mut Vec<ast::Elem>| {
+        for e in es {
+            for (k, v) in &mut e.options {
+                if k.name == "counter" {
+                    *v = None;
+                }
+            }
+        }
+    };
+    for c in &mut file.commands {
+        match c {
+            ast::Command::Table {
+                family,
+                name: t,
+                items,
+                ..
+            } if ok_table(family, t) => {
+                for it in items {
+                    match it {
+                        ast::TableItem::Obj(o) => reset_obj(o),
+                        ast::TableItem::Chain(ch) if rules && ok_name(&ch.name.name) => {
+                            ch.rules.iter_mut().for_each(reset_rule)
+                        }
+                        ast::TableItem::Set(st) if elems && ok_name(&st.name.name) => {
+                            reset_elems(&mut st.elements)
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            ast::Command::AddItem {
+                family,
+                table: t,
+                item: ast::TableItem::Obj(o),
+                ..
+            } if ok_table(family, t) => reset_obj(o),
+            ast::Command::AddChain {
+                family,
+                table: t,
+                chain,
+            } if rules && ok_table(family, t) && ok_name(&chain.name.name) => {
+                chain.rules.iter_mut().for_each(reset_rule)
+            }
+            ast::Command::AddRule {
+                family,
+                table: t,
+                chain,
+                rule,
+                ..
+            } if rules && ok_table(family, t) && ok_name(&chain.name) => reset_rule(rule),
+            ast::Command::AddSet {
+                family,
+                table: t,
+                set,
+            } if elems && ok_table(family, t) && ok_name(&set.name.name) => {
+                reset_elems(&mut set.elements)
+            }
+            ast::Command::AddElement {
+                family,
+                table: t,
+                set,
+                elements,
+                ..
+            } if elems && ok_table(family, t) && ok_name(&set.name) => reset_elems(elements),
+            _ => {}
+        }
     }
 }
 

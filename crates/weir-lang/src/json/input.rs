@@ -467,7 +467,10 @@ fn object(m: &mut Model, verb: Verb, k: &str, x: &Value, p: &str) -> R<()> {
             let t = table_of(m, o, "table", p)?;
             let name = str_of(o, "name", p)?;
             if verb != Verb::Delete {
-                let body = super::objects::body(k, o, p)?;
+                let mut body = super::objects::body(k, o, p)?;
+                if let Some(c) = opt_str(o, "comment", p)? {
+                    body.push_str(&format!("\n\t\tcomment {}", quoted(c)));
+                }
                 t.objects
                     .push(format!("{k} {} {{\n\t\t{body}\n\t}}", name_text(name)));
             }

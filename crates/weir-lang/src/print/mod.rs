@@ -446,6 +446,8 @@ fn set(
                 .stmts
                 .iter()
                 .map(|(k, v)| match v {
+                    // (nft lists a set's statements stateless: `counter`)
+                    Some(_) if k.name == "counter" => k.name.clone(),
                     Some(v) => format!("{} {}", k.name, rule::val_text(v, src)),
                     None => k.name.clone(),
                 })
