@@ -92,7 +92,8 @@ impl Dispatcher {
         let mut answers = String::new();
         if !s.queries.is_empty() {
             let text = weir_lang::print::ruleset(s.ast(), &rs, &Default::default());
-            let old = weir_lang::print::ruleset(self.session.ast(), &self.ruleset, &Default::default());
+            let old =
+                weir_lang::print::ruleset(self.session.ast(), &self.ruleset, &Default::default());
             for q in &s.queries {
                 let words: Vec<&str> = q.iter().map(String::as_str).collect();
                 match words.split_first() {
@@ -111,18 +112,20 @@ impl Dispatcher {
                         const FAMS: [&str; 6] = ["ip", "ip6", "inet", "arp", "bridge", "netdev"];
                         // what nft prints: the objects as they were
                         let list: Vec<&str> = match rest {
-                            ["rules" | "rule", more @ ..] => {
-                                match more {
-                                    [] => vec!["ruleset"],
-                                    [f] if FAMS.contains(f) => vec!["ruleset", f],
-                                    [f, t] if FAMS.contains(f) => vec!["table", f, t],
-                                    [f, t, c, ..] if FAMS.contains(f) => vec!["chain", f, t, c],
-                                    [t] => vec!["table", t],
-                                    [t, c, ..] => vec!["chain", t, c],
-                                }
-                            }
+                            ["rules" | "rule", more @ ..] => match more {
+                                [] => vec!["ruleset"],
+                                [f] if FAMS.contains(f) => vec!["ruleset", f],
+                                [f, t] if FAMS.contains(f) => vec!["table", f, t],
+                                [f, t, c, ..] if FAMS.contains(f) => vec!["chain", f, t, c],
+                                [t] => vec!["table", t],
+                                [t, c, ..] => vec!["chain", t, c],
+                            },
                             ["element", ..] => {
-                                match weir_lang::print::select::get_element(self.session.ast(), &self.ruleset, rest) {
+                                match weir_lang::print::select::get_element(
+                                    self.session.ast(),
+                                    &self.ruleset,
+                                    rest,
+                                ) {
                                     Ok(t) => {
                                         answers.push_str(&t);
                                         continue;

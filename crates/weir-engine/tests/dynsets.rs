@@ -115,3 +115,34 @@ fn a_full_set_refuses_new_elements_until_they_expire() {
     // after the timeout there is room again
     assert!(run(&mut e, Ipv4Addr::new(198, 18, 0, 9), 53, 4 * S).is_accept());
 }
+
+/// A constant in a dynamic set's key (`add @s { ip saddr . 7001 }`, nft's port knocking
+/// with stages): the element holds the constant, and a lookup of the packet's own fields
+/// finds it only when they equal it.
+#[test]
+fn constants_in_a_key_are_stored_as_written() {
+    let rules = "table ip f {
+        set stage { type ipv4_addr . inet_service; flags dynamic, timeout; timeout 10s; }
+        chain fwd { type filter hook forward priority 0; policy drop;
+            udp dport 7000 add @stage { ip saddr . 7001 } drop
+            ip saddr . udp dport @stage accept
+        }
+    }";
+    for mode in [Mode::Compiled, Mode::Linear] {
+        let mut e = engine(rules, mode);
+        let a = Ipv4Addr::new(198, 18, 0, 5);
+        assert!(
+            !run(&mut e, a, 7001, S).is_accept(),
+            "{mode:?}: not knocked yet"
+        );
+        assert!(!run(&mut e, a, 7000, S).is_accept());
+        assert!(
+            run(&mut e, a, 7001, 2 * S).is_accept(),
+            "{mode:?}: the second stage"
+        );
+        assert!(
+            !run(&mut e, a, 7002, 2 * S).is_accept(),
+            "{mode:?}: another port"
+        );
+    }
+}

@@ -180,7 +180,9 @@ fn reset(file: &mut ast::File, words: &[String]) {
                     bytes,
                     ..
                 } => (*packets, *bytes) = (None, None),
-                ast::Item::Quota { name: None, used, .. } => *used = None,
+                ast::Item::Quota {
+                    name: None, used, ..
+                } => *used = None,
                 _ => {}
             }
         }

@@ -212,6 +212,15 @@ fn nft_commands_change_a_running_weir() {
     lab("nft.sh");
 }
 
+/// nftables' own shell tests (../shared/nftables-tests/shell), the ones that are only `nft`
+/// commands against a ruleset, run with `$NFT` set to `weir nft` against a running weir: at
+/// least the floor's share pass and leave their shipped `dumps/` listing
+/// (tests/lab/nft-shell.sh; every failure is listed with its reason).
+#[test]
+fn nftables_shell_tests_drive_a_running_weir() {
+    lab("nft-shell.sh");
+}
+
 /// `weir bench lab` on a short run: every mode forwards, every figure is there, the lab is
 /// gone afterwards. (The figures themselves are a benchmark's, not checked here.)
 #[test]

@@ -400,7 +400,7 @@ pub(super) fn lower_key(cx: &mut Cx, e: &ast::Expr) -> Option<Key> {
 }
 
 /// A constant as component `i` of a key (`ip saddr . 22 @s`, `add @m { 10.2.3.4 : 1 }`):
-/// typed by the named set it meets, not evaluated yet (the engine's keys read the packet).
+/// typed by the named set it meets, the same value for every packet.
 fn const_part(cx: &mut Cx, v: &Val, i: usize) -> Option<KeyPart> {
     let Some(dt) = cx.key_hint.as_ref().and_then(|h| h.get(i).copied()) else {
         err(
@@ -410,11 +410,19 @@ fn const_part(cx: &mut Cx, v: &Val, i: usize) -> Option<KeyPart> {
         );
         return None;
     };
-    super::sets::key_ranges(cx, &[dt], v)?;
-    cx.uneval.push("a constant in a key");
-    let mut k = KeyPart::field(Field::MetaNfproto);
-    k.dtype = dt;
-    Some(k)
+    let r = super::sets::key_ranges(cx, &[dt], v)?;
+    let (lo, hi) = r[0];
+    if lo != hi {
+        err(cx, v.span(), "a key's constant is one value, not a range");
+        return None;
+    }
+    Some(KeyPart {
+        src: Source::Const(lo),
+        and: u128::MAX,
+        xor: 0,
+        shift: 0,
+        dtype: dt,
+    })
 }
 
 /// A number where an IPv4 address goes, as the address it is (`0xff` is `0.0.0.255`).

@@ -619,7 +619,8 @@ fn elem_items(
 fn data_val(data: Option<DataType>, v: &Val, src: &Ctx<'_>) -> String {
     if let (Some(dt @ (DataType::Ipv4Addr | DataType::Ipv6Addr)), Val::Word(w, _)) = (data, v) {
         if let Some((a, n)) = w.split_once('/') {
-            if n.parse::<u32>().ok() == Some(dt.bits()) {
+            // (a prefix of data is listed as one: `192.168.4.2/31`)
+            if n.parse::<u32>().is_ok_and(|n| n <= dt.bits()) {
                 return format!(
                     "{}/{n}",
                     val(data, &Val::Word(a.to_string(), v.span()), src)

@@ -28,6 +28,8 @@ struct Args {
     interactive: bool,
     /// `-D NAME=VALUE`: defines given before the batch.
     defines: Vec<(String, String)>,
+    /// `-I DIR`: where `include "NAME"` looks.
+    include_dirs: Vec<String>,
     words: Vec<String>,
 }
 
@@ -41,8 +43,9 @@ const USAGE: &str = "usage: weir nft [ -f FILE | -i | -c | -j | -s | -n | -a | -
   -a, --handle      list each rule with its handle
   -t, --terse       list sets without their elements
   -D, --define N=V  define $N as V for the batch
-  accepted and without effect here: -e (echo), -o (optimize), -y, -N, -S, -u, -p, -T,
-  -I DIR, --debug=LEVEL
+  -e, --echo        print what the batch added, with handles
+  -I DIR            where include \"NAME\" looks (after ./NAME and before /etc)
+  accepted and without effect here: -o (optimize), -y, -N, -S, -u, -p, -T, --debug=LEVEL
   the control socket: $WEIR_SOCKET, else /run/weir.sock
 ";
 
@@ -83,7 +86,7 @@ fn parse(argv: &[String]) -> Result<Args, String> {
                     .ok_or_else(|| "-I needs a directory".to_string())?;
             }
             s if s.starts_with("--define=") => define(&mut a, &s["--define=".len()..])?,
-            s if s.starts_with("--debug") || s.starts_with("--includepath=") => {}
+            s if s.starts_with("--debug") => {}
             "-c" | "--check" => a.check = true,
             "-j" | "--json" => a.json = true,
             "-s" | "--stateless" => a.stateless = true,
@@ -247,6 +250,8 @@ fn run(a: &Args) -> anyhow::Result<(bool, String)> {
         // the command line's words: one batch (nft joins them; `;` separates commands)
         None => ("(command line)".to_string(), a.words.join(" ") + "\n"),
     };
+    // the batch's includes, read here (the files are the client's: its directory, -I)
+    let text = inline_includes(&text, &a.include_dirs, 0).map_err(|e| anyhow::anyhow!(e))?;
     // `-D NAME=VALUE`: nft's defines, before the batch
     let text = a
         .defines
@@ -266,6 +271,99 @@ fn run(a: &Args) -> anyhow::Result<(bool, String)> {
     let reply = weir_dataplane::control::ask_with_body(&sock, &line, &text)?;
     let (ok, out) = answer(&reply);
     Ok((ok, out.to_string()))
+}
+
+/// `include "NAME"` lines replaced by the files they name, as nft finds them: `/ABS`,
+/// `./REL` and `../REL` from the current directory, a bare name in each `-I` directory then
+/// `/etc`; `*` and `?` in the last part match files (sorted). A file not found stays an
+/// include for the running weir to report.
+fn inline_includes(text: &str, dirs: &[String], depth: usize) -> Result<String, String> {
+    if depth > 16 {
+        return Err("include nesting deeper than 16 (an include loop?)".into());
+    }
+    let mut out = String::new();
+    for line in text.split_inclusive('\n') {
+        let t = line.trim();
+        let path = t
+            .strip_prefix("include")
+            .map(str::trim_start)
+            .and_then(|r| r.strip_prefix('"'))
+            .and_then(|r| r.split_once('"'))
+            .map(|(p, rest)| (p, rest.trim().trim_end_matches(';').trim()));
+        let Some((path, "")) = path else {
+            out.push_str(line);
+            continue;
+        };
+        let bases: Vec<std::path::PathBuf> = if path.starts_with('/') {
+            vec![path.into()]
+        } else if path.starts_with("./") || path.starts_with("../") {
+            vec![std::env::current_dir()
+                .map_err(|e| e.to_string())?
+                .join(path)]
+        } else {
+            dirs.iter()
+                .map(|d| std::path::Path::new(d).join(path))
+                .chain(std::iter::once(std::path::Path::new("/etc").join(path)))
+                .collect()
+        };
+        let mut found: Option<Vec<std::path::PathBuf>> = None;
+        for b in bases {
+            let name = b.file_name().map(|n| n.to_string_lossy().to_string());
+            let files = match name {
+                Some(n) if n.contains(['*', '?']) => {
+                    let dir = b.parent().unwrap_or(std::path::Path::new("."));
+                    let mut v: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+                        .into_iter()
+                        .flatten()
+                        .flatten()
+                        .map(|e| e.path())
+                        .filter(|p| {
+                            p.is_file()
+                                && p.file_name()
+                                    .is_some_and(|f| glob_match(&n, &f.to_string_lossy()))
+                        })
+                        .collect();
+                    v.sort();
+                    // (a glob that matches nothing is no error, as nft's)
+                    Some(v)
+                }
+                _ if b.is_file() => Some(vec![b]),
+                _ => None,
+            };
+            if files.is_some() {
+                found = files;
+                break;
+            }
+        }
+        match found {
+            Some(files) => {
+                for f in files {
+                    let body =
+                        std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+                    out.push_str(&inline_includes(&body, dirs, depth + 1)?);
+                    if !body.ends_with('\n') {
+                        out.push('\n');
+                    }
+                }
+            }
+            None => out.push_str(line),
+        }
+    }
+    Ok(out)
+}
+
+/// A shell-style pattern (`*`, `?`) against a file name.
+fn glob_match(pat: &str, name: &str) -> bool {
+    fn go(p: &[u8], n: &[u8]) -> bool {
+        match (p.first(), n.first()) {
+            (None, None) => true,
+            (Some(b'*'), _) => go(&p[1..], n) || (!n.is_empty() && go(p, &n[1..])),
+            (Some(b'?'), Some(_)) => go(&p[1..], &n[1..]),
+            (Some(a), Some(b)) if a == b => go(&p[1..], &n[1..]),
+            _ => false,
+        }
+    }
+    go(pat.as_bytes(), name.as_bytes())
 }
 
 /// A listing without set elements (`nft -t`).
@@ -305,5 +403,27 @@ mod tests {
         assert_eq!(a.words[0], "add");
         assert_eq!(a.words.iter().filter(|w| *w == "-1").count(), 1);
         assert!(args("").is_err());
+    }
+
+    #[test]
+    fn includes_are_read_where_nft_looks() {
+        let d = std::env::temp_dir().join(format!("weir-nft-inc-{}", std::process::id()));
+        std::fs::create_dir_all(d.join("inc")).unwrap();
+        std::fs::write(d.join("inc/a"), "tcp dport 22 accept\n").unwrap();
+        std::fs::write(d.join("inc/b"), "tcp dport 25 accept").unwrap();
+        std::fs::write(d.join("one.nft"), "add table x\n").unwrap();
+        let dirs = vec![d.display().to_string()];
+        let out = inline_includes("chain c {\n include \"inc/*\";\n}\n", &dirs, 0).unwrap();
+        assert_eq!(
+            out,
+            "chain c {\ntcp dport 22 accept\ntcp dport 25 accept\n}\n"
+        );
+        let out = inline_includes("include \"one.nft\"\n", &dirs, 0).unwrap();
+        assert_eq!(out, "add table x\n");
+        // not found: left for the running weir to report
+        let out = inline_includes("include \"nope\"\n", &dirs, 0).unwrap();
+        assert_eq!(out, "include \"nope\"\n");
+        assert!(glob_match("*.nft", "a.nft") && !glob_match("*.nft", "a.conf"));
+        let _ = std::fs::remove_dir_all(&d);
     }
 }
