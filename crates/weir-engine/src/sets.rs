@@ -342,6 +342,8 @@ mod tests {
                 .collect(),
             catchall: None,
             span: Default::default(),
+            handle: 0,
+            listed: vec![],
         }
     }
 

@@ -170,7 +170,7 @@ pub fn select(text: &str, words: &[&str]) -> Result<String, String> {
         (plural, tabs)
             if singular(plural).is_some() || plural.ends_with("s") && plural.starts_with("ct ") =>
         {
-            let kind = singular(plural).unwrap_or_else(|| match plural {
+            let kind = singular(plural).unwrap_or(match plural {
                 "ct helpers" => "ct helper",
                 "ct timeouts" => "ct timeout",
                 _ => "ct expectation",
