@@ -523,6 +523,9 @@ pub enum Command {
         to: Ident,
         span: Span,
     },
+    /// The client that sent a batch is gone (each `nft` run is one): the tables it owns
+    /// (`flags owner`) go with it, unless `persist` (they stay, no longer owned).
+    ClientGone(Span),
     /// `list ...`, `get element ...`, `reset ...`, `describe ...`: changes no declaration;
     /// the words as written, answered once the batch is in (by whoever runs the session).
     Query { words: Vec<String>, span: Span },

@@ -122,6 +122,7 @@ const STMT_HEADS: &[&str] = &[
     "add",
     "update",
     "meter",
+    "set",
     "delete",
     "comment",
     "queue",

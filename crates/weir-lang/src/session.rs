@@ -93,6 +93,13 @@ impl Session {
             reset(&mut file, &q[1..]);
         }
         file.commands.extend(batch.commands);
+        // (the batch's client is gone once it is in: its owned tables with it)
+        if file.commands.iter().any(|c| {
+            matches!(c, ast::Command::Table { items, .. }
+                if items.iter().any(|i| matches!(i, ast::TableItem::Flags(f, _) if f.iter().any(|x| x.name == "owner"))))
+        }) {
+            file.commands.push(ast::Command::ClientGone(Default::default()));
+        }
         // what came before the last `flush ruleset` is gone: not replayed again
         if let Some(i) = file
             .commands

@@ -466,6 +466,13 @@ impl<'a> Accum<'a> {
                 }
             }
             ast::Command::Query { .. } => {}
+            ast::Command::ClientGone(_) => {
+                self.tables
+                    .retain(|t| !t.flags.iter().any(|f| f == "owner") || t.flags.iter().any(|f| f == "persist"));
+                for t in &mut self.tables {
+                    t.flags.retain(|f| f != "owner");
+                }
+            }
             ast::Command::FlushRuleset(_) => self.tables.clear(),
             ast::Command::Flush {
                 what,
@@ -697,6 +704,7 @@ fn command_span(c: &ast::Command) -> Span {
         | ast::Command::Rename { span, .. }
         | ast::Command::Query { span, .. }
         | ast::Command::Create(_, span)
+        | ast::Command::ClientGone(span)
         | ast::Command::FlushRuleset(span) => *span,
         ast::Command::AddChain { chain, .. } => chain.span,
         ast::Command::AddSet { set, .. } => set.span,

@@ -174,7 +174,15 @@ pub fn document(v: &Value) -> R<String> {
         for (k, x) in o {
             let q = format!("{p}.{k}");
             let verb = match k.as_str() {
-                "metainfo" => continue,
+                // a schema newer than nft's (and weir's) 1 is refused, as nft refuses it
+                "metainfo" => {
+                    if let Some(v) = x.get("json_schema_version").and_then(Value::as_u64) {
+                        if v > 1 {
+                            return err(&q, format!("json_schema_version {v}: this reads version 1"));
+                        }
+                    }
+                    continue;
+                }
                 "add" | "create" => Some(Verb::Add),
                 "insert" => Some(Verb::Insert),
                 "replace" => Some(Verb::Replace),

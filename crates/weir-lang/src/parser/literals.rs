@@ -24,8 +24,26 @@ impl Parser {
                 Tok::Eof => {
                     return Err(Diagnostic::error(open, "set is not closed").note("expected '}'"))
                 }
+                // an empty place (`{ a, , b }`: a define expanded to nothing), as nft's
+                Tok::Comma => {
+                    self.bump();
+                    continue;
+                }
                 Tok::LBrace => {
-                    let (inner, _) = self.set_literal()?;
+                    // a set in a set (`{ $ifs : drop, lo : accept }`, a define holding a
+                    // set): its elements, each with the data that follows
+                    let (mut inner, _) = self.set_literal()?;
+                    if self.eat(&Tok::Colon) {
+                        let data = match self.peek_word() {
+                            Some("accept" | "drop" | "continue" | "return" | "jump" | "goto") => {
+                                MapData::Verdict(self.verdict()?)
+                            }
+                            _ => MapData::Value(self.val()?),
+                        };
+                        for e in &mut inner {
+                            e.data = Some(data.clone());
+                        }
+                    }
                     elems.extend(inner);
                 }
                 _ => elems.push(self.elem()?),

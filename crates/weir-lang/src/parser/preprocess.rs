@@ -151,6 +151,14 @@ impl Preprocessor<'_> {
                 return skip_line(toks, i);
             }
         };
+        // `define` of a name defined already: nft wants `redefine`
+        if matches!(&toks[start].tok, Tok::Word(w) if w == "define") && self.defines.contains_key(&name) {
+            self.diags.push(
+                Diagnostic::error(toks[i].span, format!("'{name}' is defined already"))
+                    .note("redefine NAME = value changes it"),
+            );
+            return skip_line(toks, i);
+        }
         i += 1;
         if !matches!(toks.get(i).map(|t| &t.tok), Some(Tok::Eq)) {
             let sp = toks.get(i).map(|t| t.span).unwrap_or(toks[start].span);

@@ -305,6 +305,39 @@ impl Parser {
                     _ => Err(self.err_expected("a flowtable: '@name'")),
                 }
             }
+            // nft's older spelling: `set add|update|delete KEY [timeout T] @NAME`
+            "set" => {
+                self.bump();
+                let op = self.ident("add, update or delete")?;
+                if !matches!(op.name.as_str(), "add" | "update" | "delete") {
+                    return Err(Diagnostic::error(
+                        op.span,
+                        format!("expected add, update or delete after set, found '{}'", op.name),
+                    ));
+                }
+                let key = self.expr()?;
+                let timeout = if self.eat_word("timeout") {
+                    Some(self.val_atom()?)
+                } else {
+                    None
+                };
+                let set = match self.peek().clone() {
+                    Tok::At(n) => {
+                        let s = self.bump().span;
+                        Ident { name: n, span: s }
+                    }
+                    _ => return Err(self.err_expected("a set: '@name'")),
+                };
+                Ok(Item::SetOp {
+                    op,
+                    set,
+                    key,
+                    timeout,
+                    stmts: vec![],
+                    value: None,
+                    span: start.to(self.prev_span()),
+                })
+            }
             "meter" => {
                 // `meter NAME [size N] { KEY [timeout T] STMT... }`: nft's older spelling of
                 // a dynamic set and `add @NAME { KEY ... }`

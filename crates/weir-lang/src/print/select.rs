@@ -91,9 +91,10 @@ fn singular(w: &str) -> Option<&'static str> {
     })
 }
 
+/// A table's header, the blocks (one after the other, as nft lists a kind of object), `}`.
 fn wrap(t: &Table<'_>, body: &[String]) -> String {
     let mut out = format!("{}\n", t.lines[0]);
-    out.push_str(&body.join("\n"));
+    out.push_str(&body.concat());
     out.push_str("}\n");
     out
 }
@@ -167,6 +168,31 @@ pub fn select(text: &str, words: &[&str]) -> Result<String, String> {
             .find(|t| t.family == fam.unwrap_or("ip") && t.name == *name)
             .map(|t| t.lines.join("\n") + "\n")
             .ok_or_else(|| missing(format!("table {} {name}", fam.unwrap_or("ip")))),
+        // `list meters`: the dynamic sets (as nft lists them, the meters' and the others)
+        ("meters", tabs) => {
+            let mut out = String::new();
+            for t in ts.iter().filter(|t| fam_ok(t)) {
+                if let [tn] = tabs {
+                    if t.name != *tn {
+                        continue;
+                    }
+                }
+                let body: Vec<String> = blocks(t)
+                    .iter()
+                    .filter(|(k, _, lines)| {
+                        k == "set"
+                            && lines
+                                .iter()
+                                .any(|l| l.starts_with("\t\tflags ") && l.contains("dynamic"))
+                    })
+                    .map(|(k, _, lines)| bare(k, lines))
+                    .collect();
+                if !body.is_empty() {
+                    out.push_str(&wrap(t, &body));
+                }
+            }
+            Ok(out)
+        }
         (plural, tabs)
             if singular(plural).is_some() || plural.ends_with("s") && plural.starts_with("ct ") =>
         {

@@ -223,7 +223,21 @@ fn run(a: &Args) -> anyhow::Result<(bool, String)> {
             return Ok((false, text.to_string()));
         }
         if a.json {
-            return Ok((true, text.to_string()));
+            if !a.terse {
+                return Ok((true, text.to_string()));
+            }
+            // -t: the sets without their elements
+            let mut v: serde_json::Value = serde_json::from_str(text)?;
+            if let Some(items) = v.get_mut("nftables").and_then(|x| x.as_array_mut()) {
+                for it in items {
+                    for k in ["set", "map"] {
+                        if let Some(o) = it.get_mut(k).and_then(|x| x.as_object_mut()) {
+                            o.remove("elem");
+                        }
+                    }
+                }
+            }
+            return Ok((true, format!("{v}\n")));
         }
         let what: Vec<&str> = a.words[1..].iter().map(String::as_str).collect();
         let what: Vec<&str> = if what.is_empty() {
