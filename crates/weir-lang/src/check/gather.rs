@@ -467,8 +467,9 @@ impl<'a> Accum<'a> {
             }
             ast::Command::Query { .. } => {}
             ast::Command::ClientGone(_) => {
-                self.tables
-                    .retain(|t| !t.flags.iter().any(|f| f == "owner") || t.flags.iter().any(|f| f == "persist"));
+                self.tables.retain(|t| {
+                    !t.flags.iter().any(|f| f == "owner") || t.flags.iter().any(|f| f == "persist")
+                });
                 for t in &mut self.tables {
                     t.flags.retain(|f| f != "owner");
                 }

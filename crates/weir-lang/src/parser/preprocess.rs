@@ -152,7 +152,9 @@ impl Preprocessor<'_> {
             }
         };
         // `define` of a name defined already: nft wants `redefine`
-        if matches!(&toks[start].tok, Tok::Word(w) if w == "define") && self.defines.contains_key(&name) {
+        if matches!(&toks[start].tok, Tok::Word(w) if w == "define")
+            && self.defines.contains_key(&name)
+        {
             self.diags.push(
                 Diagnostic::error(toks[i].span, format!("'{name}' is defined already"))
                     .note("redefine NAME = value changes it"),

@@ -310,9 +310,12 @@ impl Parser {
                 self.bump();
                 let op = self.ident("add, update or delete")?;
                 if !matches!(op.name.as_str(), "add" | "update" | "delete") {
-                    return Err(Diagnostic::error(
+                    return Err(crate::diag::Diagnostic::error(
                         op.span,
-                        format!("expected add, update or delete after set, found '{}'", op.name),
+                        format!(
+                            "expected add, update or delete after set, found '{}'",
+                            op.name
+                        ),
                     ));
                 }
                 let key = self.expr()?;

@@ -78,18 +78,19 @@ fn include_globs() {
     std::fs::write(dir.join("d/10-a.nft"), "define a = 1\n").unwrap();
     std::fs::write(dir.join("d/.hidden.nft"), "this is not nft\n").unwrap();
     std::fs::write(dir.join("d/notes.txt"), "nor this\n").unwrap();
+    std::fs::write(dir.join("d/30-c.nft"), "define c = 3\n").unwrap();
     let main = dir.join("main.nft");
     std::fs::write(
         &main,
-        "include \"d/*.nft\"\ninclude \"none/*.nft\"\ninclude \"d/[12]?-?.nft\"\n\
-         table ip t { chain c { meta mark $a meta mark $b accept } }\n",
+        "include \"d/[12]*.nft\"\ninclude \"none/*.nft\"\ninclude \"d/[3]?-?.nft\"\n\
+         table ip t { chain c { meta mark $a meta mark $b meta mark $c accept } }\n",
     )
     .unwrap();
     let mut sm = SourceMap::new();
     let (f, d) = parse_file(&mut sm, &main);
     assert!(d.is_empty(), "{d:?}");
     assert_eq!(f.commands.len(), 1);
-    // the files in name order, twice (two patterns match them)
+    // the files in name order (a define may not be given twice: each file once)
     let names: Vec<String> = sm.files.iter().map(|f| f.name.clone()).collect();
     let a = names.iter().position(|n| n.ends_with("10-a.nft")).unwrap();
     let b = names.iter().position(|n| n.ends_with("20-b.nft")).unwrap();
