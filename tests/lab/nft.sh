@@ -21,7 +21,10 @@
 #   3. `nft -c -f BAD`: refused with the error at its file, line and column, exit status 1,
 #      and `list ruleset` unchanged; a batch whose second command is wrong changes nothing
 #      (all or nothing).
-#   4. `weir ctl reload` starts again from the ruleset file.
+#   4. fail2ban itself.
+#   5. `weir ctl diff FILE` shows exactly what `weir ctl apply FILE` then changes; `nft -e`
+#      echoes the rule added with its handle.
+#   6. `weir ctl reload` starts again from the ruleset file.
 #
 # Usage: tests/lab/nft.sh [path/to/weir]
 set -euo pipefail
@@ -190,7 +193,31 @@ else
   echo "note: fail2ban or python3 is not installed: its step is skipped"
 fi
 
-# --- 5. reload: the file again -------------------------------------------------------------
+# --- 5. weir ctl diff FILE shows exactly what apply FILE then changes; nft -e echoes ----------
+cat > "$DIR/change.nft" <<'N'
+add chain inet filter extra
+add rule inet filter extra ip saddr 198.18.90.77 counter drop
+add element inet filter f2b { 198.18.90.78 }
+N
+nft -s list ruleset > "$DIR/pre.nft"
+ctl diff "$DIR/change.nft" > "$DIR/diff.out" || fail "ctl diff: $(cat "$DIR/diff.out")"
+nft -s list ruleset | diff - "$DIR/pre.nft" >/dev/null || fail "ctl diff changed the ruleset"
+ctl apply "$DIR/change.nft" > "$DIR/apply.out" || fail "ctl apply: $(cat "$DIR/apply.out")"
+nft -s list ruleset > "$DIR/post.nft"
+# the lines diff printed as added are exactly the listing's new lines (and none removed)
+{ grep '^+' "$DIR/diff.out" || true; } | cut -c2- | sort > "$DIR/diff.add"
+{ diff "$DIR/pre.nft" "$DIR/post.nft" || true; } | { grep '^>' || true; } | cut -c3- | sort > "$DIR/real.add"
+diff "$DIR/diff.add" "$DIR/real.add" >/dev/null || fail "ctl diff said $(cat "$DIR/diff.out"), apply changed: $(diff "$DIR/pre.nft" "$DIR/post.nft")"
+if grep -q '^-' "$DIR/diff.out"; then fail "ctl diff shows removals for a batch that removes nothing: $(cat "$DIR/diff.out")"; fi
+[ -s "$DIR/diff.add" ] || fail "ctl diff showed nothing"
+out=$(nft -a -e add rule inet filter extra ip saddr 198.18.90.79 drop) || fail "nft -e"
+echo "$out" | grep -Eq '^add rule inet filter extra ip saddr 198.18.90.79 drop # handle [0-9]+$' || fail "nft -e echoed: $out"
+echo "add rule inet filter nochain accept" > "$DIR/bad.nft"
+if ctl diff "$DIR/bad.nft" > "$DIR/diff2.out" 2>&1; then fail "ctl diff of a batch naming a missing chain passed: $(cat "$DIR/diff2.out")"; fi
+grep -q "nochain" "$DIR/diff2.out" || fail "ctl diff's error does not name the missing chain: $(cat "$DIR/diff2.out")"
+echo "ok: weir ctl diff shows what weir ctl apply then changes; nft -e echoes the rule with its handle"
+
+# --- 6. reload: the file again -------------------------------------------------------------
 ctl reload | grep -q reloaded || fail "reload"
 nft list ruleset | grep -q "echo-request" && fail "the batch's rules survived a reload from the file"
 pings $SA || fail "no ping after the reload"

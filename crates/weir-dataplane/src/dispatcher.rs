@@ -182,6 +182,31 @@ impl Dispatcher {
         format!("ok\n{answers}")
     }
 
+    /// `weir ctl diff FILE`: batch `text` checked against the running ruleset, and what
+    /// applying it would change, as listing lines removed (`-`) and added (`+`) within their
+    /// table and chain; the running ruleset untouched.
+    pub fn nft_diff(&mut self, name: &str, text: &str) -> String {
+        let applied = if weir_lang::json::looks_like_json(text) {
+            self.json_batch(name, text)
+        } else {
+            self.session
+                .apply(name, text)
+                .map(|(s, rs, _)| (s, rs))
+                .map_err(|(sources, diags)| weir_lang::diag::render_all(&diags, &sources))
+        };
+        let (s, rs) = match applied {
+            Ok(x) => x,
+            Err(e) => return format!("error\n{e}"),
+        };
+        let opts = weir_lang::print::Options {
+            stateless: true,
+            ..Default::default()
+        };
+        let before = weir_lang::print::ruleset(self.session.ast(), &self.ruleset, &opts);
+        let after = weir_lang::print::ruleset(s.ast(), &rs, &opts);
+        format!("ok\n{}", weir_lang::print::select::diff(&before, &after))
+    }
+
     /// Fold the session's history (the file and every batch, each batch checked after all
     /// of them) into the running ruleset's listing, so that batches stay cheap however many
     /// came before (fail2ban adds an element per ban). Kept only when the listing loads back
@@ -345,8 +370,13 @@ impl Dispatcher {
                 text,
                 check,
                 echo,
+                diff,
             } => {
-                let _ = reply.send(self.nft_apply(name, text, *check, *echo));
+                let _ = reply.send(if *diff {
+                    self.nft_diff(name, text)
+                } else {
+                    self.nft_apply(name, text, *check, *echo)
+                });
                 return;
             }
             Request::NftList {

@@ -104,6 +104,8 @@ pub enum Request {
         check: bool,
         /// `nft -e`: answer with what the batch added (with handles).
         echo: bool,
+        /// `weir ctl diff FILE`: checked only, answered with what it would change.
+        diff: bool,
     },
     /// `weir nft list ruleset`: the running ruleset as nft lists it.
     NftList {
@@ -145,12 +147,15 @@ impl Request {
     pub fn parse(words: &[&str]) -> Result<Request, String> {
         let filter = |w: &[&str]| Filter::parse(w).map_err(|e| format!("error: {e}\n"));
         Ok(match words {
-            ["nft", op @ ("apply" | "check" | "apply-echo"), name, text] => Request::NftBatch {
-                name: name.to_string(),
-                text: text.to_string(),
-                check: *op == "check",
-                echo: *op == "apply-echo",
-            },
+            ["nft", op @ ("apply" | "check" | "apply-echo" | "diff"), name, text] => {
+                Request::NftBatch {
+                    name: name.to_string(),
+                    text: text.to_string(),
+                    check: matches!(*op, "check" | "diff"),
+                    echo: *op == "apply-echo",
+                    diff: *op == "diff",
+                }
+            }
             ["nft", "list", flags @ ..] => Request::NftList {
                 json: flags.contains(&"json"),
                 stateless: flags.contains(&"stateless"),
@@ -364,7 +369,7 @@ fn serve(s: UnixStream, tx: &mpsc::Sender<CtlRequest>) -> std::io::Result<()> {
     // `nft apply|check NAME` is followed by the batch, to the end of the stream
     if words.len() == 3
         && words[0] == "nft"
-        && matches!(words[1].as_str(), "apply" | "check" | "apply-echo")
+        && matches!(words[1].as_str(), "apply" | "check" | "apply-echo" | "diff")
     {
         let mut body = String::new();
         std::io::Read::read_to_string(

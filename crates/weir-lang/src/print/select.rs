@@ -285,6 +285,88 @@ pub fn echo(before: &str, after: &str) -> String {
     out
 }
 
+/// What changes from listing `before` to `after`, per table: the lines removed (`-`) and
+/// added (`+`) between what the two share at the start and at the end of the table, with the
+/// table's header and the chain or set they are in as context. Empty when they are the same.
+pub fn diff(before: &str, after: &str) -> String {
+    let (old, new) = (tables(before), tables(after));
+    let mut out = String::new();
+    let key = |t: &Table<'_>| (t.family.to_string(), t.name.clone());
+    for t in &old {
+        if !new.iter().any(|n| key(n) == key(t)) {
+            out.push_str(&format!("-table {} {}\n", t.family, super::quote(&t.name)));
+        }
+    }
+    for n in &new {
+        let Some(o) = old.iter().find(|o| key(o) == key(n)) else {
+            for l in &n.lines {
+                out.push_str(&format!("+{l}\n"));
+            }
+            continue;
+        };
+        let (a, b) = (&o.lines, &n.lines);
+        let pre = a.iter().zip(b.iter()).take_while(|(x, y)| x == y).count();
+        let max_suf = a.len().min(b.len()) - pre;
+        let suf = a
+            .iter()
+            .rev()
+            .zip(b.iter().rev())
+            .take(max_suf)
+            .take_while(|(x, y)| x == y)
+            .count();
+        if pre == a.len() && pre == b.len() {
+            continue;
+        }
+        out.push_str(&format!("{}\n", n.lines[0]));
+        // the block the change starts in, for context
+        if let Some(ctx) = a[..pre]
+            .iter()
+            .rev()
+            .find(|l| l.starts_with('\t') && !l.starts_with("\t\t") && l.ends_with('{'))
+        {
+            out.push_str(&format!(" {ctx}\n"));
+        }
+        out.push_str(&line_diff(&a[pre..a.len() - suf], &b[pre..b.len() - suf]));
+    }
+    out
+}
+
+/// The lines of `a` not in `b` (`-`) and of `b` not in `a` (`+`), in order, by their longest
+/// common subsequence (every line of each, when the two are too long for it).
+fn line_diff(a: &[&str], b: &[&str]) -> String {
+    let mut out = String::new();
+    if a.len().saturating_mul(b.len()) > 4_000_000 {
+        a.iter().for_each(|l| out.push_str(&format!("-{l}\n")));
+        b.iter().for_each(|l| out.push_str(&format!("+{l}\n")));
+        return out;
+    }
+    // lcs[i][j]: the longest common subsequence of a[i..] and b[j..]
+    let (n, m) = (a.len(), b.len());
+    let mut lcs = vec![vec![0u32; m + 1]; n + 1];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let (mut i, mut j) = (0, 0);
+    while i < n || j < m {
+        if i < n && j < m && a[i] == b[j] {
+            (i, j) = (i + 1, j + 1);
+        } else if i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1]) {
+            out.push_str(&format!("-{}\n", a[i]));
+            i += 1;
+        } else {
+            out.push_str(&format!("+{}\n", b[j]));
+            j += 1;
+        }
+    }
+    out
+}
+
 /// What `nft get element [FAMILY] TABLE SET { KEY, ... }` prints (`words` from `element` on,
 /// as tokens): the set's declaration with, for each key asked, the element that holds it
 /// (in an interval set, the range it falls in; a range asked must lie in one element).
@@ -414,5 +496,16 @@ mod tests {
             "add rule ip t c drop # handle 4\nadd chain ip t d\nadd table inet u\n"
         );
         assert_eq!(echo(after, after), "");
+    }
+
+    #[test]
+    fn diff_shows_what_changes() {
+        let a = "table ip t {\n\tchain c {\n\t\taccept\n\t}\n}\ntable ip gone {\n}\n";
+        let b = "table ip t {\n\tchain c {\n\t\tdrop\n\t}\n}\ntable ip new {\n}\n";
+        assert_eq!(
+            diff(a, b),
+            "-table ip gone\ntable ip t {\n \tchain c {\n-\t\taccept\n+\t\tdrop\n+table ip new {\n+}\n"
+        );
+        assert_eq!(diff(a, a), "");
     }
 }

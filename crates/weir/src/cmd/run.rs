@@ -20,7 +20,8 @@ pub struct CtlArgs {
     /// set).
     #[arg(long, env = "WEIR_SOCKET", default_value = "/run/weir.sock")]
     socket: PathBuf,
-    /// status | reload | counters | metrics | ct count|list [N]|flush | trace [N] | set ...
+    /// status | reload | counters | metrics | ct count|list [N]|flush | trace [N] | set ... |
+    /// apply FILE (a transaction) | diff FILE (what apply would change)
     #[arg(required = true, num_args = 1..)]
     command: Vec<String>,
 }
@@ -35,6 +36,30 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn ctl(a: CtlArgs) -> anyhow::Result<ExitCode> {
+    // `apply FILE` (one transaction, as `nft -f FILE`) and `diff FILE` (what it would change)
+    if let [op @ ("apply" | "diff"), file] = a
+        .command
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        let text = std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
+        let line = format!("nft {op} {}", file.replace(char::is_whitespace, "_"));
+        let reply = weir_dataplane::control::ask_with_body(&a.socket, &line, &text)?;
+        let (ok, rest) = match reply.split_once('\n') {
+            Some(("ok", r)) => (true, r),
+            Some(("error", r)) => (false, r),
+            _ => (false, reply.as_str()),
+        };
+        return Ok(if ok {
+            print!("{rest}");
+            ExitCode::SUCCESS
+        } else {
+            eprint!("{rest}");
+            ExitCode::from(1)
+        });
+    }
     let out = weir_dataplane::control::ask(&a.socket, &a.command)?;
     print!("{out}");
     Ok(if out.starts_with("error") {
