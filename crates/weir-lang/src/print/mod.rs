@@ -120,7 +120,12 @@ fn tkey(family: &Option<ast::Ident>, table: &ast::Ident) -> String {
 
 fn decls(file: &ast::File) -> Decls<'_> {
     let mut d = Decls::default();
-    for c in &file.commands {
+    // (`create ...` declares as the `add` it holds)
+    let commands = file.commands.iter().map(|c| match c {
+        ast::Command::Create(inner, _) => &**inner,
+        c => c,
+    });
+    for c in commands {
         match c {
             ast::Command::Table {
                 family,
@@ -189,6 +194,15 @@ fn decls(file: &ast::File) -> Decls<'_> {
             ast::Command::AddSet { table, set, family } => {
                 d.sets
                     .insert((tkey(family, table), set.name.name.clone()), set);
+            }
+            ast::Command::AddItem {
+                family,
+                table,
+                item: ast::TableItem::Flowtable(f),
+                ..
+            } => {
+                d.flowtables
+                    .insert((tkey(family, table), f.name.name.clone()), f);
             }
             _ => {}
         }
@@ -448,7 +462,7 @@ fn set(
                 .map(|(k, v)| match v {
                     // (nft lists a set's statements stateless: `counter`)
                     Some(_) if k.name == "counter" => k.name.clone(),
-                    Some(v) => format!("{} {}", k.name, rule::val_text(v, src)),
+                    Some(v) => format!("{} {}", k.name, value::byte_units(&rule::val_text(v, src))),
                     None => k.name.clone(),
                 })
                 .collect();

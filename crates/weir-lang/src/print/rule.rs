@@ -600,6 +600,7 @@ fn elem_items(
                     s.push_str(&match k.name.as_str() {
                         "timeout" | "expires" => time(v, src),
                         "comment" => format!("\"{}\"", val_text(v, src).trim_matches('"')),
+                        "limit" | "quota" => value::byte_units(&val_text(v, src)),
                         _ => val_text(v, src),
                     });
                 }

@@ -244,3 +244,58 @@ mod tests {
         assert_eq!(range(DataType::Ipv6Addr, 0, u128::MAX), "::/0");
     }
 }
+
+/// A byte rate or amount in a statement's words with the largest unit that divides it, as
+/// nft lists it (`1024 kbytes/second`: `1 mbytes/second`).
+pub fn byte_units(text: &str) -> String {
+    let words: Vec<&str> = text.split(' ').collect();
+    let mut out: Vec<String> = Vec::with_capacity(words.len());
+    let mut i = 0;
+    while i < words.len() {
+        let next = words.get(i + 1).copied().unwrap_or("");
+        let (unit, rest) = match next.split_once('/') {
+            Some((u, r)) => (u, format!("/{r}")),
+            None => (next, String::new()),
+        };
+        let mult: u128 = match unit {
+            "bytes" => 1,
+            "kbytes" => 1 << 10,
+            "mbytes" => 1 << 20,
+            "gbytes" => 1 << 30,
+            _ => 0,
+        };
+        match words[i].parse::<u128>() {
+            Ok(n) if mult > 0 => {
+                let b = n * mult;
+                let (v, u) = [
+                    ("gbytes", 1u128 << 30),
+                    ("mbytes", 1 << 20),
+                    ("kbytes", 1 << 10),
+                ]
+                .iter()
+                .find(|(_, d)| b >= *d && b % d == 0)
+                .map_or((b, "bytes"), |(u, d)| (b / d, *u));
+                out.push(format!("{v} {u}{rest}"));
+                i += 2;
+            }
+            _ => {
+                out.push(words[i].to_string());
+                i += 1;
+            }
+        }
+    }
+    out.join(" ")
+}
+
+#[cfg(test)]
+mod byte_unit_tests {
+    #[test]
+    fn largest_unit() {
+        assert_eq!(
+            super::byte_units("rate over 1024 kbytes/second burst 2048 bytes"),
+            "rate over 1 mbytes/second burst 2 kbytes"
+        );
+        assert_eq!(super::byte_units("rate 10/second"), "rate 10/second");
+        assert_eq!(super::byte_units("1025 bytes"), "1025 bytes");
+    }
+}
