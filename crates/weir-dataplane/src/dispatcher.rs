@@ -72,14 +72,7 @@ impl Dispatcher {
     /// all or nothing; with `check`, only checked against it (`nft -c`). The answer's first
     /// line is `ok` or `error`, what nft would print after it.
     pub fn nft_apply(&mut self, name: &str, text: &str, check: bool, echo: bool) -> String {
-        let applied = if weir_lang::json::looks_like_json(text) {
-            self.json_batch(name, text)
-        } else {
-            self.session
-                .apply(name, text)
-                .map(|(s, rs, _)| (s, rs))
-                .map_err(|(sources, diags)| weir_lang::diag::render_all(&diags, &sources))
-        };
+        let applied = self.batch(name, text);
         let (s, rs) = match applied {
             Ok(x) => x,
             Err(e) => return format!("error\n{e}"),
@@ -182,18 +175,28 @@ impl Dispatcher {
         format!("ok\n{answers}")
     }
 
-    /// `weir ctl diff FILE`: batch `text` checked against the running ruleset, and what
-    /// applying it would change, as listing lines removed (`-`) and added (`+`) within their
-    /// table and chain; the running ruleset untouched.
-    pub fn nft_diff(&mut self, name: &str, text: &str) -> String {
-        let applied = if weir_lang::json::looks_like_json(text) {
+    /// The session and ruleset batch `text` (nft text or nft's JSON syntax) makes of the
+    /// running one, or the error nft would print.
+    fn batch(
+        &self,
+        name: &str,
+        text: &str,
+    ) -> Result<(weir_lang::Session, weir_lang::ir::Ruleset), String> {
+        if weir_lang::json::looks_like_json(text) {
             self.json_batch(name, text)
         } else {
             self.session
                 .apply(name, text)
                 .map(|(s, rs, _)| (s, rs))
                 .map_err(|(sources, diags)| weir_lang::diag::render_all(&diags, &sources))
-        };
+        }
+    }
+
+    /// `weir ctl diff FILE`: batch `text` checked against the running ruleset, and what
+    /// applying it would change, as listing lines removed (`-`) and added (`+`) within their
+    /// table and chain; the running ruleset untouched.
+    pub fn nft_diff(&mut self, name: &str, text: &str) -> String {
+        let applied = self.batch(name, text);
         let (s, rs) = match applied {
             Ok(x) => x,
             Err(e) => return format!("error\n{e}"),

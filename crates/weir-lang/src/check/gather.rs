@@ -206,6 +206,18 @@ impl<'a> Accum<'a> {
         i
     }
 
+    /// The table a command names, which must be there.
+    fn table_mut(
+        &mut self,
+        family: &Option<ast::Ident>,
+        table: &ast::Ident,
+        diags: &mut Vec<Diagnostic>,
+    ) -> Option<&mut TableAcc<'a>> {
+        let fam = family_of(family, diags);
+        let ti = self.find_table(fam, table, diags)?;
+        Some(&mut self.tables[ti])
+    }
+
     /// `create ...`: refused when what it names is there (else it runs as `add`).
     fn create_conflict(&self, c: &ast::Command, diags: &mut Vec<Diagnostic>) -> bool {
         let mut d = Vec::new();
@@ -331,11 +343,9 @@ impl<'a> Accum<'a> {
                 position,
                 rule,
             } => {
-                let fam = family_of(family, diags);
-                let Some(ti) = self.find_table(fam, table, diags) else {
+                let Some(t) = self.table_mut(family, table, diags) else {
                     return;
                 };
-                let t = &mut self.tables[ti];
                 let Some(ci) = t.chains.iter().position(|c| c.name == chain.name) else {
                     diags.push(Diagnostic::error(
                         chain.span,
@@ -399,11 +409,9 @@ impl<'a> Accum<'a> {
                 handle,
                 rule,
             } => {
-                let fam = family_of(family, diags);
-                let Some(ti) = self.find_table(fam, table, diags) else {
+                let Some(t) = self.table_mut(family, table, diags) else {
                     return;
                 };
-                let t = &mut self.tables[ti];
                 let Some(c) = t.chains.iter_mut().find(|c| c.name == chain.name) else {
                     diags.push(Diagnostic::error(
                         chain.span,
@@ -428,11 +436,9 @@ impl<'a> Accum<'a> {
                 to,
                 ..
             } => {
-                let fam = family_of(family, diags);
-                let Some(ti) = self.find_table(fam, table, diags) else {
+                let Some(t) = self.table_mut(family, table, diags) else {
                     return;
                 };
-                let t = &mut self.tables[ti];
                 if t.chains.iter().any(|c| c.name == to.name) {
                     exists(diags, to.span, format!("chain '{}'", to.name));
                     return;
@@ -452,11 +458,9 @@ impl<'a> Accum<'a> {
                 elements,
                 ..
             } => {
-                let fam = family_of(family, diags);
-                let Some(ti) = self.find_table(fam, table, diags) else {
+                let Some(t) = self.table_mut(family, table, diags) else {
                     return;
                 };
-                let t = &mut self.tables[ti];
                 match t.sets.iter_mut().find(|(d, _)| d.name.name == set.name) {
                     Some((_, have)) => add_elements(have, elements, diags),
                     None => diags.push(Diagnostic::error(
@@ -482,11 +486,9 @@ impl<'a> Accum<'a> {
                 name,
                 ..
             } => {
-                let fam = family_of(family, diags);
-                let Some(ti) = self.find_table(fam, table, diags) else {
+                let Some(t) = self.table_mut(family, table, diags) else {
                     return;
                 };
-                let t = &mut self.tables[ti];
                 match (what.name.as_str(), name) {
                     ("table", _) => t.chains.iter_mut().for_each(|c| c.rules.clear()),
                     ("chain", Some(n)) => match t.chains.iter_mut().find(|c| c.name == n.name) {

@@ -93,13 +93,7 @@ impl Parser {
             }
             "replace" => {
                 self.bump();
-                let what = self.ident("rule")?;
-                if what.name != "rule" {
-                    return Err(Diagnostic::error(
-                        what.span,
-                        format!("expected rule after replace, found '{}'", what.name),
-                    ));
-                }
+                self.word_after("replace", "rule")?;
                 let family = self.opt_family();
                 let table = self.ident("a table name")?;
                 let chain = self.ident("a chain name")?;
@@ -118,13 +112,7 @@ impl Parser {
             }
             "rename" => {
                 self.bump();
-                let what = self.ident("chain")?;
-                if what.name != "chain" {
-                    return Err(Diagnostic::error(
-                        what.span,
-                        format!("expected chain after rename, found '{}'", what.name),
-                    ));
-                }
+                self.word_after("rename", "chain")?;
                 let family = self.opt_family();
                 let table = self.ident("a table name")?;
                 let chain = self.ident("a chain name")?;
@@ -171,6 +159,18 @@ impl Parser {
                     .note("commands: table, add, create, insert, delete, flush, define, include"),
             ),
         }
+    }
+
+    /// The one word that may follow `verb` (`replace rule`, `rename chain`).
+    fn word_after(&mut self, verb: &str, want: &str) -> PResult<()> {
+        let what = self.ident(want)?;
+        if what.name != want {
+            return Err(Diagnostic::error(
+                what.span,
+                format!("expected {want} after {verb}, found '{}'", what.name),
+            ));
+        }
+        Ok(())
     }
 
     /// `add|create|insert WHAT ...` after the verb `w`.

@@ -7,6 +7,28 @@ use crate::lexer::Tok;
 use crate::source::Span;
 
 impl Parser {
+    /// What follows a dynamic set statement's key: `timeout T` and the element's statements
+    /// (`limit`, `counter`, `quota`, `ct count [over] N`).
+    fn elem_timeout_stmts(&mut self) -> PResult<(Option<Val>, Vec<Item>)> {
+        let mut timeout = None;
+        let mut stmts = Vec::new();
+        loop {
+            if self.eat_word("timeout") {
+                timeout = Some(self.val_atom()?);
+            } else if matches!(self.peek_word(), Some("limit" | "counter" | "quota")) {
+                let w = self.peek_word().unwrap().to_string();
+                let s = self.span();
+                stmts.push(self.statement(&w, s)?);
+            } else if self.peek_word() == Some("ct") {
+                // `ct count [over] N`: a per-element connection limit
+                stmts.push(self.item()?);
+            } else {
+                break;
+            }
+        }
+        Ok((timeout, stmts))
+    }
+
     pub(super) fn statement(&mut self, w: &str, start: Span) -> PResult<Item> {
         match w {
             "accept" | "drop" | "continue" | "return" | "jump" | "goto" => {
@@ -353,19 +375,7 @@ impl Parser {
                 };
                 self.expect(Tok::LBrace, "'{'")?;
                 let key = self.expr()?;
-                let mut timeout = None;
-                let mut stmts = Vec::new();
-                loop {
-                    if self.eat_word("timeout") {
-                        timeout = Some(self.val_atom()?);
-                    } else if matches!(self.peek_word(), Some("limit" | "counter" | "quota")) {
-                        let w = self.peek_word().unwrap().to_string();
-                        let s = self.span();
-                        stmts.push(self.statement(&w, s)?);
-                    } else {
-                        break;
-                    }
-                }
+                let (timeout, stmts) = self.elem_timeout_stmts()?;
                 self.expect(Tok::RBrace, "'}'")?;
                 let span = start.to(self.prev_span());
                 let mut flags = vec![Ident {
@@ -433,22 +443,7 @@ impl Parser {
                     Tok::Str(_) => Expr::Const(self.val()?),
                     _ => self.expr()?,
                 };
-                let mut timeout = None;
-                let mut stmts = Vec::new();
-                loop {
-                    if self.eat_word("timeout") {
-                        timeout = Some(self.val_atom()?);
-                    } else if matches!(self.peek_word(), Some("limit" | "counter" | "quota")) {
-                        let w = self.peek_word().unwrap().to_string();
-                        let s = self.span();
-                        stmts.push(self.statement(&w, s)?);
-                    } else if self.peek_word() == Some("ct") {
-                        // `ct count [over] N`: a per-element connection limit
-                        stmts.push(self.item()?);
-                    } else {
-                        break;
-                    }
-                }
+                let (timeout, stmts) = self.elem_timeout_stmts()?;
                 let value = if self.eat(&Tok::Colon) {
                     Some(self.value_expr()?)
                 } else {

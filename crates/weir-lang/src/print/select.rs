@@ -168,39 +168,28 @@ pub fn select(text: &str, words: &[&str]) -> Result<String, String> {
             .find(|t| t.family == fam.unwrap_or("ip") && t.name == *name)
             .map(|t| t.lines.join("\n") + "\n")
             .ok_or_else(|| missing(format!("table {} {name}", fam.unwrap_or("ip")))),
-        // `list meters`: the dynamic sets (as nft lists them, the meters' and the others)
-        ("meters", tabs) => {
-            let mut out = String::new();
-            for t in ts.iter().filter(|t| fam_ok(t)) {
-                if let [tn] = tabs {
-                    if t.name != *tn {
-                        continue;
-                    }
-                }
-                let body: Vec<String> = blocks(t)
-                    .iter()
-                    .filter(|(k, _, lines)| {
-                        k == "set"
-                            && lines
-                                .iter()
-                                .any(|l| l.starts_with("\t\tflags ") && l.contains("dynamic"))
-                    })
-                    .map(|(k, _, lines)| bare(k, lines))
-                    .collect();
-                if !body.is_empty() {
-                    out.push_str(&wrap(t, &body));
-                }
-            }
-            Ok(out)
-        }
+        // `list meters`: the dynamic sets (as nft lists them, the meters' and the others);
+        // `list chains|sets|counters|...`: every one of the kind
         (plural, tabs)
-            if singular(plural).is_some() || plural.ends_with("s") && plural.starts_with("ct ") =>
+            if plural == "meters"
+                || singular(plural).is_some()
+                || plural.ends_with("s") && plural.starts_with("ct ") =>
         {
             let kind = singular(plural).unwrap_or(match plural {
                 "ct helpers" => "ct helper",
                 "ct timeouts" => "ct timeout",
                 _ => "ct expectation",
             });
+            let wanted = |k: &str, lines: &[&str]| {
+                if plural == "meters" {
+                    k == "set"
+                        && lines
+                            .iter()
+                            .any(|l| l.starts_with("\t\tflags ") && l.contains("dynamic"))
+                } else {
+                    k == kind
+                }
+            };
             let mut out = String::new();
             for t in ts.iter().filter(|t| fam_ok(t)) {
                 if let [tn] = tabs {
@@ -210,7 +199,7 @@ pub fn select(text: &str, words: &[&str]) -> Result<String, String> {
                 }
                 let body: Vec<String> = blocks(t)
                     .iter()
-                    .filter(|(k, _, _)| k == kind)
+                    .filter(|(k, _, lines)| wanted(k, lines))
                     .map(|(k, _, lines)| {
                         if matches!(k.as_str(), "chain" | "set" | "map" | "meter") {
                             bare(k, lines)
