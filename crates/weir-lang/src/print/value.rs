@@ -273,7 +273,7 @@ pub fn byte_units(text: &str) -> String {
                     ("kbytes", 1 << 10),
                 ]
                 .iter()
-                .find(|(_, d)| b >= *d && b % d == 0)
+                .find(|(_, d)| b >= *d && b.is_multiple_of(*d))
                 .map_or((b, "bytes"), |(u, d)| (b / d, *u));
                 out.push(format!("{v} {u}{rest}"));
                 i += 2;
