@@ -199,11 +199,12 @@ fn incremental_rule_and_element_updates() {
         let (_, h) =
             e.rs.insert_rule(0, 0, weir_engine::compile::At::First, &rule)
                 .unwrap();
-        assert_eq!(h, 3);
+        // (handles as the kernel's: set s 1, chain fwd 2, its rules 3 and 4)
+        assert_eq!(h, 5);
         e.sync_state();
         assert!(!run(&mut e, &p, Meta::default()).0.is_accept());
-        // remove the port 80 rule (handle 2)
-        assert!(e.rs.remove_rule(0, 0, 2));
+        // remove the port 80 rule (handle 4)
+        assert!(e.rs.remove_rule(0, 0, 4));
         assert!(run(
             &mut e,
             &tcp("198.18.0.1", "198.19.0.1", 80),

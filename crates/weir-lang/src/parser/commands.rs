@@ -161,6 +161,18 @@ impl Parser {
         }
     }
 
+    /// An object's kind: `ct` with its second word (`ct helper`), else `what` itself.
+    fn ct_kind(&mut self, what: Ident) -> PResult<Ident> {
+        if what.name != "ct" {
+            return Ok(what);
+        }
+        let sub = self.ident("helper, timeout or expectation")?;
+        Ok(Ident {
+            name: format!("ct {}", sub.name),
+            span: what.span.to(sub.span),
+        })
+    }
+
     /// The one word that may follow `verb` (`replace rule`, `rename chain`).
     fn word_after(&mut self, verb: &str, want: &str) -> PResult<()> {
         let what = self.ident(want)?;
@@ -246,15 +258,7 @@ impl Parser {
             "flowtable" | "counter" | "quota" | "limit" | "ct" | "synproxy" | "secmark"
             | "tunnel" => {
                 // `add ct helper [family] TABLE NAME`: the kind's second word first
-                let kind = if what.name == "ct" {
-                    let sub = self.ident("helper, timeout or expectation")?;
-                    Ident {
-                        name: format!("ct {}", sub.name),
-                        span: what.span.to(sub.span),
-                    }
-                } else {
-                    what
-                };
+                let kind = self.ct_kind(what)?;
                 let family = self.opt_family();
                 let table = self.ident("a table name")?;
                 let item = self.named_item(kind, start)?;
@@ -299,15 +303,7 @@ impl Parser {
             let _ = self.opt_family_alone();
             return Ok(Command::FlushRuleset(start.to(what.span)));
         }
-        let what = if what.name == "ct" {
-            let sub = self.ident("helper, timeout or expectation")?;
-            Ident {
-                name: format!("ct {}", sub.name),
-                span: what.span.to(sub.span),
-            }
-        } else {
-            what
-        };
+        let what = self.ct_kind(what)?;
         if !matches!(
             what.name.as_str(),
             "table"
@@ -464,15 +460,7 @@ impl Parser {
             }
             "flowtable" => Ok(Some(self.named_item(kw, start)?)),
             "counter" | "quota" | "limit" | "ct" | "synproxy" | "secmark" | "tunnel" => {
-                let kw = if kw.name == "ct" {
-                    let sub = self.ident("helper, timeout or expectation")?;
-                    Ident {
-                        name: format!("ct {}", sub.name),
-                        span: kw.span.to(sub.span),
-                    }
-                } else {
-                    kw
-                };
+                let kw = self.ct_kind(kw)?;
                 Ok(Some(self.named_item(kw, start)?))
             }
             "flags" => {
