@@ -390,6 +390,33 @@ pub struct SetDecl {
     pub span: Span,
 }
 
+impl SetDecl {
+    /// A declaration with nothing in it yet: the set or map `name`.
+    pub fn new(name: Ident, is_map: bool, span: Span) -> SetDecl {
+        SetDecl {
+            name,
+            is_map,
+            key_types: vec![],
+            key_typeof: vec![],
+            data_types: vec![],
+            data_typeof: vec![],
+            flags: vec![],
+            elements: vec![],
+            timeout: None,
+            size: None,
+            policy: None,
+            counter: false,
+            auto_merge: false,
+            stmts: vec![],
+            data_interval: false,
+            gc_interval: None,
+            comment: None,
+            meter: false,
+            span,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FlowtableDecl {
     pub name: Ident,

@@ -661,27 +661,7 @@ impl Parser {
     }
 
     fn set_body(&mut self, name: Ident, is_map: bool, start: Span) -> PResult<SetDecl> {
-        let mut d = SetDecl {
-            name,
-            is_map,
-            key_types: vec![],
-            key_typeof: vec![],
-            data_types: vec![],
-            data_typeof: vec![],
-            flags: vec![],
-            elements: vec![],
-            timeout: None,
-            size: None,
-            policy: None,
-            counter: false,
-            auto_merge: false,
-            stmts: vec![],
-            data_interval: false,
-            gc_interval: None,
-            comment: None,
-            meter: false,
-            span: start,
-        };
+        let mut d = SetDecl::new(name, is_map, start);
         self.expect(Tok::LBrace, "'{' after the set name")?;
         loop {
             self.skip_newlines();

@@ -393,25 +393,11 @@ impl Parser {
                     k => vec![k.clone()],
                 };
                 self.meters.push(SetDecl {
-                    name: name.clone(),
-                    is_map: false,
-                    key_types: vec![],
                     key_typeof,
-                    data_types: vec![],
-                    data_typeof: vec![],
                     flags,
-                    elements: vec![],
-                    timeout: None,
                     size,
-                    policy: None,
-                    counter: false,
-                    auto_merge: false,
-                    stmts: vec![],
-                    data_interval: false,
-                    gc_interval: None,
-                    comment: None,
                     meter: true,
-                    span,
+                    ..SetDecl::new(name.clone(), false, span)
                 });
                 Ok(Item::SetOp {
                     // (nft lists a meter with a timeout as an update, others as an add)
