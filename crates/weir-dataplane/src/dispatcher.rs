@@ -85,8 +85,17 @@ impl Dispatcher {
         let mut answers = String::new();
         if !s.queries.is_empty() {
             let text = weir_lang::print::ruleset(s.ast(), &rs, &Default::default());
-            let old =
-                weir_lang::print::ruleset(self.session.ast(), &self.ruleset, &Default::default());
+            // (the ruleset before the batch is listed only when a `reset` asks for it)
+            let old = std::cell::OnceCell::new();
+            let old = || {
+                old.get_or_init(|| {
+                    weir_lang::print::ruleset(
+                        self.session.ast(),
+                        &self.ruleset,
+                        &Default::default(),
+                    )
+                })
+            };
             for q in &s.queries {
                 let words: Vec<&str> = q.iter().map(String::as_str).collect();
                 match words.split_first() {
@@ -128,7 +137,7 @@ impl Dispatcher {
                             }
                             r => r.to_vec(),
                         };
-                        match weir_lang::print::select::select(&old, &list) {
+                        match weir_lang::print::select::select(old(), &list) {
                             Ok(t) => answers.push_str(&t),
                             Err(e) => return format!("error\nError: {e}\n"),
                         }
