@@ -71,9 +71,16 @@ impl Dispatcher {
     /// `weir nft`: batch `text` (named `name` in messages) applied to the running ruleset,
     /// all or nothing; with `check`, only checked against it (`nft -c`). The answer's first
     /// line is `ok` or `error`, what nft would print after it.
-    pub fn nft_apply(&mut self, name: &str, text: &str, check: bool, echo: bool) -> String {
-        let applied = self.batch(name, text);
-        let (s, rs) = match applied {
+    pub fn nft_apply(
+        &mut self,
+        name: &str,
+        text: &str,
+        check: bool,
+        echo: bool,
+        optimize: bool,
+    ) -> String {
+        let applied = self.batch(name, text, optimize);
+        let (mut s, rs) = match applied {
             Ok(x) => x,
             Err(e) => return format!("error\n{e}"),
         };
@@ -159,7 +166,7 @@ impl Dispatcher {
         }
         // (only queries: nothing to install)
         if check || !s.changed {
-            return format!("ok\n{answers}");
+            return ok_reply(&s.merged, &answers);
         }
         if let Err(e) = self.install(&rs) {
             self.reload_errors += 1;
@@ -175,13 +182,14 @@ impl Dispatcher {
             let after = weir_lang::print::ruleset(s.ast(), &rs, &opts);
             answers.insert_str(0, &weir_lang::print::select::echo(&before, &after));
         }
+        let merged = std::mem::take(&mut s.merged);
         (self.session, self.ruleset) = (s, rs);
         self.reloads += 1;
         tracing::info!(batch = %name, "applied");
         if self.session.batches >= COMPACT_AFTER {
             self.compact();
         }
-        format!("ok\n{answers}")
+        ok_reply(&merged, &answers)
     }
 
     /// The session and ruleset batch `text` (nft text or nft's JSON syntax) makes of the
@@ -190,12 +198,13 @@ impl Dispatcher {
         &self,
         name: &str,
         text: &str,
+        optimize: bool,
     ) -> Result<(weir_lang::Session, weir_lang::ir::Ruleset), String> {
         if weir_lang::json::looks_like_json(text) {
             self.json_batch(name, text)
         } else {
             self.session
-                .apply(name, text)
+                .apply_with(name, text, optimize)
                 .map(|(s, rs, _)| (s, rs))
                 .map_err(|(sources, diags)| weir_lang::diag::render_all(&diags, &sources))
         }
@@ -205,7 +214,7 @@ impl Dispatcher {
     /// applying it would change, as listing lines removed (`-`) and added (`+`) within their
     /// table and chain; the running ruleset untouched.
     pub fn nft_diff(&mut self, name: &str, text: &str) -> String {
-        let applied = self.batch(name, text);
+        let applied = self.batch(name, text, false);
         let (s, rs) = match applied {
             Ok(x) => x,
             Err(e) => return format!("error\n{e}"),
@@ -383,11 +392,12 @@ impl Dispatcher {
                 check,
                 echo,
                 diff,
+                optimize,
             } => {
                 let _ = reply.send(if *diff {
                     self.nft_diff(name, text)
                 } else {
-                    self.nft_apply(name, text, *check, *echo)
+                    self.nft_apply(name, text, *check, *echo, *optimize)
                 });
                 return;
             }
@@ -492,4 +502,14 @@ fn gather_trace(
         }
     }
     got.into_iter().flatten().collect()
+}
+
+/// A batch's answer: `ok`, the optimizer's report for stderr when there is one (`ok +LEN`,
+/// then LEN bytes), then what goes to stdout.
+fn ok_reply(stderr: &str, stdout: &str) -> String {
+    if stderr.is_empty() {
+        format!("ok\n{stdout}")
+    } else {
+        format!("ok +{}\n{stderr}{stdout}", stderr.len())
+    }
 }

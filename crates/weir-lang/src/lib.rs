@@ -14,6 +14,7 @@ pub mod iptables;
 pub mod ir;
 pub mod json;
 pub mod lexer;
+pub mod optimize;
 pub mod parser;
 pub mod print;
 pub mod session;

@@ -22,6 +22,8 @@ pub struct Session {
     pub queries: Vec<Vec<String>>,
     /// Whether the last batch changes anything (it is not only queries).
     pub changed: bool,
+    /// What the optimizer merged in the last batch (`nft -o`), as nft reports it.
+    pub merged: String,
 }
 
 impl Session {
@@ -36,6 +38,7 @@ impl Session {
             batches: 0,
             queries: Vec::new(),
             changed: true,
+            merged: String::new(),
         };
         Ok((s, rs, diags))
     }
@@ -52,6 +55,7 @@ impl Session {
             batches: 0,
             queries: Vec::new(),
             changed: true,
+            merged: String::new(),
         };
         Ok((s, rs, diags))
     }
@@ -65,11 +69,27 @@ impl Session {
         name: &str,
         text: &str,
     ) -> Result<(Session, ir::Ruleset, Vec<Diagnostic>), LoadError> {
+        self.apply_with(name, text, false)
+    }
+
+    /// [`Session::apply`], the batch's chains first merged by nft's optimizer when
+    /// `optimize` (`nft -o`; what was merged is in the new session's `merged`).
+    pub fn apply_with(
+        &self,
+        name: &str,
+        text: &str,
+        optimize: bool,
+    ) -> Result<(Session, ir::Ruleset, Vec<Diagnostic>), LoadError> {
         let mut sources = self.sources.clone();
-        let (batch, mut diags) = parser::parse_str(&mut sources, name, text);
+        let (mut batch, mut diags) = parser::parse_str(&mut sources, name, text);
         if diags.iter().any(|d| d.severity == diag::Severity::Error) {
             return Err((sources, diags));
         }
+        let merged = if optimize {
+            crate::optimize::optimize(&mut batch.commands, &sources)
+        } else {
+            String::new()
+        };
         let changed = batch.commands.iter().any(|c| match c {
             ast::Command::Query { words, .. } => words.first().is_some_and(|w| w == "reset"),
             _ => true,
@@ -123,6 +143,7 @@ impl Session {
             batches: self.batches + 1,
             queries,
             changed,
+            merged,
         };
         Ok((s, rs, diags))
     }

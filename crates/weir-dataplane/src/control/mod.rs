@@ -106,6 +106,9 @@ pub enum Request {
         echo: bool,
         /// `weir ctl diff FILE`: checked only, answered with what it would change.
         diff: bool,
+        /// `nft -o`: the batch's chains merged by nft's optimizer first (`nft OP NAME
+        /// optimize`), what was merged answered apart (for stderr).
+        optimize: bool,
     },
     /// `weir nft list ruleset`: the running ruleset as nft lists it.
     NftList {
@@ -147,13 +150,16 @@ impl Request {
     pub fn parse(words: &[&str]) -> Result<Request, String> {
         let filter = |w: &[&str]| Filter::parse(w).map_err(|e| format!("error: {e}\n"));
         Ok(match words {
-            ["nft", op @ ("apply" | "check" | "apply-echo" | "diff"), name, text] => {
+            ["nft", op @ ("apply" | "check" | "apply-echo" | "diff"), name, flags @ .., text]
+                if flags.iter().all(|f| *f == "optimize") =>
+            {
                 Request::NftBatch {
                     name: name.to_string(),
                     text: text.to_string(),
                     check: matches!(*op, "check" | "diff"),
                     echo: *op == "apply-echo",
                     diff: *op == "diff",
+                    optimize: !flags.is_empty(),
                 }
             }
             ["nft", "list", flags @ ..] => Request::NftList {
@@ -366,8 +372,8 @@ fn serve(s: UnixStream, tx: &mpsc::Sender<CtlRequest>) -> std::io::Result<()> {
     let mut r = BufReader::new(&s);
     r.read_line(&mut line)?;
     let mut words: Vec<String> = line.split_whitespace().map(String::from).collect();
-    // `nft apply|check NAME` is followed by the batch, to the end of the stream
-    if words.len() == 3
+    // `nft apply|check NAME [optimize]` is followed by the batch, to the end of the stream
+    if (words.len() == 3 || words.len() == 4)
         && words[0] == "nft"
         && matches!(words[1].as_str(), "apply" | "check" | "apply-echo" | "diff")
     {

@@ -863,8 +863,11 @@ impl<'a> TableAcc<'a> {
             // declared again: the same set (its elements added), or refused (nft: File
             // exists)
             let d = self.sets[i].0;
+            // (`dynamic` aside: the kernel's set has it once a rule updates it from the
+            // packet path, so its own listing declares it)
             fn flags(x: &ast::SetDecl) -> Vec<&str> {
                 let mut f = names(&x.flags);
+                f.retain(|n| *n != "dynamic");
                 f.sort();
                 f
             }

@@ -168,6 +168,7 @@ impl Parser {
                 v => v,
             }),
         };
+        let (op, rhs) = singleton(&lhs, op, rhs);
         Ok(Item::Match {
             lhs,
             op,
@@ -189,4 +190,52 @@ impl Parser {
             _ => Err(self.err_expected("a set: '@name' or '{ ... }'")),
         }
     }
+}
+
+/// An anonymous set of one value compared with is that value, as nft evaluates it (`ip saddr
+/// { 1.1.1.1 }` is `ip saddr 1.1.1.1`, `tcp dport != { 22 }` is `tcp dport != 22`): not a
+/// concatenation, nor an element with statements; a set of flags of one value becomes an
+/// exact comparison (`tcp flags { syn }` is `tcp flags == syn`, not "syn among the flags"),
+/// except `ct state`'s.
+fn singleton(
+    lhs: &Expr,
+    op: Option<(CmpOp, crate::source::Span)>,
+    rhs: Rhs,
+) -> (Option<(CmpOp, crate::source::Span)>, Rhs) {
+    let one = match &rhs {
+        Rhs::Set(SetRef::Anon(es, sp))
+            if es.len() == 1
+                && es[0].data.is_none()
+                && es[0].options.is_empty()
+                && matches!(op, None | Some((CmpOp::Eq | CmpOp::Ne, _)))
+                && !matches!(lhs, Expr::Concat(..))
+                && matches!(
+                    es[0].key,
+                    Val::Word(..) | Val::Str(..) | Val::Range(..) | Val::Prefix(..) | Val::List(..)
+                ) =>
+        {
+            Some((es[0].key.clone(), *sp))
+        }
+        _ => None,
+    };
+    let Some((v, sp)) = one else {
+        return (op, rhs);
+    };
+    let bitmask = match lhs {
+        Expr::Selector(ws, _) => {
+            let t: Vec<&str> = ws.iter().map(|w| w.name.as_str()).collect();
+            weir_wire::Field::from_name(&t.join(" ")).is_some_and(|f| {
+                matches!(
+                    f.datatype(),
+                    weir_wire::DataType::TcpFlags | weir_wire::DataType::CtStatus
+                )
+            })
+        }
+        _ => false,
+    };
+    let op = match op {
+        None if bitmask => Some((CmpOp::Eq, sp)),
+        op => op,
+    };
+    (op, Rhs::Val(v))
 }

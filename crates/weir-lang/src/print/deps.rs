@@ -67,7 +67,30 @@ pub(super) fn implied(dep: &Item, rest: &[Item], family: Family) -> bool {
             })
         });
     }
-    let Some(next) = rest.first() else {
+    // a protocol dependency waits for its header's match past those of the network layer
+    // (`meta l4proto tcp ip daddr 1.2.3.4 tcp dport 22` lists as `ip daddr 1.2.3.4 tcp
+    // dport 22`), as nft keeps one pending dependency per header layer
+    let l4dep = matches!(
+        dep_words.as_slice(),
+        ["meta", "l4proto"] | ["l4proto"] | ["ip", "protocol"] | ["ip6", "nexthdr"]
+    );
+    let skip = if l4dep {
+        rest.iter()
+            .take_while(|it| {
+                matches!(it, Item::Match { .. })
+                    && item_head(it).and_then(selector_field).is_some_and(|f| {
+                        matches!(f.layer(), L::Ip4 | L::Ip6)
+                            && !matches!(
+                                words(item_head(it).unwrap()).as_slice(),
+                                ["ip", "protocol"] | ["ip6", "nexthdr"]
+                            )
+                    })
+            })
+            .count()
+    } else {
+        0
+    };
+    let Some(next) = rest.get(skip) else {
         return false;
     };
     // a family's reject: `meta nfproto ipv4 reject` lists as `reject with icmp port-unreachable`

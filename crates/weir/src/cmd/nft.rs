@@ -24,6 +24,8 @@ struct Args {
     handle: bool,
     echo: bool,
     terse: bool,
+    /// `-o`: the batch's chains merged by nft's optimizer, what was merged on stderr.
+    optimize: bool,
     /// `-i`: commands read from stdin, one line at a time.
     interactive: bool,
     /// `-D NAME=VALUE`: defines given before the batch.
@@ -45,7 +47,8 @@ const USAGE: &str = "usage: weir nft [ -f FILE | -i | -c | -j | -s | -n | -a | -
   -D, --define N=V  define $N as V for the batch
   -e, --echo        print what the batch added, with handles
   -I DIR            where include \"NAME\" looks (after ./NAME and before /etc)
-  accepted and without effect here: -o (optimize), -y, -N, -S, -u, -p, -T, --debug=LEVEL
+  -o, --optimize    merge the batch's rules into sets and maps as nft's optimizer does
+  accepted and without effect here: -y, -N, -S, -u, -p, -T, --debug=LEVEL
   the control socket: $WEIR_SOCKET, else /run/weir.sock
 ";
 
@@ -82,8 +85,13 @@ fn parse(argv: &[String]) -> Result<Args, String> {
                 define(&mut a, d)?;
             }
             "-I" | "--includepath" => {
-                it.next()
+                let d = it
+                    .next()
                     .ok_or_else(|| "-I needs a directory".to_string())?;
+                a.include_dirs.push(d.clone());
+            }
+            s if s.starts_with("--includepath=") => {
+                a.include_dirs.push(s["--includepath=".len()..].to_string())
             }
             s if s.starts_with("--define=") => define(&mut a, &s["--define=".len()..])?,
             s if s.starts_with("--debug") => {}
@@ -95,9 +103,9 @@ fn parse(argv: &[String]) -> Result<Args, String> {
             "-e" | "--echo" => a.echo = true,
             "-t" | "--terse" => a.terse = true,
             "-i" | "--interactive" => a.interactive = true,
-            "-o" | "--optimize" | "-y" | "--numeric-priority" | "-N" | "--reversedns" | "-S"
-            | "--service" | "-u" | "--guid" | "-p" | "--numeric-protocol" | "-T"
-            | "--numeric-time" => {}
+            "-o" | "--optimize" => a.optimize = true,
+            "-y" | "--numeric-priority" | "-N" | "--reversedns" | "-S" | "--service" | "-u"
+            | "--guid" | "-p" | "--numeric-protocol" | "-T" | "--numeric-time" => {}
             // nft's short options may be grouped (`-nn`, `-ef FILE`)
             s if s.starts_with('-') && s.len() > 2 && !s.starts_with("--") => {
                 for c in s[1..].chars() {
@@ -110,7 +118,8 @@ fn parse(argv: &[String]) -> Result<Args, String> {
                         'e' => a.echo = true,
                         't' => a.terse = true,
                         'i' => a.interactive = true,
-                        'o' | 'y' | 'N' | 'S' | 'u' | 'p' | 'T' => {}
+                        'o' => a.optimize = true,
+                        'y' | 'N' | 'S' | 'u' | 'p' | 'T' => {}
                         'f' => {
                             a.file = Some(
                                 it.next()
@@ -142,6 +151,16 @@ fn socket() -> PathBuf {
 fn answer(reply: &str) -> (bool, &str) {
     match reply.split_once('\n') {
         Some(("ok", rest)) => (true, rest),
+        // `ok +LEN`: LEN bytes for stderr first (what `-o` merged)
+        Some((first, rest)) if first.starts_with("ok +") => {
+            let n = first[4..].parse::<usize>().unwrap_or(0).min(rest.len());
+            let n = (0..=n)
+                .rev()
+                .find(|i| rest.is_char_boundary(*i))
+                .unwrap_or(0);
+            eprint!("{}", &rest[..n]);
+            (true, &rest[n..])
+        }
         Some(("error", rest)) => (false, rest),
         _ => (false, reply),
     }
@@ -281,7 +300,10 @@ fn run(a: &Args) -> anyhow::Result<(bool, String)> {
         "apply"
     };
     // (the name is one word on the request line)
-    let line = format!("nft {op} {}", name.replace(char::is_whitespace, "_"));
+    let mut line = format!("nft {op} {}", name.replace(char::is_whitespace, "_"));
+    if a.optimize {
+        line.push_str(" optimize");
+    }
     let reply = weir_dataplane::control::ask_with_body(&sock, &line, &text)?;
     let (ok, out) = answer(&reply);
     Ok((ok, out.to_string()))
@@ -333,8 +355,12 @@ fn inline_includes(text: &str, dirs: &[String], depth: usize) -> Result<String, 
                         .map(|e| e.path())
                         .filter(|p| {
                             p.is_file()
-                                && p.file_name()
-                                    .is_some_and(|f| glob_match(&n, &f.to_string_lossy()))
+                                && p.file_name().is_some_and(|f| {
+                                    let f = f.to_string_lossy();
+                                    // (a hidden file only when the pattern says the dot)
+                                    (!f.starts_with('.') || n.starts_with('.'))
+                                        && glob_match(&n, &f)
+                                })
                         })
                         .collect();
                     v.sort();
