@@ -217,6 +217,34 @@ if ctl diff "$DIR/bad.nft" > "$DIR/diff2.out" 2>&1; then fail "ctl diff of a bat
 grep -q "nochain" "$DIR/diff2.out" || fail "ctl diff's error does not name the missing chain: $(cat "$DIR/diff2.out")"
 echo "ok: weir ctl diff shows what weir ctl apply then changes; nft -e echoes the rule with its handle"
 
+# --- 7. nft monitor: each change of a batch, and the traces of marked packets ---------------
+"$DIR/bin/nft" monitor > "$DIR/mon.out" 2>&1 &
+MON=$!; PIDS="${PIDS:-} $MON"
+sleep 0.5
+cat > "$DIR/mon.nft" <<'N'
+add chain inet filter traced
+add rule inet filter forward icmp type echo-request jump traced
+add rule inet filter traced meta nftrace set 1
+add rule inet filter traced ip daddr 198.18.91.2 counter accept
+add element inet filter f2b { 198.18.90.80 }
+delete element inet filter f2b { 198.18.90.78 }
+N
+nft -f "$DIR/mon.nft" || fail "the monitored batch"
+pings $SA 1 || fail "no ping through the traced chain"
+sleep 1.5
+kill "$MON" 2>/dev/null || true; wait "$MON" 2>/dev/null || true
+for want in "add chain inet filter traced" \
+    "add rule inet filter forward icmp type echo-request jump traced" \
+    "add rule inet filter traced meta nftrace set 1" \
+    "add element inet filter f2b { 198.18.90.80 }" \
+    "delete element inet filter f2b { 198.18.90.78 }"; do
+  grep -qxF "$want" "$DIR/mon.out" || fail "nft monitor did not show '$want': $(cat "$DIR/mon.out")"
+done
+grep -Eq '^trace id [0-9a-f]+ inet filter traced rule ip daddr 198.18.91.2 counter packets [0-9]+ bytes [0-9]+ accept \(verdict accept\)$|^trace id [0-9a-f]+ inet filter traced rule ip daddr 198.18.91.2 counter accept \(verdict accept\)$' "$DIR/mon.out" \
+  || fail "nft monitor showed no trace of the marked ping: $(cat "$DIR/mon.out")"
+grep -Eq '^trace id [0-9a-f]+ inet filter forward packet: ' "$DIR/mon.out" || fail "no trace's packet line: $(cat "$DIR/mon.out")"
+echo "ok: nft monitor shows each change of a batch and the trace of a marked packet"
+
 # --- 6. reload: the file again -------------------------------------------------------------
 ctl reload | grep -q reloaded || fail "reload"
 nft list ruleset | grep -q "echo-request" && fail "the batch's rules survived a reload from the file"

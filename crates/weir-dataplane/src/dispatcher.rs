@@ -52,6 +52,17 @@ impl Dispatcher {
             .and_then(|(s, rs)| self.install(&rs).map(|_| (s, rs)));
         match loaded {
             Ok((s, rs)) => {
+                let hub = crate::monitor::hub();
+                if hub.changes() {
+                    let opts = weir_lang::print::Options {
+                        handles: true,
+                        ..Default::default()
+                    };
+                    let before =
+                        weir_lang::print::ruleset(self.session.ast(), &self.ruleset, &opts);
+                    let after = weir_lang::print::ruleset(s.ast(), &rs, &opts);
+                    hub.changed(&weir_lang::print::events::events(&before, &after));
+                }
                 (self.session, self.ruleset) = (s, rs);
                 self.reloads += 1;
                 tracing::info!(ruleset = %self.rules.display(), "reloaded");
@@ -172,15 +183,22 @@ impl Dispatcher {
             self.reload_errors += 1;
             return format!("error\n{e}");
         }
-        if echo {
-            // what the batch added, as `nft -e` prints it (with handles)
+        let hub = crate::monitor::hub();
+        if echo || hub.changes() {
+            // what the batch added, as `nft -e` prints it (with handles); what it changed,
+            // for `nft monitor`
             let opts = weir_lang::print::Options {
                 handles: true,
                 ..Default::default()
             };
             let before = weir_lang::print::ruleset(self.session.ast(), &self.ruleset, &opts);
             let after = weir_lang::print::ruleset(s.ast(), &rs, &opts);
-            answers.insert_str(0, &weir_lang::print::select::echo(&before, &after));
+            if echo {
+                answers.insert_str(0, &weir_lang::print::select::echo(&before, &after));
+            }
+            if hub.changes() {
+                hub.changed(&weir_lang::print::events::events(&before, &after));
+            }
         }
         let merged = std::mem::take(&mut s.merged);
         (self.session, self.ruleset) = (s, rs);

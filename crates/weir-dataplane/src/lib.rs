@@ -30,6 +30,7 @@ pub mod dispatcher;
 pub mod kernel;
 pub mod kernel_fib;
 pub mod log;
+pub mod monitor;
 pub mod netdev;
 pub mod notify;
 pub mod scope;

@@ -66,6 +66,17 @@ pub fn record(
 ) {
     let Some(t) = trace.as_mut() else { return };
     t.left = t.left.saturating_sub(1);
+    let rules = hits(sf, before);
+    t.traced.push(Traced {
+        summary: summary.to_string(),
+        rules,
+        verdict: verdict.to_string(),
+    });
+}
+
+/// The rules whose counters a packet moved (`before`: the counters before it), each as
+/// `FAMILY TABLE CHAIN handle N: TEXT`.
+pub fn hits(sf: &Stateful, before: &[(u64, u64)]) -> Vec<String> {
     let rs = sf.ruleset();
     let hits = &sf.engine().st.rule_hits;
     let mut rules = Vec::new();
@@ -86,11 +97,7 @@ pub fn record(
             }
         }
     }
-    t.traced.push(Traced {
-        summary: summary.to_string(),
-        rules,
-        verdict: verdict.to_string(),
-    });
+    rules
 }
 
 /// A verdict as a trace shows it.

@@ -318,6 +318,9 @@ pub struct Stateful {
     wall_offset_ns: i64,
     /// The CPU the hooks run on (`meta cpu`), as the caller last said.
     cpu: u32,
+    /// A hook ran with the packet's trace flag set since [`Stateful::take_nftrace`] last
+    /// asked (`meta nftrace set 1`: `nft monitor trace` shows the packet).
+    nftrace_seen: bool,
     /// The entry the current packet ended (a RST before any reply): gone from the table, but
     /// the packet still carries it through the chains, as the kernel's skb keeps its ct.
     dying: Option<weir_conntrack::Killed<CtExt>>,
@@ -553,6 +556,7 @@ impl Stateful {
             dying: None,
             wall_offset_ns: 0,
             cpu: 0,
+            nftrace_seen: false,
             frags: frag::Table::default(),
             ruleset_id: next_ruleset_id(),
             flow_hook: None,
@@ -814,7 +818,14 @@ impl Stateful {
         p.meta.nftrace |= pc.nftrace;
         let d = self.run_hook(hook, Buf::Ro(p.frame), &mut pm, p.meta, p.now_ns, pc);
         pc.nftrace = p.meta.nftrace;
+        self.nftrace_seen |= p.meta.nftrace;
         d
+    }
+
+    /// Whether a hook ran with the packet's trace flag set (`meta nftrace set 1`) since the
+    /// last call.
+    pub fn take_nftrace(&mut self) -> bool {
+        std::mem::take(&mut self.nftrace_seen)
     }
 
     /// Set the wall clock's offset from the `now_ns` clock the hooks are given (a daemon
@@ -860,6 +871,7 @@ impl Stateful {
         meta.nftrace |= pc.nftrace;
         let d = self.run_hook(hook, Buf::Rw(frame), pm, meta, now_ns, pc);
         pc.nftrace = meta.nftrace;
+        self.nftrace_seen |= meta.nftrace;
         d
     }
 

@@ -289,6 +289,7 @@ pub fn parse_scalar(dt: DataType, w: &str) -> Result<u128, String> {
         DataType::Ipv4Addr => w
             .parse::<Ipv4Addr>()
             .map(|a| u32::from(a) as u128)
+            .or_else(|_| inet_aton(w).map(u128::from).ok_or(()))
             .map_err(|_| format!("'{w}' is not an IPv4 address")),
         DataType::Ipv6Addr => w
             .parse::<Ipv6Addr>()
@@ -964,4 +965,40 @@ mod tests {
         let (lo, hi) = parse_range(DataType::IfName, "eth*").unwrap();
         assert!(lo < hi);
     }
+}
+
+/// An IPv4 address in the forms the C library's resolver also reads (nft reads addresses
+/// through it): parts in octal (`01`, leading zero) or hexadecimal (`0x7f`), fewer than
+/// four parts (`127.1`). Only words with such a part: `1` is no address here.
+fn inet_aton(w: &str) -> Option<u32> {
+    let parts: Vec<&str> = w.split('.').collect();
+    if parts.is_empty() || parts.len() > 4 {
+        return None;
+    }
+    if !parts.iter().any(|p| p.len() > 1 && p.starts_with('0')) {
+        return None;
+    }
+    let num = |p: &str| -> Option<u64> {
+        if let Some(h) = p.strip_prefix("0x").or_else(|| p.strip_prefix("0X")) {
+            u64::from_str_radix(h, 16).ok()
+        } else if p.len() > 1 && p.starts_with('0') {
+            u64::from_str_radix(&p[1..], 8).ok()
+        } else {
+            p.parse().ok()
+        }
+    };
+    let vals: Vec<u64> = parts.iter().map(|p| num(p)).collect::<Option<_>>()?;
+    let (head, last) = vals.split_at(vals.len() - 1);
+    let mut v: u64 = 0;
+    for (i, x) in head.iter().enumerate() {
+        if *x > 255 {
+            return None;
+        }
+        v |= x << (24 - 8 * i);
+    }
+    let room = 32 - 8 * head.len() as u32;
+    if last[0] >= 1u64 << room {
+        return None;
+    }
+    Some((v | last[0]) as u32)
 }

@@ -372,6 +372,44 @@ fn serve(s: UnixStream, tx: &mpsc::Sender<CtlRequest>) -> std::io::Result<()> {
     let mut r = BufReader::new(&s);
     r.read_line(&mut line)?;
     let mut words: Vec<String> = line.split_whitespace().map(String::from).collect();
+    // `nft monitor [trace]`: the event stream, on a thread of its own until the client goes
+    if words.len() >= 2 && words[0] == "nft" && words[1] == "monitor" {
+        let trace_only = words.get(2).is_some_and(|w| w == "trace");
+        let rx = crate::monitor::hub().subscribe(crate::monitor::Wants {
+            changes: !trace_only,
+            traces: true,
+        });
+        std::thread::Builder::new()
+            .name("weir-monitor".into())
+            .spawn(move || {
+                // (the header, then each event as it comes; a closed client ends it)
+                if (&s).write_all(b"ok\n").is_err() {
+                    return;
+                }
+                loop {
+                    match rx.recv_timeout(std::time::Duration::from_secs(1)) {
+                        Ok(text) => {
+                            if (&s).write_all(text.as_bytes()).is_err() {
+                                return;
+                            }
+                        }
+                        Err(mpsc::RecvTimeoutError::Timeout) => {
+                            // (the client sends nothing more: end of stream is its leaving)
+                            let _ = s.set_nonblocking(true);
+                            let mut b = [0u8; 64];
+                            let gone = matches!(std::io::Read::read(&mut &s, &mut b), Ok(0))
+                                || matches!(std::io::Read::read(&mut &s, &mut b), Err(e) if e.kind() != std::io::ErrorKind::WouldBlock);
+                            let _ = s.set_nonblocking(false);
+                            if gone {
+                                return;
+                            }
+                        }
+                        Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                    }
+                }
+            })?;
+        return Ok(());
+    }
     // `nft apply|check NAME [optimize]` is followed by the batch, to the end of the stream
     if (words.len() == 3 || words.len() == 4)
         && words[0] == "nft"

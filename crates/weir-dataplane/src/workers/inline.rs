@@ -690,13 +690,30 @@ fn decide(
 ) -> (Fate, bool) {
     let traced =
         trace.is_some() && !matches!(pm.l3, weir_wire::L3::Other(_)) && trace::wants(trace, &pm);
-    let before = traced.then(|| sf.engine().st.rule_hits.clone());
-    let summary = traced.then(|| trace::frame_summary(frame, names[pi].as_str()));
+    // `nft monitor trace` listening: the packets a rule marks (`meta nftrace set 1`)
+    let hub = crate::monitor::hub();
+    let watched = hub.tracing() && !matches!(pm.l3, weir_wire::L3::Other(_));
+    if watched {
+        sf.take_nftrace();
+    }
+    let before = (traced || watched).then(|| sf.engine().st.rule_hits.clone());
+    let summary = (traced || watched).then(|| trace::frame_summary(frame, names[pi].as_str()));
     let writes = sf.stats().nat_rewritten + sf.stats().header_writes;
     let fate = router.route_frame(sf, frame, pm, pi, rx, now);
     let rewritten = sf.stats().nat_rewritten + sf.stats().header_writes != writes;
     if let (Some(before), Some(summary)) = (before, summary) {
-        trace::record(trace, sf, &summary, &before, &fate.describe(names));
+        if watched && sf.take_nftrace() {
+            let rules = trace::hits(sf, &before);
+            hub.traced(&crate::monitor::trace_lines(
+                hub.trace_id(),
+                &summary,
+                &rules,
+                &fate.describe(names),
+            ));
+        }
+        if traced {
+            trace::record(trace, sf, &summary, &before, &fate.describe(names));
+        }
     }
     (fate, rewritten)
 }

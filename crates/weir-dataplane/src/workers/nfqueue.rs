@@ -64,12 +64,29 @@ impl Nfq {
                         p.cap_len.map_or(payload.len(), |c| c as usize),
                     ),
                 );
-            let before = traced.then(|| w.sf.engine().st.rule_hits.clone());
-            let summary = traced.then(|| trace::packet_summary(&p, payload));
+            // `nft monitor trace` listening: the packets a rule marks (`meta nftrace set 1`)
+            let hub = crate::monitor::hub();
+            let watched = hub.tracing();
+            if watched {
+                w.sf.take_nftrace();
+            }
+            let before = (traced || watched).then(|| w.sf.engine().st.rule_hits.clone());
+            let summary = (traced || watched).then(|| trace::packet_summary(&p, payload));
             let (dec, changed, answer) = process(&mut w.sf, &p, payload, &mut self.ifs, now);
             if let (Some(before), Some(summary)) = (before, summary) {
                 let v = trace::verdict_text(dec, changed);
-                trace::record(&mut w.trace, &w.sf, &summary, &before, &v);
+                if watched && w.sf.take_nftrace() {
+                    let rules = trace::hits(&w.sf, &before);
+                    hub.traced(&crate::monitor::trace_lines(
+                        hub.trace_id(),
+                        &summary,
+                        &rules,
+                        &v,
+                    ));
+                }
+                if traced {
+                    trace::record(&mut w.trace, &w.sf, &summary, &before, &v);
+                }
             }
             let c = &mut w.counts;
             c.packets += 1;

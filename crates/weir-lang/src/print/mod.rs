@@ -11,6 +11,7 @@
 mod anon;
 mod bits;
 mod deps;
+pub mod events;
 mod objects;
 mod rule;
 pub mod select;

@@ -577,7 +577,18 @@ fn elem_items(
 ) -> Vec<String> {
     es.iter()
         .map(|e| {
-            let mut s = key(tys, &e.key, src);
+            // a map's key range that is a prefix is listed as one, as in sets
+            let mut s = match tys {
+                [Some(dt)]
+                    if e.data.is_some() && !matches!(dt, DataType::IfName | DataType::Str16) =>
+                {
+                    match range_of(*dt, &e.key) {
+                        Some((lo, hi, true)) => fmt_range(src, *dt, lo, hi),
+                        _ => key(tys, &e.key, src),
+                    }
+                }
+                _ => key(tys, &e.key, src),
+            };
             if matches!(e.key, Val::List(..)) {
                 // flags together in one element: nft lists `fin | ack`
                 s = s.replace(',', " | ");
@@ -817,6 +828,16 @@ fn log(options: &[(ast::Ident, Option<Val>)], src: &Ctx<'_>) -> String {
         if all {
             s.push_str(" flags all");
         } else {
+            // in nft's order: tcp, ip options, skuid, ether
+            let rank = |f: &String| match f.as_str() {
+                t if t.starts_with("tcp") => 0,
+                "ip options" => 1,
+                "skuid" => 2,
+                "ether" => 3,
+                _ => 4,
+            };
+            let mut flags = flags;
+            flags.sort_by_key(rank);
             for f in flags {
                 s.push_str(&format!(" flags {f}"));
             }

@@ -166,6 +166,61 @@ fn answer(reply: &str) -> (bool, &str) {
     }
 }
 
+/// `nft monitor [new|destroy] [tables|chains|sets|rules|elements|ruleset|trace]`: the
+/// running weir's events as they come (what batches change, the traces of packets marked
+/// `meta nftrace set 1`), until interrupted.
+fn monitor(a: &Args) -> anyhow::Result<()> {
+    use std::io::{BufRead, Write};
+    let words: Vec<&str> = a.words[1..].iter().map(String::as_str).collect();
+    let trace = words.contains(&"trace");
+    let new = words.contains(&"new");
+    let destroy = words.contains(&"destroy");
+    // the kind of object asked for, as the events name it (`rules` -> `rule`)
+    let kind = words.iter().find_map(|w| match *w {
+        "tables" | "chains" | "sets" | "rules" | "elements" => Some(w.trim_end_matches('s')),
+        _ => None,
+    });
+    let sock = socket();
+    let mut s = std::os::unix::net::UnixStream::connect(&sock).map_err(|e| {
+        anyhow::anyhow!("control socket {} (is weir running?): {e}", sock.display())
+    })?;
+    s.write_all(format!("nft monitor{}\n", if trace { " trace" } else { "" }).as_bytes())?;
+    let mut r = std::io::BufReader::new(s);
+    let mut first = String::new();
+    r.read_line(&mut first)?;
+    if first.trim() != "ok" {
+        anyhow::bail!("{first}");
+    }
+    let out = std::io::stdout();
+    for line in r.lines() {
+        let line = line?;
+        let mut w = line.split_whitespace();
+        let (verb, what) = (w.next().unwrap_or(""), w.next().unwrap_or(""));
+        let is_trace = verb == "trace";
+        let keep = if is_trace {
+            trace || kind.is_none() && !new && !destroy
+        } else {
+            !trace
+                && (!new || verb == "add")
+                && (!destroy || verb == "delete")
+                && kind.is_none_or(|k| what == k || (k == "set" && what == "map"))
+        };
+        if !keep {
+            continue;
+        }
+        // (handles only with -a)
+        let line = if a.handle || is_trace {
+            line.clone()
+        } else {
+            line.split(" # handle ").next().unwrap_or(&line).to_string()
+        };
+        let mut o = out.lock();
+        writeln!(o, "{line}")?;
+        o.flush()?;
+    }
+    Ok(())
+}
+
 /// `weir nft ARGS...` (or `nft ARGS...` through the symlink).
 pub fn main(argv: &[String]) -> ExitCode {
     let a = match parse(argv) {
@@ -175,6 +230,15 @@ pub fn main(argv: &[String]) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if a.words.first().is_some_and(|w| w == "monitor") {
+        return match monitor(&a) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("Error: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     match run(&a) {
         Ok((true, out)) => {
             print!("{out}");
