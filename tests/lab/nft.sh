@@ -24,7 +24,12 @@
 #   4. fail2ban itself.
 #   5. `weir ctl diff FILE` shows exactly what `weir ctl apply FILE` then changes; `nft -e`
 #      echoes the rule added with its handle.
-#   6. `weir ctl reload` starts again from the ruleset file.
+#   7. `nft monitor` shows each change of a batch and the traces of marked packets.
+#   8. kube-proxy-style partial syncs (--check, flush and refill a service chain, endpoints
+#      added and deleted), equal to the kernel's; a connection to the service established
+#      before them still answered.
+#   9. nftlb-style per-farm regeneration, equal to the kernel's; the other farm untouched.
+#   6. `weir ctl reload` starts again from the ruleset file (last).
 #
 # Usage: tests/lab/nft.sh [path/to/weir]
 set -euo pipefail
@@ -66,7 +71,8 @@ nft() { timeout 10 "$DIR/bin/nft" "$@"; }
 kernel() { ip netns exec $K nft "$@"; }
 ip netns exec $K nft -f "$DIR/rules.nft" || fail "the kernel refuses the lab's ruleset"
 same_as_kernel() {
-  kernel -s list ruleset >"$DIR/k.nft"; nft -s list ruleset >"$DIR/w.nft"
+  # (the whole ruleset, or what $2 names: `table ip x`)
+  kernel -s list ${2:-ruleset} >"$DIR/k.nft"; nft -s list ${2:-ruleset} >"$DIR/w.nft"
   "$WEIR" check --print -s "$DIR/k.nft" >"$DIR/k.out" 2>&1 || fail "$1: weir cannot read the kernel's listing: $(cat "$DIR/k.out")"
   "$WEIR" check --print -s "$DIR/w.nft" >"$DIR/w.out" 2>&1 || fail "$1: weir cannot read its own listing: $(cat "$DIR/w.out")"
   diff "$DIR/k.out" "$DIR/w.out" >"$DIR/kw.diff" || fail "$1: weir's ruleset differs from the kernel's: $(cat "$DIR/kw.diff")"
@@ -244,6 +250,92 @@ grep -Eq '^trace id [0-9a-f]+ inet filter traced rule ip daddr 198.18.91.2 count
   || fail "nft monitor showed no trace of the marked ping: $(cat "$DIR/mon.out")"
 grep -Eq '^trace id [0-9a-f]+ inet filter forward packet: ' "$DIR/mon.out" || fail "no trace's packet line: $(cat "$DIR/mon.out")"
 echo "ok: nft monitor shows each change of a batch and the trace of a marked packet"
+
+# --- 8. kube-proxy-style partial syncs: a service's chain flushed and refilled ---------------
+# (kube-proxy's nftables mode, its matching narrowed to what ping exercises: one verdict map
+# from the service's address and protocol to the service's chain, whose numgen map picks an
+# endpoint chain that DNATs; each sync checked first with --check, as kube-proxy does)
+ip -n $S addr add 198.18.91.3/24 dev weirnft-s0
+VIP=198.18.91.100
+cat > "$DIR/kp1.nft" <<'N'
+add table ip kube-proxy
+add map ip kube-proxy service-ips { type ipv4_addr . inet_proto : verdict ; }
+add chain ip kube-proxy nat-prerouting { type nat hook prerouting priority dstnat ; policy accept ; }
+add chain ip kube-proxy services
+add chain ip kube-proxy service-web
+add chain ip kube-proxy endpoint-a
+add rule ip kube-proxy nat-prerouting jump services
+add rule ip kube-proxy services ip daddr . meta l4proto vmap @service-ips
+add rule ip kube-proxy endpoint-a dnat to 198.18.91.2
+add rule ip kube-proxy service-web numgen random mod 1 vmap { 0 : goto endpoint-a }
+add element ip kube-proxy service-ips { 198.18.91.100 . icmp : goto service-web }
+N
+cat > "$DIR/kp2.nft" <<'N'
+add chain ip kube-proxy endpoint-b
+flush chain ip kube-proxy endpoint-b
+add rule ip kube-proxy endpoint-b dnat to 198.18.91.3
+flush chain ip kube-proxy service-web
+add rule ip kube-proxy service-web numgen random mod 2 vmap { 0 : goto endpoint-a, 1 : goto endpoint-b }
+N
+cat > "$DIR/kp3.nft" <<'N'
+flush chain ip kube-proxy service-web
+add rule ip kube-proxy service-web numgen random mod 1 vmap { 0 : goto endpoint-b }
+delete chain ip kube-proxy endpoint-a
+N
+for b in kp1 kp2 kp3; do
+  nft -c -f "$DIR/$b.nft" || fail "kube-proxy's --check of $b"
+  kernel -c -f "$DIR/$b.nft" || fail "the kernel's --check of $b"
+  both -f "$DIR/$b.nft" || fail "kube-proxy's sync $b"
+  same_as_kernel "kube-proxy's sync $b" "table ip kube-proxy"
+  if [ $b = kp1 ]; then
+    pings $VIP || fail "no answer from the service after $b"
+    # a connection to the service, established before the next syncs
+    ip netns exec $C ping -i 0.2 -c 30 -W 1 $VIP >"$DIR/kp.ping" 2>&1 &
+    KP=$!; PIDS="$PIDS $KP"
+    sleep 1
+  fi
+done
+pings $VIP || fail "no answer from the service's remaining endpoint after kp3"
+wait_kp=$(( $(date +%s) + 15 ))
+while kill -0 $KP 2>/dev/null && [ $(date +%s) -lt $wait_kp ]; do sleep 0.5; done
+got=$(sed -n 's/.* \([0-9]*\) received.*/\1/p' "$DIR/kp.ping")
+[ "${got:-0}" -ge 27 ] || fail "the connection to the service established before the syncs was lost: $(tail -3 "$DIR/kp.ping")"
+echo "ok: kube-proxy-style syncs (check, flush and refill a service chain, endpoints added and deleted) equal the kernel's; the established connection answered $got of 30"
+
+# --- 9. nftlb-style per-farm regeneration: one farm's chain rebuilt, the other untouched ---------
+cat > "$DIR/lb1.nft" <<'N'
+table ip nftlb {
+	map services {
+		type ipv4_addr : verdict
+	}
+	chain prerouting {
+		type nat hook prerouting priority dstnat; policy accept;
+		ip daddr vmap @services
+	}
+	chain nat-web {
+	}
+	chain nat-db {
+	}
+}
+flush chain ip nftlb nat-web
+add rule ip nftlb nat-web dnat to numgen inc mod 2 map { 0 : 198.18.91.2, 1 : 198.18.91.3 }
+flush chain ip nftlb nat-db
+add rule ip nftlb nat-db dnat to 198.18.91.2
+add element ip nftlb services { 198.18.91.101 : goto nat-web, 198.18.91.102 : goto nat-db }
+N
+cat > "$DIR/lb2.nft" <<'N'
+flush chain ip nftlb nat-web
+add rule ip nftlb nat-web dnat to numgen inc mod 1 map { 0 : 198.18.91.3 }
+N
+nft list chain ip nftlb nat-db >/dev/null 2>&1 && fail "nftlb's table before its first batch"
+for b in lb1 lb2; do
+  both -f "$DIR/$b.nft" || fail "nftlb's batch $b"
+  same_as_kernel "nftlb's batch $b" "table ip nftlb"
+  [ $b = lb1 ] && nft -a list chain ip nftlb nat-db > "$DIR/db.before"
+done
+nft -a list chain ip nftlb nat-db | diff - "$DIR/db.before" >/dev/null || fail "regenerating farm web changed farm db: $(nft -a list chain ip nftlb nat-db)"
+pings 198.18.91.101 && pings 198.18.91.102 || fail "no answer from nftlb's farms"
+echo "ok: nftlb-style farm regeneration equals the kernel's; the other farm's chain (and handles) untouched"
 
 # --- 6. reload: the file again -------------------------------------------------------------
 ctl reload | grep -q reloaded || fail "reload"
