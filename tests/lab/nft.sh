@@ -31,7 +31,8 @@
 #   9. nftlb-style per-farm regeneration, equal to the kernel's; the other farm untouched.
 #   6. `weir ctl reload` starts again from the ruleset file (last).
 #
-# Usage: tests/lab/nft.sh [path/to/weir]
+# Usage: tests/lab/nft.sh [path/to/weir]   (WEIR_NFT_MODE=nfqueue: weir in NFQUEUE mode, the
+# kernel forwarding and queueing to it; inline by default)
 set -euo pipefail
 C=weirnft-c R=weirnft-r S=weirnft-s
 K=weirnft-k
@@ -58,10 +59,25 @@ table inet filter {
     ct state invalid drop
     ip saddr @f2b drop
   }
+  # (a base chain at input from the start: in NFQUEUE mode the kernel queues to weir the
+  # hooks of the ruleset it started with, and fail2ban's chain hooks input)
+  chain input {
+    type filter hook input priority filter; policy accept;
+  }
 }
 N
-weir_toml "weirnft-r0 $RA 198.18.90.0/24" "weirnft-r1 $RB 198.18.91.0/24"
-start_weir $R "the lab's ruleset"
+if [ "${WEIR_NFT_MODE:-inline}" = nfqueue ]; then
+  # NFQUEUE mode: the kernel forwards, weir's rules judge the packets it queues
+  printf 'ruleset = "rules.nft"\nmode = "nfqueue"\n[nfqueue]\nqueue = 23\n[control]\nsocket = "%s/weir.sock"\n[metrics]\naddress = ""\n' "$DIR" >"$DIR/weir.toml"
+  ip netns exec $R sysctl -qw net.ipv4.ip_forward=1
+  ip netns exec $R "$WEIR" run --config "$DIR/weir.toml" >"$DIR/weir.log" 2>&1 &
+  WPID=$!
+  for _ in $(seq 300); do grep -q ready "$DIR/weir.log" 2>/dev/null && break; sleep 0.1; done
+  grep -q ready "$DIR/weir.log" || fail "weir (NFQUEUE mode) did not start: $(cat "$DIR/weir.log")"
+else
+  weir_toml "weirnft-r0 $RA 198.18.90.0/24" "weirnft-r1 $RB 198.18.91.0/24"
+  start_weir $R "the lab's ruleset"
+fi
 mkdir "$DIR/bin"; ln -s "$WEIR" "$DIR/bin/nft"
 export WEIR_SOCKET="$DIR/weir.sock"
 nft() { timeout 10 "$DIR/bin/nft" "$@"; }
@@ -250,6 +266,20 @@ grep -Eq '^trace id [0-9a-f]+ inet filter traced rule ip daddr 198.18.91.2 count
   || fail "nft monitor showed no trace of the marked ping: $(cat "$DIR/mon.out")"
 grep -Eq '^trace id [0-9a-f]+ inet filter forward packet: ' "$DIR/mon.out" || fail "no trace's packet line: $(cat "$DIR/mon.out")"
 echo "ok: nft monitor shows each change of a batch and the trace of a marked packet"
+
+if [ "${WEIR_NFT_MODE:-inline}" = nfqueue ]; then
+  # a hook the kernel does not queue to weir: refused with the reason, nothing changed
+  if out=$(nft add chain inet filter out '{ type filter hook output priority 0 ; }' 2>&1); then
+    fail "NFQUEUE mode: a base chain at a hook the kernel does not queue was accepted"
+  fi
+  echo "$out" | grep -q "queues to weir only at the hooks" || fail "NFQUEUE mode: the refusal does not say why: $out"
+  nft list ruleset | grep -q "chain out" && fail "NFQUEUE mode: the refused chain is listed"
+  echo "ok: NFQUEUE mode: a base chain at a hook the kernel does not queue is refused, saying why"
+  echo "note: steps 8 and 9 (kube-proxy's and nftlb's DNAT) skipped in NFQUEUE mode: weir refuses NAT there (the kernel's conntrack owns NAT on the packets it queues)"
+  ctl reload | grep -q reloaded || fail "reload"
+  echo PASS
+  exit 0
+fi
 
 # --- 8. kube-proxy-style partial syncs: a service's chain flushed and refilled ---------------
 # (kube-proxy's nftables mode, its matching narrowed to what ping exercises: one verdict map

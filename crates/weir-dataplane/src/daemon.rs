@@ -574,6 +574,7 @@ pub fn run(opts: RunOptions) -> anyhow::Result<()> {
         cpu0: cpu_seconds(),
         nfqueue: !inline,
         tproxy: weir_engine::stateful::tproxy::targets(&rs).unwrap_or_default(),
+        queued_hooks: (!inline && cfg.nfqueue.install).then(|| hooks.clone()),
         listening,
         netdev,
         narrowed: scope.is_some(),

@@ -41,6 +41,9 @@ pub struct Dispatcher {
     pub ports: Vec<String>,
     /// Inline mode: the `tproxy` targets the kernel's table has (`kernel::tproxy_table`).
     pub tproxy: Vec<weir_engine::stateful::tproxy::Target>,
+    /// NFQUEUE mode with the kernel's queue rules installed: the iptables hooks they queue
+    /// (those of the ruleset weir started with). A change that needs another is refused.
+    pub queued_hooks: Option<Vec<&'static str>>,
 }
 
 impl Dispatcher {
@@ -332,6 +335,17 @@ impl Dispatcher {
             crate::netdev::warn_unrun(rs, self.netdev.is_some());
         } else {
             crate::netdev::warn_unbound(rs, &self.ports);
+        }
+        if let Some(q) = &self.queued_hooks {
+            let need = crate::kernel::ruleset_hooks(rs);
+            let missing: Vec<&str> = need.iter().filter(|h| !q.contains(h)).copied().collect();
+            if !missing.is_empty() {
+                return Err(format!(
+                    "error: the kernel queues to weir only at the hooks of the ruleset it started with ({}); this one has base chains at {} too: add a base chain there to the ruleset file and restart weir (or run inline)\n",
+                    q.join(", ").to_lowercase(),
+                    missing.join(", ").to_lowercase()
+                ));
+            }
         }
         if self.narrowed {
             crate::scope::scripts_only(rs).map_err(|why| {

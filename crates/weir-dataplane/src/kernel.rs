@@ -44,6 +44,34 @@ pub fn kernel_hooks(eng: &Engine) -> Vec<&'static str> {
     v
 }
 
+/// [`kernel_hooks`] of a checked ruleset, without building its engine: what a change made
+/// at run time needs queued.
+pub fn ruleset_hooks(rs: &weir_lang::ir::Ruleset) -> Vec<&'static str> {
+    let has = |h: Hook| {
+        rs.tables
+            .iter()
+            .filter(|t| !t.flags.iter().any(|f| f == "dormant"))
+            .filter(|t| {
+                matches!(
+                    t.family,
+                    weir_lang::ir::Family::Ip
+                        | weir_lang::ir::Family::Ip6
+                        | weir_lang::ir::Family::Inet
+                )
+            })
+            .flat_map(|t| &t.chains)
+            .any(|c| c.base.as_ref().is_some_and(|b| b.hook == h))
+    };
+    let mut v = vec!["FORWARD"];
+    if has(Hook::Input) {
+        v.push("INPUT");
+    }
+    if has(Hook::Output) {
+        v.push("OUTPUT");
+    }
+    v
+}
+
 /// An iptables command line: the tool, `-w`, the table options, the rest.
 fn ipt(tool: &str, table: &[&str], args: &[&str]) -> Vec<String> {
     std::iter::once(tool)

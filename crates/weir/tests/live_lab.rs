@@ -206,10 +206,18 @@ fn tproxy_with_a_transparent_proxy() {
 
 /// `weir nft` (and `nft` as a symlink to weir) changing a running weir: fail2ban's ban and
 /// unban, a batch that flushes and refills a chain with an established connection living
-/// on, refused batches changing nothing, a reload (tests/lab/nft.sh).
+/// on, refused batches changing nothing, `nft monitor` and its traces, kube-proxy's partial
+/// syncs and nftlb's farm regeneration equal to the kernel's, a reload (tests/lab/nft.sh).
 #[test]
 fn nft_commands_change_a_running_weir() {
     lab("nft.sh");
+}
+
+/// The same in NFQUEUE mode (the kernel forwarding and queueing to weir; the DNAT steps
+/// skipped there, as weir refuses NAT in that mode).
+#[test]
+fn nft_commands_change_a_running_weir_in_nfqueue_mode() {
+    lab_with("nft.sh", &[("WEIR_NFT_MODE", "nfqueue")]);
 }
 
 /// nftables' own shell tests (../shared/nftables-tests/shell), the ones that are only `nft`
