@@ -320,6 +320,7 @@ fn location_line(src: &SourceMap, span: Span) -> String {
 }
 
 /// The statements of rules `from..=to` merged into one rule (None when nft would not).
+#[allow(clippy::too_many_arguments)]
 fn merged(
     rules: &[Rule],
     rows: &[Row],
@@ -453,7 +454,7 @@ fn merged(
         let mut elems = Vec::new();
         let mut concat_data = false;
         let mut v6_data = false;
-        for r in from..=to {
+        for (r, rule) in rules.iter().enumerate().take(to + 1).skip(from) {
             let key: Vec<Val> = merge
                 .iter()
                 .map(|&c| rhs_of(r, c).and_then(single))
@@ -463,10 +464,8 @@ fn merged(
             } else {
                 Val::Concat(key, sp)
             };
-            let Some(Item::Nat { addr, port, .. }) = rules[r]
-                .items
-                .iter()
-                .find(|i| matches!(i, Item::Nat { .. }))
+            let Some(Item::Nat { addr, port, .. }) =
+                rule.items.iter().find(|i| matches!(i, Item::Nat { .. }))
             else {
                 return None;
             };

@@ -911,6 +911,42 @@ pub fn reject_code(kind: &str, name: &str) -> Option<u8> {
         .or_else(|| parse_number(name).and_then(|x| u8::try_from(x).ok()))
 }
 
+/// An IPv4 address in the forms the C library's resolver also reads (nft reads addresses
+/// through it): parts in octal (`01`, leading zero) or hexadecimal (`0x7f`), fewer than
+/// four parts (`127.1`). Only words with such a part: `1` is no address here.
+fn inet_aton(w: &str) -> Option<u32> {
+    let parts: Vec<&str> = w.split('.').collect();
+    if parts.is_empty() || parts.len() > 4 {
+        return None;
+    }
+    if !parts.iter().any(|p| p.len() > 1 && p.starts_with('0')) {
+        return None;
+    }
+    let num = |p: &str| -> Option<u64> {
+        if let Some(h) = p.strip_prefix("0x").or_else(|| p.strip_prefix("0X")) {
+            u64::from_str_radix(h, 16).ok()
+        } else if p.len() > 1 && p.starts_with('0') {
+            u64::from_str_radix(&p[1..], 8).ok()
+        } else {
+            p.parse().ok()
+        }
+    };
+    let vals: Vec<u64> = parts.iter().map(|p| num(p)).collect::<Option<_>>()?;
+    let (head, last) = vals.split_at(vals.len() - 1);
+    let mut v: u64 = 0;
+    for (i, x) in head.iter().enumerate() {
+        if *x > 255 {
+            return None;
+        }
+        v |= x << (24 - 8 * i);
+    }
+    let room = 32 - 8 * head.len() as u32;
+    if last[0] >= 1u64 << room {
+        return None;
+    }
+    Some((v | last[0]) as u32)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -965,40 +1001,4 @@ mod tests {
         let (lo, hi) = parse_range(DataType::IfName, "eth*").unwrap();
         assert!(lo < hi);
     }
-}
-
-/// An IPv4 address in the forms the C library's resolver also reads (nft reads addresses
-/// through it): parts in octal (`01`, leading zero) or hexadecimal (`0x7f`), fewer than
-/// four parts (`127.1`). Only words with such a part: `1` is no address here.
-fn inet_aton(w: &str) -> Option<u32> {
-    let parts: Vec<&str> = w.split('.').collect();
-    if parts.is_empty() || parts.len() > 4 {
-        return None;
-    }
-    if !parts.iter().any(|p| p.len() > 1 && p.starts_with('0')) {
-        return None;
-    }
-    let num = |p: &str| -> Option<u64> {
-        if let Some(h) = p.strip_prefix("0x").or_else(|| p.strip_prefix("0X")) {
-            u64::from_str_radix(h, 16).ok()
-        } else if p.len() > 1 && p.starts_with('0') {
-            u64::from_str_radix(&p[1..], 8).ok()
-        } else {
-            p.parse().ok()
-        }
-    };
-    let vals: Vec<u64> = parts.iter().map(|p| num(p)).collect::<Option<_>>()?;
-    let (head, last) = vals.split_at(vals.len() - 1);
-    let mut v: u64 = 0;
-    for (i, x) in head.iter().enumerate() {
-        if *x > 255 {
-            return None;
-        }
-        v |= x << (24 - 8 * i);
-    }
-    let room = 32 - 8 * head.len() as u32;
-    if last[0] >= 1u64 << room {
-        return None;
-    }
-    Some((v | last[0]) as u32)
 }

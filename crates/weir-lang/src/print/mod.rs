@@ -416,8 +416,10 @@ fn set(
     let as_declared = !declared.is_empty()
         && declared.iter().filter(|e| !catchall(e)).count() == s.elements.len();
     // the kernel gives a set declared dynamic without a size one of 65535 (as do meters)
-    // (so does one a rule adds to or updates from the packet path: nft makes it dynamic)
-    let updated = t
+    // (so does a set, not a map, a rule adds to or updates from the packet path: nft makes
+    // it dynamic, evaluate.c's stmt_evaluate_set)
+    let updated = !s.is_map
+        && t
         .chains
         .iter()
         .flat_map(|c| &c.rules)
