@@ -93,6 +93,12 @@ impl Dispatcher {
         echo: bool,
         optimize: bool,
     ) -> String {
+        // a batch of only element changes (fail2ban's): in place, without a new engine
+        if !check && !echo && !optimize {
+            if let Some(r) = self.elements_in_place(name, text) {
+                return r;
+            }
+        }
         let applied = self.batch(name, text, optimize);
         let (mut s, rs) = match applied {
             Ok(x) => x,
@@ -211,6 +217,53 @@ impl Dispatcher {
             self.compact();
         }
         ok_reply(&merged, &answers)
+    }
+
+    /// [`weir_lang::Session::apply_elements`] for a running weir: the elements checked
+    /// against their set alone, the session and ruleset changed, each worker's engine
+    /// changed in place (its packets wait only for the elements themselves). None when the
+    /// batch is not only element changes of plain sets (or something listens to `nft
+    /// monitor`, or the set is in a table the kernel's nftables runs): the full path then.
+    fn elements_in_place(&mut self, name: &str, text: &str) -> Option<String> {
+        if weir_lang::json::looks_like_json(text) || crate::monitor::hub().changes() {
+            return None;
+        }
+        if self.netdev.is_some()
+            && self
+                .ruleset
+                .tables
+                .iter()
+                .any(|t| t.family == weir_lang::ir::Family::Netdev)
+        {
+            return None;
+        }
+        let edits = match self.session.apply_elements(&mut self.ruleset, name, text)? {
+            Ok(e) => e,
+            Err((sources, diags)) => {
+                return Some(format!(
+                    "error\n{}",
+                    weir_lang::diag::render_all(&diags, &sources)
+                ))
+            }
+        };
+        let acks: Vec<_> = self
+            .workers
+            .iter()
+            .map(|w| {
+                let (tx, rx) = mpsc::channel();
+                let _ = w.send(Msg::Elements(edits.clone(), tx));
+                rx
+            })
+            .collect();
+        for a in acks {
+            let _ = a.recv_timeout(Duration::from_secs(5));
+        }
+        self.reloads += 1;
+        tracing::info!(batch = %name, elements = edits.len(), "applied in place");
+        if self.session.batches >= COMPACT_AFTER {
+            self.compact();
+        }
+        Some("ok\n".to_string())
     }
 
     /// The session and ruleset batch `text` (nft text or nft's JSON syntax) makes of the

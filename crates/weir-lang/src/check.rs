@@ -12,7 +12,7 @@ use crate::ast;
 use crate::diag::Diagnostic;
 use crate::ir::Table;
 
-mod gather;
+pub(crate) mod gather;
 mod headers;
 mod jumps;
 mod keys;

@@ -152,6 +152,217 @@ impl Session {
     pub fn ast(&self) -> &ast::File {
         &self.file
     }
+
+    /// A batch of only `add element` / `delete element` commands on plain named sets (not
+    /// intervals, maps, timeouts or sets with statements) applied in place: the elements
+    /// checked against their set's declaration alone (not the whole ruleset again), then
+    /// the session and `rs` changed, and the changes returned for the engines (what
+    /// fail2ban-style tools send, at a cost that does not grow with the ruleset). None when
+    /// the batch is not such a batch, or is one the full path must judge (a delete of an
+    /// element that is not there): the caller then applies it with [`Session::apply`].
+    /// An error leaves both as they were.
+    #[allow(clippy::type_complexity)]
+    pub fn apply_elements(
+        &mut self,
+        rs: &mut ir::Ruleset,
+        name: &str,
+        text: &str,
+    ) -> Option<Result<Vec<ElementEdit>, LoadError>> {
+        // (parsed into the session's sources, taken out again unless the batch goes in: no
+        // copy of the ruleset's text)
+        let files = self.sources.files.len();
+        let r = self.apply_elements_parsed(rs, name, text);
+        match &r {
+            Some(Ok(_)) => {
+                rs.sources
+                    .files
+                    .extend(self.sources.files[files..].iter().cloned());
+            }
+            _ => self.sources.files.truncate(files),
+        }
+        r
+    }
+
+    fn apply_elements_parsed(
+        &mut self,
+        rs: &mut ir::Ruleset,
+        name: &str,
+        text: &str,
+    ) -> Option<Result<Vec<ElementEdit>, LoadError>> {
+        let (batch, diags) = parser::parse_str(&mut self.sources, name, text);
+        if diags.iter().any(|d| d.severity == diag::Severity::Error) || batch.commands.is_empty() {
+            return None;
+        }
+        // each command: (table index, set index, add, its elements lowered, the written ones)
+        let mut plan: Vec<(usize, usize, bool, Vec<ir::Element>, Vec<ast::Elem>)> = Vec::new();
+        for c in &batch.commands {
+            let (family, table, set, elements, add) = match c {
+                ast::Command::AddElement {
+                    family,
+                    table,
+                    set,
+                    elements,
+                    ..
+                } => (family, table, set, elements, true),
+                ast::Command::Delete {
+                    what,
+                    family,
+                    table,
+                    name: Some(set),
+                    handle: None,
+                    elements,
+                    destroy: false,
+                    ..
+                } if what.name == "element" => (family, table, set, elements, false),
+                _ => return None,
+            };
+            let fam = family.as_ref().map_or("ip", |f| f.name.as_str());
+            let ti = rs
+                .tables
+                .iter()
+                .position(|t| t.family.name() == fam && t.name == table.name)?;
+            let si = rs.tables[ti].sets.iter().position(|s| s.name == set.name)?;
+            let s = &rs.tables[ti].sets[si];
+            if s.is_map
+                || s.interval
+                || s.dynamic
+                || s.timeout_ms.is_some()
+                || s.catchall.is_some()
+                || elements.iter().any(|e| {
+                    !e.options.is_empty() || matches!(&e.key, ast::Val::Word(w, _) if w == "*")
+                })
+            {
+                return None;
+            }
+            let decl = self.set_decl(fam, &table.name, &set.name)?;
+            if decl.counter || !decl.stmts.is_empty() || decl.auto_merge {
+                return None;
+            }
+            // the elements checked against the declaration alone
+            let mut d = decl.clone();
+            d.elements.clear();
+            let mini = ast::File {
+                commands: vec![
+                    ast::Command::Table {
+                        family: family.clone(),
+                        name: table.clone(),
+                        items: vec![ast::TableItem::Set(d)],
+                        span: table.span,
+                    },
+                    ast::Command::AddElement {
+                        family: family.clone(),
+                        table: table.clone(),
+                        set: set.clone(),
+                        elements: elements.clone(),
+                        span: set.span,
+                    },
+                ],
+            };
+            let (tables, cd) = check::check(&mini);
+            if cd.iter().any(|d| d.severity == diag::Severity::Error) {
+                return Some(Err((self.sources.clone(), cd)));
+            }
+            let lowered = tables.first()?.sets.first()?.elements.clone();
+            if lowered.len() != elements.len() {
+                return None;
+            }
+            plan.push((ti, si, add, lowered, elements.clone()));
+        }
+        // every delete finds its element (else the full path says what is missing)
+        let mut edits = Vec::new();
+        let mut work: std::collections::HashMap<(usize, usize), Vec<ir::Element>> =
+            Default::default();
+        for (ti, si, add, lowered, _) in &plan {
+            let cur = work
+                .entry((*ti, *si))
+                .or_insert_with(|| rs.tables[*ti].sets[*si].elements.clone());
+            for e in lowered {
+                let at = cur.iter().position(|x| x.key == e.key);
+                match (add, at) {
+                    (true, Some(_)) => {}
+                    (true, None) => {
+                        cur.push(e.clone());
+                        edits.push((*ti, *si, true, e.clone()));
+                    }
+                    (false, Some(i)) => {
+                        cur.remove(i);
+                        edits.push((*ti, *si, false, e.clone()));
+                    }
+                    (false, None) => return None,
+                }
+            }
+        }
+        // in: the listing's written elements, the ruleset's, the history
+        for (ti, si, add, _, written) in plan {
+            let listed = &mut rs.tables[ti].sets[si].listed;
+            for e in written {
+                let k = check::gather::key_text(&e.key);
+                let at = listed
+                    .iter()
+                    .position(|x| check::gather::key_text(&x.key) == k);
+                match (add, at) {
+                    (true, None) => listed.push(e),
+                    (false, Some(i)) => {
+                        listed.remove(i);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for ((ti, si), els) in work {
+            rs.tables[ti].sets[si].elements = els;
+        }
+        self.file.commands.extend(batch.commands);
+        self.batches += 1;
+        self.queries.clear();
+        self.changed = true;
+        self.merged.clear();
+        Some(Ok(edits
+            .into_iter()
+            .map(|(ti, si, add, element)| ElementEdit {
+                family: rs.tables[ti].family,
+                table: rs.tables[ti].name.clone(),
+                set: rs.tables[ti].sets[si].name.clone(),
+                add,
+                element,
+            })
+            .collect()))
+    }
+
+    /// The latest declaration of a named set (a table block's, or `add set`'s).
+    fn set_decl(&self, family: &str, table: &str, set: &str) -> Option<&ast::SetDecl> {
+        fn fam_of(f: &Option<ast::Ident>) -> &str {
+            f.as_ref().map_or("ip", |f| f.name.as_str())
+        }
+        self.file.commands.iter().rev().find_map(|c| match c {
+            ast::Command::Table {
+                family: f,
+                name,
+                items,
+                ..
+            } if fam_of(f) == family && name.name == table => items.iter().find_map(|i| match i {
+                ast::TableItem::Set(d) if d.name.name == set => Some(d),
+                _ => None,
+            }),
+            ast::Command::AddSet {
+                family: f,
+                table: t,
+                set: d,
+            } if fam_of(f) == family && t.name == table && d.name.name == set => Some(d),
+            _ => None,
+        })
+    }
+}
+
+/// An element a batch added to or deleted from a named set ([`Session::apply_elements`]):
+/// what each engine does in place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ElementEdit {
+    pub family: ir::Family,
+    pub table: String,
+    pub set: String,
+    pub add: bool,
+    pub element: ir::Element,
 }
 
 /// `reset WHAT [FAMILY] [TABLE [NAME]]` on the commands so far: named counters and quotas
@@ -344,5 +555,77 @@ mod tests {
             .unwrap()
             .rules
             .is_empty());
+    }
+
+    /// Element batches applied in place give what the full path gives (the ruleset and its
+    /// listing); what they cannot judge alone goes to the full path; a bad element is the
+    /// same error, and changes nothing.
+    #[test]
+    fn elements_in_place_equal_the_full_path() {
+        let file = "table inet f {\n set s { type ipv4_addr; elements = { 198.18.0.1 } }\n set r { type ipv4_addr; flags interval; }\n map m { type ipv4_addr : mark; }\n chain c { ip saddr @s drop; }\n}\n";
+        let (s0, rs0, _) = Session::load_str("rules.nft", file).unwrap();
+        let batches = [
+            "add element inet f s { 198.18.0.2, 198.18.0.3 }\n",
+            "add element inet f s { 198.18.0.2 }\n",
+            "delete element inet f s { 198.18.0.1 }\nadd element inet f s { 198.18.0.9 }\n",
+        ];
+        let (mut fast, mut fast_rs) = (s0.clone(), rs0.clone());
+        let (mut full, mut full_rs) = (s0.clone(), rs0.clone());
+        let opts = crate::print::Options {
+            handles: true,
+            ..Default::default()
+        };
+        for b in batches {
+            let edits = fast
+                .apply_elements(&mut fast_rs, "b", b)
+                .expect("in place")
+                .expect("applies");
+            assert!(!edits.is_empty() || b.contains("198.18.0.2 }"));
+            let (s, r, _) = full.apply("b", b).unwrap();
+            (full, full_rs) = (s, r);
+            assert_eq!(
+                crate::print::ruleset(fast.ast(), &fast_rs, &opts),
+                crate::print::ruleset(full.ast(), &full_rs, &opts),
+                "after {b:?}"
+            );
+            let key = |rs: &ir::Ruleset| {
+                let mut k: Vec<_> = rs.tables[0].sets[0]
+                    .elements
+                    .iter()
+                    .map(|e| e.key.clone())
+                    .collect();
+                k.sort();
+                k
+            };
+            assert_eq!(key(&fast_rs), key(&full_rs));
+        }
+        assert_eq!(fast.batches, full.batches);
+        // not for the in-place path: intervals, maps, other commands, a missing element
+        for b in [
+            "add element inet f r { 198.18.1.0/24 }\n",
+            "add element inet f m { 198.18.0.1 : 1 }\n",
+            "add rule inet f c accept\n",
+            "delete element inet f s { 198.18.7.7 }\n",
+        ] {
+            assert!(fast.apply_elements(&mut fast_rs, "b", b).is_none(), "{b}");
+        }
+        // a value of the wrong type: refused as the full path refuses it, nothing changed
+        let before = crate::print::ruleset(fast.ast(), &fast_rs, &opts);
+        let (src, d) = fast
+            .apply_elements(&mut fast_rs, "bad", "add element inet f s { nothere }\n")
+            .expect("judged in place")
+            .unwrap_err();
+        let text = crate::diag::render_all(&d, &src);
+        assert!(text.contains("bad:1:"), "{text}");
+        assert_eq!(before, crate::print::ruleset(fast.ast(), &fast_rs, &opts));
+        let files = fast.sources.files.len();
+        assert!(fast
+            .apply_elements(&mut fast_rs, "x", "add rule inet f c accept\n")
+            .is_none());
+        assert_eq!(
+            fast.sources.files.len(),
+            files,
+            "a batch not taken leaves no source"
+        );
     }
 }

@@ -14,7 +14,7 @@ mod bench;
 mod cmd;
 
 use bench::{
-    classify as bench_classify, iptables as bench_ipt, lab as bench_lab,
+    classify as bench_classify, iptables as bench_ipt, lab as bench_lab, nft as bench_nft,
     pipeline as bench_pipeline, scripts as bench_scripts,
 };
 use cmd::{check, import, lab, replay, run};
@@ -111,6 +111,10 @@ enum BenchCmd {
     /// packet and per MB of one forwarded TCP transfer, with no instance, a no-op Lua function
     /// and nfqws2's seed profile as native actions; with --peer, nfqws2 on the same lab.
     Scripts(bench_scripts::ScriptsArgs),
+    /// What a change through `weir nft` costs a running weir with a large ruleset: one `add
+    /// element` and a chain flush with 100 rules (the batch checked, the engines built, each
+    /// worker's switch), and `list ruleset`.
+    Nft(bench_nft::NftArgs),
 }
 
 fn main() -> ExitCode {
@@ -177,6 +181,9 @@ fn main() -> ExitCode {
         Cmd::Bench {
             what: BenchCmd::Scripts(a),
         } => bench_scripts::scripts(a),
+        Cmd::Bench {
+            what: BenchCmd::Nft(a),
+        } => bench_nft::nft(a),
     };
     match r {
         Ok(code) => code,

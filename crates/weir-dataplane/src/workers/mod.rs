@@ -74,6 +74,9 @@ pub enum Msg {
     TraceStop,
     /// Take this engine (a reload), and say so.
     Reload(Box<Engine>, mpsc::Sender<()>),
+    /// Add and delete these elements of named sets in place (a batch of only element
+    /// changes: no new engine), and say so.
+    Elements(Vec<weir_lang::session::ElementEdit>, mpsc::Sender<()>),
 }
 
 impl Worker {
@@ -94,6 +97,21 @@ impl Worker {
                     Msg::TraceStop => self.end_trace(true),
                     Msg::Reload(eng, reply) => {
                         self.state.sf.reload(*eng);
+                        let _ = reply.send(());
+                    }
+                    Msg::Elements(edits, reply) => {
+                        for e in edits {
+                            let Ok((ti, si)) = self.find_set(e.family.name(), &e.table, &e.set)
+                            else {
+                                continue;
+                            };
+                            let rs = &mut self.state.sf.engine_mut().rs;
+                            if e.add {
+                                rs.add_element(ti, si, e.element);
+                            } else {
+                                rs.remove_element(ti, si, &e.element.key);
+                            }
+                        }
                         let _ = reply.send(());
                     }
                 }

@@ -907,7 +907,7 @@ pub(super) fn val_u64(v: &Val) -> Option<u64> {
 
 /// An element's key as text, spans left out (`delete element` finds the elements to remove
 /// by it).
-pub(super) fn key_text(v: &Val) -> String {
+pub(crate) fn key_text(v: &Val) -> String {
     match v {
         Val::Word(w, _) | Val::Str(w, _) => w.clone(),
         Val::Range(a, b) => format!("{}-{}", key_text(a), key_text(b)),

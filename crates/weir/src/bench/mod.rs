@@ -7,5 +7,6 @@ pub mod chart;
 pub mod classify;
 pub mod iptables;
 pub mod lab;
+pub mod nft;
 pub mod pipeline;
 pub mod scripts;
