@@ -440,8 +440,10 @@ impl Stateful {
     /// slow path until a rule offloads them again), and named objects (counters, quotas,
     /// limits: [`crate::objects::carry`]) and the elements sets
     /// gained from the packet path carry over to the table and set of the same family and
-    /// name. Rule counters start again (rules may have moved).
-    pub fn reload(&mut self, eng: Engine) {
+    /// name. Rule counters start again (rules may have moved). The old engine is returned:
+    /// a caller whose packets wait drops it elsewhere (a large ruleset takes milliseconds to
+    /// free).
+    pub fn reload(&mut self, eng: Engine) -> Engine {
         let cfg = *self.ct.config();
         let mut fresh = Stateful::new(
             eng,
@@ -483,7 +485,7 @@ impl Stateful {
         if fresh.eng.st.fib.is_none() {
             fresh.eng.st.fib = self.eng.st.fib.take();
         }
-        self.eng = fresh.eng;
+        let old = std::mem::replace(&mut self.eng, fresh.eng);
         self.ruleset_id = fresh.ruleset_id;
         self.track_v4 = fresh.track_v4;
         self.track_v6 = fresh.track_v6;
@@ -506,6 +508,7 @@ impl Stateful {
                 e.forget_windows();
             }
         }
+        old
     }
 
     pub fn new(eng: Engine, cfg: Config) -> Stateful {

@@ -161,7 +161,6 @@ impl Session {
     /// the batch is not such a batch, or is one the full path must judge (a delete of an
     /// element that is not there): the caller then applies it with [`Session::apply`].
     /// An error leaves both as they were.
-    #[allow(clippy::type_complexity)]
     pub fn apply_elements(
         &mut self,
         rs: &mut ir::Ruleset,
@@ -194,7 +193,7 @@ impl Session {
             return None;
         }
         // each command: (table index, set index, add, its elements lowered, the written ones)
-        let mut plan: Vec<(usize, usize, bool, Vec<ir::Element>, Vec<ast::Elem>)> = Vec::new();
+        let mut plan: Vec<Planned> = Vec::new();
         for c in &batch.commands {
             let (family, table, set, elements, add) = match c {
                 ast::Command::AddElement {
@@ -353,6 +352,10 @@ impl Session {
         })
     }
 }
+
+/// One command of an element batch: (table index, set index, add, its elements lowered,
+/// the elements as written).
+type Planned = (usize, usize, bool, Vec<ir::Element>, Vec<ast::Elem>);
 
 /// An element a batch added to or deleted from a named set ([`Session::apply_elements`]):
 /// what each engine does in place.
@@ -570,7 +573,8 @@ mod tests {
             "delete element inet f s { 198.18.0.1 }\nadd element inet f s { 198.18.0.9 }\n",
         ];
         let (mut fast, mut fast_rs) = (s0.clone(), rs0.clone());
-        let (mut full, mut full_rs) = (s0.clone(), rs0.clone());
+        let mut full = s0.clone();
+        let mut full_rs;
         let opts = crate::print::Options {
             handles: true,
             ..Default::default()

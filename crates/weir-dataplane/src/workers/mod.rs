@@ -96,8 +96,12 @@ impl Worker {
                     }
                     Msg::TraceStop => self.end_trace(true),
                     Msg::Reload(eng, reply) => {
-                        self.state.sf.reload(*eng);
+                        let old = self.state.sf.reload(*eng);
                         let _ = reply.send(());
+                        // (freed off the packet path)
+                        let _ = std::thread::Builder::new()
+                            .name("weir-free".into())
+                            .spawn(move || drop(old));
                     }
                     Msg::Elements(edits, reply) => {
                         for e in edits {

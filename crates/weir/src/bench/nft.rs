@@ -125,9 +125,11 @@ pub fn nft(a: NftArgs) -> anyhow::Result<ExitCode> {
             let eng = weir_dataplane::daemon::engines(&r, 1).remove(0);
             times.build.push(ms(t));
             let t = Instant::now();
-            sf.reload(eng);
+            let old = sf.reload(eng);
             times.swap.push(ms(t));
             times.total.push(ms(t0));
+            // (a worker frees the old engine on another thread)
+            drop(old);
             (*session, *rs) = (s, r);
         }
         Ok(times)
