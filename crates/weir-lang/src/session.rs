@@ -154,7 +154,7 @@ impl Session {
     }
 
     /// A batch of only `add element` / `delete element` commands on plain named sets (not
-    /// intervals, maps, timeouts or sets with statements) applied in place: the elements
+    /// intervals, maps, timeouts, sizes or sets with statements) applied in place: the elements
     /// checked against their set's declaration alone (not the whole ruleset again), then
     /// the session and `rs` changed, and the changes returned for the engines (what
     /// fail2ban-style tools send, at a cost that does not grow with the ruleset). None when
@@ -226,6 +226,7 @@ impl Session {
                 || s.interval
                 || s.dynamic
                 || s.timeout_ms.is_some()
+                || s.size.is_some()
                 || s.catchall.is_some()
                 || elements.iter().any(|e| {
                     !e.options.is_empty() || matches!(&e.key, ast::Val::Word(w, _) if w == "*")
@@ -605,6 +606,14 @@ mod tests {
         }
         assert_eq!(fast.batches, full.batches);
         // not for the in-place path: intervals, maps, other commands, a missing element
+        let (mut sized, mut sized_rs, _) = Session::load_str(
+            "sized.nft",
+            "table ip x { set s { type ipv4_addr; size 2; elements = { 198.18.0.1 } } }\n",
+        )
+        .unwrap();
+        assert!(sized
+            .apply_elements(&mut sized_rs, "b", "add element ip x s { 198.18.0.2 }\n")
+            .is_none());
         for b in [
             "add element inet f r { 198.18.1.0/24 }\n",
             "add element inet f m { 198.18.0.1 : 1 }\n",

@@ -188,6 +188,15 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
     let mut limits = Vec::new();
     let mut ct_timeouts = Vec::new();
     for o in &t.objs {
+        // (the kernel keeps at most 128 bytes of a comment)
+        if o.comment.as_ref().is_some_and(|c| c.len() > 128) {
+            err(
+                &mut cx,
+                o.name.span,
+                format!("the comment of '{}' is longer than 128 bytes", o.name.name),
+            );
+            continue;
+        }
         match o.kind.name.as_str() {
             "counter" => {
                 let mut nc = NamedCounter {
@@ -216,7 +225,18 @@ pub(super) fn lower_table(t: &TableAcc, diags: &mut Vec<Diagnostic>) -> Table {
             }
             "quota" => {
                 let words: Vec<&Val> = o.body.iter().collect();
-                if let Some(q) = lower_quota_words(&mut cx, &words, o.name.span) {
+                // (a quota declared without an amount is one of 0 bytes, as nft's)
+                let q = if words.is_empty() {
+                    Some(crate::ir::Quota {
+                        bytes: 0,
+                        used: 0,
+                        over: false,
+                        named: None,
+                    })
+                } else {
+                    lower_quota_words(&mut cx, &words, o.name.span)
+                };
+                if let Some(q) = q {
                     cx.quotas.insert(o.name.name.clone(), quotas.len());
                     quotas.push((o.name.name.clone(), q));
                 }

@@ -75,6 +75,39 @@ impl Preprocessor<'_> {
                     }
                     i += 1;
                 }
+                // `log prefix "... $name ..."`: nft puts the defines' values in the string
+                Tok::Str(text)
+                    if text.contains('$')
+                        && matches!(out.last(), Some(Token { tok: Tok::Word(w), .. }) if w == "prefix") =>
+                {
+                    let mut s = String::new();
+                    let mut rest = text.as_str();
+                    while let Some(at) = rest.find('$') {
+                        s.push_str(&rest[..at]);
+                        let after = &rest[at + 1..];
+                        let n = after
+                            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                            .unwrap_or(after.len());
+                        match self.defines.get(&after[..n]) {
+                            Some(body) if n > 0 => {
+                                for b in body {
+                                    match &b.tok {
+                                        Tok::Str(v) | Tok::Word(v) => s.push_str(v),
+                                        _ => {}
+                                    }
+                                }
+                            }
+                            _ => s.push_str(&rest[at..at + 1 + n]),
+                        }
+                        rest = &after[n..];
+                    }
+                    s.push_str(rest);
+                    out.push(Token {
+                        tok: Tok::Str(s),
+                        span: t.span,
+                    });
+                    i += 1;
+                }
                 _ => {
                     out.push(t.clone());
                     i += 1;

@@ -221,13 +221,26 @@ impl Parser {
             }
             "snat" | "dnat" | "masquerade" | "redirect" => {
                 let kind = self.ident("")?;
+                // `dnat ip addr . port to MAP`: nft's older spelling of a map giving both
+                let addr_port = |p: &Self, at: usize| {
+                    matches!(p.peek_at(at), Tok::Word(w) if w == "addr")
+                        && matches!(p.peek_at(at + 1), Tok::Word(w) if w == ".")
+                        && matches!(p.peek_at(at + 2), Tok::Word(w) if w == "port")
+                        && matches!(p.peek_at(at + 3), Tok::Word(w) if w == "to")
+                };
                 let family = if matches!(self.peek_word(), Some("ip" | "ip6"))
-                    && (matches!(self.peek_at(1), Tok::Word(w) if w == "to" || w == "prefix"))
+                    && (matches!(self.peek_at(1), Tok::Word(w) if w == "to" || w == "prefix")
+                        || addr_port(self, 1))
                 {
                     Some(self.ident("")?)
                 } else {
                     None
                 };
+                if addr_port(self, 0) {
+                    for _ in 0..3 {
+                        self.bump();
+                    }
+                }
                 let mut addr = None;
                 let mut port = None;
                 let mut flags = Vec::new();

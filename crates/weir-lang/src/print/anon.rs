@@ -30,6 +30,7 @@ pub(super) fn chain_rules(
                 None => r.text.clone(),
             };
             let text = inline(&text, t, d, src, opts, depth);
+            let text = nat_family(text, t, d);
             if opts.handles && depth == 2 {
                 format!("{text} # handle {}", r.handle)
             } else {
@@ -37,6 +38,45 @@ pub(super) fn chain_rules(
             }
         })
         .collect()
+}
+
+/// In an `ip` or `ip6` table nft names a NAT statement's family only when its map gives an
+/// address and a port, or a range: `dnat ip to numgen inc mod 2 map @m` lists as `dnat to
+/// numgen inc mod 2 map @m` when `m` maps to single addresses.
+fn nat_family(text: String, t: &ir::Table, d: &Decls<'_>) -> String {
+    if !matches!(t.family, ir::Family::Ip | ir::Family::Ip6) {
+        return text;
+    }
+    let fam = t.family.name();
+    let words: Vec<&str> = text.split(' ').collect();
+    let Some(i) = words
+        .windows(3)
+        .position(|w| matches!(w[0], "dnat" | "snat") && w[1] == fam && w[2] == "to")
+    else {
+        return text;
+    };
+    // the named map it reads
+    let Some(m) = words[i..]
+        .windows(2)
+        .find(|w| w[0] == "map" && w[1].starts_with('@'))
+        .map(|w| w[1].trim_start_matches('@').trim_matches('"'))
+    else {
+        return text;
+    };
+    let Some(set) = t.sets.iter().find(|s| s.name == m) else {
+        return text;
+    };
+    let tk = format!("{} {}", t.family.name(), t.name);
+    let interval = d
+        .sets
+        .get(&(tk, set.name.clone()))
+        .is_some_and(|decl| decl.data_interval);
+    if set.data_types.len() != 1 || interval {
+        return text;
+    }
+    let mut w: Vec<&str> = words;
+    w.remove(i + 1);
+    w.join(" ")
 }
 
 /// `text` with each `jump __chainN` / `goto __chainN` replaced by the chain's rules in braces.

@@ -93,6 +93,32 @@ pub(super) fn implied(dep: &Item, rest: &[Item], family: Family) -> bool {
     let Some(next) = rest.get(skip) else {
         return false;
     };
+    // a NAT statement whose map's key reads that protocol's header (`meta l4proto tcp dnat ip
+    // to ip saddr . tcp dport map @z` lists as `dnat ip to ip saddr . tcp dport map @z`)
+    // (so does a set statement's key or data: `update @s { ip saddr : ip daddr . tcp dport }`)
+    if l4dep {
+        let exprs: Vec<&Expr> = match next {
+            Item::Nat {
+                addr: Some(Expr::Map(key, _, _)),
+                ..
+            } => vec![key.as_ref()],
+            Item::SetOp { key, value, .. } => std::iter::once(key).chain(value.as_ref()).collect(),
+            _ => vec![],
+        };
+        if let (false, Rhs::Val(Val::Word(v, _))) = (exprs.is_empty(), rhs) {
+            let parts: Vec<&Expr> = exprs
+                .into_iter()
+                .flat_map(|e| match e {
+                    Expr::Concat(es, _) => es.iter().collect::<Vec<_>>(),
+                    e => vec![e],
+                })
+                .collect();
+            let p = values::parse_scalar(DataType::InetProto, v).ok();
+            return parts.iter().any(|e| {
+                matches!(selector_field(e).map(|f| f.layer()), Some(L::Transport(t)) if Some(t as u128) == p)
+            });
+        }
+    }
     // a family's reject: `meta nfproto ipv4 reject` lists as `reject with icmp port-unreachable`
     if let Item::Reject { with, .. } = next {
         let Rhs::Val(Val::Word(v, _)) = rhs else {

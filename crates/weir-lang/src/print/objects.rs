@@ -47,6 +47,9 @@ pub(super) fn body(o: &ast::ObjDecl, family: Family, cx: &Ctx<'_>) -> Vec<String
                     w.truncate(i);
                 }
             }
+            if w.is_empty() {
+                return vec!["0 bytes".into()];
+            }
             vec![w.join(" ")]
         }
         "ct helper" => vec![
